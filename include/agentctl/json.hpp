@@ -1,0 +1,95 @@
+// Streaming JSON output with a fixed member order, so every document we print is byte-stable.
+#pragma once
+
+#include <agentctl/diagnostic.hpp>
+
+#include <boost/json/value.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace agentctl {
+
+/// Where serialised JSON goes, in pieces.
+class json_sink {
+public:
+    virtual ~json_sink() = default;
+    virtual void write(std::string_view bytes) = 0;
+};
+
+/// Collects everything into a string.
+class string_sink final : public json_sink {
+public:
+    void write(std::string_view bytes) override { text.append(bytes); }
+    std::string text;
+};
+
+/// Writes JSON tokens, adding commas and colons itself. Buffers internally; call flush()
+/// (or destroy the writer) before reading what the sink got. Strings must be valid UTF-8
+/// (see to_utf8_lossy); control characters are escaped.
+class json_writer {
+public:
+    explicit json_writer(json_sink& sink) : sink_(sink) {}
+    ~json_writer() { flush(); }
+    json_writer(const json_writer&) = delete;
+    json_writer& operator=(const json_writer&) = delete;
+
+    void begin_object();
+    void end_object();
+    void begin_array();
+    void end_array();
+    void key(std::string_view k);
+
+    void string(std::string_view s);
+    void boolean(bool b);
+    void number(std::int64_t n);
+    void number(std::uint64_t n);
+    void number(int n) { number(static_cast<std::int64_t>(n)); }
+    void number(double d);
+    void null();
+    void value(const boost::json::value& v);
+
+    /// `key` then `string`.
+    void member(std::string_view k, std::string_view s) { key(k); string(s); }
+    void member(std::string_view k, const char* s) { key(k); string(s); }
+    void member(std::string_view k, bool b) { key(k); boolean(b); }
+    void member(std::string_view k, std::int64_t n) { key(k); number(n); }
+    void member(std::string_view k, std::uint64_t n) { key(k); number(n); }
+    void member(std::string_view k, int n) { key(k); number(n); }
+    void member(std::string_view k, const boost::json::value& v) { key(k); value(v); }
+
+    /// Inserts already-serialised JSON as the next value.
+    void raw_value(std::string_view json);
+    void flush();
+
+private:
+    void before_value();
+    void put_string(std::string_view s);
+    void put(std::string_view s);
+    void put(char c);
+
+    json_sink& sink_;
+    std::string buffer_;
+    std::vector<bool> first_;  // per open container: nothing written yet
+    bool after_key_ = false;
+};
+
+/// A valid UTF-8 copy of `bytes`: each invalid sequence becomes U+FFFD and sets `lossy`.
+std::string to_utf8_lossy(std::string_view bytes, bool& lossy);
+
+/// Whether `bytes` is valid UTF-8.
+bool is_valid_utf8(std::string_view bytes);
+
+/// `{code, severity, message, file, line, column, path, help}`.
+void write_diagnostic(json_writer& w, const diagnostic& d);
+void write_diagnostics(json_writer& w, const diagnostics& ds);
+
+/// One value serialised on its own, canonically (object members in stored order).
+std::string to_json(const boost::json::value& v);
+
+/// "sha256:<hex>" of `bytes`.
+std::string sha256_digest(std::string_view bytes);
+
+}  // namespace agentctl

@@ -1,0 +1,230 @@
+// The workflow document model (SPEC section 2), exactly as written by the author.
+//
+// Values here are what the document says, after type checking; defaults that depend on
+// other fields (timeouts, concurrency) are resolved later by the plan compiler. JSON-typed
+// data (inputs, `with`, outputs, schemas) is kept as boost::json values; strings in them
+// may hold `${{ ... }}` templates.
+#pragma once
+
+#include <agentctl/diagnostic.hpp>
+
+#include <boost/json/value.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace agentctl {
+
+/// Limits shared by the parser and the plan compiler.
+namespace limits {
+inline constexpr std::uint64_t max_document_bytes = 1024 * 1024;  ///< larger files are refused unread
+inline constexpr int max_timeout_seconds = 86400;
+inline constexpr int max_kill_grace_seconds = 3600;
+inline constexpr int max_concurrency = 4096;
+inline constexpr std::uint64_t max_stream_limit_bytes = 16 * 1024 * 1024;
+inline constexpr std::uint64_t default_stdout_limit_bytes = 1024 * 1024;
+inline constexpr std::uint64_t default_stderr_limit_bytes = 1024 * 1024;
+inline constexpr std::uint64_t default_combined_limit_bytes = 2 * 1024 * 1024;
+inline constexpr std::uint64_t min_memory_bytes = 16ull * 1024 * 1024;
+inline constexpr std::uint64_t max_memory_bytes = 16ull * 1024 * 1024 * 1024;
+inline constexpr std::uint64_t default_memory_bytes = 256ull * 1024 * 1024;
+inline constexpr std::uint32_t max_cpu_millis = 64000;
+inline constexpr std::uint32_t default_cpu_millis = 1000;
+inline constexpr std::uint32_t max_pids = 4096;
+inline constexpr std::uint32_t default_pids = 64;
+inline constexpr int max_retry_attempts = 20;
+inline constexpr int max_backoff_ms = 60000;
+inline constexpr std::uint32_t default_max_items = 10000;     ///< foreach/matrix maxItems default
+inline constexpr std::uint32_t max_max_items = 1000000;       ///< largest maxItems accepted
+inline constexpr int default_secret_process_timeout_seconds = 5;
+inline constexpr int max_secret_process_timeout_seconds = 60;
+inline constexpr std::uint64_t default_secret_process_output_bytes = 16 * 1024;
+inline constexpr std::uint64_t max_secret_process_output_bytes = 64 * 1024;
+inline constexpr std::uint64_t max_secret_file_bytes = 64 * 1024;
+inline constexpr std::size_t max_secret_process_args = 64;
+inline constexpr std::size_t max_secret_process_arg_bytes = 4096;
+}  // namespace limits
+
+/// Where each part of the document was written: dotted path -> location of its key
+/// (for mapping entries) or of the item (for sequence items). Paths use `.key` for
+/// mapping keys and `[i]` for sequence items: `spec.tasks[2].needs[0]`.
+class source_map {
+public:
+    void set(std::string path, int line, int column);
+    /// The location of `path`, or of its nearest recorded ancestor; {file,0,0} if none.
+    source_location find(std::string_view path) const;
+    const std::string& file() const { return file_; }
+    void set_file(std::string file) { file_ = std::move(file); }
+
+private:
+    std::string file_;
+    std::unordered_map<std::string, std::pair<int, int>> lines_;
+};
+
+struct workflow_metadata {
+    std::string name;  ///< non-empty
+    std::string description;
+    std::vector<std::pair<std::string, std::string>> labels;  ///< declaration order
+};
+
+enum class approval_mode { never, mutations, high_risk, always };
+
+struct policy_spec {
+    std::string workspace_root = ".";  ///< relative to --workspace, else the workflow's folder
+    std::vector<std::string> writable_roots;
+    std::vector<std::string> process_allowlist;      ///< executable basenames
+    std::vector<std::string> environment_allowlist;  ///< variable names
+    std::vector<std::string> secret_file_roots;
+    std::vector<std::string> secret_process_allowlist;  ///< helper basenames
+    approval_mode approval = approval_mode::mutations;
+};
+
+/// Run-wide limits; each is > 0 when present.
+struct budgets_spec {
+    std::optional<std::uint64_t> max_process_output_bytes;
+    std::optional<std::uint64_t> max_wall_time_seconds;
+    std::optional<std::uint64_t> max_tasks;  ///< counted after foreach/matrix expansion
+    std::optional<std::uint64_t> max_expansion_items;
+};
+
+struct runtime_spec {
+    std::optional<int> max_concurrency;  ///< 1..4096; absent = 1 (reference default)
+    int default_timeout_seconds = 120;   ///< 1..86400
+    int kill_grace_seconds = 0;          ///< 0..3600; 0 = SIGKILL at once
+    budgets_spec budgets;
+};
+
+/// `{process: {...}}` secret source: a bounded helper whose stdout is the value.
+struct secret_process_spec {
+    std::string command;
+    std::vector<std::string> args;
+    int timeout_seconds = limits::default_secret_process_timeout_seconds;
+    std::uint64_t output_limit_bytes = limits::default_secret_process_output_bytes;
+};
+
+/// Where one environment value of an action comes from.
+struct env_source {
+    enum class kind_t { env, file, process, value };
+    kind_t kind = kind_t::env;
+    std::string text;  ///< env: source variable name; file: path; value: the literal
+    secret_process_spec process;  ///< kind == process only
+    /// env, file and process values are secrets and are redacted; value is not.
+    bool is_secret() const { return kind != kind_t::value; }
+};
+
+struct env_entry {
+    std::string name;  ///< [A-Za-z_][A-Za-z0-9_]*
+    env_source source;
+};
+
+enum class engine_choice { auto_select, docker, podman };
+
+struct container_spec {
+    std::string image;  ///< NAME@sha256:<64 hex> or sha256:<64 hex>
+    engine_choice runtime = engine_choice::auto_select;
+    std::uint64_t memory_limit_bytes = limits::default_memory_bytes;
+    std::uint32_t cpu_limit_millis = limits::default_cpu_millis;
+    std::uint32_t pids_limit = limits::default_pids;
+};
+
+enum class action_kind { shell_exec, extension_process, assign };
+enum class isolation_mode { process, container };
+enum class idempotency { pure, idempotent, keyed, at_most_once, unknown };
+
+/// Fields only `extension.process` actions may carry.
+struct extension_spec {
+    std::string protocol_version;  ///< must be agentctl.dev/process-extension/v1
+    idempotency idempotency_class = idempotency::unknown;
+    boost::json::value input_schema;
+    boost::json::value output_schema;
+    std::vector<std::string> capabilities;
+};
+
+struct action_spec {
+    std::string name;  ///< the key under spec.actions
+    action_kind kind = action_kind::shell_exec;
+    std::string description;
+    std::string command;                 ///< process kinds: absolute path or bare name
+    std::vector<std::string> args;       ///< may hold templates (beyond the reference)
+    std::optional<std::string> cwd;      ///< relative to workspaceRoot; may hold templates
+    std::vector<env_entry> env;          ///< declaration order, names unique
+    std::optional<int> timeout_seconds;  ///< 1..86400
+    std::uint64_t stdout_limit_bytes = limits::default_stdout_limit_bytes;
+    std::uint64_t stderr_limit_bytes = limits::default_stderr_limit_bytes;
+    std::uint64_t combined_output_limit_bytes = limits::default_combined_limit_bytes;
+    isolation_mode isolation = isolation_mode::process;
+    std::optional<container_spec> container;  ///< present iff isolation == container
+    std::optional<extension_spec> extension;  ///< present iff kind == extension_process
+    boost::json::value with;  ///< action-level default input (object or null)
+
+    bool is_process() const { return kind != action_kind::assign; }
+};
+
+/// Which failures a retry may repeat.
+enum class retry_reason { spawn_error, exit_nonzero, timeout };
+
+struct retry_spec {
+    int max_attempts = 1;  ///< 1..20
+    int backoff_ms = 0;    ///< 0..60000
+    std::vector<retry_reason> on = {retry_reason::spawn_error};
+};
+
+enum class failure_mode { stop, continue_run };
+
+struct foreach_spec {
+    boost::json::value items;  ///< an array, or a string that is exactly one template
+    std::string as = "item";
+    std::uint32_t max_items = limits::default_max_items;
+};
+
+struct matrix_spec {
+    std::vector<std::pair<std::string, boost::json::value>> axes;  ///< declaration order
+    std::uint32_t max_items = limits::default_max_items;
+};
+
+struct task_spec {
+    std::string id;   ///< [a-z0-9_-]+, unique
+    std::string uses; ///< as written, e.g. "action:status"
+    std::string action;  ///< the action name from `uses`
+    std::vector<std::string> needs;
+    boost::json::value with;  ///< object or null; may hold templates
+    std::optional<int> timeout_seconds;
+    retry_spec retry;
+    failure_mode failure = failure_mode::stop;
+    std::optional<std::string> when;
+    std::optional<foreach_spec> foreach;
+    std::optional<matrix_spec> matrix;
+};
+
+/// A whole document. `source_digest` is the sha256 of the file's bytes.
+struct workflow {
+    std::string api_version;
+    workflow_metadata metadata;
+    boost::json::object inputs;  ///< defaults
+    policy_spec policy;
+    runtime_spec runtime;
+    std::vector<action_spec> actions;  ///< declaration order
+    std::vector<task_spec> tasks;      ///< declaration order
+    boost::json::object outputs;       ///< name -> value (templates allowed)
+    source_map locations;
+    std::string source_digest;  ///< "sha256:<hex>"
+
+    const action_spec* find_action(std::string_view name) const;
+    /// Location of a dotted path, for diagnostics raised after parsing.
+    source_location where(std::string_view path) const { return locations.find(path); }
+};
+
+std::string_view to_string(approval_mode);
+std::string_view to_string(action_kind);
+std::string_view to_string(isolation_mode);
+std::string_view to_string(engine_choice);
+std::string_view to_string(idempotency);
+std::string_view to_string(retry_reason);
+std::string_view to_string(failure_mode);
+
+}  // namespace agentctl
