@@ -1,0 +1,1 @@
+// TODO(parse helper): load_workflow, load_inputs_file.

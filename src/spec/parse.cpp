@@ -1,0 +1,1 @@
+// TODO(parse helper): YAML -> workflow.

@@ -1,0 +1,1 @@
+// TODO(parse helper): source_map, to_string(), workflow::find_action.

@@ -1,0 +1,3 @@
+#include <boost/test/unit_test.hpp>
+
+BOOST_AUTO_TEST_CASE(placeholder_test_template) { BOOST_TEST(true); }
