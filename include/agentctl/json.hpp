@@ -68,13 +68,23 @@ private:
     void before_value();
     void put_string(std::string_view s);
     void put(std::string_view s);
-    void put(char c);
+    void put(char c) {
+        buffer_.push_back(c);
+        if (buffer_.size() >= flush_at) flush();
+    }
+    static constexpr std::size_t flush_at = 64 * 1024;
 
     json_sink& sink_;
-    std::string buffer_;
-    std::vector<bool> first_;  // per open container: nothing written yet
+    std::string buffer_;  // pending bytes; small writers (one value) never allocate much
+    std::vector<std::uint8_t> first_;  // per open container: 1 while nothing was written in it
     bool after_key_ = false;
 };
+
+/// A duration in milliseconds as JSON seconds: an integer when whole (10), else a decimal (0.2).
+void write_seconds(json_writer& w, std::int64_t ms);
+
+/// A duration in milliseconds for people: "10s", "0.2s", "1.25s".
+std::string seconds_text(std::int64_t ms);
 
 /// A valid UTF-8 copy of `bytes`: each invalid sequence becomes U+FFFD and sets `lossy`.
 std::string to_utf8_lossy(std::string_view bytes, bool& lossy);

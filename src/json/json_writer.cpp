@@ -10,13 +10,13 @@
 namespace agentctl {
 
 void json_writer::put(std::string_view s) {
+    if (s.size() >= flush_at) {  // large pieces go straight through
+        flush();
+        sink_.write(s);
+        return;
+    }
     buffer_.append(s);
-    if (buffer_.size() >= 64 * 1024) flush();
-}
-
-void json_writer::put(char c) {
-    buffer_.push_back(c);
-    if (buffer_.size() >= 64 * 1024) flush();
+    if (buffer_.size() >= flush_at) flush();
 }
 
 void json_writer::flush() {
@@ -32,14 +32,14 @@ void json_writer::before_value() {
     }
     if (!first_.empty()) {
         if (!first_.back()) put(',');
-        first_.back() = false;
+        first_.back() = 0;
     }
 }
 
 void json_writer::begin_object() {
     before_value();
     put('{');
-    first_.push_back(true);
+    first_.push_back(1);
 }
 
 void json_writer::end_object() {
@@ -50,7 +50,7 @@ void json_writer::end_object() {
 void json_writer::begin_array() {
     before_value();
     put('[');
-    first_.push_back(true);
+    first_.push_back(1);
 }
 
 void json_writer::end_array() {
@@ -70,17 +70,18 @@ void json_writer::string(std::string_view s) {
     put_string(s);
 }
 
+namespace {
+inline bool needs_escape(unsigned char c) { return c < 0x20 || c == '"' || c == '\\'; }
+}  // namespace
+
 void json_writer::put_string(std::string_view s) {
     static constexpr char hex[] = "0123456789abcdef";
-    std::size_t start = 0;
-    auto emit_pending = [&](std::size_t end) {
-        if (end > start) put(s.substr(start, end - start));
-    };
     put('"');
+    std::size_t start = 0;
     for (std::size_t i = 0; i < s.size(); ++i) {
         unsigned char c = static_cast<unsigned char>(s[i]);
-        if (c >= 0x20 && c != '"' && c != '\\') continue;
-        emit_pending(i);
+        if (!needs_escape(c)) continue;
+        put(s.substr(start, i - start));
         start = i + 1;
         switch (c) {
         case '"': put("\\\""); break;
@@ -96,7 +97,7 @@ void json_writer::put_string(std::string_view s) {
         }
         }
     }
-    emit_pending(s.size());
+    put(s.substr(start));
     put('"');
 }
 
@@ -169,6 +170,22 @@ void json_writer::value(const boost::json::value& v) {
 void json_writer::raw_value(std::string_view json) {
     before_value();
     put(json);
+}
+
+void write_seconds(json_writer& w, std::int64_t ms) {
+    if (ms % 1000 == 0) w.number(ms / 1000);
+    else w.number(static_cast<double>(ms) / 1000.0);
+}
+
+std::string seconds_text(std::int64_t ms) {
+    std::string text = std::to_string(ms / 1000);
+    if (std::int64_t frac = ms % 1000) {
+        char digits[4] = {char('0' + frac / 100), char('0' + frac / 10 % 10), char('0' + frac % 10), 0};
+        std::string f = digits;
+        while (f.back() == '0') f.pop_back();
+        text += "." + f;
+    }
+    return text + "s";
 }
 
 std::string to_json(const boost::json::value& v) {

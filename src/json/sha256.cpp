@@ -2,6 +2,10 @@
 
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace agentctl {
 namespace {
 
@@ -18,12 +22,61 @@ constexpr std::uint32_t k[64] = {
 
 constexpr std::uint32_t rotr(std::uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
 
+#if defined(__x86_64__)
+// The SHA extensions do the rounds in hardware: about ten times the portable speed, which
+// matters for the plan digest of a 100 000-task plan.
+__attribute__((target("sha,sse4.1"))) void block_sha_ni(std::uint32_t* state, const std::uint8_t* p) {
+    const __m128i byteswap = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
+    __m128i dcba = _mm_loadu_si128(reinterpret_cast<const __m128i*>(state));
+    __m128i hgfe = _mm_loadu_si128(reinterpret_cast<const __m128i*>(state + 4));
+    __m128i cdab = _mm_shuffle_epi32(dcba, 0xB1);
+    __m128i efgh = _mm_shuffle_epi32(hgfe, 0x1B);
+    __m128i abef = _mm_alignr_epi8(cdab, efgh, 8);
+    __m128i cdgh = _mm_blend_epi16(efgh, cdab, 0xF0);
+    const __m128i abef_start = abef, cdgh_start = cdgh;
+
+    __m128i w[4];  // the last four message-schedule groups, w[i % 4]
+    for (int i = 0; i < 16; ++i) {
+        if (i < 4) {
+            w[i] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i)), byteswap);
+        } else {
+            __m128i prev = w[(i - 1) % 4];
+            __m128i t = _mm_add_epi32(_mm_sha256msg1_epu32(w[i % 4], w[(i - 3) % 4]),
+                                      _mm_alignr_epi8(prev, w[(i - 2) % 4], 4));
+            w[i % 4] = _mm_sha256msg2_epu32(t, prev);
+        }
+        __m128i msg = _mm_add_epi32(w[i % 4], _mm_loadu_si128(reinterpret_cast<const __m128i*>(k + 4 * i)));
+        cdgh = _mm_sha256rnds2_epu32(cdgh, abef, msg);
+        abef = _mm_sha256rnds2_epu32(abef, cdgh, _mm_shuffle_epi32(msg, 0x0E));
+    }
+    abef = _mm_add_epi32(abef, abef_start);
+    cdgh = _mm_add_epi32(cdgh, cdgh_start);
+
+    __m128i feba = _mm_shuffle_epi32(abef, 0x1B);
+    __m128i dchg = _mm_shuffle_epi32(cdgh, 0xB1);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(state), _mm_blend_epi16(feba, dchg, 0xF0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(state + 4), _mm_alignr_epi8(dchg, feba, 8));
+}
+
+bool have_sha_ni() {
+    static const bool yes = __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1");
+    return yes;
+}
+#endif
+
 }  // namespace
 
 sha256::sha256()
     : state_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
 
 void sha256::block(const std::uint8_t* p) {
+#if defined(__x86_64__)
+    if (!portable_only_ && have_sha_ni()) return block_sha_ni(state_.data(), p);
+#endif
+    block_portable(p);
+}
+
+void sha256::block_portable(const std::uint8_t* p) {
     std::uint32_t w[64];
     for (int i = 0; i < 16; ++i)
         w[i] = std::uint32_t(p[4 * i]) << 24 | std::uint32_t(p[4 * i + 1]) << 16 |

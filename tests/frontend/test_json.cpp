@@ -1,0 +1,88 @@
+// The JSON layer: digests, the writer, UTF-8 repair.
+#include <agentctl/json.hpp>
+
+#include "json/sha256.hpp"
+
+#include <boost/json/parse.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <random>
+
+using namespace agentctl;
+
+namespace {
+std::string digest(std::string_view s, bool portable) {
+    sha256 h;
+    if (portable) h.use_portable_only();
+    h.update(s);
+    return h.hex();
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(sha256_known_vectors_in_both_implementations) {
+    for (bool portable : {false, true}) {
+        BOOST_TEST(digest("", portable) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+        BOOST_TEST(digest("abc", portable) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        BOOST_TEST(digest("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", portable) ==
+                   "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+        BOOST_TEST(digest(std::string(1000000, 'a'), portable) ==
+                   "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    }
+}
+
+BOOST_AUTO_TEST_CASE(sha256_hardware_and_portable_agree_on_any_split) {
+    std::mt19937 rng(7);
+    for (int round = 0; round < 200; ++round) {
+        std::string data(rng() % 3000, '\0');
+        for (auto& c : data) c = static_cast<char>(rng());
+        sha256 a, b;
+        b.use_portable_only();
+        std::size_t at = 0;
+        while (at < data.size()) {  // feed in random pieces to exercise the buffering
+            std::size_t n = std::min<std::size_t>(rng() % 200 + 1, data.size() - at);
+            a.update(std::string_view(data).substr(at, n));
+            b.update(std::string_view(data).substr(at, n));
+            at += n;
+        }
+        BOOST_TEST(a.hex() == b.hex());
+    }
+    BOOST_TEST(sha256_digest("abc") == "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+BOOST_AUTO_TEST_CASE(writer_escapes_and_keeps_member_order) {
+    string_sink sink;
+    {
+        json_writer w(sink);
+        w.begin_object();
+        w.member("z", "a\"b\\c\n\x01");
+        w.member("a", std::int64_t(-3));
+        w.key("list");
+        w.begin_array();
+        w.number(1.0);
+        w.number(0.5);
+        w.boolean(false);
+        w.null();
+        w.end_array();
+        w.key("v");
+        w.value(boost::json::parse(R"({"b":1,"a":[true,"x"]})"));
+        w.end_object();
+    }
+    BOOST_TEST(sink.text ==
+               R"({"z":"a\"b\\c\n\u0001","a":-3,"list":[1.0,0.5,false,null],"v":{"b":1,"a":[true,"x"]}})");
+    BOOST_TEST(boost::json::parse(sink.text).is_object());
+}
+
+BOOST_AUTO_TEST_CASE(utf8_repair_replaces_each_bad_byte_and_flags_it) {
+    bool lossy = false;
+    BOOST_TEST(to_utf8_lossy("plain ✓", lossy) == "plain ✓");
+    BOOST_TEST(!lossy);
+    std::string bad = std::string("a\xC0\xAF") + "b" + "\xED\xA0\x80" + "\xF4\x90\x80\x80" + "\xE2\x82";
+    std::string fixed = to_utf8_lossy(bad, lossy);
+    BOOST_TEST(lossy);
+    BOOST_TEST(is_valid_utf8(fixed));
+    BOOST_TEST(fixed.substr(0, 1) == "a");
+    BOOST_TEST(!is_valid_utf8(bad));
+    std::string all;
+    for (int c = 0; c < 256; ++c) all.push_back(static_cast<char>(c));
+    BOOST_TEST(is_valid_utf8(to_utf8_lossy(all, lossy)));
+}
