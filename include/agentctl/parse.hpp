@@ -15,6 +15,10 @@ namespace agentctl {
 /// A parsed document, or nothing when it has errors. Warnings may accompany a document.
 struct parse_result {
     std::optional<workflow> document;
+    /// When the YAML was readable but the document has errors: what could be read (bad fields
+    /// left at their defaults), so that semantic problems can be reported in the same pass.
+    /// Never run it.
+    std::optional<workflow> partial;
     diagnostics diags;
 };
 

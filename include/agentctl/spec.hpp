@@ -24,6 +24,7 @@ namespace agentctl {
 namespace limits {
 inline constexpr std::uint64_t max_document_bytes = 1024 * 1024;  ///< larger files are refused unread
 inline constexpr int max_timeout_seconds = 86400;
+inline constexpr std::int64_t max_timeout_ms = 86400ll * 1000;
 inline constexpr int max_kill_grace_seconds = 3600;
 inline constexpr int max_concurrency = 4096;
 inline constexpr std::uint64_t max_stream_limit_bytes = 16 * 1024 * 1024;
@@ -56,6 +57,8 @@ inline constexpr std::size_t max_secret_process_arg_bytes = 4096;
 class source_map {
 public:
     void set(std::string path, int line, int column);
+    /// Room for `paths` entries, so large documents are recorded without rehashing.
+    void reserve(std::size_t paths) { lines_.reserve(paths); }
     /// The location of `path`, or of its nearest recorded ancestor; {file,0,0} if none.
     source_location find(std::string_view path) const;
     const std::string& file() const { return file_; }
@@ -94,7 +97,7 @@ struct budgets_spec {
 
 struct runtime_spec {
     std::optional<int> max_concurrency;  ///< 1..4096; absent = 1 (reference default)
-    int default_timeout_seconds = 120;   ///< 1..86400
+    std::int64_t default_timeout_ms = 120000;  ///< 1 ms..86400 s (`defaultTimeoutSeconds`, decimals allowed)
     int kill_grace_seconds = 0;          ///< 0..3600; 0 = SIGKILL at once
     budgets_spec budgets;
 };
@@ -153,7 +156,7 @@ struct action_spec {
     std::vector<std::string> args;       ///< may hold templates (beyond the reference)
     std::optional<std::string> cwd;      ///< relative to workspaceRoot; may hold templates
     std::vector<env_entry> env;          ///< declaration order, names unique
-    std::optional<int> timeout_seconds;  ///< 1..86400
+    std::optional<std::int64_t> timeout_ms;  ///< `timeoutSeconds` in ms: 0.001..86400 s
     std::uint64_t stdout_limit_bytes = limits::default_stdout_limit_bytes;
     std::uint64_t stderr_limit_bytes = limits::default_stderr_limit_bytes;
     std::uint64_t combined_output_limit_bytes = limits::default_combined_limit_bytes;
@@ -193,7 +196,7 @@ struct task_spec {
     std::string action;  ///< the action name from `uses`
     std::vector<std::string> needs;
     boost::json::value with;  ///< object or null; may hold templates
-    std::optional<int> timeout_seconds;
+    std::optional<std::int64_t> timeout_ms;  ///< `timeoutSeconds` in ms
     retry_spec retry;
     failure_mode failure = failure_mode::stop;
     std::optional<std::string> when;

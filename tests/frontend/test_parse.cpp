@@ -1,3 +1,815 @@
+// Unit tests of the YAML parser: the model it fills, defaults, locations, strictness.
+#include <agentctl/json.hpp>
+#include <agentctl/parse.hpp>
+
+#include <boost/json/serialize.hpp>
 #include <boost/test/unit_test.hpp>
 
-BOOST_AUTO_TEST_CASE(placeholder_test_parse) { BOOST_TEST(true); }
+#include <unistd.h>
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+using namespace agentctl;
+namespace json = boost::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string digest = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+const std::string minimal = R"(apiVersion: agentctl.dev/v1
+kind: Workflow
+metadata:
+  name: minimal
+spec:
+  actions:
+    noop:
+      kind: builtin.assign
+  tasks:
+    - id: only
+      uses: action:noop
+)";
+
+parse_result parse(const std::string& text) {
+    return parse_workflow(text, "wf.yaml");
+}
+
+bool has(const parse_result& r, std::string_view code, int line = 0) {
+    return std::any_of(r.diags.items().begin(), r.diags.items().end(), [&](const diagnostic& d) {
+        return d.code == code && (line == 0 || d.location.line == line);
+    });
+}
+
+const diagnostic* find(const parse_result& r, std::string_view code) {
+    for (const auto& d : r.diags.items())
+        if (d.code == code) return &d;
+    return nullptr;
+}
+
+std::string codes(const parse_result& r) {
+    std::string out;
+    for (const auto& d : r.diags.items())
+        out += d.code + "@" + std::to_string(d.location.line) + ":" + d.path + " " + d.message + "\n";
+    return out;
+}
+
+// A document whose spec.inputs is `inputs` (indented YAML lines).
+std::string with_inputs(const std::string& inputs) {
+    std::string text = minimal;
+    text.replace(text.find("spec:\n") + 6, 0, "  inputs:\n" + inputs);
+    return text;
+}
+
+// A document with one process action `a` whose extra fields are `fields`.
+std::string with_action(const std::string& fields, const std::string& kind = "builtin.shell.exec") {
+    return "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: t}\nspec:\n  actions:\n    a:\n"
+           "      kind: " +
+           kind + "\n" + fields + "  tasks:\n    - id: t\n      uses: action:a\n";
+}
+
+// A scratch directory removed at the end of the test.
+struct scratch_dir {
+    fs::path path;
+    scratch_dir() {
+        std::string pattern = (fs::temp_directory_path() / "agentctl-parse-XXXXXX").string();
+        path = ::mkdtemp(pattern.data());
+    }
+    ~scratch_dir() {
+        std::error_code ec;
+        fs::remove_all(path, ec);
+    }
+    std::string write(const std::string& name, const std::string& content) const {
+        auto file = path / name;
+        std::ofstream(file, std::ios::binary) << content;
+        return file.string();
+    }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(minimal_document_gets_defaults) {
+    auto r = parse(minimal);
+    BOOST_TEST_REQUIRE(r.document.has_value(), codes(r));
+    BOOST_TEST(r.diags.empty());
+    const workflow& wf = *r.document;
+    BOOST_TEST(wf.api_version == "agentctl.dev/v1");
+    BOOST_TEST(wf.metadata.name == "minimal");
+    BOOST_TEST(wf.policy.workspace_root == ".");
+    BOOST_TEST((wf.policy.approval == approval_mode::mutations));
+    BOOST_TEST(wf.policy.process_allowlist.empty());
+    BOOST_TEST(!wf.runtime.max_concurrency.has_value());
+    BOOST_TEST(wf.runtime.default_timeout_ms == 120000);
+    BOOST_TEST(wf.runtime.kill_grace_seconds == 0);
+    BOOST_TEST(!wf.runtime.budgets.max_tasks.has_value());
+    BOOST_TEST_REQUIRE(wf.actions.size() == 1u);
+    BOOST_TEST((wf.actions[0].kind == action_kind::assign));
+    BOOST_TEST(wf.actions[0].with.is_null());
+    BOOST_TEST_REQUIRE(wf.tasks.size() == 1u);
+    const task_spec& t = wf.tasks[0];
+    BOOST_TEST(t.id == "only");
+    BOOST_TEST(t.uses == "action:noop");
+    BOOST_TEST(t.action == "noop");
+    BOOST_TEST(t.needs.empty());
+    BOOST_TEST(t.with.is_null());
+    BOOST_TEST(!t.timeout_ms.has_value());
+    BOOST_TEST(t.retry.max_attempts == 1);
+    BOOST_TEST(t.retry.backoff_ms == 0);
+    BOOST_TEST((t.retry.on == std::vector<retry_reason>{retry_reason::spawn_error}));
+    BOOST_TEST((t.failure == failure_mode::stop));
+    BOOST_TEST(!t.when.has_value());
+    BOOST_TEST(!t.foreach.has_value());
+    BOOST_TEST(!t.matrix.has_value());
+    BOOST_TEST(wf.source_digest == sha256_digest(minimal));
+    BOOST_TEST(wf.find_action("noop") == &wf.actions[0]);
+    BOOST_TEST(wf.find_action("missing") == nullptr);
+}
+
+BOOST_AUTO_TEST_CASE(every_field_is_read) {
+    const std::string text = R"(apiVersion: agentctl.dev/v1alpha1
+kind: Workflow
+metadata:
+  name: full
+  description: every field
+  labels: {team: infra, tier: "1"}
+spec:
+  inputs:
+    files: [a.txt, b.txt]
+    level: 3
+  policy:
+    workspaceRoot: repo
+    writableRoots: [out]
+    processAllowlist: [git, worker]
+    environmentAllowlist: [TOKEN, PATH]
+    secretFileRoots: [secrets]
+    secretProcessAllowlist: [vault]
+    approval: never
+  runtime:
+    maxConcurrency: 8
+    defaultTimeoutSeconds: 30
+    killGraceSeconds: 5
+    budgets: {maxProcessOutputBytes: 1000, maxWallTimeSeconds: 60, maxTasks: 500, maxExpansionItems: 400}
+  actions:
+    status:
+      kind: builtin.shell.exec
+      description: git status
+      command: /usr/bin/git
+      args: [status, "--short", "", "${{ with.path }}"]
+      cwd: repo
+      env:
+        TOKEN: {env: TOKEN}
+        KEY: {file: secrets/key}
+        PASS:
+          process: {command: vault, args: [read, pass], timeoutSeconds: 7, outputLimitBytes: 100}
+        MODE: {value: fast}
+        EMPTY: {value: ""}
+      timeoutSeconds: 10
+      stdoutLimitBytes: 100
+      stderrLimitBytes: 200
+      combinedOutputLimitBytes: 300
+      with: {path: .}
+    boxed:
+      kind: builtin.shell.exec
+      command: worker
+      isolation: container
+      container:
+        image: registry.example/worker@sha256:)" +
+                             digest + R"(
+        runtime: podman
+        memoryLimitBytes: 33554432
+        cpuLimitMillis: 500
+        pidsLimit: 16
+    ext:
+      kind: extension.process
+      command: /opt/ext
+      protocolVersion: agentctl.dev/process-extension/v1
+      idempotency: at_most_once
+      inputSchema: {type: object, required: [x]}
+      outputSchema: true
+      capabilities: [read, write]
+  tasks:
+    - id: status
+      uses: action:status
+      needs: []
+      with: {path: sub}
+      timeoutSeconds: 30
+      retry: {maxAttempts: 3, backoffMs: 250, on: [spawn_error, exit_nonzero, timeout]}
+      failure: continue
+      when: "tasks.x.output.exitCode == 0"
+    - id: each
+      uses: action:boxed
+      needs: [status]
+      foreach: {items: "${{ inputs.files }}", as: file, maxItems: 50}
+    - id: grid
+      uses: action:ext
+      matrix:
+        axes: {os: [linux, mac], level: "${{ inputs.levels }}"}
+        maxItems: 8
+  outputs: {summary: "${{ tasks.status.output.stdout }}"}
+)";
+    auto r = parse(text);
+    BOOST_TEST_REQUIRE(r.document.has_value(), codes(r));
+    const workflow& wf = *r.document;
+    BOOST_TEST(wf.api_version == "agentctl.dev/v1alpha1");
+    BOOST_TEST(wf.metadata.description == "every field");
+    BOOST_TEST_REQUIRE(wf.metadata.labels.size() == 2u);
+    BOOST_TEST(wf.metadata.labels[1].first == "tier");
+    BOOST_TEST(wf.metadata.labels[1].second == "1");
+    BOOST_TEST(json::serialize(wf.inputs) == R"({"files":["a.txt","b.txt"],"level":3})");
+
+    BOOST_TEST(wf.policy.workspace_root == "repo");
+    BOOST_TEST((wf.policy.writable_roots == std::vector<std::string>{"out"}));
+    BOOST_TEST((wf.policy.process_allowlist == std::vector<std::string>{"git", "worker"}));
+    BOOST_TEST((wf.policy.environment_allowlist == std::vector<std::string>{"TOKEN", "PATH"}));
+    BOOST_TEST((wf.policy.secret_file_roots == std::vector<std::string>{"secrets"}));
+    BOOST_TEST((wf.policy.secret_process_allowlist == std::vector<std::string>{"vault"}));
+    BOOST_TEST((wf.policy.approval == approval_mode::never));
+
+    BOOST_TEST(wf.runtime.max_concurrency.value() == 8);
+    BOOST_TEST(wf.runtime.default_timeout_ms == 30000);
+    BOOST_TEST(wf.runtime.kill_grace_seconds == 5);
+    BOOST_TEST(wf.runtime.budgets.max_process_output_bytes.value() == 1000u);
+    BOOST_TEST(wf.runtime.budgets.max_wall_time_seconds.value() == 60u);
+    BOOST_TEST(wf.runtime.budgets.max_tasks.value() == 500u);
+    BOOST_TEST(wf.runtime.budgets.max_expansion_items.value() == 400u);
+
+    BOOST_TEST_REQUIRE(wf.actions.size() == 3u);
+    const action_spec& s = wf.actions[0];
+    BOOST_TEST(s.name == "status");
+    BOOST_TEST((s.kind == action_kind::shell_exec));
+    BOOST_TEST(s.description == "git status");
+    BOOST_TEST(s.command == "/usr/bin/git");
+    BOOST_TEST((s.args == std::vector<std::string>{"status", "--short", "", "${{ with.path }}"}));
+    BOOST_TEST(s.cwd.value() == "repo");
+    BOOST_TEST_REQUIRE(s.env.size() == 5u);
+    BOOST_TEST(s.env[0].name == "TOKEN");
+    BOOST_TEST((s.env[0].source.kind == env_source::kind_t::env));
+    BOOST_TEST(s.env[0].source.text == "TOKEN");
+    BOOST_TEST((s.env[1].source.kind == env_source::kind_t::file));
+    BOOST_TEST(s.env[1].source.text == "secrets/key");
+    BOOST_TEST((s.env[2].source.kind == env_source::kind_t::process));
+    BOOST_TEST(s.env[2].source.process.command == "vault");
+    BOOST_TEST((s.env[2].source.process.args == std::vector<std::string>{"read", "pass"}));
+    BOOST_TEST(s.env[2].source.process.timeout_seconds == 7);
+    BOOST_TEST(s.env[2].source.process.output_limit_bytes == 100u);
+    BOOST_TEST((s.env[3].source.kind == env_source::kind_t::value));
+    BOOST_TEST(s.env[3].source.text == "fast");
+    BOOST_TEST(!s.env[3].source.is_secret());
+    BOOST_TEST(s.env[4].source.text == "");
+    BOOST_TEST(s.timeout_ms.value() == 10000);
+    BOOST_TEST(s.stdout_limit_bytes == 100u);
+    BOOST_TEST(s.stderr_limit_bytes == 200u);
+    BOOST_TEST(s.combined_output_limit_bytes == 300u);
+    BOOST_TEST((s.isolation == isolation_mode::process));
+    BOOST_TEST(!s.container.has_value());
+    BOOST_TEST(!s.extension.has_value());
+    BOOST_TEST(json::serialize(s.with) == R"({"path":"."})");
+
+    const action_spec& b = wf.actions[1];
+    BOOST_TEST((b.isolation == isolation_mode::container));
+    BOOST_TEST_REQUIRE(b.container.has_value());
+    BOOST_TEST(b.container->image == "registry.example/worker@sha256:" + digest);
+    BOOST_TEST((b.container->runtime == engine_choice::podman));
+    BOOST_TEST(b.container->memory_limit_bytes == 33554432u);
+    BOOST_TEST(b.container->cpu_limit_millis == 500u);
+    BOOST_TEST(b.container->pids_limit == 16u);
+
+    const action_spec& e = wf.actions[2];
+    BOOST_TEST((e.kind == action_kind::extension_process));
+    BOOST_TEST_REQUIRE(e.extension.has_value());
+    BOOST_TEST(e.extension->protocol_version == "agentctl.dev/process-extension/v1");
+    BOOST_TEST((e.extension->idempotency_class == idempotency::at_most_once));
+    BOOST_TEST(json::serialize(e.extension->input_schema) == R"({"type":"object","required":["x"]})");
+    BOOST_TEST(e.extension->output_schema == json::value(true));
+    BOOST_TEST((e.extension->capabilities == std::vector<std::string>{"read", "write"}));
+
+    BOOST_TEST_REQUIRE(wf.tasks.size() == 3u);
+    const task_spec& t0 = wf.tasks[0];
+    BOOST_TEST(json::serialize(t0.with) == R"({"path":"sub"})");
+    BOOST_TEST(t0.timeout_ms.value() == 30000);
+    BOOST_TEST(t0.retry.max_attempts == 3);
+    BOOST_TEST(t0.retry.backoff_ms == 250);
+    BOOST_TEST(t0.retry.on.size() == 3u);
+    BOOST_TEST((t0.failure == failure_mode::continue_run));
+    BOOST_TEST(t0.when.value() == "tasks.x.output.exitCode == 0");
+    const task_spec& t1 = wf.tasks[1];
+    BOOST_TEST((t1.needs == std::vector<std::string>{"status"}));
+    BOOST_TEST_REQUIRE(t1.foreach.has_value());
+    BOOST_TEST(t1.foreach->items == json::value("${{ inputs.files }}"));
+    BOOST_TEST(t1.foreach->as == "file");
+    BOOST_TEST(t1.foreach->max_items == 50u);
+    const task_spec& t2 = wf.tasks[2];
+    BOOST_TEST_REQUIRE(t2.matrix.has_value());
+    BOOST_TEST_REQUIRE(t2.matrix->axes.size() == 2u);
+    BOOST_TEST(t2.matrix->axes[0].first == "os");
+    BOOST_TEST(json::serialize(t2.matrix->axes[0].second) == R"(["linux","mac"])");
+    BOOST_TEST(t2.matrix->axes[1].second == json::value("${{ inputs.levels }}"));
+    BOOST_TEST(t2.matrix->max_items == 8u);
+    BOOST_TEST(json::serialize(wf.outputs) == R"({"summary":"${{ tasks.status.output.stdout }}"})");
+}
+
+BOOST_AUTO_TEST_CASE(nested_defaults) {
+    auto r =
+        parse(with_action("      command: w\n      isolation: container\n      container: {image: sha256:" +
+                          digest + "}\n      env:\n        K:\n          process: {command: vault}\n"));
+    BOOST_TEST_REQUIRE(r.document.has_value(), codes(r));
+    const action_spec& a = r.document->actions[0];
+    BOOST_TEST(a.stdout_limit_bytes == limits::default_stdout_limit_bytes);
+    BOOST_TEST(a.combined_output_limit_bytes == limits::default_combined_limit_bytes);
+    BOOST_TEST((a.container->runtime == engine_choice::auto_select));
+    BOOST_TEST(a.container->memory_limit_bytes == limits::default_memory_bytes);
+    BOOST_TEST(a.container->cpu_limit_millis == limits::default_cpu_millis);
+    BOOST_TEST(a.container->pids_limit == limits::default_pids);
+    BOOST_TEST(a.env[0].source.process.timeout_seconds == limits::default_secret_process_timeout_seconds);
+    BOOST_TEST(a.env[0].source.process.output_limit_bytes == limits::default_secret_process_output_bytes);
+
+    auto f = parse(with_action("", "builtin.assign") + "      foreach: {items: [1, 2]}\n");
+    BOOST_TEST_REQUIRE(f.document.has_value(), codes(f));
+    BOOST_TEST(f.document->tasks[0].foreach->as == "item");
+    BOOST_TEST(f.document->tasks[0].foreach->max_items == limits::default_max_items);
+}
+
+BOOST_AUTO_TEST_CASE(json_values_follow_the_core_schema) {
+    auto r = parse(with_inputs(R"(    n: ~
+    n2: null
+    n3:
+    t: true
+    f: false
+    yes_word: yes
+    capital: True
+    i: -42
+    plus: +7
+    big: 18446744073709551615
+    d: 1.5
+    e: 2e3
+    q: "10"
+    s: '010'
+    hex: 0x10
+    list: [1, "a", [b], {c: d}]
+    order: {z: 1, a: 2, m: 3}
+    str: !!str 12
+)"));
+    BOOST_TEST_REQUIRE(r.document.has_value(), codes(r));
+    BOOST_TEST(
+        json::serialize(r.document->inputs) ==
+        R"({"n":null,"n2":null,"n3":null,"t":true,"f":false,"yes_word":"yes","capital":"True","i":-42,)"
+        R"("plus":7,"big":18446744073709551615,"d":1.5E0,"e":2E3,"q":"10","s":"010","hex":"0x10",)"
+        R"("list":[1,"a",["b"],{"c":"d"}],"order":{"z":1,"a":2,"m":3},"str":"12"})");
+    BOOST_TEST(r.document->inputs.at("big").is_uint64());
+    BOOST_TEST(r.document->inputs.at("i").is_int64());
+}
+
+BOOST_AUTO_TEST_CASE(numbers_json_cannot_hold_are_refused) {
+    auto ok = parse(with_inputs("    a: .5\n    b: 1.\n    c: -2.5e3\n"));
+    BOOST_TEST_REQUIRE(ok.document.has_value(), codes(ok));
+    BOOST_TEST(json::serialize(ok.document->inputs) == R"({"a":5E-1,"b":1E0,"c":-2.5E3})");
+    auto r =
+        parse(with_inputs("    a: .inf\n    b: -.Inf\n    c: .nan\n    d: 1e400\n    e: 1e-400\n"
+                          "    f: -9223372036854775809\n"));
+    BOOST_TEST(has(r, "invalid_value", 7));
+    BOOST_TEST(has(r, "invalid_value", 8));
+    BOOST_TEST(has(r, "invalid_value", 9));
+    BOOST_TEST(has(r, "out_of_range", 10));
+    BOOST_TEST(has(r, "out_of_range", 11));
+    BOOST_TEST(has(r, "out_of_range", 12));
+    BOOST_TEST(r.diags.size() == 6u, codes(r));
+}
+
+BOOST_AUTO_TEST_CASE(locations_of_keys_and_items) {
+    auto r = parse(minimal + "    - id: second\n      uses: action:noop\n      needs: [only, \"x\"]\n");
+    BOOST_TEST_REQUIRE(r.document.has_value(), codes(r));
+    const workflow& wf = *r.document;
+    BOOST_TEST(wf.locations.file() == "wf.yaml");
+    auto needs1 = wf.where("spec.tasks[1].needs[1]");
+    BOOST_TEST(needs1.file == "wf.yaml");
+    BOOST_TEST(needs1.line == 14);
+    BOOST_TEST(needs1.column == 21);
+    auto task1 = wf.where("spec.tasks[1]");
+    BOOST_TEST(task1.line == 12);
+    BOOST_TEST(task1.column == 7);
+    auto kind = wf.where("spec.actions.noop.kind");
+    BOOST_TEST(kind.line == 8);
+    BOOST_TEST(kind.column == 7);
+    // An unrecorded path falls back to its nearest recorded ancestor.
+    auto deeper = wf.where("spec.tasks[1].needs[1].nothing[3]");
+    BOOST_TEST(deeper.line == 14);
+    BOOST_TEST(deeper.column == 21);
+    BOOST_TEST(wf.where("spec.tasks[9]").line == wf.where("spec.tasks").line);
+}
+
+BOOST_AUTO_TEST_CASE(locations_inside_json_data) {
+    auto r = parse(with_inputs("    files:\n      - a\n      - {deep: [x, y]}\n"));
+    BOOST_TEST_REQUIRE(r.document.has_value(), codes(r));
+    auto y = r.document->where("spec.inputs.files[1].deep[1]");
+    BOOST_TEST(y.line == 9);
+    BOOST_TEST(y.column == 20);
+}
+
+BOOST_AUTO_TEST_CASE(diagnostic_has_code_path_location_and_help) {
+    auto r = parse(with_action("      command: git\n      timoutSeconds: 10\n"));
+    BOOST_TEST(!r.document.has_value());
+    const diagnostic* d = find(r, "unknown_key");
+    BOOST_TEST_REQUIRE(d != nullptr, codes(r));
+    BOOST_TEST((d->level == severity::error));
+    BOOST_TEST(d->path == "spec.actions.a.timoutSeconds");
+    BOOST_TEST(d->location.file == "wf.yaml");
+    BOOST_TEST(d->location.line == 9);
+    BOOST_TEST(d->location.column == 7);
+    BOOST_TEST(d->help == "did you mean \"timeoutSeconds\"?");
+    BOOST_TEST(r.diags.exit_code() == 2);
+}
+
+BOOST_AUTO_TEST_CASE(all_problems_are_reported_in_one_pass) {
+    const std::string text = R"(apiVersion: agentctl.dev/v1
+kind: Workflow
+metadata: {name: x}
+spec:
+  runtime: {maxConcurrency: 0, defaultTimeoutSeconds: "5"}
+  actions:
+    one:
+      kind: builtin.shell.exec
+      command: git
+      timeoutSeconds: 0
+      stdoutLimitBytes: 1.5
+    two:
+      kind: builtin.shell
+      command: bin/x
+  tasks:
+    - id: A
+      uses: agent:x
+    - id: b
+      uses: action:one
+      retry: {maxAttempts: 99}
+)";
+    auto r = parse(text);
+    BOOST_TEST(!r.document.has_value());
+    BOOST_TEST(has(r, "out_of_range", 5));
+    BOOST_TEST(has(r, "invalid_type", 5));
+    BOOST_TEST(has(r, "out_of_range", 10));
+    BOOST_TEST(has(r, "invalid_type", 11));
+    BOOST_TEST(has(r, "invalid_value", 13));
+    BOOST_TEST(has(r, "invalid_command", 14));
+    BOOST_TEST(has(r, "invalid_task_id", 16));
+    BOOST_TEST(has(r, "unsupported_uses", 17));
+    BOOST_TEST(has(r, "out_of_range", 20));
+    BOOST_TEST(r.diags.size() == 9u, codes(r));
+    // Reported top to bottom.
+    BOOST_TEST(std::is_sorted(
+        r.diags.items().begin(), r.diags.items().end(),
+        [](const diagnostic& a, const diagnostic& b) { return a.location.line < b.location.line; }));
+}
+
+BOOST_AUTO_TEST_CASE(strict_scalar_types) {
+    struct probe {
+        std::string value;
+        std::string code;
+    };
+    for (const auto& p : std::vector<probe>{{"\"10\"", "invalid_type"},
+                                            {"1.2345", "out_of_range"},
+                                            {"0.0001", "out_of_range"},
+                                            {"1e3", "out_of_range"},
+                                            {".nan", "out_of_range"},
+                                            {"5sec", "invalid_type"},
+                                            {"0x10", "invalid_type"},
+                                            {"true", "invalid_type"},
+                                            {"[10]", "invalid_type"},
+                                            {"{s: 1}", "invalid_type"},
+                                            {"", "invalid_type"},
+                                            {"0", "out_of_range"},
+                                            {"86401", "out_of_range"},
+                                            {"-1", "out_of_range"},
+                                            {"99999999999999999999", "out_of_range"}}) {
+        BOOST_TEST_CONTEXT("timeoutSeconds: " << p.value) {
+            auto r = parse(with_action("      command: git\n      timeoutSeconds: " + p.value + "\n"));
+            BOOST_TEST(!r.document.has_value());
+            BOOST_TEST(has(r, p.code, 9), codes(r));
+        }
+    }
+    for (const auto& ok : {"1", "86400", "+5", "007", "0.2", "1.5", "0.001"}) {
+        auto r = parse(with_action("      command: git\n      timeoutSeconds: " + std::string(ok) + "\n"));
+        BOOST_TEST(r.document.has_value(), ok << "\n" << codes(r));
+    }
+    // Strings are strings: a plain number in a string field is refused.
+    auto n = parse(with_action("      command: git\n      args: [-n, 5, \"5\"]\n"));
+    BOOST_TEST(has(n, "invalid_type", 9));
+    BOOST_TEST(n.diags.size() == 1u, codes(n));
+}
+
+BOOST_AUTO_TEST_CASE(limit_boundaries) {
+    auto accepts = [](const std::string& fields) { return parse(with_action(fields)).document.has_value(); };
+    BOOST_TEST(accepts("      command: git\n      stdoutLimitBytes: 16777216\n"));
+    BOOST_TEST(!accepts("      command: git\n      stdoutLimitBytes: 16777217\n"));
+    BOOST_TEST(accepts("      command: git\n      combinedOutputLimitBytes: 1\n"));
+    auto container = [&](const std::string& more) {
+        return accepts(
+            "      command: w\n      isolation: container\n      container:\n        image: sha256:" +
+            digest + "\n" + more);
+    };
+    BOOST_TEST(container("        memoryLimitBytes: 16777216\n"));
+    BOOST_TEST(container("        memoryLimitBytes: 17179869184\n"));
+    BOOST_TEST(!container("        memoryLimitBytes: 17179869185\n"));
+    BOOST_TEST(!container("        memoryLimitBytes: -1\n"));
+    BOOST_TEST(container("        cpuLimitMillis: 64000\n"));
+    BOOST_TEST(!container("        cpuLimitMillis: 64001\n"));
+    BOOST_TEST(container("        pidsLimit: 1\n"));
+    BOOST_TEST(!container("        pidsLimit: 0\n"));
+}
+
+BOOST_AUTO_TEST_CASE(image_references) {
+    auto check = [](const std::string& image) {
+        auto r = parse(
+            with_action("      command: w\n      isolation: container\n      container:\n        image: \"" +
+                        image + "\"\n"));
+        return r.document.has_value() ? std::string("ok") : r.diags.items().at(0).code;
+    };
+    BOOST_TEST(check("sha256:" + digest) == "ok");
+    BOOST_TEST(check("registry.example:5000/team/worker@sha256:" + digest) == "ok");
+    // Docker and Podman resolve NAME:TAG@DIGEST by the digest; the tag is ignored.
+    BOOST_TEST(check("alpine:3.20@sha256:" + digest) == "ok");
+    const std::vector<std::string> bad_references = {"alpine",
+                                                     "alpine:3.20",
+                                                     ":latest",
+                                                     "sha256:",
+                                                     "alpine@sha256:" + digest.substr(1),
+                                                     "alpine@sha256:" + digest + "0",
+                                                     "alpine@sha256:" + digest.substr(0, 60) + "ABCD",
+                                                     "alpine@sha512:" + digest,
+                                                     "alpine@",
+                                                     "@sha256:" + digest,
+                                                     "-v/:/host@sha256:" + digest,
+                                                     "a@b@sha256:" + digest,
+                                                     "alpine@sha256:" + digest + "@sha256:" + digest,
+                                                     "al pine@sha256:" + digest,
+                                                     "alpine\\n@sha256:" + digest,
+                                                     "alpine@sha256:" + digest + " ",
+                                                     "sha256:" + digest.substr(0, 63) + "G"};
+    for (const auto& bad : bad_references) {
+        BOOST_TEST(check(bad) == "invalid_image_reference", bad);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(env_names) {
+    auto env = [](const std::string& name) {
+        auto r = parse(with_action("      command: git\n      env:\n        \"" + name + "\": {value: x}\n"));
+        return r.document.has_value() ? std::string("ok") : r.diags.items().at(0).code;
+    };
+    BOOST_TEST(env("_A1") == "ok");
+    BOOST_TEST(env(std::string(256, 'A')) == "ok");
+    BOOST_TEST(env(std::string(257, 'A')) == "invalid_env_name");
+    for (const std::string bad : {"", "=", "A=B", "A=B=C", "1ABC", "A B", "A\\nB", "A-B", "\\u00e9"})
+        BOOST_TEST(env(bad) == "invalid_env_name", bad);
+    auto src = parse(with_action("      command: git\n      env:\n        A: {env: \"PATH=/x\"}\n"));
+    BOOST_TEST(has(src, "invalid_env_name", 10));
+}
+
+BOOST_AUTO_TEST_CASE(container_rules) {
+    auto engine = parse(with_action(
+        "      command: w\n      env:\n        HOME: {value: /tmp}\n        OK: {value: x}\n"
+        "        PATH: {env: PATH}\n      isolation: container\n      container: {image: sha256:" +
+        digest + "}\n"));
+    BOOST_TEST(has(engine, "engine_variable_not_allowed", 10));
+    BOOST_TEST(has(engine, "engine_variable_not_allowed", 12));
+    BOOST_TEST(engine.diags.size() == 2u, codes(engine));
+    // The same names are fine on a host process action.
+    auto host = parse(with_action("      command: w\n      env:\n        HOME: {value: /tmp}\n"));
+    BOOST_TEST(host.document.has_value(), codes(host));
+
+    auto assign = parse(with_action("      isolation: container\n      container: {image: sha256:" + digest +
+                                        "}\n      timeoutSeconds: 5\n",
+                                    "builtin.assign"));
+    BOOST_TEST(has(assign, "isolation_not_allowed", 8));
+    BOOST_TEST(has(assign, "isolation_not_allowed", 9));
+    BOOST_TEST(has(assign, "limits_not_allowed", 10));
+}
+
+BOOST_AUTO_TEST_CASE(duplicate_keys_are_errors) {
+    auto r = parse(with_inputs("    a: 1\n    b: {x: 1, x: 2}\n    a: 3\n"));
+    BOOST_TEST(has(r, "duplicate_key", 8));
+    BOOST_TEST(has(r, "duplicate_key", 9));
+    // Large mappings take another path through the duplicate check.
+    std::string many;
+    for (int i = 0; i < 100; ++i) many += "    k" + std::to_string(i) + ": " + std::to_string(i) + "\n";
+    auto big = parse(with_inputs(many + "    k42: again\n"));
+    BOOST_TEST(has(big, "duplicate_key", 107), codes(big));
+    BOOST_TEST(big.diags.size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(aliases_expand_within_a_budget) {
+    auto ok = parse(with_inputs("    base: &b {retries: 2, tags: [x, y]}\n    copy: *b\n"));
+    BOOST_TEST_REQUIRE(ok.document.has_value(), codes(ok));
+    BOOST_TEST(ok.document->inputs.at("copy") == ok.document->inputs.at("base"));
+    BOOST_TEST(ok.document->where("spec.inputs.copy.tags[1]").line > 0);
+
+    std::string bomb = "    l0: &l0 [a, a, a, a, a, a, a, a, a, a]\n";
+    for (int i = 1; i < 9; ++i) {
+        std::string prev = "*l" + std::to_string(i - 1);
+        bomb += "    l" + std::to_string(i) + ": &l" + std::to_string(i) + " [";
+        for (int k = 0; k < 10; ++k) bomb += (k ? ", " : "") + prev;
+        bomb += "]\n";
+    }
+    auto r = parse(with_inputs(bomb));
+    BOOST_TEST(!r.document.has_value());
+    BOOST_TEST(has(r, "yaml_alias_limit"), codes(r));
+    BOOST_TEST(r.diags.size() == 1u);
+
+    auto loop = parse(with_inputs("    a: &a [x, *a]\n"));
+    BOOST_TEST(has(loop, "yaml_alias_limit", 7), codes(loop));
+}
+
+BOOST_AUTO_TEST_CASE(deep_nesting_is_refused) {
+    std::string deep = "    x: " + std::string(150, '[') + std::string(150, ']') + "\n";
+    auto r = parse(with_inputs(deep));
+    BOOST_TEST(has(r, "yaml_syntax", 7), codes(r));
+    // Aliases cannot build depth that the text does not have.
+    std::string chain = "    a0: &a0 " + std::string(60, '[') + std::string(60, ']') + "\n";
+    chain += "    a1: &a1 " + std::string(59, '[') + "*a0" + std::string(59, ']') + "\n";
+    auto c = parse(with_inputs(chain));
+    BOOST_TEST(has(c, "yaml_alias_limit", 8), codes(c));
+}
+
+BOOST_AUTO_TEST_CASE(bytes_are_checked_before_parsing) {
+    std::string text = minimal + "# trailing";
+    text += '\0';
+    text += "comment\n";
+    auto r = parse(text);
+    BOOST_TEST(has(r, "nul_byte", 12), codes(r));
+    BOOST_TEST(r.diags.items().at(0).location.column == 11);
+
+    auto bell = parse(minimal + "# ring \a\n");
+    BOOST_TEST(has(bell, "yaml_syntax", 12), codes(bell));
+    auto eot = parse(minimal + "# end \x04 here\n");
+    BOOST_TEST(has(eot, "yaml_syntax", 12), codes(eot));
+    auto latin1 = parse(minimal + "# caf\xe9\n");
+    BOOST_TEST(has(latin1, "yaml_syntax", 12), codes(latin1));
+    auto utf8 = parse(minimal + "# caf\xc3\xa9 \xe2\x82\xac\n");
+    BOOST_TEST(utf8.document.has_value(), codes(utf8));
+    auto escape = parse(with_inputs("    s: \"a\\0b\"\n    t: \"\\x00\"\n"));
+    BOOST_TEST(has(escape, "nul_byte", 7));
+    BOOST_TEST(has(escape, "nul_byte", 8));
+}
+
+BOOST_AUTO_TEST_CASE(yaml_syntax_errors_carry_the_mark) {
+    auto r = parse("apiVersion: agentctl.dev/v1\nkind: [Workflow\nmetadata: {name: x}\n");
+    BOOST_TEST_REQUIRE(r.diags.size() == 1u, codes(r));
+    BOOST_TEST(r.diags.items()[0].code == "yaml_syntax");
+    BOOST_TEST(r.diags.items()[0].location.line > 1);
+    BOOST_TEST(r.diags.items()[0].location.column > 0);
+    auto two = parse(minimal + "---\na: 1\n");
+    BOOST_TEST(has(two, "yaml_syntax", 12), codes(two));
+    auto empty = parse("# nothing here\n");
+    BOOST_TEST(has(empty, "not_a_mapping", 1));
+    auto scalar = parse("just text\n");
+    BOOST_TEST(has(scalar, "not_a_mapping", 1));
+}
+
+BOOST_AUTO_TEST_CASE(uses_forms) {
+    auto uses = [](const std::string& value) {
+        auto r = parse(minimal.substr(0, minimal.find("uses:")) + "uses: \"" + value + "\"\n");
+        return r.document.has_value() ? std::string("ok") : r.diags.items().at(0).code;
+    };
+    BOOST_TEST(uses("action:noop") == "ok");
+    BOOST_TEST(uses("action:") == "invalid_uses");
+    BOOST_TEST(uses("action:a b") == "invalid_uses");
+    BOOST_TEST(uses("noop") == "invalid_uses");
+    BOOST_TEST(uses("actions:noop") == "invalid_uses");
+    BOOST_TEST(uses("agent:x") == "unsupported_uses");
+    BOOST_TEST(uses("workflow:x") == "unsupported_uses");
+    BOOST_TEST(uses("router") == "unsupported_uses");
+    auto r = parse(minimal.substr(0, minimal.find("uses:")) + "uses: router\n");
+    BOOST_TEST(find(r, "unsupported_uses")->help.find("process and assign actions only") !=
+               std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(commands) {
+    auto command = [](const std::string& value) {
+        auto r = parse(with_action("      command: \"" + value + "\"\n"));
+        return r.document.has_value() ? std::string("ok") : r.diags.items().at(0).code;
+    };
+    BOOST_TEST(command("git") == "ok");
+    BOOST_TEST(command("/usr/bin/git") == "ok");
+    BOOST_TEST(command("/opt/My Tools/run") == "ok");
+    BOOST_TEST(command("") == "empty_value");
+    BOOST_TEST(command("./git") == "invalid_command");
+    BOOST_TEST(command("bin/git") == "invalid_command");
+    BOOST_TEST(command("/usr/bin/") == "invalid_command");
+    BOOST_TEST(command("..") == "invalid_command");
+    BOOST_TEST(command("git status") == "invalid_command");
+    BOOST_TEST(command("${{ inputs.tool }}") == "invalid_command");
+    BOOST_TEST(command("g\\0it") == "nul_byte");
+}
+
+BOOST_AUTO_TEST_CASE(missing_required_fields_point_at_their_mapping) {
+    auto r = parse(
+        "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {}\nspec:\n  actions:\n    a: {}\n"
+        "  tasks:\n    - {}\n");
+    BOOST_TEST(has(r, "missing_field", 3));
+    const diagnostic* d = find(r, "missing_field");
+    BOOST_TEST_REQUIRE(d != nullptr);
+    BOOST_TEST(d->path == "metadata.name");
+    auto paths = std::vector<std::string>{};
+    for (const auto& x : r.diags.items())
+        if (x.code == "missing_field") paths.push_back(x.path);
+    BOOST_TEST((paths == std::vector<std::string>{"metadata.name", "spec.actions.a.kind", "spec.tasks[0].id",
+                                                  "spec.tasks[0].uses"}));
+}
+
+BOOST_AUTO_TEST_CASE(hundred_thousand_item_array) {
+    std::string items;
+    items.reserve(800000);
+    for (int i = 0; i < 100000; ++i) items += (i ? ", " : "") + std::to_string(i);
+    auto r = parse(with_inputs("    items: [" + items + "]\n"));
+    BOOST_TEST_REQUIRE(r.document.has_value(), codes(r));
+    const auto& array = r.document->inputs.at("items").as_array();
+    BOOST_TEST(array.size() == 100000u);
+    BOOST_TEST(array.back() == json::value(99999));
+    BOOST_TEST(r.document->where("spec.inputs.items[99999]").line == 7);
+}
+
+BOOST_AUTO_TEST_CASE(size_cap) {
+    std::string big(limits::max_document_bytes + 1, '#');
+    auto r = parse(big);
+    BOOST_TEST_REQUIRE(r.diags.size() == 1u);
+    BOOST_TEST(r.diags.items()[0].code == "file_too_large");
+
+    scratch_dir dir;
+    // A valid document padded with a comment to exactly the cap is accepted.
+    std::string exact = minimal + "#";
+    exact += std::string(limits::max_document_bytes - exact.size() - 1, 'x') + "\n";
+    BOOST_TEST_REQUIRE(exact.size() == limits::max_document_bytes);
+    auto ok = load_workflow(dir.write("exact.yaml", exact));
+    BOOST_TEST(ok.document.has_value(), codes(ok));
+    auto over = load_workflow(dir.write("over.yaml", exact + "\n"));
+    BOOST_TEST(!over.document.has_value());
+    BOOST_TEST(has(over, "file_too_large"), codes(over));
+    BOOST_TEST(over.diags.items().at(0).location.file == (dir.path / "over.yaml").string());
+}
+
+BOOST_AUTO_TEST_CASE(unreadable_files) {
+    scratch_dir dir;
+    auto missing = load_workflow((dir.path / "absent.yaml").string());
+    BOOST_TEST(has(missing, "file_unreadable"), codes(missing));
+    auto directory = load_workflow(dir.path.string());
+    BOOST_TEST(has(directory, "file_unreadable"), codes(directory));
+    auto good = load_workflow(dir.write("wf.yaml", minimal));
+    BOOST_TEST_REQUIRE(good.document.has_value(), codes(good));
+    BOOST_TEST(good.document->locations.file() == (dir.path / "wf.yaml").string());
+}
+
+BOOST_AUTO_TEST_CASE(inputs_files) {
+    scratch_dir dir;
+    auto from_json =
+        load_inputs_file(dir.write("in.json", R"({"files": ["a", "b"], "n": 3, "s": "x\u00e9"})"));
+    BOOST_TEST_REQUIRE(from_json.inputs.has_value());
+    BOOST_TEST(json::serialize(*from_json.inputs) == R"({"files":["a","b"],"n":3,"s":"xé"})");
+    auto from_yaml = load_inputs_file(dir.write("in.yaml", "files: [a]\nlevel: 2\n"));
+    BOOST_TEST_REQUIRE(from_yaml.inputs.has_value());
+    BOOST_TEST(json::serialize(*from_yaml.inputs) == R"({"files":["a"],"level":2})");
+    auto list = load_inputs_file(dir.write("list.json", "[1, 2]"));
+    BOOST_TEST(!list.inputs.has_value());
+    BOOST_TEST(list.diags.items().at(0).code == "not_a_mapping");
+    auto dup = load_inputs_file(dir.write("dup.json", R"({"a": 1, "a": 2})"));
+    BOOST_TEST(!dup.inputs.has_value());
+    BOOST_TEST(dup.diags.items().at(0).code == "duplicate_key");
+    auto large = load_inputs_file(dir.write("large.json", std::string(limits::max_document_bytes + 1, ' ')));
+    BOOST_TEST(large.diags.items().at(0).code == "file_too_large");
+    auto missing = load_inputs_file((dir.path / "none.json").string());
+    BOOST_TEST(missing.diags.items().at(0).code == "file_unreadable");
+}
+
+BOOST_AUTO_TEST_CASE(input_assignments) {
+    std::string key;
+    json::value value;
+    diagnostics diags;
+    BOOST_TEST(parse_input_assignment("n=3", key, value, diags));
+    BOOST_TEST(key == "n");
+    BOOST_TEST(value == json::value(3));
+    BOOST_TEST(parse_input_assignment("files=[\"a\",\"b\"]", key, value, diags));
+    BOOST_TEST(json::serialize(value) == R"(["a","b"])");
+    BOOST_TEST(parse_input_assignment("name=hello world", key, value, diags));
+    BOOST_TEST(value == json::value("hello world"));
+    BOOST_TEST(parse_input_assignment("zip=01234", key, value, diags));
+    BOOST_TEST(value == json::value("01234"));
+    BOOST_TEST(parse_input_assignment("expr=a=b", key, value, diags));
+    BOOST_TEST(key == "expr");
+    BOOST_TEST(value == json::value("a=b"));
+    BOOST_TEST(parse_input_assignment("empty=", key, value, diags));
+    BOOST_TEST(value == json::value(""));
+    BOOST_TEST(diags.empty());
+    BOOST_TEST(!parse_input_assignment("novalue", key, value, diags));
+    BOOST_TEST(!parse_input_assignment("=3", key, value, diags));
+    BOOST_TEST(diags.size() == 2u);
+    BOOST_TEST(diags.items()[0].code == "invalid_input_assignment");
+}
+
+BOOST_AUTO_TEST_CASE(names_of_enumerations) {
+    BOOST_TEST(to_string(approval_mode::high_risk) == "high_risk");
+    BOOST_TEST(to_string(action_kind::shell_exec) == "builtin.shell.exec");
+    BOOST_TEST(to_string(action_kind::extension_process) == "extension.process");
+    BOOST_TEST(to_string(action_kind::assign) == "builtin.assign");
+    BOOST_TEST(to_string(isolation_mode::container) == "container");
+    BOOST_TEST(to_string(engine_choice::auto_select) == "auto");
+    BOOST_TEST(to_string(idempotency::at_most_once) == "at_most_once");
+    BOOST_TEST(to_string(retry_reason::exit_nonzero) == "exit_nonzero");
+    BOOST_TEST(to_string(failure_mode::continue_run) == "continue");
+}

@@ -1,0 +1,775 @@
+// The workflow schema (SPEC section 2): tree -> workflow model, one diagnostic per problem.
+// Semantic checks (references between tasks and actions, templates, policy) are the plan
+// compiler's.
+#include "spec/reader.hpp"
+
+#include <algorithm>
+#include <array>
+
+namespace agentctl {
+namespace {
+
+using kind_t = yaml::node::kind_t;
+
+constexpr std::string_view api_v1alpha1 = "agentctl.dev/v1alpha1";
+constexpr std::string_view api_v1 = "agentctl.dev/v1";
+constexpr std::string_view extension_protocol = "agentctl.dev/process-extension/v1";
+constexpr std::size_t max_env_name_bytes = 256;
+
+// Variables that steer the container engine client; a container action may not set them.
+constexpr std::array<std::string_view, 15> engine_variables = {"CONTAINER_CONNECTION",
+                                                               "CONTAINER_HOST",
+                                                               "DOCKER_CERT_PATH",
+                                                               "DOCKER_CONFIG",
+                                                               "DOCKER_CONTEXT",
+                                                               "DOCKER_HOST",
+                                                               "DOCKER_TLS_VERIFY",
+                                                               "HOME",
+                                                               "PATH",
+                                                               "PODMAN_CONNECTIONS_CONF",
+                                                               "TEMP",
+                                                               "TMP",
+                                                               "TMPDIR",
+                                                               "XDG_CONFIG_HOME",
+                                                               "XDG_RUNTIME_DIR"};
+
+// Names bound by the expansion itself in `vars.`; `as` and axis names may not shadow them.
+constexpr std::array<std::string_view, 3> reserved_vars = {"foreachIndex", "matrix", "matrixIndex"};
+
+bool is_alpha(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+bool is_digit(char c) {
+    return c >= '0' && c <= '9';
+}
+
+// [A-Za-z_][A-Za-z0-9_]*
+bool is_identifier(std::string_view s) {
+    if (s.empty() || !(is_alpha(s[0]) || s[0] == '_')) return false;
+    return std::all_of(s.begin(), s.end(), [](char c) { return is_alpha(c) || is_digit(c) || c == '_'; });
+}
+
+bool is_env_name(std::string_view s) {
+    return s.size() <= max_env_name_bytes && is_identifier(s);
+}
+
+bool is_task_id(std::string_view s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || is_digit(c) || c == '_' || c == '-';
+    });
+}
+
+bool is_lower_hex(std::string_view s) {
+    return std::all_of(s.begin(), s.end(), [](char c) { return is_digit(c) || (c >= 'a' && c <= 'f'); });
+}
+
+bool is_space_or_control(char c) {
+    auto u = static_cast<unsigned char>(c);
+    return u <= 0x20 || u == 0x7F;
+}
+
+// sha256:<64 lowercase hex>
+bool is_digest(std::string_view s) {
+    constexpr std::string_view prefix = "sha256:";
+    return s.size() == prefix.size() + 64 && s.substr(0, prefix.size()) == prefix &&
+           is_lower_hex(s.substr(prefix.size()));
+}
+
+// NAME@sha256:<64 lowercase hex> or sha256:<64 lowercase hex>. NAME is non-empty, has no
+// whitespace, no second '@', and cannot start with '-' (it must never read as an option).
+bool is_image_reference(std::string_view s) {
+    if (is_digest(s)) return true;
+    auto at = s.find('@');
+    if (at == std::string_view::npos || at == 0) return false;
+    std::string_view name = s.substr(0, at);
+    if (name[0] == '-' || std::any_of(name.begin(), name.end(), is_space_or_control)) return false;
+    return is_digest(s.substr(at + 1));
+}
+
+// A string that is exactly one `${{ ... }}`: it keeps the JSON type of what it names.
+bool is_single_template(std::string_view s) {
+    return s.size() >= 5 && s.substr(0, 3) == "${{" && s.substr(s.size() - 2) == "}}" &&
+           s.find("${{", 3) == std::string_view::npos && s.find("}}") == s.size() - 2;
+}
+
+std::string env_name_problem(std::string_view name) {
+    if (name.empty()) return "an environment variable name must not be empty";
+    if (name.size() > max_env_name_bytes)
+        return "an environment variable name is at most " + std::to_string(max_env_name_bytes) + " bytes";
+    return "\"" + std::string(name) + "\" is not a valid environment variable name";
+}
+
+constexpr std::string_view env_name_help = "names match [A-Za-z_][A-Za-z0-9_]*";
+
+class workflow_reader {
+public:
+    explicit workflow_reader(tree_reader& r) : r_(r) {}
+
+    void read(workflow& wf);
+
+private:
+    void read_metadata(const place& p, workflow_metadata& md);
+    void read_spec(const place& p, workflow& wf);
+    void read_policy(const place& p, policy_spec& policy);
+    std::vector<std::string> read_basenames(const place& p);
+    void read_runtime(const place& p, runtime_spec& runtime);
+    void read_action(const std::string& name, const place& p, action_spec& a);
+    std::optional<std::string> read_command(const place& p);
+    void read_env(const place& p, action_spec& a, std::vector<place>& where);
+    std::optional<env_source> read_env_source(const place& p);
+    std::optional<container_spec> read_container(const place& p);
+    void read_extension(fields& f, action_spec& a);
+    void read_task(const place& p, task_spec& t);
+    void read_uses(const place& p, task_spec& t);
+    void read_retry(const place& p, retry_spec& retry);
+    std::optional<foreach_spec> read_foreach(const place& p);
+    std::optional<matrix_spec> read_matrix(const place& p);
+    std::optional<boost::json::value> read_items(const place& p, bool allow_empty);
+    boost::json::value read_with(const place& p);
+    std::optional<std::string> read_binding_name(const place& p);
+
+    template <class T>
+    std::optional<T> read_int(const std::optional<place>& p, std::int64_t min, std::int64_t max) {
+        if (!p) return std::nullopt;
+        auto v = r_.integer(*p, min, max);
+        return v ? std::optional<T>(static_cast<T>(*v)) : std::nullopt;
+    }
+
+    tree_reader& r_;
+};
+
+void workflow_reader::read(workflow& wf) {
+    if (!r_.has_root()) {
+        r_.error({0, "", 1, 1}, "not_a_mapping", "the document is empty",
+                 "a workflow is a mapping with apiVersion, kind, metadata and spec");
+        return;
+    }
+    place root = r_.root();
+    if (r_.node(root).kind != kind_t::mapping) {
+        r_.error(root, "not_a_mapping", "a workflow must be a mapping, found " + r_.describe(root),
+                 "a workflow is a mapping with apiVersion, kind, metadata and spec");
+        return;
+    }
+    fields top(r_, root, {"apiVersion", "kind", "metadata", "spec"});
+    if (auto p = top.require("apiVersion")) {
+        if (auto v = r_.string(*p)) {
+            if (*v == api_v1alpha1 || *v == api_v1)
+                wf.api_version = *v;
+            else
+                r_.error(
+                    *p, "unsupported_version", "unsupported apiVersion \"" + *v + "\"",
+                    "use apiVersion: " + std::string(api_v1) + " (or " + std::string(api_v1alpha1) + ")");
+        }
+    }
+    if (auto p = top.require("kind")) {
+        if (auto v = r_.string(*p); v && *v != "Workflow")
+            r_.error(*p, "unsupported_kind", "unsupported kind \"" + *v + "\"", "use kind: Workflow");
+    }
+    if (auto p = top.require("metadata")) read_metadata(*p, wf.metadata);
+    if (auto p = top.require("spec")) read_spec(*p, wf);
+}
+
+void workflow_reader::read_metadata(const place& p, workflow_metadata& md) {
+    fields f(r_, p, {"name", "description", "labels"});
+    if (auto v = f.require("name")) {
+        if (auto s = r_.string(*v)) md.name = std::move(*s);
+    }
+    if (auto v = f.get("description")) {
+        if (auto s = r_.string(*v, true)) md.description = std::move(*s);
+    }
+    if (auto v = f.get("labels")) {
+        if (auto list = r_.entries(*v)) {
+            for (auto& [key, value] : *list) {
+                if (key.empty()) r_.error(value, "empty_value", "a label name must not be empty");
+                if (auto s = r_.string(value, true)) md.labels.emplace_back(key, std::move(*s));
+            }
+        }
+    }
+}
+
+void workflow_reader::read_spec(const place& p, workflow& wf) {
+    fields f(r_, p, {"inputs", "policy", "runtime", "actions", "tasks", "outputs"});
+    if (auto v = f.get("inputs")) wf.inputs = r_.json_object(*v);
+    if (auto v = f.get("policy")) read_policy(*v, wf.policy);
+    if (auto v = f.get("runtime")) read_runtime(*v, wf.runtime);
+    if (auto v = f.get("actions")) {
+        if (auto list = r_.entries(*v)) {
+            wf.actions.reserve(list->size());
+            for (auto& [name, value] : *list) read_action(name, value, wf.actions.emplace_back());
+        }
+    }
+    if (auto v = f.require("tasks")) {
+        if (auto items = r_.sequence(*v)) {
+            if (items->empty()) r_.error(*v, "empty_value", "tasks must list at least one task");
+            wf.tasks.reserve(items->size());
+            for (const auto& item : *items) read_task(item, wf.tasks.emplace_back());
+        }
+    }
+    if (auto v = f.get("outputs")) wf.outputs = r_.json_object(*v);
+}
+
+std::vector<std::string> workflow_reader::read_basenames(const place& p) {
+    std::vector<std::string> out;
+    auto items = r_.sequence(p);
+    if (!items) return out;
+    for (const auto& item : *items) {
+        auto s = r_.string(item);
+        if (!s) continue;
+        if (s->find('/') != std::string::npos) {
+            auto base = s->substr(s->rfind('/') + 1);
+            r_.error(item, "invalid_value",
+                     "allowlists hold executable basenames, found the path \"" + *s + "\"",
+                     base.empty() ? "list the executable's file name" : "write \"" + base + "\"");
+            continue;
+        }
+        out.push_back(std::move(*s));
+    }
+    return out;
+}
+
+void workflow_reader::read_policy(const place& p, policy_spec& policy) {
+    fields f(r_, p,
+             {"workspaceRoot", "writableRoots", "processAllowlist", "environmentAllowlist", "secretFileRoots",
+              "secretProcessAllowlist", "approval"});
+    if (auto v = f.get("workspaceRoot")) {
+        if (auto s = r_.string(*v)) policy.workspace_root = std::move(*s);
+    }
+    if (auto v = f.get("writableRoots")) policy.writable_roots = r_.string_list(*v);
+    if (auto v = f.get("processAllowlist")) policy.process_allowlist = read_basenames(*v);
+    if (auto v = f.get("environmentAllowlist")) {
+        if (auto items = r_.sequence(*v)) {
+            for (const auto& item : *items) {
+                auto s = r_.string(item, true);
+                if (!s) continue;
+                if (!is_env_name(*s)) {
+                    r_.error(item, "invalid_env_name", env_name_problem(*s), std::string(env_name_help));
+                    continue;
+                }
+                policy.environment_allowlist.push_back(std::move(*s));
+            }
+        }
+    }
+    if (auto v = f.get("secretFileRoots")) policy.secret_file_roots = r_.string_list(*v);
+    if (auto v = f.get("secretProcessAllowlist")) policy.secret_process_allowlist = read_basenames(*v);
+    if (auto v = f.get("approval")) {
+        if (auto i = r_.choice(*v, {"never", "mutations", "high_risk", "always"}))
+            policy.approval = static_cast<approval_mode>(*i);
+    }
+}
+
+void workflow_reader::read_runtime(const place& p, runtime_spec& runtime) {
+    fields f(r_, p, {"maxConcurrency", "defaultTimeoutSeconds", "killGraceSeconds", "budgets"});
+    runtime.max_concurrency = read_int<int>(f.get("maxConcurrency"), 1, limits::max_concurrency);
+    if (auto p = f.get("defaultTimeoutSeconds"))
+        if (auto v = r_.duration_ms(*p, 1, limits::max_timeout_ms)) runtime.default_timeout_ms = *v;
+    if (auto v = read_int<int>(f.get("killGraceSeconds"), 0, limits::max_kill_grace_seconds))
+        runtime.kill_grace_seconds = *v;
+    if (auto v = f.get("budgets")) {
+        fields b(r_, *v, {"maxProcessOutputBytes", "maxWallTimeSeconds", "maxTasks", "maxExpansionItems"});
+        auto positive = [&](std::string_view key, std::optional<std::uint64_t>& out) {
+            if (auto x = b.get(key))
+                out = r_.unsigned_integer(*x, 1, std::numeric_limits<std::uint64_t>::max());
+        };
+        positive("maxProcessOutputBytes", runtime.budgets.max_process_output_bytes);
+        positive("maxWallTimeSeconds", runtime.budgets.max_wall_time_seconds);
+        positive("maxTasks", runtime.budgets.max_tasks);
+        positive("maxExpansionItems", runtime.budgets.max_expansion_items);
+    }
+}
+
+std::optional<std::string> workflow_reader::read_command(const place& p) {
+    auto s = r_.string(p);
+    if (!s) return std::nullopt;
+    const std::string& c = *s;
+    std::string problem, help = "use an absolute path, or a bare name looked up on agentctl's PATH";
+    if (c.find("${{") != std::string::npos) {
+        problem = "command cannot hold templates";
+        help = "the executable is fixed so the policy can check it; put variable parts in args";
+    } else if (c.back() == '/') {
+        problem = "command \"" + c + "\" names a directory";
+    } else if (c[0] != '/' && c.find('/') != std::string::npos) {
+        problem = "command \"" + c + "\" is a relative path";
+    } else if (c == "." || c == "..") {
+        problem = "command \"" + c + "\" is not an executable name";
+    } else if (c[0] != '/' && std::any_of(c.begin(), c.end(), is_space_or_control)) {
+        problem = "command \"" + c + "\" contains whitespace";
+        help = "command is one executable, never run by a shell; put its arguments in args";
+    }
+    if (!problem.empty()) {
+        r_.error(p, "invalid_command", problem, help);
+        return std::nullopt;
+    }
+    return s;
+}
+
+std::optional<env_source> workflow_reader::read_env_source(const place& p) {
+    const auto& n = r_.node(p);
+    if (n.kind != kind_t::mapping) {
+        r_.error(p, "invalid_type", "an env value is a source mapping, found " + r_.describe(p),
+                 n.kind == kind_t::scalar
+                     ? "for a literal write {value: \"" + n.text +
+                           "\"}; "
+                           "for agentctl's own variable write {env: NAME}"
+                     : "use {env: NAME}, {file: PATH}, {process: {...}} or {value: TEXT}");
+        return std::nullopt;
+    }
+    fields f(r_, p, {"env", "file", "process", "value"});
+    if (!f.ok()) return std::nullopt;
+    int count = f.has("env") + f.has("file") + f.has("process") + f.has("value");
+    if (count != 1) {
+        r_.error(
+            p, "invalid_value",
+            "an env source has exactly one of env, file, process or value; found " + std::to_string(count),
+            "e.g. {env: NAME} or {value: \"text\"}");
+        return std::nullopt;
+    }
+    env_source src;
+    if (auto v = f.get("env")) {
+        src.kind = env_source::kind_t::env;
+        auto s = r_.string(*v, true);
+        if (!s) return std::nullopt;
+        if (!is_env_name(*s)) {
+            r_.error(*v, "invalid_env_name", env_name_problem(*s), std::string(env_name_help));
+            return std::nullopt;
+        }
+        src.text = std::move(*s);
+    } else if (auto v = f.get("file")) {
+        src.kind = env_source::kind_t::file;
+        auto s = r_.string(*v);
+        if (!s) return std::nullopt;
+        src.text = std::move(*s);
+    } else if (auto v = f.get("value")) {
+        src.kind = env_source::kind_t::value;
+        auto s = r_.string(*v, true);
+        if (!s) return std::nullopt;
+        src.text = std::move(*s);
+    } else if (auto v = f.get("process")) {
+        src.kind = env_source::kind_t::process;
+        fields pf(r_, *v, {"command", "args", "timeoutSeconds", "outputLimitBytes"});
+        if (!pf.ok()) return std::nullopt;
+        bool good = true;
+        if (auto c = pf.require("command")) {
+            auto command = read_command(*c);
+            good = good && command;
+            if (command) src.process.command = std::move(*command);
+        } else {
+            good = false;
+        }
+        if (auto a = pf.get("args")) {
+            auto items = r_.sequence(*a);
+            good = good && items;
+            if (items && items->size() > limits::max_secret_process_args) {
+                r_.error(*a, "out_of_range",
+                         "a secret process takes at most " + std::to_string(limits::max_secret_process_args) +
+                             " args, found " + std::to_string(items->size()));
+                good = false;
+            } else if (items) {
+                for (const auto& item : *items) {
+                    auto s = r_.string(item, true);
+                    if (s && s->size() > limits::max_secret_process_arg_bytes) {
+                        r_.error(item, "out_of_range",
+                                 "a secret process arg is at most " +
+                                     std::to_string(limits::max_secret_process_arg_bytes) + " bytes, found " +
+                                     std::to_string(s->size()));
+                        s.reset();
+                    }
+                    good = good && s;
+                    if (s) src.process.args.push_back(std::move(*s));
+                }
+            }
+        }
+        if (auto t = pf.get("timeoutSeconds")) {
+            auto x = r_.integer(*t, 1, limits::max_secret_process_timeout_seconds);
+            good = good && x;
+            if (x) src.process.timeout_seconds = static_cast<int>(*x);
+        }
+        if (auto o = pf.get("outputLimitBytes")) {
+            auto x = r_.unsigned_integer(*o, 1, limits::max_secret_process_output_bytes);
+            good = good && x;
+            if (x) src.process.output_limit_bytes = *x;
+        }
+        if (!good) return std::nullopt;
+    }
+    return src;
+}
+
+void workflow_reader::read_env(const place& p, action_spec& a, std::vector<place>& where) {
+    auto list = r_.entries(p, "duplicate_env_name");
+    if (!list) return;
+    for (auto& [name, value] : *list) {
+        if (!is_env_name(name)) {
+            r_.error(value, "invalid_env_name", env_name_problem(name), std::string(env_name_help));
+            continue;
+        }
+        if (auto src = read_env_source(value)) {
+            a.env.push_back({name, std::move(*src)});
+            where.push_back(value);
+        }
+    }
+}
+
+std::optional<container_spec> workflow_reader::read_container(const place& p) {
+    fields f(r_, p, {"image", "runtime", "memoryLimitBytes", "cpuLimitMillis", "pidsLimit"});
+    if (!f.ok()) return std::nullopt;
+    container_spec c;
+    bool good = true;
+    if (auto v = f.require("image")) {
+        auto s = r_.string(*v);
+        if (s && !is_image_reference(*s)) {
+            r_.error(
+                *v, "invalid_image_reference", "image \"" + *s + "\" is not pinned by digest",
+                "write NAME@sha256:<64 lowercase hex> or sha256:<64 lowercase hex>; tags are not accepted");
+            s.reset();
+        }
+        good = good && s;
+        if (s) c.image = std::move(*s);
+    } else {
+        good = false;
+    }
+    if (auto v = f.get("runtime")) {
+        auto i = r_.choice(*v, {"auto", "docker", "podman"});
+        good = good && i;
+        if (i) c.runtime = static_cast<engine_choice>(*i);
+    }
+    if (auto v = f.get("memoryLimitBytes")) {
+        auto x = r_.unsigned_integer(*v, limits::min_memory_bytes, limits::max_memory_bytes);
+        good = good && x;
+        if (x) c.memory_limit_bytes = *x;
+    }
+    if (auto v = read_int<std::uint32_t>(f.get("cpuLimitMillis"), 1, limits::max_cpu_millis))
+        c.cpu_limit_millis = *v;
+    else
+        good = good && !f.has("cpuLimitMillis");
+    if (auto v = read_int<std::uint32_t>(f.get("pidsLimit"), 1, limits::max_pids))
+        c.pids_limit = *v;
+    else
+        good = good && !f.has("pidsLimit");
+    return good ? std::optional(c) : std::nullopt;
+}
+
+void workflow_reader::read_extension(fields& f, action_spec& a) {
+    extension_spec ext;
+    if (auto v = f.require("protocolVersion")) {
+        if (auto s = r_.string(*v)) {
+            if (*s != extension_protocol)
+                r_.error(*v, "invalid_protocol_version", "unsupported protocolVersion \"" + *s + "\"",
+                         "use protocolVersion: " + std::string(extension_protocol));
+            ext.protocol_version = std::move(*s);
+        }
+    }
+    if (auto v = f.require("idempotency")) {
+        if (auto i = r_.choice(*v, {"pure", "idempotent", "keyed", "at_most_once", "unknown"}))
+            ext.idempotency_class = static_cast<idempotency>(*i);
+    }
+    if (auto v = f.require("inputSchema")) ext.input_schema = r_.json(*v);
+    if (auto v = f.require("outputSchema")) ext.output_schema = r_.json(*v);
+    if (auto v = f.get("capabilities")) {
+        if (auto items = r_.sequence(*v)) {
+            for (const auto& item : *items) {
+                auto s = r_.string(item);
+                if (!s) continue;
+                if (std::find(ext.capabilities.begin(), ext.capabilities.end(), *s) !=
+                    ext.capabilities.end()) {
+                    r_.error(item, "duplicate_capability", "capability \"" + *s + "\" is listed twice");
+                    continue;
+                }
+                ext.capabilities.push_back(std::move(*s));
+            }
+        }
+    }
+    a.extension = std::move(ext);
+}
+
+boost::json::value workflow_reader::read_with(const place& p) {
+    const auto& n = r_.node(p);
+    if (n.kind == kind_t::null) return nullptr;
+    if (n.kind != kind_t::mapping) {
+        r_.error(p, "invalid_type", "with must be a mapping, found " + r_.describe(p));
+        return nullptr;
+    }
+    return r_.json_object(p);
+}
+
+void workflow_reader::read_action(const std::string& name, const place& p, action_spec& a) {
+    a.name = name;
+    if (name.empty()) r_.error(p, "empty_value", "an action name must not be empty");
+    fields f(r_, p,
+             {"kind", "description", "command", "args", "cwd", "env", "timeoutSeconds", "stdoutLimitBytes",
+              "stderrLimitBytes", "combinedOutputLimitBytes", "isolation", "container", "with",
+              "protocolVersion", "idempotency", "inputSchema", "outputSchema", "capabilities"});
+    if (!f.ok()) return;
+
+    std::optional<action_kind> kind;
+    if (auto v = f.require("kind")) {
+        if (auto i = r_.choice(*v, {"builtin.shell.exec", "extension.process", "builtin.assign"})) {
+            kind = static_cast<action_kind>(*i);
+            a.kind = *kind;
+        }
+    }
+    if (auto v = f.get("description")) {
+        if (auto s = r_.string(*v, true)) a.description = std::move(*s);
+    }
+    if (auto v = f.get("with")) a.with = read_with(*v);
+
+    constexpr std::array<std::string_view, 5> extension_fields = {
+        "protocolVersion", "idempotency", "inputSchema", "outputSchema", "capabilities"};
+    if (kind == action_kind::extension_process) {
+        read_extension(f, a);
+    } else if (kind) {
+        for (auto key : extension_fields)
+            if (auto v = f.get(key))
+                r_.error(*v, "extension_field_not_allowed",
+                         std::string(key) + " is only valid on extension.process actions",
+                         "remove it, or use kind: extension.process");
+    }
+
+    if (kind == action_kind::assign) {
+        for (auto key : {"command", "args", "cwd", "env"})
+            if (auto v = f.get(key))
+                r_.error(*v, "unknown_key",
+                         std::string(key) + " does not apply to builtin.assign actions, which run no process",
+                         "remove it, or use kind: builtin.shell.exec");
+        for (auto key :
+             {"timeoutSeconds", "stdoutLimitBytes", "stderrLimitBytes", "combinedOutputLimitBytes"})
+            if (auto v = f.get(key))
+                r_.error(
+                    *v, "limits_not_allowed",
+                    std::string(key) + " applies to process actions only; builtin.assign runs no process",
+                    "remove it");
+        for (auto key : {"isolation", "container"})
+            if (auto v = f.get(key))
+                r_.error(
+                    *v, "isolation_not_allowed",
+                    "process isolation is only valid for builtin.shell.exec or extension.process actions",
+                    "remove it");
+        return;
+    }
+
+    // Process kinds (and an unknown kind, so its fields are still checked).
+    if (auto v = kind ? f.require("command") : f.get("command")) {
+        if (auto s = read_command(*v)) a.command = std::move(*s);
+    }
+    if (auto v = f.get("args")) a.args = r_.string_list(*v, true);
+    if (auto v = f.get("cwd")) a.cwd = r_.string(*v);
+    std::vector<place> env_places;
+    if (auto v = f.get("env")) read_env(*v, a, env_places);
+    if (auto p = f.get("timeoutSeconds")) a.timeout_ms = r_.duration_ms(*p, 1, limits::max_timeout_ms);
+    auto stream_limit = [&](std::string_view key, std::uint64_t& out) {
+        if (auto v = f.get(key))
+            if (auto x = r_.unsigned_integer(*v, 1, limits::max_stream_limit_bytes)) out = *x;
+    };
+    stream_limit("stdoutLimitBytes", a.stdout_limit_bytes);
+    stream_limit("stderrLimitBytes", a.stderr_limit_bytes);
+    stream_limit("combinedOutputLimitBytes", a.combined_output_limit_bytes);
+
+    auto isolation_place = f.get("isolation");
+    bool isolation_bad = false;
+    if (isolation_place) {
+        if (auto i = r_.choice(*isolation_place, {"process", "container"}))
+            a.isolation = static_cast<isolation_mode>(*i);
+        else
+            isolation_bad = true;
+    }
+    auto container_place = f.get("container");
+    if (container_place) a.container = read_container(*container_place);
+    bool container_declared = a.isolation == isolation_mode::container;
+    if (container_place && !container_declared && !isolation_bad) {
+        r_.error(*container_place, "container_requires_isolation",
+                 "container configuration requires isolation: container", "add isolation: container");
+    }
+    if (container_declared && !container_place) {
+        r_.error(*isolation_place, "isolation_requires_container",
+                 "isolation: container requires container configuration",
+                 "add container: {image: NAME@sha256:<digest>}");
+    }
+    if (container_declared) {
+        for (std::size_t i = 0; i < a.env.size(); ++i) {
+            const auto& name = a.env[i].name;
+            if (std::find(engine_variables.begin(), engine_variables.end(), name) != engine_variables.end())
+                r_.error(env_places[i], "engine_variable_not_allowed",
+                         name + " controls the container engine and cannot be set by a container action",
+                         "rename the variable");
+        }
+    }
+}
+
+void workflow_reader::read_uses(const place& p, task_spec& t) {
+    auto s = r_.string(p);
+    if (!s) return;
+    t.uses = *s;
+    constexpr std::string_view action_prefix = "action:";
+    if (s->rfind(action_prefix, 0) == 0) {
+        std::string name = s->substr(action_prefix.size());
+        if (name.empty() || std::any_of(name.begin(), name.end(), is_space_or_control)) {
+            r_.error(p, "invalid_uses", "uses \"" + *s + "\" does not name an action",
+                     "write uses: action:<name>, naming a key of spec.actions");
+            return;
+        }
+        t.action = std::move(name);
+        return;
+    }
+    if (s->rfind("agent:", 0) == 0 || s->rfind("workflow:", 0) == 0 || *s == "router") {
+        r_.error(p, "unsupported_uses", "uses \"" + *s + "\" is not supported",
+                 "this engine runs process and assign actions only: uses: action:<name>");
+        return;
+    }
+    r_.error(p, "invalid_uses", "uses \"" + *s + "\" is not of the form action:<name>",
+             "write uses: action:<name>, naming a key of spec.actions");
+}
+
+void workflow_reader::read_retry(const place& p, retry_spec& retry) {
+    fields f(r_, p, {"maxAttempts", "backoffMs", "on"});
+    if (auto v = read_int<int>(f.get("maxAttempts"), 1, limits::max_retry_attempts)) retry.max_attempts = *v;
+    if (auto v = read_int<int>(f.get("backoffMs"), 0, limits::max_backoff_ms)) retry.backoff_ms = *v;
+    if (auto v = f.get("on")) {
+        if (auto items = r_.sequence(*v)) {
+            retry.on.clear();
+            for (const auto& item : *items) {
+                auto i = r_.choice(item, {"spawn_error", "exit_nonzero", "timeout"});
+                if (!i) continue;
+                auto reason = static_cast<retry_reason>(*i);
+                if (std::find(retry.on.begin(), retry.on.end(), reason) != retry.on.end()) {
+                    r_.error(item, "invalid_value", std::string(to_string(reason)) + " is listed twice");
+                    continue;
+                }
+                retry.on.push_back(reason);
+            }
+        }
+    }
+}
+
+std::optional<std::string> workflow_reader::read_binding_name(const place& p) {
+    auto s = r_.string(p);
+    if (!s) return std::nullopt;
+    if (!is_identifier(*s)) {
+        r_.error(p, "invalid_value", "\"" + *s + "\" is not an identifier",
+                 "names match [A-Za-z_][A-Za-z0-9_]*");
+        return std::nullopt;
+    }
+    if (std::find(reserved_vars.begin(), reserved_vars.end(), *s) != reserved_vars.end()) {
+        r_.error(p, "invalid_value", "\"" + *s + "\" is reserved: the expansion binds vars." + *s + " itself",
+                 "choose another name");
+        return std::nullopt;
+    }
+    return s;
+}
+
+// foreach items and matrix axes: an array, or a string that is exactly one template.
+std::optional<boost::json::value> workflow_reader::read_items(const place& p, bool allow_empty) {
+    const auto& n = r_.node(p);
+    if (n.kind == kind_t::sequence) {
+        if (!allow_empty && n.items.empty()) {
+            r_.error(p, "empty_value", "a matrix axis needs at least one value");
+            return std::nullopt;
+        }
+        return r_.json(p);
+    }
+    if (n.kind == kind_t::scalar && !(n.plain && resolve_plain(n.text) != scalar_type::string)) {
+        auto s = r_.string(p);
+        if (!s) return std::nullopt;
+        if (is_single_template(*s)) return boost::json::value(*s);
+    }
+    r_.error(p, "invalid_type",
+             "expected an array or a string that is exactly one template, found " + r_.describe(p),
+             "e.g. [a, b] or \"${{ inputs.files }}\"");
+    return std::nullopt;
+}
+
+std::optional<foreach_spec> workflow_reader::read_foreach(const place& p) {
+    fields f(r_, p, {"items", "as", "maxItems"});
+    if (!f.ok()) return std::nullopt;
+    foreach_spec fe;
+    bool good = true;
+    if (auto v = f.require("items")) {
+        auto items = read_items(*v, true);
+        good = good && items;
+        if (items) fe.items = std::move(*items);
+    } else {
+        good = false;
+    }
+    if (auto v = f.get("as")) {
+        auto s = read_binding_name(*v);
+        good = good && s;
+        if (s) fe.as = std::move(*s);
+    }
+    if (auto v = f.get("maxItems")) {
+        auto x = r_.integer(*v, 1, limits::max_max_items);
+        good = good && x;
+        if (x) fe.max_items = static_cast<std::uint32_t>(*x);
+    }
+    return good ? std::optional(std::move(fe)) : std::nullopt;
+}
+
+std::optional<matrix_spec> workflow_reader::read_matrix(const place& p) {
+    fields f(r_, p, {"axes", "maxItems"});
+    if (!f.ok()) return std::nullopt;
+    matrix_spec m;
+    bool good = true;
+    if (auto v = f.require("axes")) {
+        auto list = r_.entries(*v);
+        good = good && list;
+        if (list && list->empty()) {
+            r_.error(*v, "empty_value", "a matrix needs at least one axis");
+            good = false;
+        }
+        if (list) {
+            for (auto& [name, value] : *list) {
+                bool name_ok = is_identifier(name);
+                if (!name_ok)
+                    r_.error(value, "invalid_value", "axis name \"" + name + "\" is not an identifier",
+                             "names match [A-Za-z_][A-Za-z0-9_]*");
+                auto items = read_items(value, false);
+                good = good && name_ok && items;
+                if (name_ok && items) m.axes.emplace_back(name, std::move(*items));
+            }
+        }
+    } else {
+        good = false;
+    }
+    if (auto v = f.get("maxItems")) {
+        auto x = r_.integer(*v, 1, limits::max_max_items);
+        good = good && x;
+        if (x) m.max_items = static_cast<std::uint32_t>(*x);
+    }
+    return good ? std::optional(std::move(m)) : std::nullopt;
+}
+
+void workflow_reader::read_task(const place& p, task_spec& t) {
+    fields f(
+        r_, p,
+        {"id", "uses", "needs", "with", "timeoutSeconds", "retry", "failure", "when", "foreach", "matrix"});
+    if (!f.ok()) return;
+    if (auto v = f.require("id")) {
+        if (auto s = r_.string(*v)) {
+            if (is_task_id(*s))
+                t.id = std::move(*s);
+            else
+                r_.error(*v, "invalid_task_id", "task id \"" + *s + "\" must match [a-z0-9_-]+",
+                         "use lowercase letters, digits, '_' and '-'");
+        }
+    }
+    if (auto v = f.require("uses")) read_uses(*v, t);
+    if (auto v = f.get("needs")) t.needs = r_.string_list(*v);
+    if (auto v = f.get("with")) t.with = read_with(*v);
+    if (auto p = f.get("timeoutSeconds")) t.timeout_ms = r_.duration_ms(*p, 1, limits::max_timeout_ms);
+    if (auto v = f.get("retry")) read_retry(*v, t.retry);
+    if (auto v = f.get("failure")) {
+        if (auto i = r_.choice(*v, {"stop", "continue"})) t.failure = static_cast<failure_mode>(*i);
+    }
+    if (auto v = f.get("when")) t.when = r_.string(*v);
+    auto foreach_place = f.get("foreach");
+    auto matrix_place = f.get("matrix");
+    if (foreach_place) t.foreach = read_foreach(*foreach_place);
+    if (matrix_place) t.matrix = read_matrix(*matrix_place);
+    if (foreach_place && matrix_place)
+        r_.error(*matrix_place, "foreach_and_matrix", "a task has foreach or matrix, not both",
+                 "split it into two tasks");
+}
+
+}  // namespace
+
+void read_workflow(tree_reader& r, workflow& wf) {
+    workflow_reader(r).read(wf);
+}
+
+}  // namespace agentctl
