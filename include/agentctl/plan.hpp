@@ -7,6 +7,7 @@
 
 #include <agentctl/diagnostic.hpp>
 #include <agentctl/json.hpp>
+#include <agentctl/parse.hpp>
 #include <agentctl/spec.hpp>
 #include <agentctl/template.hpp>
 
@@ -43,6 +44,8 @@ struct plan_task {
     kind_t kind = kind_t::single;
     std::uint32_t declared_index = 0;  ///< index of the declaring task in spec.tasks
     std::string parent;                ///< child: the aggregate's id
+    enum class expansion_t { none, foreach, matrix };
+    expansion_t expansion = expansion_t::none;  ///< child and aggregate: how the declared task expands
     std::uint32_t expansion_index = 0; ///< child: 0-based item/cell index
     std::uint32_t action_index = 0;    ///< into plan::actions; unused for aggregates
     std::vector<std::uint32_t> needs;  ///< indices into plan::tasks, all smaller than this one's
@@ -53,7 +56,7 @@ struct plan_task {
     std::optional<std::vector<std::string>> args;
     std::optional<std::string> cwd;
     bool argv_deferred = false;  ///< args/cwd refer to task outputs: rendered at run time
-    int timeout_seconds = 120;   ///< resolved: action, task, runtime default
+    std::int64_t timeout_ms = 120000;  ///< resolved: action, task, runtime default
     retry_spec retry;
     failure_mode failure = failure_mode::stop;
     std::optional<condition> when;
@@ -109,6 +112,13 @@ struct compile_result {
 /// Validates policy and semantics, expands foreach/matrix, orders, resolves limits and
 /// computes both digests. Pure: no I/O, no clock, no environment.
 compile_result compile(const workflow& wf, const compile_options& options = {});
+
+/// Parse and semantic diagnostics of one document, together (SPEC: all problems at once).
+/// A valid document is compiled as usual. A document with parse errors is compiled from its
+/// partial model only to find more problems: findings about a task, an action or a policy
+/// section that already has a parse error are dropped (they would repeat it), and no plan is
+/// returned.
+compile_result check_document(const parse_result& parsed, const compile_options& options = {});
 
 /// Writes the canonical plan JSON (including planDigest) to `out`.
 void write_plan_json(const plan& p, json_sink& out);

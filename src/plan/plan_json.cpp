@@ -1,1 +1,292 @@
-// TODO(plan helper)
+// Canonical plan JSON (SPEC section 3). Members always come in this order:
+//
+//   formatVersion, workflowName, workflowDigest, planDigest, maxConcurrency,
+//   killGraceSeconds, approval, workspaceRoot, budgets{present ones}, inputs, order,
+//   tasks{id -> task}, processes[], outputs
+//
+//   task:    id, uses{kind,name}, needs, with, vars?, timeoutSeconds,
+//            retry{maxAttempts,backoffMs,on}, failure, when?, limits{stdoutBytes,stderrBytes,
+//            combinedBytes}, requiresApproval, expansion?, args?, cwd?, deferred?
+//   aggregate: id, uses, needs (its children), expansion{kind,count}
+//   process: action, kind, tasks, isolation, command, args, cwd?, env[{name,source}],
+//            timeoutSeconds?, limits, container?{image,runtime,engines,memoryLimitBytes,
+//            cpuLimitMillis,pidsLimit,controls}, extension?{protocolVersion,idempotency,
+//            capabilities,inputSchema,outputSchema}
+//
+// planDigest is the sha256 of exactly these bytes with the planDigest member left out; it is
+// computed by streaming the same writer into the hash.
+#include "json/sha256.hpp"
+#include "plan/plan_detail.hpp"
+
+#include <agentctl/json.hpp>
+#include <agentctl/plan.hpp>
+
+#include <boost/json/object.hpp>
+
+namespace agentctl {
+namespace {
+
+class hash_sink final : public json_sink {
+public:
+    void write(std::string_view bytes) override { hash.update(bytes); }
+    sha256 hash;
+};
+
+void write_object(json_writer& w, const boost::json::object& o) {
+    w.begin_object();
+    for (const auto& m : o) {
+        w.key(std::string_view(m.key().data(), m.key().size()));
+        w.value(m.value());
+    }
+    w.end_object();
+}
+
+void write_strings(json_writer& w, const std::vector<std::string>& items) {
+    w.begin_array();
+    for (const auto& s : items) w.string(s);
+    w.end_array();
+}
+
+void write_limits(json_writer& w, std::uint64_t out, std::uint64_t err, std::uint64_t combined) {
+    w.begin_object();
+    w.member("stdoutBytes", out);
+    w.member("stderrBytes", err);
+    w.member("combinedBytes", combined);
+    w.end_object();
+}
+
+std::string_view expansion_name(plan_task::expansion_t e) {
+    return e == plan_task::expansion_t::matrix ? "matrix" : "foreach";
+}
+
+void write_task(json_writer& w, const plan& p, const plan_task& t) {
+    w.begin_object();
+    w.member("id", t.id);
+    w.key("uses");
+    w.begin_object();
+    w.member("kind", "action");
+    w.member("name", p.actions[t.action_index].name);
+    w.end_object();
+    w.key("needs");
+    w.begin_array();
+    for (auto n : t.needs) w.string(p.tasks[n].id);
+    w.end_array();
+    if (t.kind == plan_task::kind_t::aggregate) {
+        w.key("expansion");
+        w.begin_object();
+        w.member("kind", expansion_name(t.expansion));
+        w.member("count", static_cast<std::uint64_t>(t.children.size()));
+        w.end_object();
+        w.end_object();
+        return;
+    }
+    w.member("with", t.with);
+    if (t.kind == plan_task::kind_t::child) {
+        w.key("vars");
+        write_object(w, t.vars);
+    }
+    w.key("timeoutSeconds");
+    write_seconds(w, t.timeout_ms);
+    w.key("retry");
+    w.begin_object();
+    w.member("maxAttempts", t.retry.max_attempts);
+    w.member("backoffMs", t.retry.backoff_ms);
+    w.key("on");
+    w.begin_array();
+    for (auto r : t.retry.on) w.string(to_string(r));
+    w.end_array();
+    w.end_object();
+    w.member("failure", to_string(t.failure));
+    if (t.when) w.member("when", t.when->expression);
+    w.key("limits");
+    write_limits(w, t.limits.stdout_bytes, t.limits.stderr_bytes, t.limits.combined_bytes);
+    w.member("requiresApproval", t.requires_approval);
+    if (t.kind == plan_task::kind_t::child) {
+        w.key("expansion");
+        w.begin_object();
+        w.member("kind", expansion_name(t.expansion));
+        w.member("parent", t.parent);
+        w.member("index", static_cast<std::uint64_t>(t.expansion_index));
+        w.end_object();
+    }
+    // Deferred argv shows the action's template text; rendered argv shows the values.
+    const action_spec& act = p.actions[t.action_index];
+    if (t.args) {
+        w.key("args");
+        write_strings(w, *t.args);
+    } else if (t.argv_deferred) {
+        w.key("args");
+        write_strings(w, act.args);
+    }
+    if (t.cwd)
+        w.member("cwd", *t.cwd);
+    else if (t.argv_deferred && act.cwd)
+        w.member("cwd", *act.cwd);
+    if (t.with_deferred || t.argv_deferred) {
+        w.key("deferred");
+        w.begin_array();
+        if (t.with_deferred) w.string("with");
+        if (t.argv_deferred) w.string("argv");
+        w.end_array();
+    }
+    w.end_object();
+}
+
+std::string env_source_text(const env_source& s) {
+    switch (s.kind) {
+        case env_source::kind_t::env:
+            return "env:" + s.text;
+        case env_source::kind_t::file:
+            return "file:" + s.text;
+        case env_source::kind_t::process:
+            return "process:" + s.process.command;
+        case env_source::kind_t::value:
+            return "value";  // never the literal itself
+    }
+    return "";
+}
+
+void write_process(json_writer& w, const plan& p, const plan_process& proc) {
+    const action_spec& a = p.actions[proc.action_index];
+    w.begin_object();
+    w.member("action", a.name);
+    w.member("kind", to_string(a.kind));
+    w.key("tasks");
+    write_strings(w, proc.tasks);
+    w.member("isolation", to_string(a.isolation));
+    w.member("command", a.command);
+    w.key("args");
+    write_strings(w, a.args);
+    if (a.cwd) w.member("cwd", *a.cwd);
+    w.key("env");
+    w.begin_array();
+    for (const auto& e : a.env) {
+        w.begin_object();
+        w.member("name", e.name);
+        w.member("source", env_source_text(e.source));
+        w.end_object();
+    }
+    w.end_array();
+    if (a.timeout_ms) {
+        w.key("timeoutSeconds");
+        write_seconds(w, *a.timeout_ms);
+    }
+    w.key("limits");
+    write_limits(w, a.stdout_limit_bytes, a.stderr_limit_bytes, a.combined_output_limit_bytes);
+    if (a.container) {
+        const container_spec& c = *a.container;
+        w.key("container");
+        w.begin_object();
+        w.member("image", c.image);
+        w.member("runtime", to_string(c.runtime));
+        w.key("engines");
+        write_strings(w, proc.engines);
+        w.member("memoryLimitBytes", c.memory_limit_bytes);
+        w.member("cpuLimitMillis", static_cast<std::uint64_t>(c.cpu_limit_millis));
+        w.member("pidsLimit", static_cast<std::uint64_t>(c.pids_limit));
+        w.key("controls");
+        write_strings(w, fixed_container_controls());
+        w.end_object();
+    }
+    if (a.extension) {
+        const extension_spec& x = *a.extension;
+        w.key("extension");
+        w.begin_object();
+        w.member("protocolVersion", x.protocol_version);
+        w.member("idempotency", to_string(x.idempotency_class));
+        w.key("capabilities");
+        write_strings(w, x.capabilities);
+        w.member("inputSchema", x.input_schema);
+        w.member("outputSchema", x.output_schema);
+        w.end_object();
+    }
+    w.end_object();
+}
+
+void write_head(json_writer& w, const plan& p) {
+    w.begin_object();
+    w.member("formatVersion", p.format_version);
+    w.member("workflowName", p.workflow_name);
+    w.member("workflowDigest", p.workflow_digest);
+}
+
+void write_body(json_writer& w, const plan& p) {
+    w.member("maxConcurrency", p.max_concurrency);
+    w.member("killGraceSeconds", p.kill_grace_seconds);
+    w.member("approval", to_string(p.policy.approval));
+    w.member("workspaceRoot", p.policy.workspace_root);
+    w.key("budgets");
+    w.begin_object();
+    const budgets_spec& b = p.budgets;
+    if (b.max_process_output_bytes) w.member("maxProcessOutputBytes", *b.max_process_output_bytes);
+    if (b.max_wall_time_seconds) w.member("maxWallTimeSeconds", *b.max_wall_time_seconds);
+    if (b.max_tasks) w.member("maxTasks", *b.max_tasks);
+    if (b.max_expansion_items) w.member("maxExpansionItems", *b.max_expansion_items);
+    w.end_object();
+    w.key("inputs");
+    write_object(w, p.inputs);
+    w.key("order");
+    w.begin_array();
+    for (const auto& t : p.tasks) w.string(t.id);
+    w.end_array();
+    w.key("tasks");
+    w.begin_object();
+    for (const auto& t : p.tasks) {
+        w.key(t.id);
+        write_task(w, p, t);
+    }
+    w.end_object();
+    w.key("processes");
+    w.begin_array();
+    for (const auto& proc : p.processes) write_process(w, p, proc);
+    w.end_array();
+    w.key("outputs");
+    write_object(w, p.outputs);
+    w.end_object();
+}
+
+}  // namespace
+
+std::vector<std::string> fixed_container_controls() {
+    return {
+        "read-only root filesystem",
+        "user 65532:65532",
+        "network none",
+        "cap-drop ALL",
+        "no-new-privileges",
+        "/workspace read-only",
+        "/tmp tmpfs 16 MiB noexec,nosuid,nodev",
+    };
+}
+
+namespace detail {
+
+std::string compute_plan_digest(const plan& p) {
+    hash_sink sink;
+    {
+        json_writer w(sink);
+        write_head(w, p);
+        write_body(w, p);
+    }
+    return "sha256:" + sink.hash.hex();
+}
+
+}  // namespace detail
+
+void write_plan_json(const plan& p, json_sink& out) {
+    // compile() stores the digest; a plan assembled by hand gets it computed here.
+    std::string digest = p.plan_digest.empty() ? detail::compute_plan_digest(p) : p.plan_digest;
+    json_writer w(out);
+    write_head(w, p);
+    w.member("planDigest", digest);
+    write_body(w, p);
+    w.flush();
+}
+
+std::string plan_json(const plan& p) {
+    string_sink sink;
+    write_plan_json(p, sink);
+    return std::move(sink.text);
+}
+
+}  // namespace agentctl

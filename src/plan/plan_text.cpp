@@ -1,1 +1,262 @@
-// TODO(plan helper)
+// The plan for people: a header, the order, one line per declared task and two lines per
+// process action. An expansion is one line however many children it has.
+#include "plan/plan_detail.hpp"
+
+#include <agentctl/json.hpp>
+#include <agentctl/plan.hpp>
+
+#include <algorithm>
+
+namespace agentctl {
+namespace {
+
+constexpr std::string_view ellipsis = "\xe2\x80\xa6";   // …
+constexpr std::string_view times = "\xc3\x97";          // ×
+constexpr std::size_t run_to_summarise = 4;             // children in a row shown as `first … last`
+constexpr std::size_t order_head = 12, order_tail = 4;  // entries kept when the order is long
+constexpr std::size_t max_with_chars = 60;
+
+std::string bytes_text(std::uint64_t n) {
+    constexpr std::uint64_t kib = 1024, mib = kib * 1024, gib = mib * 1024;
+    if (n >= gib && n % gib == 0) return std::to_string(n / gib) + " GiB";
+    if (n >= mib && n % mib == 0) return std::to_string(n / mib) + " MiB";
+    if (n >= kib && n % kib == 0) return std::to_string(n / kib) + " KiB";
+    return std::to_string(n) + " B";
+}
+
+std::string join(const std::vector<std::string>& items, std::string_view sep) {
+    std::string out;
+    for (const auto& s : items) {
+        if (!out.empty()) out += sep;
+        out += s;
+    }
+    return out;
+}
+
+// An argv element as a reader would type it: quoted when empty or holding blanks, quotes or
+// shell characters; control characters are escaped so one process stays on its lines.
+std::string shown_arg(const std::string& arg) {
+    static constexpr char hex[] = "0123456789abcdef";
+    bool plain = !arg.empty() && std::none_of(arg.begin(), arg.end(), [](char c) {
+        return static_cast<unsigned char>(c) < 0x20 ||
+               std::string_view(" '\"\\$`;&|<>()*?").find(c) != std::string_view::npos;
+    });
+    if (plain) return arg;
+    std::string out = "'";
+    for (char c : arg) {
+        auto u = static_cast<unsigned char>(c);
+        if (c == '\'')
+            out += "'\\''";
+        else if (c == '\n')
+            out += "\\n";
+        else if (c == '\t')
+            out += "\\t";
+        else if (u < 0x20)
+            out += std::string("\\x") + hex[u >> 4] + hex[u & 15];
+        else
+            out += c;
+    }
+    return out + "'";
+}
+
+std::string argv_text(const std::string& command, const std::vector<std::string>& args) {
+    std::string out = shown_arg(command);
+    for (const auto& a : args) out += " " + shown_arg(a);
+    return out;
+}
+
+std::string short_json(const boost::json::value& v) {
+    std::string s = to_json(v);
+    if (s.size() <= max_with_chars) return s;
+    // Cut on a UTF-8 boundary.
+    std::size_t cut = max_with_chars - 1;
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+    return s.substr(0, cut) + std::string(ellipsis);
+}
+
+// Order entries with runs of consecutive children of one parent folded into one entry.
+std::vector<std::string> folded_order(const plan& p) {
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < p.tasks.size();) {
+        const plan_task& t = p.tasks[i];
+        std::size_t j = i + 1;
+        if (t.kind == plan_task::kind_t::child) {
+            while (j < p.tasks.size() && p.tasks[j].kind == plan_task::kind_t::child &&
+                   p.tasks[j].parent == t.parent &&
+                   p.tasks[j].expansion_index == p.tasks[j - 1].expansion_index + 1)
+                ++j;
+        }
+        if (j - i >= run_to_summarise) {
+            out.push_back(t.id + " " + std::string(ellipsis) + " " + p.tasks[j - 1].id + " (" +
+                          std::string(times) + std::to_string(j - i) + ")");
+        } else {
+            for (std::size_t k = i; k < j; ++k) out.push_back(p.tasks[k].id);
+        }
+        i = j;
+    }
+    if (out.size() > order_head + order_tail + 1) {
+        std::size_t hidden = out.size() - order_head - order_tail;
+        std::vector<std::string> shorter(out.begin(), out.begin() + order_head);
+        shorter.push_back(std::string(ellipsis) + " (" + std::to_string(hidden) + " more)");
+        shorter.insert(shorter.end(), out.end() - order_tail, out.end());
+        out = std::move(shorter);
+    }
+    return out;
+}
+
+// Details of a runnable task (or of an expansion's first child), leaving out defaults.
+std::string task_details(const plan& p, const plan_task& t, bool show_with) {
+    std::string out = "  timeout " + seconds_text(t.timeout_ms);
+    if (t.retry.max_attempts > 1) {
+        std::vector<std::string> on;
+        for (auto r : t.retry.on) on.emplace_back(to_string(r));
+        out += "  retry " + std::to_string(t.retry.max_attempts) + std::string(times) + " every " +
+               std::to_string(t.retry.backoff_ms) + "ms on " + join(on, ",");
+    }
+    if (t.failure == failure_mode::continue_run) out += "  failure continue";
+    if (t.when) out += "  when " + t.when->expression;
+    if (t.requires_approval) out += "  needs approval";
+    if (t.with_deferred)
+        out += "  with (at run time) " + short_json(t.with);
+    else if (show_with && !(t.with.is_object() && t.with.get_object().empty()))
+        out += "  with " + short_json(t.with);
+    const action_spec& act = p.actions[t.action_index];
+    if (t.argv_deferred)
+        out += "  argv (at run time) " + argv_text(act.command, act.args);
+    else if (t.args && show_with)
+        out += "  argv " + argv_text(act.command, *t.args);
+    if (t.cwd && show_with) out += "  cwd " + *t.cwd;
+    return out;
+}
+
+std::string needs_text(const plan& p, const std::vector<std::uint32_t>& needs) {
+    if (needs.empty()) return "";
+    std::vector<std::string> ids;
+    for (auto n : needs) ids.push_back(p.tasks[n].id);
+    return "  needs " + join(ids, ", ");
+}
+
+std::string process_lines(const plan& p, const plan_process& proc) {
+    const action_spec& a = p.actions[proc.action_index];
+    std::string out = "  " + a.name + "  " + std::string(to_string(a.kind)) + "  " +
+                      std::string(to_string(a.isolation)) + "  " + argv_text(a.command, a.args);
+    if (a.cwd) out += "  cwd " + *a.cwd;
+    out += "  tasks: " + (proc.tasks.empty() ? std::string("(none)") : join(proc.tasks, ", ")) + "\n    ";
+    out += "limits stdout " + bytes_text(a.stdout_limit_bytes) + ", stderr " +
+           bytes_text(a.stderr_limit_bytes) + ", combined " + bytes_text(a.combined_output_limit_bytes);
+    if (a.timeout_ms) out += "; timeout " + seconds_text(*a.timeout_ms);
+    if (!a.env.empty()) {
+        std::vector<std::string> env;
+        for (const auto& e : a.env) {
+            std::string source;
+            switch (e.source.kind) {
+                case env_source::kind_t::env:
+                    source = "env:" + e.source.text;
+                    break;
+                case env_source::kind_t::file:
+                    source = "file:" + e.source.text;
+                    break;
+                case env_source::kind_t::process:
+                    source = "process:" + e.source.process.command;
+                    break;
+                case env_source::kind_t::value:
+                    source = "value";
+                    break;
+            }
+            env.push_back(e.name + "<-" + source);
+        }
+        out += "; env " + join(env, ", ");
+    }
+    if (a.extension) {
+        const extension_spec& x = *a.extension;
+        out += "; extension " + x.protocol_version + ", idempotency " +
+               std::string(to_string(x.idempotency_class)) + ", capabilities " +
+               (x.capabilities.empty() ? std::string("(none)") : join(x.capabilities, ","));
+    }
+    if (a.container) {
+        const container_spec& c = *a.container;
+        std::string cpu = std::to_string(c.cpu_limit_millis / 1000) + "." +
+                          std::string(3 - std::to_string(c.cpu_limit_millis % 1000).size(), '0') +
+                          std::to_string(c.cpu_limit_millis % 1000);
+        out += "; image " + c.image + "; engines " + join(proc.engines, " then ") + "; memory " +
+               bytes_text(c.memory_limit_bytes) + ", cpus " + cpu + ", pids " + std::to_string(c.pids_limit) +
+               "; fixed: " + join(fixed_container_controls(), ", ");
+    }
+    return out + "\n";
+}
+
+// What a child binds: the foreach name, or the matrix axes.
+std::string binding_names(const plan_task& child) {
+    std::vector<std::string> names;
+    if (child.expansion == plan_task::expansion_t::matrix) {
+        if (const auto* cell = child.vars.if_contains("matrix"); cell && cell->is_object())
+            for (const auto& m : cell->get_object()) names.emplace_back(m.key());
+    } else {
+        for (const auto& m : child.vars)
+            if (m.key() != "foreachIndex") names.emplace_back(m.key());
+    }
+    return join(names, ", ");
+}
+
+}  // namespace
+
+std::string plan_text(const plan& p) {
+    std::string out = "plan " + p.workflow_name + "\n";
+    out += "  workflow " + p.workflow_digest + "\n";
+    out += "  plan     " + p.plan_digest + "\n";
+    out += "  approval " + std::string(to_string(p.policy.approval)) + "  max concurrency " +
+           std::to_string(p.max_concurrency) + "  kill grace " + std::to_string(p.kill_grace_seconds) +
+           "s  workspace " + p.policy.workspace_root + "\n";
+    std::vector<std::string> budgets;
+    const budgets_spec& b = p.budgets;
+    if (b.max_tasks) budgets.push_back("maxTasks " + std::to_string(*b.max_tasks));
+    if (b.max_expansion_items)
+        budgets.push_back("maxExpansionItems " + std::to_string(*b.max_expansion_items));
+    if (b.max_process_output_bytes)
+        budgets.push_back("maxProcessOutputBytes " + bytes_text(*b.max_process_output_bytes));
+    if (b.max_wall_time_seconds)
+        budgets.push_back("maxWallTimeSeconds " + std::to_string(*b.max_wall_time_seconds));
+    if (!budgets.empty()) out += "  budgets " + join(budgets, ", ") + "\n";
+
+    out += "order (" + std::to_string(p.tasks.size()) + (p.tasks.size() == 1 ? " task): " : " tasks): ") +
+           join(folded_order(p), " -> ") + "\n";
+
+    std::size_t width = 0;
+    for (const auto& t : p.tasks)
+        if (t.kind != plan_task::kind_t::child) width = std::max(width, t.id.size());
+    width = std::min<std::size_t>(width, 24);
+    out += "tasks:\n";
+    for (const auto& t : p.tasks) {
+        if (t.kind == plan_task::kind_t::child) continue;
+        std::string id = t.id;
+        if (id.size() < width) id.append(width - id.size(), ' ');
+        const std::string uses = "action:" + p.actions[t.action_index].name;
+        if (t.kind == plan_task::kind_t::single) {
+            out += "  " + id + "  " + uses + needs_text(p, t.needs) + task_details(p, t, true) + "\n";
+            continue;
+        }
+        std::string kind = t.expansion == plan_task::expansion_t::matrix ? "matrix " : "foreach ";
+        out += "  " + id + "  " + kind + std::string(times) + std::to_string(t.children.size());
+        if (t.children.empty()) {
+            out += "  " + uses + "\n";
+            continue;
+        }
+        const plan_task& first = p.tasks[t.children.front()];
+        const plan_task& last = p.tasks[t.children.back()];
+        out += " over " + binding_names(first);
+        out += "  " + first.id + (t.children.size() > 1 ? " " + std::string(ellipsis) + " " + last.id : "") +
+               "  " + uses + needs_text(p, first.needs) + task_details(p, first, false) + "\n";
+    }
+    if (!p.processes.empty()) {
+        out += "processes:\n";
+        for (const auto& proc : p.processes) out += process_lines(p, proc);
+    }
+    if (!p.outputs.empty()) {
+        std::vector<std::string> names;
+        for (const auto& m : p.outputs) names.emplace_back(m.key());
+        out += "outputs: " + join(names, ", ") + "\n";
+    }
+    return out;
+}
+
+}  // namespace agentctl

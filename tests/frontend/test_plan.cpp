@@ -1,3 +1,866 @@
+// The plan compiler, policy rules, plan JSON and text; golden plans; the purity guard.
+#include <agentctl/json.hpp>
+#include <agentctl/parse.hpp>
+#include <agentctl/plan.hpp>
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 #include <boost/test/unit_test.hpp>
 
-BOOST_AUTO_TEST_CASE(placeholder_test_plan) { BOOST_TEST(true); }
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+namespace json = boost::json;
+namespace fs = std::filesystem;
+using namespace agentctl;
+
+namespace {
+
+action_spec process_action(std::string name, std::string command, std::vector<std::string> args = {}) {
+    action_spec a;
+    a.name = std::move(name);
+    a.command = std::move(command);
+    a.args = std::move(args);
+    return a;
+}
+
+task_spec make_task(std::string id, std::string action = "echo", std::vector<std::string> needs = {}) {
+    task_spec t;
+    t.id = std::move(id);
+    t.uses = "action:" + action;
+    t.action = std::move(action);
+    t.needs = std::move(needs);
+    return t;
+}
+
+workflow base_workflow() {
+    workflow wf;
+    wf.api_version = "agentctl.dev/v1";
+    wf.metadata.name = "unit";
+    wf.source_digest = "sha256:" + std::string(64, '0');
+    wf.policy.process_allowlist = {"echo", "true", "helper"};
+    wf.policy.approval = approval_mode::never;
+    wf.actions.push_back(process_action("echo", "/bin/echo", {"hi"}));
+    return wf;
+}
+
+std::string diag_text(const diagnostics& ds) {
+    std::string out;
+    for (const auto& d : ds.items()) out += d.code + " @" + d.path + ": " + d.message + "\n";
+    return out;
+}
+
+std::size_t count_code(const diagnostics& ds, std::string_view code) {
+    return std::count_if(ds.items().begin(), ds.items().end(),
+                         [&](const diagnostic& d) { return d.code == code; });
+}
+
+const diagnostic* find_code(const diagnostics& ds, std::string_view code) {
+    for (const auto& d : ds.items())
+        if (d.code == code) return &d;
+    return nullptr;
+}
+
+plan must_compile(const workflow& wf, const compile_options& options = {}) {
+    auto r = compile(wf, options);
+    BOOST_TEST_REQUIRE(r.compiled.has_value(), "compile failed:\n" << diag_text(r.diags));
+    return std::move(*r.compiled);
+}
+
+diagnostics must_fail(const workflow& wf) {
+    auto r = compile(wf);
+    BOOST_TEST_REQUIRE(!r.compiled.has_value(), "compile unexpectedly succeeded");
+    BOOST_TEST(r.diags.has_errors());
+    return r.diags;
+}
+
+std::vector<std::string> order_of(const plan& p) {
+    std::vector<std::string> ids;
+    for (const auto& t : p.tasks) ids.push_back(t.id);
+    return ids;
+}
+
+const plan_task& task_of(const plan& p, std::string_view id) {
+    auto i = p.find(id);
+    BOOST_TEST_REQUIRE(i.has_value(), "no task " << id);
+    return p.tasks[*i];
+}
+
+std::vector<std::string> needs_of(const plan& p, std::string_view id) {
+    std::vector<std::string> ids;
+    for (auto n : task_of(p, id).needs) ids.push_back(p.tasks[n].id);
+    return ids;
+}
+
+std::string env_or_empty(const char* name) {
+    const char* v = std::getenv(name);
+    return v ? v : "";
+}
+
+std::string read_file(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(plan_compile)
+
+BOOST_AUTO_TEST_CASE(compiles_a_minimal_workflow) {
+    workflow wf = base_workflow();
+    wf.tasks.push_back(make_task("a"));
+    plan p = must_compile(wf);
+    BOOST_TEST(order_of(p) == std::vector<std::string>{"a"});
+    BOOST_TEST(p.max_concurrency == 1);
+    BOOST_TEST(p.workflow_name == "unit");
+    BOOST_TEST(p.workflow_digest == wf.source_digest);
+    BOOST_TEST(p.tasks[0].timeout_ms == 120000);
+    BOOST_TEST(!p.tasks[0].requires_approval);
+    BOOST_TEST((p.tasks[0].kind == plan_task::kind_t::single));
+    BOOST_TEST(p.tasks[0].with.is_object());
+    BOOST_TEST(!p.tasks[0].args.has_value());  // no templates: the action's args are used as they are
+    BOOST_TEST_REQUIRE(p.processes.size() == 1u);
+    BOOST_TEST(p.processes[0].tasks == std::vector<std::string>{"a"});
+    BOOST_TEST(p.processes[0].engines.empty());
+    BOOST_TEST(p.plan_digest.starts_with("sha256:"));
+}
+
+BOOST_AUTO_TEST_CASE(foreach_children_get_ids_bindings_and_the_parent_needs) {
+    workflow wf = base_workflow();
+    wf.actions.push_back(
+        process_action("per_file", "echo", {"--file", "${{ vars.file }}", "--n=${{ vars.foreachIndex }}"}));
+    wf.tasks.push_back(make_task("setup"));
+    task_spec fan = make_task("fan", "per_file", {"setup"});
+    fan.foreach = foreach_spec{json::parse(R"(["x.txt","y.txt","z.txt"])"), "file", 10};
+    fan.with = json::parse(R"({"name":"${{ vars.file }}","i":"${{ vars.foreachIndex }}"})");
+    wf.tasks.push_back(fan);
+    wf.tasks.push_back(make_task("after", "echo", {"fan"}));
+    plan p = must_compile(wf);
+
+    BOOST_TEST(order_of(p) ==
+               (std::vector<std::string>{"setup", "fan--0000", "fan--0001", "fan--0002", "fan", "after"}));
+    const plan_task& child = task_of(p, "fan--0001");
+    BOOST_TEST((child.kind == plan_task::kind_t::child));
+    BOOST_TEST((child.expansion == plan_task::expansion_t::foreach));
+    BOOST_TEST(child.parent == "fan");
+    BOOST_TEST(child.expansion_index == 1u);
+    BOOST_TEST(json::value(child.vars) == json::parse(R"({"file":"y.txt","foreachIndex":1})"));
+    BOOST_TEST(child.with == json::parse(R"({"name":"y.txt","i":1})"));
+    BOOST_TEST_REQUIRE(child.args.has_value());
+    BOOST_TEST(*child.args == (std::vector<std::string>{"--file", "y.txt", "--n=1"}));
+    BOOST_TEST(needs_of(p, "fan--0002") == std::vector<std::string>{"setup"});
+
+    const plan_task& aggregate = task_of(p, "fan");
+    BOOST_TEST((aggregate.kind == plan_task::kind_t::aggregate));
+    BOOST_TEST(needs_of(p, "fan") == (std::vector<std::string>{"fan--0000", "fan--0001", "fan--0002"}));
+    BOOST_TEST(aggregate.children.size() == 3u);
+    BOOST_TEST(needs_of(p, "after") == std::vector<std::string>{"fan"});
+    BOOST_TEST(p.processes[0].tasks == (std::vector<std::string>{"setup", "after"}));
+    BOOST_TEST(p.processes[1].tasks == std::vector<std::string>{"fan"});
+    for (std::size_t i = 0; i < p.tasks.size(); ++i)
+        for (auto n : p.tasks[i].needs) BOOST_TEST(n < i);
+}
+
+BOOST_AUTO_TEST_CASE(child_ids_are_padded_to_the_largest_index) {
+    workflow wf = base_workflow();
+    task_spec fan = make_task("fan");
+    json::array items;
+    for (int i = 0; i < 12345; ++i) items.push_back(i);
+    fan.foreach = foreach_spec{json::value(items), "n", 20000};
+    wf.tasks.push_back(fan);
+    plan p = must_compile(wf);
+    BOOST_TEST(p.tasks.size() == 12346u);
+    BOOST_TEST(p.tasks.front().id == "fan--00000");
+    BOOST_TEST(p.tasks[12344].id == "fan--12344");
+    BOOST_TEST(p.tasks.back().id == "fan");
+    BOOST_TEST(std::is_sorted(p.tasks.begin(), p.tasks.end() - 1,
+                              [](const plan_task& a, const plan_task& b) { return a.id < b.id; }));
+}
+
+BOOST_AUTO_TEST_CASE(foreach_items_come_from_inputs_and_empty_lists_expand_to_nothing) {
+    workflow wf = base_workflow();
+    wf.inputs = json::parse(R"({"files":["a","b"],"none":[]})").as_object();
+    task_spec fan = make_task("fan");
+    fan.foreach = foreach_spec{json::value("${{ inputs.files }}"), "f", 10};
+    task_spec empty = make_task("empty");
+    empty.foreach = foreach_spec{json::value("${{ inputs.none }}"), "f", 10};
+    wf.tasks = {fan, empty, make_task("last", "echo", {"empty"})};
+    plan p = must_compile(wf);
+    BOOST_TEST(order_of(p) == (std::vector<std::string>{"fan--0000", "fan--0001", "fan", "empty", "last"}));
+    BOOST_TEST(task_of(p, "empty").children.empty());
+
+    // Overridden inputs drive the expansion.
+    compile_options options;
+    options.input_overrides.emplace_back("files", json::parse(R"(["p","q","r"])"));
+    plan q = must_compile(wf, options);
+    BOOST_TEST(task_of(q, "fan").children.size() == 3u);
+    BOOST_TEST(task_of(q, "fan--0002").vars.at("f") == json::value("r"));
+}
+
+BOOST_AUTO_TEST_CASE(matrix_cells_are_ordered_by_axis_name_then_value_order) {
+    workflow wf = base_workflow();
+    task_spec m = make_task("build");
+    matrix_spec spec;
+    spec.axes = {{"os", json::parse(R"(["linux","mac"])")},
+                 {"arch", json::parse(R"(["x86","arm","riscv"])")}};
+    m.matrix = spec;
+    m.with = json::parse(R"({"target":"${{ vars.matrix.arch }}-${{ vars.matrix.os }}"})");
+    wf.tasks.push_back(m);
+    plan p = must_compile(wf);
+    std::vector<std::string> targets;
+    for (const auto& t : p.tasks)
+        if (t.kind == plan_task::kind_t::child) targets.emplace_back(t.with.at("target").as_string());
+    BOOST_TEST(targets == (std::vector<std::string>{"x86-linux", "x86-mac", "arm-linux", "arm-mac",
+                                                    "riscv-linux", "riscv-mac"}));
+    const plan_task& cell = task_of(p, "build--0003");
+    BOOST_TEST((cell.expansion == plan_task::expansion_t::matrix));
+    BOOST_TEST(json::value(cell.vars) ==
+               json::parse(R"({"matrix":{"arch":"arm","os":"mac"},"matrixIndex":3})"));
+}
+
+BOOST_AUTO_TEST_CASE(declaration_order_breaks_ties_in_the_topological_order) {
+    workflow wf = base_workflow();
+    wf.tasks = {make_task("c", "echo", {"a"}), make_task("a"), make_task("b"),
+                make_task("d", "echo", {"c", "b"})};
+    plan p = must_compile(wf);
+    // a and b are ready first: a was declared before b. Then c (declared first) beats b.
+    BOOST_TEST(order_of(p) == (std::vector<std::string>{"a", "c", "b", "d"}));
+}
+
+BOOST_AUTO_TEST_CASE(cycles_are_reported_once_each_with_their_path) {
+    workflow wf = base_workflow();
+    wf.tasks = {make_task("a", "echo", {"b"}), make_task("b", "echo", {"c"}), make_task("c", "echo", {"a"}),
+                make_task("d", "echo", {"e"}), make_task("e", "echo", {"d"}), make_task("f", "echo", {"f"}),
+                make_task("g", "echo", {"a"})};
+    diagnostics ds = must_fail(wf);
+    BOOST_TEST(count_code(ds, "dependency_cycle") == 3u, diag_text(ds));
+    std::set<std::string> messages;
+    for (const auto& d : ds.items())
+        if (d.code == "dependency_cycle") messages.insert(d.message);
+    BOOST_TEST(messages.count("dependency cycle: a -> b -> c -> a") == 1u, diag_text(ds));
+    BOOST_TEST(messages.count("dependency cycle: d -> e -> d") == 1u, diag_text(ds));
+    BOOST_TEST(messages.count("dependency cycle: f -> f") == 1u, diag_text(ds));
+    BOOST_TEST(find_code(ds, "dependency_cycle")->path == "spec.tasks[5].needs[0]");
+}
+
+BOOST_AUTO_TEST_CASE(timeouts_follow_the_fallback_chain) {
+    workflow wf = base_workflow();
+    wf.runtime.default_timeout_ms = 45000;
+    wf.actions.push_back(process_action("fixed", "true"));
+    wf.actions.back().timeout_ms = 10000;
+    task_spec both = make_task("both", "fixed");
+    both.timeout_ms = 30000;
+    task_spec task_only = make_task("task_only");
+    task_only.timeout_ms = 30000;
+    wf.tasks = {both, task_only, make_task("neither")};
+    plan p = must_compile(wf);
+    BOOST_TEST(task_of(p, "both").timeout_ms == 10000);
+    BOOST_TEST(task_of(p, "task_only").timeout_ms == 30000);
+    BOOST_TEST(task_of(p, "neither").timeout_ms == 45000);
+}
+
+BOOST_AUTO_TEST_CASE(task_outputs_defer_rendering_to_run_time) {
+    workflow wf = base_workflow();
+    wf.actions.push_back(process_action("show", "echo", {"${{ with.msg }}"}));
+    wf.actions.push_back(process_action("direct", "echo", {"${{ tasks.a.output.stdout }}"}));
+    wf.actions.back().cwd = "out/${{ inputs.dir }}";
+    wf.inputs = json::parse(R"({"dir":"d1"})").as_object();
+    task_spec deferred = make_task("deferred", "show", {"a"});
+    deferred.with = json::parse(R"({"msg":"${{ tasks.a.output.stdout }}"})");
+    task_spec static_with = make_task("static_with", "show");
+    static_with.with = json::parse(R"({"msg":"${{ inputs.dir }}"})");
+    wf.tasks = {make_task("a"), deferred, static_with, make_task("direct", "direct", {"a"})};
+    plan p = must_compile(wf);
+
+    const plan_task& d = task_of(p, "deferred");
+    BOOST_TEST(d.with_deferred);
+    BOOST_TEST(d.with == json::parse(R"({"msg":"${{ tasks.a.output.stdout }}"})"));
+    BOOST_TEST(d.argv_deferred);  // its args use `with.`, which is only known at run time
+    BOOST_TEST(!d.args.has_value());
+
+    const plan_task& s = task_of(p, "static_with");
+    BOOST_TEST(!s.with_deferred);
+    BOOST_TEST(!s.argv_deferred);
+    BOOST_TEST_REQUIRE(s.args.has_value());
+    BOOST_TEST(*s.args == std::vector<std::string>{"d1"});
+
+    const plan_task& direct = task_of(p, "direct");
+    BOOST_TEST(!direct.with_deferred);
+    BOOST_TEST(direct.argv_deferred);
+
+    // The JSON shows the template text and says what is deferred.
+    json::value doc = json::parse(plan_json(p));
+    const json::object& dt = doc.at("tasks").at("deferred").as_object();
+    BOOST_TEST(dt.at("deferred") == json::parse(R"(["with","argv"])"));
+    BOOST_TEST(dt.at("args") == json::parse(R"(["${{ with.msg }}"])"));
+    BOOST_TEST(doc.at("tasks").at("direct").at("cwd") == json::value("out/${{ inputs.dir }}"));
+    BOOST_TEST(doc.at("tasks").at("static_with").at("args") == json::parse(R"(["d1"])"));
+    BOOST_TEST(!doc.at("tasks").at("static_with").as_object().contains("deferred"));
+}
+
+BOOST_AUTO_TEST_CASE(action_with_is_a_default_under_the_task_with) {
+    workflow wf = base_workflow();
+    wf.actions[0].with = json::parse(R"({"level":1,"name":"default"})");
+    task_spec t = make_task("t");
+    t.with = json::parse(R"({"name":"mine"})");
+    wf.tasks = {t, make_task("u")};
+    plan p = must_compile(wf);
+    BOOST_TEST(task_of(p, "t").with == json::parse(R"({"level":1,"name":"mine"})"));
+    BOOST_TEST(task_of(p, "u").with == json::parse(R"({"level":1,"name":"default"})"));
+}
+
+BOOST_AUTO_TEST_CASE(rendered_cwd_is_checked_again) {
+    workflow wf = base_workflow();
+    wf.inputs = json::parse(R"({"dirs":["ok","..","/abs"]})").as_object();
+    wf.actions[0].cwd = "${{ vars.d }}";
+    task_spec fan = make_task("fan");
+    fan.foreach = foreach_spec{json::value("${{ inputs.dirs }}"), "d", 10};
+    wf.tasks.push_back(fan);
+    diagnostics ds = must_fail(wf);
+    BOOST_TEST(count_code(ds, "policy_path_escape") == 1u, diag_text(ds));
+    BOOST_TEST(count_code(ds, "invalid_cwd") == 0u, diag_text(ds));  // one cwd diagnostic per task
+    BOOST_TEST(find_code(ds, "policy_path_escape")->message.find("fan--0001") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(every_problem_is_reported_at_once) {
+    workflow wf = base_workflow();
+    wf.inputs = json::parse(R"({"x":1})").as_object();
+    task_spec t1 = make_task("t1", "nope", {"ghost", "t2"});
+    t1.with =
+        json::parse(R"({"a":"${{ inputs.missing }}","b":"${{ tasks.t3.output }}","c":"${{ with.x }}"})");
+    task_spec t2 = make_task("t2");
+    t2.when = "tasks.t1.output.ok";
+    task_spec t3 = make_task("t3");
+    t3.with = json::parse(R"({"bad":"${{ inputs.x"})");
+    task_spec dup = make_task("t2");
+    wf.tasks = {t1, t2, t3, dup};
+    wf.outputs = json::parse(R"({"o":"${{ tasks.nothere.output }}"})").as_object();
+    diagnostics ds = must_fail(wf);
+    for (auto code :
+         {"unknown_action", "unknown_need", "template_missing_path", "template_missing_need",
+          "template_unknown_root", "template_syntax", "duplicate_task_id", "template_unknown_task"})
+        BOOST_TEST(count_code(ds, code) >= 1u, code << " missing in:\n" << diag_text(ds));
+    BOOST_TEST(count_code(ds, "template_missing_need") == 2u, diag_text(ds));
+    BOOST_TEST(ds.exit_code() == 2);
+}
+
+BOOST_AUTO_TEST_CASE(vars_need_an_expansion_and_paths_must_exist) {
+    workflow wf = base_workflow();
+    task_spec t = make_task("t");
+    t.with = json::parse(R"({"v":"${{ vars.item }}"})");
+    task_spec fan = make_task("fan");
+    fan.foreach = foreach_spec{json::parse(R"([{"a":1},{"b":2}])"), "item", 10};
+    fan.with = json::parse(R"({"a":"${{ vars.item.a }}"})");
+    wf.tasks = {t, fan};
+    diagnostics ds = must_fail(wf);
+    BOOST_TEST(count_code(ds, "template_missing_path") == 2u, diag_text(ds));
+    BOOST_TEST(diag_text(ds).find("fan--0001") != std::string::npos, diag_text(ds));
+    BOOST_TEST(diag_text(ds).find("no foreach or matrix") == std::string::npos);  // that is in the help
+    bool help_found = false;
+    for (const auto& d : ds.items())
+        help_found = help_found || d.help.find("no foreach or matrix") != std::string::npos;
+    BOOST_TEST(help_found);
+}
+
+BOOST_AUTO_TEST_CASE(expansion_sizes_and_budgets_are_enforced) {
+    workflow wf = base_workflow();
+    task_spec big = make_task("big");
+    json::array items;
+    for (int i = 0; i < 20; ++i) items.push_back(i);
+    big.foreach = foreach_spec{json::value(items), "n", 10};
+    wf.tasks = {big};
+    BOOST_TEST(count_code(must_fail(wf), "expansion_too_large") == 1u);
+
+    wf.tasks[0].foreach->max_items = 100;
+    wf.runtime.budgets.max_expansion_items = 5;
+    BOOST_TEST(count_code(must_fail(wf), "expansion_too_large") == 1u);
+
+    wf.runtime.budgets.max_expansion_items.reset();
+    wf.runtime.budgets.max_tasks = 20;
+    BOOST_TEST(must_compile(wf).tasks.size() == 21u);  // 20 children run; the aggregate does not count
+    wf.tasks.push_back(make_task("one_more"));
+    diagnostics ds = must_fail(wf);
+    BOOST_TEST(count_code(ds, "budget_max_tasks") == 1u, diag_text(ds));
+
+    // A matrix product that would overflow is refused, not allocated.
+    workflow m = base_workflow();
+    task_spec cube = make_task("cube");
+    matrix_spec spec;
+    json::array axis;
+    for (int i = 0; i < 1000; ++i) axis.push_back(i);
+    spec.axes = {{"a", json::value(axis)}, {"b", json::value(axis)}, {"c", json::value(axis)}};
+    spec.max_items = limits::max_max_items;
+    cube.matrix = spec;
+    m.tasks = {cube};
+    BOOST_TEST(count_code(must_fail(m), "expansion_too_large") == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(foreach_items_must_be_an_array) {
+    workflow wf = base_workflow();
+    wf.inputs = json::parse(R"({"n":3})").as_object();
+    task_spec a = make_task("a");
+    a.foreach = foreach_spec{json::value("${{ inputs.n }}"), "x", 10};
+    task_spec b = make_task("b");
+    b.foreach = foreach_spec{json::value("list: ${{ inputs.n }}"), "x", 10};
+    task_spec c = make_task("c", "echo", {"a"});
+    c.foreach = foreach_spec{json::value("${{ tasks.a.output.items }}"), "x", 10};
+    wf.tasks = {a, b, c};
+    diagnostics ds = must_fail(wf);
+    BOOST_TEST(count_code(ds, "foreach_items_not_array") == 2u, diag_text(ds));
+    BOOST_TEST(count_code(ds, "template_unknown_root") == 1u, diag_text(ds));
+}
+
+BOOST_AUTO_TEST_CASE(inputs_merge_defaults_and_overrides_in_order) {
+    workflow wf = base_workflow();
+    wf.inputs = json::parse(R"({"a":1,"b":2})").as_object();
+    wf.tasks = {make_task("t")};
+    compile_options options;
+    options.input_overrides = {{"b", json::value(3)}, {"zz", json::value("x")}, {"b", json::value(4)}};
+    auto r = compile(wf, options);
+    BOOST_TEST_REQUIRE(r.compiled.has_value());
+    BOOST_TEST(json::value(r.compiled->inputs) == json::parse(R"({"a":1,"b":4,"zz":"x"})"));
+    BOOST_TEST(count_code(r.diags, "undeclared_input") == 1u);
+    BOOST_TEST((find_code(r.diags, "undeclared_input")->level == severity::warning));
+    BOOST_TEST(r.compiled->warnings.size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(approval_applies_to_process_tasks_only) {
+    workflow wf = base_workflow();
+    wf.policy.approval = approval_mode::mutations;
+    action_spec assign;
+    assign.name = "set";
+    assign.kind = action_kind::assign;
+    wf.actions.push_back(assign);
+    wf.tasks = {make_task("run"), make_task("pure", "set")};
+    plan p = must_compile(wf);
+    BOOST_TEST(task_of(p, "run").requires_approval);
+    BOOST_TEST(!task_of(p, "pure").requires_approval);
+    BOOST_TEST(p.processes.size() == 1u);  // assign is not a process action
+}
+
+BOOST_AUTO_TEST_CASE(processes_describe_sources_and_engines_never_values) {
+    workflow wf = base_workflow();
+    wf.policy.environment_allowlist = {"TOKEN", "PATH", "KEY", "MODE", "HELP"};
+    wf.policy.secret_file_roots = {"secrets"};
+    wf.policy.secret_process_allowlist = {"vault"};
+    action_spec boxed = process_action("boxed", "/usr/bin/echo", {"x"});
+    boxed.isolation = isolation_mode::container;
+    boxed.container = container_spec{"sha256:" + std::string(64, 'a')};
+    env_entry token{"TOKEN", {env_source::kind_t::env, "PATH", {}}};
+    env_entry key{"KEY", {env_source::kind_t::file, "secrets/key", {}}};
+    env_entry mode{"MODE", {env_source::kind_t::value, "super-secret-looking-literal", {}}};
+    env_entry help{"HELP", {env_source::kind_t::process, "", {"/usr/bin/vault", {"read"}, 5, 1024}}};
+    boxed.env = {token, key, mode, help};
+    wf.actions.push_back(boxed);
+    wf.actions.push_back(process_action("podman_only", "echo"));
+    wf.actions.back().isolation = isolation_mode::container;
+    wf.actions.back().container = container_spec{"sha256:" + std::string(64, 'b'), engine_choice::podman};
+    wf.tasks = {make_task("a", "boxed"), make_task("b", "podman_only")};
+    plan p = must_compile(wf);
+    BOOST_TEST_REQUIRE(p.processes.size() == 3u);
+    BOOST_TEST(p.processes[1].engines == (std::vector<std::string>{"docker", "podman"}));
+    BOOST_TEST(p.processes[2].engines == std::vector<std::string>{"podman"});
+    std::string text = plan_json(p);
+    BOOST_TEST(text.find("super-secret-looking-literal") == std::string::npos);
+    json::value doc = json::parse(text);
+    const json::array& env = doc.at("processes").at(1).at("env").as_array();
+    BOOST_TEST(env.at(0) == json::parse(R"({"name":"TOKEN","source":"env:PATH"})"));
+    BOOST_TEST(env.at(1) == json::parse(R"({"name":"KEY","source":"file:secrets/key"})"));
+    BOOST_TEST(env.at(2) == json::parse(R"({"name":"MODE","source":"value"})"));
+    BOOST_TEST(env.at(3) == json::parse(R"({"name":"HELP","source":"process:/usr/bin/vault"})"));
+    const json::value& c = doc.at("processes").at(1).at("container");
+    BOOST_TEST(c.at("engines") == json::parse(R"(["docker","podman"])"));
+    BOOST_TEST(c.at("memoryLimitBytes") == json::value(268435456));
+    BOOST_TEST(c.at("controls").as_array().size() == fixed_container_controls().size());
+    BOOST_TEST(plan_text(p).find("super-secret-looking-literal") == std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(outputs_may_name_any_plan_task_but_not_vars) {
+    workflow wf = base_workflow();
+    task_spec fan = make_task("fan");
+    fan.foreach = foreach_spec{json::parse("[1,2]"), "n", 10};
+    wf.tasks = {fan};
+    wf.outputs =
+        json::parse(R"({"all":"${{ tasks.fan.output.items }}","one":"${{ tasks.fan--0001.output }}"})")
+            .as_object();
+    must_compile(wf);
+    wf.outputs["bad"] = "${{ vars.n }}";
+    BOOST_TEST(count_code(must_fail(wf), "template_unknown_root") == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(conditions_are_checked_at_compile_time) {
+    workflow wf = base_workflow();
+    wf.inputs = json::parse(R"({"on":true})").as_object();
+    task_spec good = make_task("good");
+    good.when = "inputs.on";
+    task_spec bad = make_task("bad");
+    bad.when = "inputs.on ~ 1";
+    task_spec missing = make_task("missing");
+    missing.when = "not inputs.off";
+    wf.tasks = {good, bad, missing};
+    diagnostics ds = must_fail(wf);
+    BOOST_TEST(count_code(ds, "invalid_condition") == 1u, diag_text(ds));
+    BOOST_TEST(count_code(ds, "template_missing_path") == 1u, diag_text(ds));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(policy_rules)
+
+BOOST_AUTO_TEST_CASE(commands_must_be_allowlisted_and_well_formed) {
+    workflow wf = base_workflow();
+    wf.actions.push_back(process_action("curl", "/usr/bin/curl"));
+    wf.actions.push_back(process_action("rel", "bin/tool"));
+    wf.actions.push_back(process_action("tmpl", "${{ inputs.cmd }}"));
+    wf.tasks = {make_task("a")};
+    diagnostics ds = must_fail(wf);
+    BOOST_TEST(count_code(ds, "policy_process_not_allowed") == 1u, diag_text(ds));
+    BOOST_TEST(find_code(ds, "policy_process_not_allowed")->path == "spec.actions.curl.command");
+    BOOST_TEST(count_code(ds, "invalid_command") == 1u, diag_text(ds));
+    BOOST_TEST(count_code(ds, "template_not_allowed") == 1u, diag_text(ds));
+}
+
+BOOST_AUTO_TEST_CASE(environment_names_and_sources_must_be_allowlisted) {
+    workflow wf = base_workflow();
+    wf.policy.environment_allowlist = {"TOKEN"};
+    wf.actions[0].env = {{"TOKEN", {env_source::kind_t::env, "HOME", {}}},
+                         {"OTHER", {env_source::kind_t::value, "v", {}}},
+                         {"TOKEN2", {env_source::kind_t::value, "${{ inputs.x }}", {}}}};
+    wf.tasks = {make_task("a")};
+    diagnostics ds = must_fail(wf);
+    BOOST_TEST(count_code(ds, "policy_environment_not_allowed") == 3u, diag_text(ds));
+    BOOST_TEST(count_code(ds, "template_not_allowed") == 1u, diag_text(ds));
+    BOOST_TEST(ds.items().front().path == "spec.actions.echo.env.TOKEN.env");
+}
+
+BOOST_AUTO_TEST_CASE(secret_files_need_roots_and_must_stay_under_them) {
+    workflow wf = base_workflow();
+    wf.policy.environment_allowlist = {"A", "B", "C", "D"};
+    auto file = [](std::string name, std::string path) {
+        return env_entry{std::move(name), {env_source::kind_t::file, std::move(path), {}}};
+    };
+    wf.actions[0].env = {file("A", "secrets/a")};
+    wf.tasks = {make_task("t")};
+    BOOST_TEST(count_code(must_fail(wf), "policy_secret_file_roots_missing") == 1u);
+
+    wf.policy.secret_file_roots = {"./secrets", "/run/keys"};
+    wf.actions[0].env = {file("A", "secrets/a"), file("B", "/run/keys/b"), file("C", "other/c"),
+                         file("D", "secrets/../../etc/passwd")};
+    diagnostics ds = must_fail(wf);
+    BOOST_TEST(count_code(ds, "policy_secret_file_outside_roots") == 1u, diag_text(ds));
+    BOOST_TEST(find_code(ds, "policy_secret_file_outside_roots")->path == "spec.actions.echo.env.C.file");
+    BOOST_TEST(count_code(ds, "policy_path_escape") == 1u, diag_text(ds));
+
+    wf.actions[0].env = {file("A", "secrets")};  // the root itself is not a file under it
+    BOOST_TEST(count_code(must_fail(wf), "policy_secret_file_outside_roots") == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(secret_processes_must_be_allowlisted) {
+    workflow wf = base_workflow();
+    wf.policy.environment_allowlist = {"A", "B"};
+    wf.policy.secret_process_allowlist = {"vault"};
+    wf.actions[0].env = {{"A", {env_source::kind_t::process, "", {"/usr/bin/vault", {}, 5, 1024}}},
+                         {"B", {env_source::kind_t::process, "", {"pass", {"show"}, 5, 1024}}}};
+    wf.tasks = {make_task("t")};
+    diagnostics ds = must_fail(wf);
+    BOOST_TEST(count_code(ds, "policy_secret_process_not_allowed") == 1u, diag_text(ds));
+    BOOST_TEST(ds.exit_code() == 3);  // policy errors only
+}
+
+BOOST_AUTO_TEST_CASE(cwd_and_roots_stay_inside) {
+    workflow wf = base_workflow();
+    wf.actions.push_back(process_action("abs", "echo"));
+    wf.actions.back().cwd = "/tmp";
+    wf.actions.push_back(process_action("up", "echo"));
+    wf.actions.back().cwd = "a/../../b";
+    wf.actions.push_back(process_action("fine", "echo"));
+    wf.actions.back().cwd = "./a/b";
+    wf.policy.writable_roots = {"out", "../elsewhere"};
+    wf.policy.secret_file_roots = {"/abs/ok", "x/.."};
+    wf.tasks = {make_task("t")};
+    diagnostics ds = must_fail(wf);
+    BOOST_TEST(count_code(ds, "invalid_cwd") == 1u, diag_text(ds));
+    BOOST_TEST(count_code(ds, "policy_path_escape") == 3u, diag_text(ds));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(plan_output)
+
+BOOST_AUTO_TEST_CASE(plan_json_has_a_fixed_member_order_and_its_digest) {
+    workflow wf = base_workflow();
+    wf.tasks = {make_task("a")};
+    plan p = must_compile(wf);
+    std::string text = plan_json(p);
+    json::value doc = json::parse(text);
+    std::vector<std::string> keys;
+    for (const auto& m : doc.as_object()) keys.emplace_back(m.key());
+    BOOST_TEST(keys ==
+               (std::vector<std::string>{"formatVersion", "workflowName", "workflowDigest", "planDigest",
+                                         "maxConcurrency", "killGraceSeconds", "approval", "workspaceRoot",
+                                         "budgets", "inputs", "order", "tasks", "processes", "outputs"}));
+    std::vector<std::string> task_keys;
+    for (const auto& m : doc.at("tasks").at("a").as_object()) task_keys.emplace_back(m.key());
+    BOOST_TEST(task_keys == (std::vector<std::string>{"id", "uses", "needs", "with", "timeoutSeconds",
+                                                      "retry", "failure", "limits", "requiresApproval"}));
+
+    // planDigest is the digest of the same bytes without the planDigest member.
+    std::string member = R"(,"planDigest":")" + p.plan_digest + "\"";
+    std::size_t at = text.find(member);
+    BOOST_TEST_REQUIRE(at != std::string::npos);
+    std::string without = text.substr(0, at) + text.substr(at + member.size());
+    BOOST_TEST(sha256_digest(without) == p.plan_digest);
+    BOOST_TEST(doc.at("planDigest") == json::value(p.plan_digest));
+
+    // A hand-made plan without a stored digest gets the same one computed.
+    plan copy = p;
+    copy.plan_digest.clear();
+    BOOST_TEST(plan_json(copy) == text);
+}
+
+BOOST_AUTO_TEST_CASE(the_digest_follows_the_content) {
+    workflow wf = base_workflow();
+    wf.inputs = json::parse(R"({"level":1})").as_object();
+    wf.tasks = {make_task("a")};
+    std::string first = must_compile(wf).plan_digest;
+    compile_options options;
+    options.input_overrides.emplace_back("level", json::value(2));
+    BOOST_TEST(must_compile(wf, options).plan_digest != first);
+    wf.runtime.max_concurrency = 4;
+    BOOST_TEST(must_compile(wf).plan_digest != first);
+}
+
+BOOST_AUTO_TEST_CASE(compiling_twice_gives_identical_bytes) {
+    workflow wf = base_workflow();
+    wf.inputs = json::parse(R"({"files":["a","b","c","d","e"],"z":1,"a":2})").as_object();
+    wf.actions.push_back(process_action("per_file", "echo", {"${{ vars.f }}"}));
+    task_spec fan = make_task("fan", "per_file", {"first"});
+    fan.foreach = foreach_spec{json::value("${{ inputs.files }}"), "f", 10};
+    task_spec m = make_task("m", "echo", {"fan"});
+    m.matrix = matrix_spec{{{"y", json::parse("[1,2]")}, {"x", json::parse(R"(["p","q"])")}}, 10};
+    wf.tasks = {make_task("first"), fan, m};
+    plan a = must_compile(wf);
+    plan b = must_compile(wf);
+    BOOST_TEST(plan_json(a) == plan_json(b));
+    BOOST_TEST(plan_text(a) == plan_text(b));
+    BOOST_TEST(a.plan_digest == b.plan_digest);
+}
+
+BOOST_AUTO_TEST_CASE(reordering_independent_tasks_changes_only_the_tie_order) {
+    workflow wf = base_workflow();
+    task_spec x = make_task("x");
+    x.with = json::parse(R"({"k":"x"})");
+    task_spec y = make_task("y");
+    y.foreach = foreach_spec{json::parse("[1,2]"), "n", 10};
+    wf.tasks = {x, y, make_task("z", "echo", {"x", "y"})};
+    workflow swapped = wf;
+    std::swap(swapped.tasks[0], swapped.tasks[1]);
+
+    plan a = must_compile(wf);
+    plan b = must_compile(swapped);
+    BOOST_TEST(order_of(a) == (std::vector<std::string>{"x", "y--0000", "y--0001", "y", "z"}));
+    BOOST_TEST(order_of(b) == (std::vector<std::string>{"y--0000", "y--0001", "y", "x", "z"}));
+    json::value ja = json::parse(plan_json(a));
+    json::value jb = json::parse(plan_json(b));
+    BOOST_TEST(ja.at("tasks").as_object().size() == jb.at("tasks").as_object().size());
+    for (const auto& m : ja.at("tasks").as_object()) {
+        const json::value* other = jb.at("tasks").as_object().if_contains(m.key());
+        BOOST_TEST_REQUIRE(other != nullptr);
+        BOOST_TEST(json::serialize(m.value()) == json::serialize(*other), "task " << m.key());
+    }
+    ja.as_object().erase("order");
+    jb.as_object().erase("order");
+    ja.as_object().erase("planDigest");
+    jb.as_object().erase("planDigest");
+    ja.as_object().erase("tasks");
+    jb.as_object().erase("tasks");
+    // processes[].tasks follow the plan order, like `order`.
+    BOOST_TEST(ja.at("processes").at(0).at("tasks") == json::parse(R"(["x","y","z"])"));
+    BOOST_TEST(jb.at("processes").at(0).at("tasks") == json::parse(R"(["y","x","z"])"));
+    ja.at("processes").at(0).as_object().erase("tasks");
+    jb.at("processes").at(0).as_object().erase("tasks");
+    BOOST_TEST(json::serialize(ja) == json::serialize(jb));
+}
+
+BOOST_AUTO_TEST_CASE(plan_text_summarises_large_expansions) {
+    workflow wf = base_workflow();
+    task_spec fan = make_task("fan", "echo", {"pre"});
+    json::array items;
+    for (int i = 0; i < 5000; ++i) items.push_back(i);
+    fan.foreach = foreach_spec{json::value(items), "n", 10000};
+    wf.tasks = {make_task("pre"), fan, make_task("post", "echo", {"fan"})};
+    plan p = must_compile(wf);
+    std::string text = plan_text(p);
+    BOOST_TEST(std::count(text.begin(), text.end(), '\n') < 20, text);
+    BOOST_TEST(text.find("fan   foreach \xc3\x97"
+                         "5000 over n  fan--0000 \xe2\x80\xa6 fan--4999  action:echo") != std::string::npos,
+               text);
+    BOOST_TEST(text.find("order (5003 tasks): pre -> fan--0000 \xe2\x80\xa6 fan--4999 (\xc3\x97"
+                         "5000) -> fan -> post") != std::string::npos,
+               text);
+    BOOST_TEST(text.find(p.plan_digest) != std::string::npos);
+    BOOST_TEST(text.find("fan--0001") == std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// Golden plans: every tests/frontend/golden/<name>.yaml compiles to exactly <name>.plan.json
+// and <name>.plan.txt. AGENTCTL_UPDATE_GOLDEN=1 rewrites them.
+BOOST_AUTO_TEST_CASE(golden_plans) {
+    std::string data = env_or_empty("AGENTCTL_TEST_DATA");
+    BOOST_TEST_REQUIRE(!data.empty(), "AGENTCTL_TEST_DATA is not set (run through meson test)");
+    const fs::path dir = fs::path(data) / "golden";
+    const bool update = env_or_empty("AGENTCTL_UPDATE_GOLDEN") == "1";
+    std::vector<fs::path> documents;
+    for (const auto& e : fs::directory_iterator(dir))
+        if (e.path().extension() == ".yaml") documents.push_back(e.path());
+    std::sort(documents.begin(), documents.end());
+    BOOST_TEST(documents.size() >= 6u);
+    for (const auto& yaml : documents) {
+        BOOST_TEST_CONTEXT("golden " << yaml.filename().string()) {
+            auto parsed = load_workflow(yaml.string());
+            if (!parsed.document) {
+                BOOST_ERROR("does not parse:\n" << diag_text(parsed.diags));
+                continue;
+            }
+            auto r = compile(*parsed.document);
+            if (!r.compiled) {
+                BOOST_ERROR("does not compile:\n" << diag_text(r.diags));
+                continue;
+            }
+            const std::pair<std::string, std::string> outputs[] = {
+                {".plan.json", plan_json(*r.compiled) + "\n"},
+                {".plan.txt", plan_text(*r.compiled)},
+            };
+            for (const auto& [suffix, actual] : outputs) {
+                fs::path expected_path = yaml;
+                expected_path.replace_extension(suffix);
+                if (update) {
+                    std::ofstream(expected_path, std::ios::binary) << actual;
+                    continue;
+                }
+                std::string expected = fs::exists(expected_path) ? read_file(expected_path) : std::string();
+                BOOST_TEST(actual == expected,
+                           expected_path.filename().string()
+                               << " differs from the compiled plan; if the change is intended, "
+                                  "rerun with AGENTCTL_UPDATE_GOLDEN=1 and review the diff");
+            }
+        }
+    }
+}
+
+// The front end stays pure: no Asio, threads, clocks, environment, randomness or file access
+// (except reading the workflow in src/spec/load.cpp), in its sources and in its symbols.
+BOOST_AUTO_TEST_CASE(front_end_purity_guard) {
+    std::string root = env_or_empty("AGENTCTL_SOURCE_ROOT");
+    BOOST_TEST_REQUIRE(!root.empty(), "AGENTCTL_SOURCE_ROOT is not set (run through meson test)");
+    struct rule {
+        std::regex pattern;
+        std::string what;
+        bool file_access;  // allowed in src/spec/load.cpp
+    };
+    const std::vector<rule> rules = {
+        {std::regex(R"(#\s*include\s*<boost/asio)"), "Boost.Asio", false},
+        {std::regex(R"(#\s*include\s*<(thread|future|random|ctime|time\.h|unistd\.h|fcntl\.h|sys/[^>]*)>)"),
+         "a system, thread, time or random header", false},
+        {std::regex(R"(\b(system_clock|steady_clock|high_resolution_clock|file_clock)\b)"), "a clock", false},
+        {std::regex(R"(\b(getenv|secure_getenv|setenv|unsetenv|putenv|environ)\b)"), "the environment",
+         false},
+        {std::regex(R"(\b(time|clock|rand|srand|random|fork|vfork|popen|system|socket|kill)\s*\()"),
+         "a clock, randomness or process call", false},
+        {std::regex(R"(\b(std::thread|pthread_\w+|random_device|mt19937)\b)"), "threads or randomness",
+         false},
+        // POSIX open/read need <fcntl.h>/<unistd.h>, refused above; a global `::read(` is caught too.
+        {std::regex(R"(#\s*include\s*<(fstream|filesystem)>)"), "a file header", true},
+        {std::regex(R"(\b(fopen|freopen|fread|fwrite|fdopen|opendir)\s*\()"), "a file call", true},
+        {std::regex(R"((^|[^\w>])::(open|openat|read)\s*\()"), "a file call", true},
+        {std::regex(R"(\b(ifstream|ofstream|fstream)\b)"), "a file stream", true},
+    };
+    std::size_t scanned = 0;
+    for (const char* layer : {"src/json", "src/spec", "src/policy", "src/plan"}) {
+        const fs::path dir = fs::path(root) / layer;
+        BOOST_TEST_REQUIRE(fs::is_directory(dir), dir.string());
+        for (const auto& e : fs::recursive_directory_iterator(dir)) {
+            auto ext = e.path().extension();
+            if (ext != ".cpp" && ext != ".hpp" && ext != ".h") continue;
+            ++scanned;
+            const std::string relative = fs::relative(e.path(), root).generic_string();
+            const bool reads_files = relative == "src/spec/load.cpp";
+            std::ifstream in(e.path());
+            std::string line;
+            for (int number = 1; std::getline(in, line); ++number) {
+                if (auto comment = line.find("//"); comment != std::string::npos) line.resize(comment);
+                for (const auto& r : rules) {
+                    if (r.file_access && reads_files) continue;
+                    BOOST_TEST(
+                        !std::regex_search(line, r.pattern),
+                        relative << ":" << number << ": " << r.what << " in the pure front end: " << line);
+                }
+            }
+        }
+    }
+    BOOST_TEST(scanned >= 10u);
+
+    // The library's undefined symbols, when nm is available.
+    std::string lib = env_or_empty("AGENTCTL_FRONTEND_LIB");
+    if (lib.empty() || !fs::exists(lib)) {
+        BOOST_TEST_MESSAGE("AGENTCTL_FRONTEND_LIB not set: symbol check skipped");
+        return;
+    }
+    FILE* pipe = popen(("nm -u -C '" + lib + "' 2>/dev/null").c_str(), "r");
+    BOOST_TEST_REQUIRE(pipe != nullptr);
+    std::string symbols;
+    char buffer[4096];
+    while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) symbols.append(buffer, n);
+    int status = pclose(pipe);
+    if (status != 0 || symbols.empty()) {
+        BOOST_TEST_MESSAGE("nm did not run: symbol check skipped");
+        return;
+    }
+    const std::set<std::string> forbidden = {
+        "getenv", "secure_getenv", "setenv",         "clock_gettime", "gettimeofday", "time",
+        "clock",  "rand",          "srand",          "random",        "getrandom",    "fork",
+        "vfork",  "execve",        "execv",          "execvp",        "posix_spawn",  "posix_spawnp",
+        "popen",  "system",        "socket",         "connect",       "bind",         "listen",
+        "accept", "kill",          "pthread_create", "waitpid",
+    };
+    const std::vector<std::string> forbidden_parts = {"std::chrono::_V2::system_clock::now",
+                                                      "std::chrono::_V2::steady_clock::now", "std::thread",
+                                                      "boost::asio::", "std::random_device"};
+    // File access is allowed in the object that reads the workflow (src/spec/load.cpp) only.
+    const std::set<std::string> file_symbols = {"open",  "open64",  "openat", "read",
+                                                "fopen", "fopen64", "fread",  "opendir"};
+    const std::vector<std::string> file_parts = {"std::basic_ifstream", "std::basic_ofstream",
+                                                 "std::basic_fstream", "std::basic_filebuf",
+                                                 "std::filesystem::"};
+    std::istringstream lines(symbols);
+    std::string line, member;
+    std::size_t checked = 0;
+    while (std::getline(lines, line)) {
+        if (!line.empty() && line.back() == ':') {
+            member = line;
+            continue;
+        }
+        auto u = line.find(" U ");
+        if (u == std::string::npos) continue;
+        ++checked;
+        std::string name = line.substr(u + 3);
+        if (auto at = name.find('@'); at != std::string::npos) name.resize(at);
+        BOOST_TEST(!forbidden.count(name), member << " needs `" << name << "`");
+        for (const auto& part : forbidden_parts)
+            BOOST_TEST(name.find(part) == std::string::npos, member << " needs `" << name << "`");
+        if (member.find("src_spec_load.cpp") != std::string::npos) continue;
+        BOOST_TEST(!file_symbols.count(name), member << " reads files: `" << name << "`");
+        for (const auto& part : file_parts)
+            BOOST_TEST(name.find(part) == std::string::npos, member << " reads files: `" << name << "`");
+    }
+    BOOST_TEST(checked > 0u);
+}
