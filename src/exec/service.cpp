@@ -1,0 +1,197 @@
+#include "exec/service.hpp"
+
+#include "exec/run_op.hpp"
+
+#include <boost/asio/post.hpp>
+
+#include <chrono>
+
+namespace agentctl::exec {
+
+boost::asio::execution_context::id exec_service::id;
+
+exec_service::exec_service(boost::asio::execution_context& ctx)
+    : boost::asio::execution_context::service(ctx),
+      proc_fd_(::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC)),
+      children_files_(children_files_exist(proc_fd_.get())) {
+    leaf_prefix_ = "agentctl-" + std::to_string(::getpid()) + "-" +
+                   std::to_string(reinterpret_cast<std::uintptr_t>(this) & 0xffffff) + "-";
+}
+
+exec_service::~exec_service() = default;
+
+void exec_service::attach(run_op& op) {
+    std::lock_guard lock(mutex_);
+    live_.push_back(op.live_hook);
+}
+
+void exec_service::detach(run_op& op) {
+    std::lock_guard lock(mutex_);
+    if (op.live_hook.linked) live_.erase(op.live_hook);
+}
+
+void exec_service::enqueue(run_op& op, const boost::asio::any_io_executor& ex) {
+    {
+        std::lock_guard lock(mutex_);
+        queue_.push_back(op.queue_hook);
+        if (pump_scheduled_) return;
+        pump_scheduled_ = true;
+        pump_ex_ = ex;
+    }
+    boost::asio::post(ex, [this] { pump(); });
+}
+
+bool exec_service::withdraw(run_op& op, boost::asio::cancellation_type type) {
+    std::lock_guard lock(mutex_);
+    if (op.queue_hook.linked) {
+        queue_.erase(op.queue_hook);
+        return true;
+    }
+    op.pending_cancel = op.pending_cancel | type;
+    return false;
+}
+
+boost::asio::cancellation_type exec_service::take_pending_cancel(run_op& op) {
+    std::lock_guard lock(mutex_);
+    auto type = op.pending_cancel;
+    op.pending_cancel = boost::asio::cancellation_type::none;
+    return type;
+}
+
+// Spawning blocks this thread until the child has exec'd (~0.1-1 ms). Doing a few per turn and
+// re-posting lets the reactor run timers and cancellations in between (PERFORMANCE §5.6):
+// unbatched, 1 000 queued spawns delay every deadline by the time it takes to spawn them all.
+void exec_service::pump() {
+    boost::asio::any_io_executor ex;
+    for (int i = 0; i < spawns_per_turn; ++i) {
+        run_op* op = nullptr;
+        {
+            std::lock_guard lock(mutex_);
+            if (queue_.empty()) {
+                pump_scheduled_ = false;
+                return;
+            }
+            op = &*queue_.front()->owner;
+            queue_.erase(op->queue_hook);
+            ex = pump_ex_;
+        }
+        op->spawn(ex);  // may complete and destroy op
+    }
+    {
+        std::lock_guard lock(mutex_);
+        if (queue_.empty()) {
+            pump_scheduled_ = false;
+            return;
+        }
+    }
+    boost::asio::post(ex, [this] { pump(); });
+}
+
+std::shared_ptr<const proc_table> exec_service::proc_snapshot() {
+    std::lock_guard lock(mutex_);
+    if (!snapshot_ || std::chrono::steady_clock::now() - snapshot_->taken > snapshot_age) {
+        snapshot_ = std::make_shared<const proc_table>(scan_proc(proc_fd_.get()));
+    }
+    return snapshot_;
+}
+
+char* exec_service::stack() {
+    if (!stack_) {
+        stack_ = std::make_unique<char[]>(stack_size);
+        discard_ = std::make_unique<char[]>(discard_size);
+    }
+    return stack_.get();
+}
+
+int exec_service::dev_null(int& err) {
+    if (!dev_null_) {
+        int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (fd >= 0 && fd < 3) {
+            // The child dup2()s it onto 0; it must not already be one of 0, 1, 2.
+            int high = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+            ::close(fd);
+            fd = high;
+        }
+        if (fd < 0) {
+            err = errno;
+            return -1;
+        }
+        dev_null_.reset(fd);
+    }
+    return dev_null_.get();
+}
+
+std::optional<cgroup_leaf> exec_service::acquire_leaf() {
+    std::lock_guard lock(mutex_);
+    if (!cgroup_probed_) {
+        cgroup_probed_ = true;
+        std::string why;
+        cgroup_parent_ = discover_cgroup_parent(why);
+        cgroup_usable_ = cgroup_parent_.has_value();
+        if (cgroup_parent_) remove_stale_leaves(*cgroup_parent_);
+    }
+    if (!cgroup_usable_) return std::nullopt;
+    if (!free_leaves_.empty()) {
+        cgroup_leaf leaf = std::move(free_leaves_.back());
+        free_leaves_.pop_back();
+        return leaf;
+    }
+    for (int attempt = 0; attempt < 100; ++attempt) {
+        cgroup_leaf leaf;
+        int err = make_cgroup_leaf(*cgroup_parent_, leaf_prefix_ + std::to_string(next_leaf_++), leaf);
+        if (err == 0) return leaf;
+        if (err != EEXIST) {
+            // Not writable (or no cgroup.kill): this host has no usable cgroup v2 for us.
+            if (err == EACCES || err == EPERM || err == EROFS || err == ENOENT) cgroup_usable_ = false;
+            return std::nullopt;
+        }
+    }
+    return std::nullopt;
+}
+
+void exec_service::release_leaf(cgroup_leaf leaf, bool reusable) {
+    std::lock_guard lock(mutex_);
+    if (reusable && cgroup_usable_) {
+        free_leaves_.push_back(std::move(leaf));
+        return;
+    }
+    leaf.dir.reset();
+    if (remove_cgroup_leaf(*cgroup_parent_, leaf.name) != 0) stuck_leaves_.push_back(leaf.name);
+}
+
+void exec_service::disable_cgroups() {
+    std::lock_guard lock(mutex_);
+    cgroup_usable_ = false;
+    if (cgroup_parent_) {
+        for (auto& leaf : free_leaves_) remove_cgroup_leaf(*cgroup_parent_, leaf.name);
+    }
+    free_leaves_.clear();
+}
+
+void exec_service::shutdown() {
+    // Runs still alive when the context goes away: their handlers are being destroyed without
+    // being invoked, but their children must not outlive us, nor stay zombies.
+    std::vector<run_op*> ops;
+    {
+        std::lock_guard lock(mutex_);
+        while (!live_.empty()) {
+            run_op& op = *live_.front()->owner;
+            live_.erase(op.live_hook);
+            if (op.queue_hook.linked) queue_.erase(op.queue_hook);
+            ops.push_back(&op);
+        }
+    }
+    for (run_op* op : ops) {
+        op->emergency_stop();
+        delete op;
+    }
+    std::lock_guard lock(mutex_);
+    if (cgroup_parent_) {
+        for (auto& leaf : free_leaves_) remove_cgroup_leaf(*cgroup_parent_, leaf.name);
+        for (auto& name : stuck_leaves_) remove_cgroup_leaf(*cgroup_parent_, name);
+    }
+    free_leaves_.clear();
+    stuck_leaves_.clear();
+}
+
+}  // namespace agentctl::exec

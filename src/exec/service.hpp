@@ -1,0 +1,153 @@
+// Per-execution_context state of the executor: the spawn queue and its pump, the clone stack,
+// /dev/null, the cgroup leaves, what the kernel turned out to support, and the live runs
+// (so that destroying the io_context still kills and reaps every child).
+#pragma once
+
+#include "exec/spawn.hpp"
+#include "exec/sys.hpp"
+#include "exec/tree.hpp"
+
+#include <agentctl/process.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/cancellation_type.hpp>
+#include <boost/asio/execution_context.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace agentctl::exec {
+
+class run_op;
+
+/// A node of an intrusive doubly linked list of runs (O(1) removal on cancellation).
+struct list_hook {
+    explicit list_hook(run_op* o) : owner(o) {}
+    run_op* const owner;
+    list_hook* prev = nullptr;
+    list_hook* next = nullptr;
+    bool linked = false;
+};
+
+class hook_list {
+public:
+    void push_back(list_hook& h) {
+        h.prev = tail_;
+        h.next = nullptr;
+        (tail_ ? tail_->next : head_) = &h;
+        tail_ = &h;
+        h.linked = true;
+    }
+    void erase(list_hook& h) {
+        (h.prev ? h.prev->next : head_) = h.next;
+        (h.next ? h.next->prev : tail_) = h.prev;
+        h.prev = h.next = nullptr;
+        h.linked = false;
+    }
+    list_hook* front() const { return head_; }
+    bool empty() const { return head_ == nullptr; }
+
+private:
+    list_hook* head_ = nullptr;
+    list_hook* tail_ = nullptr;
+};
+
+class exec_service : public boost::asio::execution_context::service {
+public:
+    static boost::asio::execution_context::id id;
+
+    explicit exec_service(boost::asio::execution_context& ctx);
+    ~exec_service() override;
+
+    /// Registers a run so that shutdown() can kill its tree.
+    void attach(run_op& op);
+    void detach(run_op& op);
+
+    /// Queues a run for spawning; the pump runs on `ex` and spawns a few per reactor turn.
+    void enqueue(run_op& op, const boost::asio::any_io_executor& ex);
+
+    /// Removes a queued run (cancellation before spawn). If the pump already took it, records
+    /// `type` for take_pending_cancel() and returns false.
+    bool withdraw(run_op& op, boost::asio::cancellation_type type);
+    boost::asio::cancellation_type take_pending_cancel(run_op& op);
+
+    // Used by the pump only, one spawn at a time.
+    char* stack();
+    static constexpr std::size_t stack_size = 64 * 1024;
+    int dev_null(int& err);
+    int proc_fd() const { return proc_fd_.get(); }
+
+    /// Whether the kernel lists children in /proc (a cheap walk of one tree).
+    bool children_files() const { return children_files_; }
+    /// A table of all processes at most `snapshot_age` old: where the kernel cannot list a
+    /// process's children, finding a tree costs a pass over /proc, which kills that come
+    /// together (a deadline shared by many runs, cancelling a whole batch) then share.
+    std::shared_ptr<const proc_table> proc_snapshot();
+    static constexpr std::chrono::milliseconds snapshot_age{10};
+    std::vector<char*>& pointer_scratch() { return pointers_; }
+
+    /// A buffer for bytes read past a cap: their content is never looked at.
+    std::span<char> discard_buffer() { return {discard_.get(), discard_size}; }
+
+    // Cgroup leaves (thread-safe).
+    std::optional<cgroup_leaf> acquire_leaf();
+    /// Pools the leaf if `reusable` (empty and never killed), else removes it.
+    void release_leaf(cgroup_leaf leaf, bool reusable);
+    /// Joining a leaf failed (no permission on this host): stop trying.
+    void disable_cgroups();
+
+    /// Whether Asio's reactor exists for this context (see async_run_process_impl).
+    bool reactor_ready() const { return reactor_ready_.load(std::memory_order_acquire); }
+    void reactor_created() { reactor_ready_.store(true, std::memory_order_release); }
+
+    // What the kernel supports, learned on the way.
+    bool clone3_supported() const { return clone3_.load(std::memory_order_relaxed); }
+    void clone3_refused() { clone3_.store(false, std::memory_order_relaxed); }
+    bool clone_pidfd_supported() const { return clone_pidfd_.load(std::memory_order_relaxed); }
+    void clone_pidfd_refused() { clone_pidfd_.store(false, std::memory_order_relaxed); }
+    bool pidfd_supported() const { return pidfd_.load(std::memory_order_relaxed); }
+    void pidfd_refused() { pidfd_.store(false, std::memory_order_relaxed); }
+
+private:
+    void shutdown() override;
+    void pump();
+
+    static constexpr std::size_t discard_size = 64 * 1024;
+    static constexpr int spawns_per_turn = 1;
+
+    std::mutex mutex_;
+    hook_list queue_;
+    hook_list live_;
+    bool pump_scheduled_ = false;
+    boost::asio::any_io_executor pump_ex_;
+
+    std::unique_ptr<char[]> stack_;
+    std::unique_ptr<char[]> discard_;
+    std::vector<char*> pointers_;
+    unique_fd dev_null_;
+    unique_fd proc_fd_;
+    bool children_files_ = false;
+    std::shared_ptr<const proc_table> snapshot_;
+
+    bool cgroup_probed_ = false;
+    std::optional<cgroup_parent> cgroup_parent_;  ///< set once a leaf was handed out, so it can be removed
+    bool cgroup_usable_ = false;
+    std::vector<cgroup_leaf> free_leaves_;
+    std::vector<std::string> stuck_leaves_;  ///< could not be removed when released; retried at shutdown
+    std::string leaf_prefix_;
+    unsigned next_leaf_ = 0;
+
+    std::atomic<bool> reactor_ready_{false};
+    std::atomic<bool> clone3_{clone3_built()};
+    std::atomic<bool> clone_pidfd_{true};
+    std::atomic<bool> pidfd_{true};
+};
+
+}  // namespace agentctl::exec

@@ -1,0 +1,250 @@
+#include "exec/spawn.hpp"
+
+#include "exec/sys.hpp"
+
+#include <linux/sched.h>
+#include <sched.h>
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <cstring>
+
+namespace agentctl::exec {
+
+namespace {
+
+// MAX_ARG_STRLEN of the kernel: no single argv/env string may be longer (32 pages).
+constexpr std::size_t max_arg_strlen = 32 * 4096;
+
+void child_fail(child_plan& plan, spawn_step step) {
+    plan.failed_errno = errno;
+    plan.failed_step = static_cast<int>(step);
+    ::_exit(127);
+}
+
+// The child shares our memory and runs on the spawn stack until execve: it only makes system
+// calls, takes no lock and allocates nothing.
+int child_main(void* arg) {
+    auto& plan = *static_cast<child_plan*>(arg);
+    // A new session: its own process group (pgid = pid) and no controlling terminal, so
+    // open("/dev/tty") fails with ENXIO instead of stopping the child with SIGTTIN.
+    if (::setsid() < 0) child_fail(plan, spawn_step::session);
+    if (plan.cgroup_procs_fd >= 0 && ::write(plan.cgroup_procs_fd, "0", 1) != 1) {
+        child_fail(plan, spawn_step::cgroup);
+    }
+    for (int target = 0; target < 3; ++target) {
+        if (::dup2(plan.stdio[target], target) < 0) child_fail(plan, spawn_step::stdio);
+    }
+    if (plan.cwd_fd >= 0) {
+        if (::fchdir(plan.cwd_fd) != 0) child_fail(plan, spawn_step::cwd);
+        // A directory removed after it was opened can still be entered through the fd; say
+        // so instead of running the program in a directory that no longer exists.
+        struct stat st;
+        if (::fstat(plan.cwd_fd, &st) != 0) child_fail(plan, spawn_step::cwd);
+        if (st.st_nlink == 0) {
+            errno = ENOENT;
+            child_fail(plan, spawn_step::cwd);
+        }
+    }
+    // Everything above 2 (ours, and any non-CLOEXEC fd of an embedding application) is
+    // closed by execve.
+    if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) child_fail(plan, spawn_step::close_fds);
+    // Default dispositions for every signal: an ignored SIGPIPE or SIGTERM of the host would
+    // otherwise survive execve. All-zero is SIG_DFL with no flags on every architecture.
+    unsigned char dfl[64] = {};
+    for (int sig = 1; sig < 65; ++sig) {
+        if (sig == SIGKILL || sig == SIGSTOP) continue;
+        ::syscall(SYS_rt_sigaction, sig, dfl, nullptr, 8);
+    }
+    std::uint64_t empty = 0;
+    if (::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &empty, nullptr, 8) != 0) {
+        child_fail(plan, spawn_step::signals);
+    }
+    ::execve(plan.path, plan.argv, plan.envp);
+    child_fail(plan, spawn_step::exec);
+    return 127;
+}
+
+std::string quoted(const std::string& s) {
+    return "'" + s + "'";
+}
+
+std::string interpreter_of(const std::string& path) {
+    unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+    if (!fd) return {};
+    char buf[256];
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n >= 4 && std::memcmp(buf, "\177ELF", 4) == 0) return "its ELF program interpreter (dynamic loader)";
+    if (n < 2 || buf[0] != '#' || buf[1] != '!') return {};
+    std::string line(buf + 2, static_cast<std::size_t>(n) - 2);
+    line = line.substr(0, line.find('\n'));
+    auto begin = line.find_first_not_of(" \t");
+    if (begin == std::string::npos) return "its #! interpreter";
+    auto end = line.find_first_of(" \t", begin);
+    return "its #! interpreter " + quoted(line.substr(begin, end - begin));
+}
+
+}  // namespace
+
+#if defined(__x86_64__)
+// long clone3_vm(clone_args* args, size_t size, int (*fn)(void*), void* arg): clone3() whose
+// child calls fn(arg) on the stack given in args, then exits with its return value. It must
+// be assembly: with CLONE_VM the child cannot return through C frames it shares with us. fn
+// and arg travel in r8/r9, which the syscall preserves in both processes.
+extern "C" long agentctl_exec_clone3_vm(clone_args* args, std::size_t size, int (*fn)(void*), void* arg);
+asm(R"(
+    .text
+    .globl agentctl_exec_clone3_vm
+    .hidden agentctl_exec_clone3_vm
+    .type agentctl_exec_clone3_vm, @function
+agentctl_exec_clone3_vm:
+    mov %rdx, %r8
+    mov %rcx, %r9
+    mov $435, %eax
+    syscall
+    test %rax, %rax
+    jnz 1f
+    xor %ebp, %ebp
+    mov %r9, %rdi
+    call *%r8
+    mov %eax, %edi
+    mov $60, %eax
+    syscall
+    hlt
+1:  ret
+    .size agentctl_exec_clone3_vm, .-agentctl_exec_clone3_vm
+)");
+
+bool clone3_built() {
+    return true;
+}
+#else
+bool clone3_built() {
+    return false;
+}
+#endif
+
+clone_result clone_child(child_plan& plan, char* stack, std::size_t stack_size, const clone_how& how) {
+    clone_result out;
+    std::uint64_t all = ~std::uint64_t{0};
+    std::uint64_t old = 0;
+    ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, &old, 8);
+    auto top = reinterpret_cast<std::uintptr_t>(stack + stack_size) & ~std::uintptr_t{15};
+#if defined(__x86_64__)
+    if (how.clone3) {
+        clone_args args{};
+        args.flags = CLONE_VM | CLONE_VFORK | (how.want_pidfd ? CLONE_PIDFD : 0) |
+                     (how.cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0);
+        args.pidfd = reinterpret_cast<std::uintptr_t>(&out.pidfd);
+        args.exit_signal = SIGCHLD;
+        args.stack = reinterpret_cast<std::uintptr_t>(stack);
+        args.stack_size = top - reinterpret_cast<std::uintptr_t>(stack);
+        args.cgroup = how.cgroup_fd >= 0 ? static_cast<std::uint64_t>(how.cgroup_fd) : 0;
+        long rc = agentctl_exec_clone3_vm(&args, sizeof args, child_main, &plan);
+        out.pid = rc < 0 ? -1 : static_cast<pid_t>(rc);
+        out.error = rc < 0 ? static_cast<int>(-rc) : 0;
+    }
+#endif
+    if (!how.clone3) {
+        int flags = CLONE_VM | CLONE_VFORK | SIGCHLD | (how.want_pidfd ? CLONE_PIDFD : 0);
+        out.pid = ::clone(child_main, reinterpret_cast<void*>(top), flags, &plan, &out.pidfd);
+        out.error = out.pid < 0 ? errno : 0;
+    }
+    ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, nullptr, 8);
+    if (out.pid < 0 || !how.want_pidfd) out.pidfd = -1;
+    return out;
+}
+
+spawn_failure describe_child_failure(spawn_step step, int err, const std::string& path,
+                                     const std::vector<std::string>& argv,
+                                     const std::vector<std::string>& env, const std::string& cwd_display) {
+    const std::string reason = errno_text(err);
+    switch (step) {
+        case spawn_step::cwd:
+            if (err == ENOENT) {
+                return {"cwd_unavailable", "working directory " + quoted(cwd_display) + " no longer exists"};
+            }
+            return {"cwd_unavailable",
+                    "cannot enter working directory " + quoted(cwd_display) + ": " + reason};
+        case spawn_step::stdio:
+            return {err == EMFILE || err == ENFILE ? "resource_exhausted" : "spawn_error",
+                    "cannot set up the child's stdin/stdout/stderr: " + reason};
+        case spawn_step::session:
+            return {"spawn_error", "cannot start a new session for the child: " + reason};
+        case spawn_step::cgroup:
+            return {"spawn_error", "cannot move the child into its cgroup: " + reason};
+        case spawn_step::close_fds:
+            return {"spawn_error", "cannot mark the child's file descriptors close-on-exec: " + reason};
+        case spawn_step::signals:
+            return {"spawn_error", "cannot reset the child's signal mask: " + reason};
+        case spawn_step::none:
+        case spawn_step::exec:
+            break;
+    }
+    struct stat st {};
+    bool exists = ::stat(path.c_str(), &st) == 0;
+    switch (err) {
+        case ENOENT:
+            if (!exists) return {"executable_not_found", "executable " + quoted(path) + " does not exist"};
+            if (auto interp = interpreter_of(path); !interp.empty()) {
+                return {"interpreter_not_found",
+                        "cannot run " + quoted(path) + ": " + interp + " does not exist"};
+            }
+            return {"interpreter_not_found",
+                    "cannot run " + quoted(path) + ": a file it needs does not exist"};
+        case ENOTDIR:
+            return {"executable_not_found",
+                    "executable " + quoted(path) + ": a path component is not a directory"};
+        case EACCES:
+            if (exists && S_ISDIR(st.st_mode)) return {"is_a_directory", quoted(path) + " is a directory"};
+            if (exists && S_ISREG(st.st_mode) && (st.st_mode & 0111) == 0) {
+                char mode[8];
+                std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+                return {"permission_denied", quoted(path) + " is not executable (mode " + mode + ")"};
+            }
+            return {"permission_denied", "permission denied executing " + quoted(path) +
+                                             " (a directory on the path is not searchable, the file is not "
+                                             "executable, or its file system is mounted noexec)"};
+        case ENOEXEC:
+            return {"exec_format_error",
+                    quoted(path) + " is not in an executable format (and has no #! line)"};
+        case ETXTBSY:
+            return {"text_file_busy", quoted(path) + " is open for writing (text file busy)"};
+        case E2BIG: {
+            std::size_t total = 0;
+            std::string longest;
+            auto count = [&](const std::vector<std::string>& v, const char* what) {
+                for (std::size_t i = 0; i < v.size(); ++i) {
+                    total += v[i].size() + 1 + sizeof(char*);
+                    if (v[i].size() + 1 > max_arg_strlen && longest.empty()) {
+                        longest = std::string(what) + " " + std::to_string(i) + " is " +
+                                  std::to_string(v[i].size()) + " bytes, more than the " +
+                                  std::to_string(max_arg_strlen) + "-byte limit for one string; ";
+                    }
+                }
+            };
+            count(argv, "argument");
+            count(env, "environment entry");
+            return {"argument_list_too_long", "argument list too long for " + quoted(path) + ": " + longest +
+                                                  "argv and environment take " + std::to_string(total) +
+                                                  " bytes (limit " + std::to_string(::sysconf(_SC_ARG_MAX)) +
+                                                  ")"};
+        }
+        case ENOMEM:
+        case EAGAIN:
+        case EMFILE:
+        case ENFILE:
+            return {"resource_exhausted", "cannot execute " + quoted(path) + ": " + reason};
+        case ELOOP:
+            return {"executable_not_found", quoted(path) + ": too many levels of symbolic links"};
+        default:
+            return {"spawn_error", "cannot execute " + quoted(path) + ": " + reason};
+    }
+}
+
+spawn_failure describe_parent_failure(const char* what, int err) {
+    bool exhausted = err == EMFILE || err == ENFILE || err == EAGAIN || err == ENOMEM;
+    return {exhausted ? "resource_exhausted" : "spawn_error", std::string(what) + ": " + errno_text(err)};
+}
+
+}  // namespace agentctl::exec

@@ -1,0 +1,72 @@
+// Thin wrappers over the Linux system calls the executor needs and glibc 2.36 does not wrap
+// (or wraps in a way that hides errno or rusage). Private to src/exec.
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace agentctl::exec {
+
+inline int sys_pidfd_open(pid_t pid) {
+    return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+}
+
+inline int sys_pidfd_send_signal(int pidfd, int sig) {
+    return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
+}
+
+/// waitid(2) as the kernel has it: idtype P_PID/P_PIDFD, with the rusage glibc drops.
+inline int sys_waitid(int idtype, int id, siginfo_t* info, int options, struct rusage* usage) {
+    return static_cast<int>(::syscall(SYS_waitid, idtype, id, info, options, usage));
+}
+
+/// A file descriptor that closes itself.
+class unique_fd {
+public:
+    unique_fd() = default;
+    explicit unique_fd(int fd) : fd_(fd) {}
+    unique_fd(unique_fd&& o) noexcept : fd_(o.release()) {}
+    unique_fd& operator=(unique_fd&& o) noexcept {
+        if (this != &o) reset(o.release());
+        return *this;
+    }
+    unique_fd(const unique_fd&) = delete;
+    unique_fd& operator=(const unique_fd&) = delete;
+    ~unique_fd() { reset(); }
+
+    int get() const { return fd_; }
+    explicit operator bool() const { return fd_ >= 0; }
+    int release() {
+        int fd = fd_;
+        fd_ = -1;
+        return fd;
+    }
+    void reset(int fd = -1) {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = fd;
+    }
+
+private:
+    int fd_ = -1;
+};
+
+/// Reads a small file (procfs, cgroupfs) relative to `dir_fd` into `out`. False on error.
+bool read_small_file(int dir_fd, const char* path, std::string& out);
+
+/// Writes `data` to `path` relative to `dir_fd` in one write(2). Returns 0 or an errno value.
+int write_small_file(int dir_fd, const char* path, std::string_view data);
+
+/// strerror() that does not depend on the locale or on global state.
+std::string errno_text(int err);
+
+}  // namespace agentctl::exec

@@ -1,0 +1,141 @@
+// Test harness for the executor: real processes (the probe), one io_context per run with a
+// hard bound (a hang is a failure), and the oracles every test ends with.
+#pragma once
+
+#include <agentctl/process.hpp>
+
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace agentctl {
+// For Boost.Test messages.
+inline std::ostream& operator<<(std::ostream& os, process_outcome o) {
+    return os << to_string(o);
+}
+inline std::ostream& operator<<(std::ostream& os, containment c) {
+    return os << to_string(c);
+}
+}  // namespace agentctl
+
+namespace exec_test {
+
+using namespace std::chrono_literals;
+using std::chrono::milliseconds;
+
+/// Path of the probe helper ($AGENTCTL_PROBE).
+const std::string& probe_path();
+
+/// A request that runs the probe with `args` and "--nonce <nonce>"; empty environment.
+agentctl::process_request probe_request(const std::string& nonce, std::vector<std::string> args);
+
+/// A request that runs `argv[0]` (absolute) with the given argv.
+agentctl::process_request command_request(std::vector<std::string> argv);
+
+/// One run on its own io_context, cancellable through `signal`.
+class runner {
+public:
+    runner() = default;
+    /// Initiates the run (nothing happens until run()).
+    void start(agentctl::process_request request);
+    /// Runs the io_context until it is out of work; fails the test if that takes longer than
+    /// `bound` (the io_context is then destroyed, which kills the tree).
+    void run(milliseconds bound = 20s);
+    /// Time from start() to the completion handler.
+    milliseconds wall() const { return std::chrono::duration_cast<milliseconds>(done_at_ - started_at_); }
+    const agentctl::process_result& result() const;
+    void cancel(boost::asio::cancellation_type type) { signal.emit(type); }
+
+    boost::asio::io_context io;
+    boost::asio::cancellation_signal signal;
+    int completions = 0;
+
+private:
+    std::optional<agentctl::process_result> result_;
+    std::chrono::steady_clock::time_point started_at_;
+    std::chrono::steady_clock::time_point done_at_;
+};
+
+/// start() + run() in one call.
+agentctl::process_result run_one(agentctl::process_request request, milliseconds bound = 20s,
+                                 milliseconds* wall = nullptr);
+
+/// Calls `fn` once `path` exists: inotify on its directory, so no polling and no sleep.
+class file_watch {
+public:
+    file_watch(boost::asio::io_context& io, std::string path, std::function<void()> fn);
+    ~file_watch();
+
+private:
+    void arm();
+    bool fire_if_present();
+    boost::asio::posix::stream_descriptor sd_;
+    std::string path_;
+    std::function<void()> fn_;
+    bool fired_ = false;
+};
+
+/// Calls `fn` once the process `pid` has exited (pidfd readiness).
+class exit_watch_pid {
+public:
+    exit_watch_pid(boost::asio::io_context& io, pid_t pid, std::function<void()> fn);
+
+private:
+    boost::asio::posix::stream_descriptor sd_;
+    std::function<void()> fn_;
+};
+
+/// A temporary directory, removed with its contents.
+struct temp_dir {
+    temp_dir();
+    ~temp_dir();
+    std::string path;
+};
+
+/// "<pid> <starttime>" records written by the probe's --pidfile-dir.
+struct pid_record {
+    pid_t pid;
+    std::uint64_t start;
+};
+std::vector<pid_record> read_pidfiles(const std::string& dir);
+/// True if the process is running (not a zombie) and has the recorded start time.
+bool alive(const pid_record& p);
+/// Kills a survivor the test expected (a documented limitation), and waits until it is gone.
+void kill_and_wait(const pid_record& p);
+
+/// Pids whose /proc/<pid>/cmdline contains `nonce`.
+std::vector<pid_t> processes_with(const std::string& nonce);
+/// Zombie children of the test process.
+int zombie_children();
+/// Entries of /proc/self/fd.
+int open_fd_count();
+/// Leaf cgroups of this process left behind under its cgroup (agentctl-<pid>-*).
+int leftover_cgroup_leaves();
+/// Whether this host lets us create cgroup v2 leaves (what `automatic` containment needs).
+bool host_has_cgroup_v2();
+
+/// Every test: a nonce for its processes, and at the end the oracles: no process carrying the
+/// nonce (each is given up to 3 s to finish dying, watched through a pidfd), no zombie child,
+/// fd count back to its value at the start, no leftover cgroup leaf.
+struct process_fixture {
+    process_fixture();
+    ~process_fixture();
+    std::string nonce;
+    int baseline_fds;
+};
+
+/// Both containment policies, for tests that must hold under each.
+inline const agentctl::containment_policy both_policies[] = {
+    agentctl::containment_policy::automatic, agentctl::containment_policy::process_group_only};
+
+}  // namespace exec_test

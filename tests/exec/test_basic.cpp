@@ -1,0 +1,218 @@
+// Exit statuses, capture, and what the child inherits (RELIABILITY §4.2, §4.6, §4.7, T-CON-05).
+#include "harness.hpp"
+
+#include <boost/test/unit_test.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+using namespace exec_test;
+using agentctl::process_outcome;
+
+namespace {
+
+std::string hex(const std::string& s) {
+    static const char* digits = "0123456789abcdef";
+    std::string out;
+    for (unsigned char c : s) {
+        out += digits[c >> 4];
+        out += digits[c & 15];
+    }
+    return out;
+}
+
+std::vector<std::string> lines(const std::string& s) {
+    std::vector<std::string> out;
+    std::size_t begin = 0;
+    while (begin < s.size()) {
+        auto end = s.find('\n', begin);
+        if (end == std::string::npos) end = s.size();
+        out.push_back(s.substr(begin, end - begin));
+        begin = end + 1;
+    }
+    return out;
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(basic, process_fixture)
+
+BOOST_AUTO_TEST_CASE(exit_codes_pass_through) {
+    for (int code : {0, 1, 17, 125, 126, 127, 137, 255}) {
+        auto r = run_one(probe_request(nonce, {"exit", std::to_string(code)}));
+        BOOST_TEST(r.outcome == process_outcome::exited);
+        BOOST_TEST(r.exit_code.value_or(-1) == code);
+        BOOST_TEST(!r.signal.has_value());
+        BOOST_TEST(r.error_message.empty());
+    }
+}
+
+// T-SIG-03 and T-SIG-09: death by a signal is reported as the signal, never as 128+N, and
+// exit 137 is not SIGKILL.
+BOOST_AUTO_TEST_CASE(signal_deaths_are_signals) {
+    for (auto [name, sig] : {std::pair{"INT", SIGINT},
+                             {"TERM", SIGTERM},
+                             {"HUP", SIGHUP},
+                             {"ABRT", SIGABRT},
+                             {"SEGV", SIGSEGV},
+                             {"KILL", SIGKILL}}) {
+        auto r = run_one(probe_request(nonce, {"signal-self", name}));
+        BOOST_TEST(r.outcome == process_outcome::exited);
+        BOOST_TEST(r.signal.value_or(-1) == sig, name);
+        BOOST_TEST(!r.exit_code.has_value());
+    }
+    auto voluntary = run_one(probe_request(nonce, {"exit", "137"}));
+    BOOST_TEST(voluntary.exit_code.value_or(-1) == 137);
+    BOOST_TEST(!voluntary.signal.has_value());
+}
+
+BOOST_AUTO_TEST_CASE(stdout_and_stderr_are_captured_apart) {
+    auto out =
+        run_one(probe_request(nonce, {"flood", "--fd", "1", "--bytes", "100", "--pattern", "no-newline"}));
+    BOOST_TEST(out.stdout_bytes == std::string(100, 'x'));
+    BOOST_TEST(out.stderr_bytes.empty());
+    auto err =
+        run_one(probe_request(nonce, {"flood", "--fd", "2", "--bytes", "7", "--pattern", "no-newline"}));
+    BOOST_TEST(err.stdout_bytes.empty());
+    BOOST_TEST(err.stderr_bytes == "xxxxxxx");
+    BOOST_TEST(err.outcome == process_outcome::exited);
+    BOOST_TEST(err.usage.max_rss_kib > 0u);
+    BOOST_TEST(err.duration.count() > 0);
+}
+
+// T-IN-04: every element arrives byte-exact and separate; no shell anywhere.
+BOOST_AUTO_TEST_CASE(argv_is_passed_verbatim) {
+    std::vector<std::string> tricky = {"a b",  "'q'", "\"dq\"",      "$(touch /tmp/x)",
+                                       "`id`", "a;b", "line\nbreak", "*",
+                                       "-rf",  "",    "\xff\xfe",    std::string(10000, 'z')};
+    std::vector<std::string> args = {"report-argv"};
+    args.insert(args.end(), tricky.begin(), tricky.end());
+    auto r = run_one(probe_request(nonce, args));
+    auto got = lines(r.stdout_bytes);
+    BOOST_REQUIRE(got.size() == tricky.size() + 4);  // argv[0], mode, tricky..., --nonce, nonce
+    BOOST_TEST(got[0] == hex(probe_path()));
+    for (std::size_t i = 0; i < tricky.size(); ++i) BOOST_TEST(got[i + 2] == hex(tricky[i]));
+}
+
+// T-ENV-05: exactly the given environment, nothing inherited.
+BOOST_AUTO_TEST_CASE(environment_is_exactly_the_request) {
+    ::setenv("AGENTCTL_TEST_LEAK", "leaked", 1);
+    auto req = probe_request(nonce, {"report-env"});
+    req.env = {"A=1", "B=x=y", "C=multi\nline", "EMPTY="};
+    auto r = run_one(req);
+    BOOST_TEST(r.stdout_bytes == "A=1\nB=x=y\nC=multi\nline\nEMPTY=\n");
+    auto none = run_one(probe_request(nonce, {"report-env"}));
+    BOOST_TEST(none.stdout_bytes.empty());
+    ::unsetenv("AGENTCTL_TEST_LEAK");
+}
+
+// T-CON-05: the child holds 0, 1, 2 only, even when the host holds foreign non-CLOEXEC fds.
+BOOST_AUTO_TEST_CASE(child_holds_only_fds_0_1_2) {
+    int listener = ::socket(AF_INET, SOCK_STREAM, 0);  // deliberately without SOCK_CLOEXEC
+    int efd = ::eventfd(0, 0);
+    int dup = ::fcntl(1, F_DUPFD, 100);  // non-CLOEXEC, high
+    BOOST_REQUIRE(listener >= 0);
+    BOOST_REQUIRE(efd >= 0);
+    BOOST_REQUIRE(dup >= 0);
+    auto r = run_one(probe_request(nonce, {"report-fds"}));
+    BOOST_TEST(r.stdout_bytes == "0 1 2\n");
+    ::close(listener);
+    ::close(efd);
+    ::close(dup);
+}
+
+// T-SIG-08: default dispositions and an empty mask although the host ignores and blocks.
+BOOST_AUTO_TEST_CASE(signals_are_reset_for_the_child) {
+    struct sigaction ign {};
+    ign.sa_handler = SIG_IGN;
+    struct sigaction old_pipe {
+    }, old_term{}, old_usr2{};
+    ::sigaction(SIGPIPE, &ign, &old_pipe);
+    ::sigaction(SIGTERM, &ign, &old_term);
+    struct sigaction handled {};
+    handled.sa_handler = [](int) {};
+    ::sigaction(SIGUSR2, &handled, &old_usr2);
+    sigset_t block, old_mask;
+    sigemptyset(&block);
+    sigaddset(&block, SIGUSR1);
+    sigaddset(&block, SIGINT);
+    ::pthread_sigmask(SIG_BLOCK, &block, &old_mask);
+
+    auto r = run_one(probe_request(nonce, {"report-signals"}));
+
+    ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+    ::sigaction(SIGPIPE, &old_pipe, nullptr);
+    ::sigaction(SIGTERM, &old_term, nullptr);
+    ::sigaction(SIGUSR2, &old_usr2, nullptr);
+    BOOST_TEST(r.stdout_bytes ==
+               "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\nSigCgt:\t0000000000000000\n");
+}
+
+// T-IO-01, T-IO-02, T-IO-03, T-IO-04: stdin is /dev/null, no terminal (a new session: opening
+// /dev/tty fails with ENXIO), blocking stdout/stderr.
+BOOST_AUTO_TEST_CASE(stdio_is_null_pipes_and_no_terminal) {
+    auto in = run_one(probe_request(nonce, {"read-stdin"}));
+    BOOST_TEST(in.stdout_bytes == "0\n");
+    BOOST_TEST(in.exit_code.value_or(-1) == 0);
+    auto tty = run_one(probe_request(nonce, {"report-tty"}));
+    BOOST_TEST(tty.stdout_bytes == "isatty 0 0 0\ntty errno " + std::to_string(ENXIO) + "\n");
+    auto flags = run_one(probe_request(nonce, {"report-fdflags"}));
+    BOOST_TEST(flags.stdout_bytes == "0 block\n1 block\n2 block\n");
+    auto ids = run_one(probe_request(nonce, {"report-ids"}));
+    // A new session and process group, both named after the child's pid.
+    int pid = 0, ppid = 0, pgid = 0, sid = 0;
+    BOOST_REQUIRE(std::sscanf(ids.stdout_bytes.c_str(), "pid %d ppid %d pgid %d sid %d", &pid, &ppid, &pgid,
+                              &sid) == 4);
+    BOOST_TEST(pgid == pid);
+    BOOST_TEST(sid == pid);
+    BOOST_TEST(ppid == ::getpid());
+}
+
+// stdin_data larger than a pipe is delivered whole; a child that does not read it neither
+// blocks the run nor raises SIGPIPE in the host.
+BOOST_AUTO_TEST_CASE(stdin_data_is_written_and_closed) {
+    std::string data(3 * 1024 * 1024 + 17, '\0');
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7);
+    auto echo = probe_request(nonce, {"read-stdin", "--echo"});
+    echo.stdin_data = data;
+    echo.stdout_limit = 4 * 1024 * 1024;
+    echo.combined_limit = 8 * 1024 * 1024;
+    auto r = run_one(echo);
+    BOOST_TEST(r.outcome == process_outcome::exited);
+    BOOST_TEST((r.stdout_bytes == data));
+
+    auto ignore = probe_request(nonce, {"exit", "0"});
+    ignore.stdin_data = data;
+    auto r2 = run_one(ignore);  // SIGPIPE is at its default here: it would end the test binary
+    BOOST_TEST(r2.outcome == process_outcome::exited);
+    BOOST_TEST(r2.exit_code.value_or(-1) == 0);
+
+    auto small = probe_request(nonce, {"read-stdin"});
+    small.stdin_data = "hello";
+    BOOST_TEST(run_one(small).stdout_bytes == "5\n");
+}
+
+// T-TIME-03: a huge timeout neither overflows into "expired" nor misbehaves.
+BOOST_AUTO_TEST_CASE(huge_timeout_does_not_fire) {
+    auto req = probe_request(nonce, {"exit", "3"});
+    req.timeout = std::chrono::milliseconds::max();
+    req.kill_grace = std::chrono::milliseconds::max();
+    auto r = run_one(req);
+    BOOST_TEST(r.outcome == process_outcome::exited);
+    BOOST_TEST(r.exit_code.value_or(-1) == 3);
+}
+
+BOOST_AUTO_TEST_CASE(to_string_names) {
+    BOOST_TEST(agentctl::to_string(agentctl::containment::cgroup) == "cgroup");
+    BOOST_TEST(agentctl::to_string(agentctl::containment::process_group) == "process-group");
+    BOOST_TEST(agentctl::to_string(process_outcome::exited) == "exited");
+    BOOST_TEST(agentctl::to_string(process_outcome::timed_out) == "timed_out");
+    BOOST_TEST(agentctl::to_string(process_outcome::cancelled) == "cancelled");
+    BOOST_TEST(agentctl::to_string(process_outcome::output_limit_exceeded) == "output_limit_exceeded");
+    BOOST_TEST(agentctl::to_string(process_outcome::spawn_failed) == "spawn_failed");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
