@@ -1,0 +1,96 @@
+// Embedding agentctl: run a workflow inside the application's own io_context, next to the
+// application's other work (here a 10 ms heartbeat), and cancel it on Ctrl-C.
+//
+//   embed WORKFLOW [BASE_DIR]
+//
+// Prints the run's result and the longest gap between two heartbeats; exits 0 when the run
+// succeeded and the heartbeat never stalled (no gap over 100 ms), 1 otherwise.
+#include <agentctl/engine.hpp>
+#include <agentctl/parse.hpp>
+#include <agentctl/plan.hpp>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+int main(int argc, char** argv) {
+    if (argc < 2) {
+        std::fprintf(stderr, "usage: embed WORKFLOW [BASE_DIR]\n");
+        return 2;
+    }
+    // Load and compile: pure functions, no I/O beyond reading the file.
+    agentctl::parse_result parsed = agentctl::load_workflow(argv[1]);
+    agentctl::compile_result compiled = agentctl::check_document(parsed);
+    if (!compiled.compiled) {
+        for (const auto& d : compiled.diags.items())
+            std::fprintf(stderr, "%s:%d: %s\n", d.location.file.c_str(), d.location.line, d.message.c_str());
+        return 2;
+    }
+    const agentctl::plan& plan = *compiled.compiled;
+
+    asio::io_context io;  // the application's own loop: one thread, everything on it
+
+    // The application's own work: a heartbeat that must keep ticking while tasks run.
+    asio::steady_timer heartbeat(io);
+    auto last = std::chrono::steady_clock::now();
+    std::chrono::steady_clock::duration worst{};
+    bool running = true;
+    std::function<void()> tick = [&] {
+        heartbeat.expires_after(10ms);
+        heartbeat.async_wait([&](boost::system::error_code ec) {
+            if (ec || !running) return;
+            auto now = std::chrono::steady_clock::now();
+            worst = std::max(worst, now - last);
+            last = now;
+            tick();
+        });
+    };
+    tick();
+
+    // The application decides how cancellation happens: here the first Ctrl-C is graceful.
+    asio::cancellation_signal cancel;
+    asio::signal_set signals(io, SIGINT);
+    signals.async_wait([&](boost::system::error_code ec, int) {
+        if (!ec) cancel.emit(asio::cancellation_type::total);
+    });
+
+    agentctl::run_options options;
+    options.base_dir = argc > 2 ? argv[2] : ".";
+    const char* path = std::getenv("PATH");
+    options.search_path = path ? path : "/usr/bin:/bin";
+
+    int status = 1;
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+            agentctl::run_report report = co_await agentctl::async_run(
+                io.get_executor(), plan, options, asio::bind_cancellation_slot(cancel.slot(), asio::use_awaitable));
+            running = false;
+            heartbeat.cancel();
+            signals.cancel();
+            std::size_t ok = 0;
+            for (const auto& t : report.tasks) ok += t.state == agentctl::task_state::succeeded;
+            auto gap = std::chrono::duration_cast<std::chrono::milliseconds>(worst).count();
+            std::printf("run %s %s: %zu of %zu tasks succeeded in %lld ms; longest heartbeat gap %lld ms\n",
+                        report.run_id.c_str(), std::string(agentctl::to_string(report.state)).c_str(), ok,
+                        report.tasks.size(), static_cast<long long>(report.duration.count()),
+                        static_cast<long long>(gap));
+            status = report.state == agentctl::run_state::succeeded && gap <= 100 ? 0 : 1;
+        },
+        // The application's own coroutine; the library itself never detaches anything.
+        asio::detached);
+    io.run();
+    return status;
+}

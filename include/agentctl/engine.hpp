@@ -1,0 +1,98 @@
+// Running a compiled plan: the scheduler, on the caller's executor.
+//
+// The library creates no threads, no io_context, installs no signal handler and keeps no
+// global state. Everything runs on the executor given to async_run().
+#pragma once
+
+#include <agentctl/events.hpp>
+#include <agentctl/json.hpp>
+#include <agentctl/plan.hpp>
+#include <agentctl/runner.hpp>
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/async_result.hpp>
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace agentctl {
+
+enum class run_state { succeeded, failed, cancelled };
+std::string_view to_string(run_state);
+
+/// An answer to "may this task run?".
+enum class approval_answer { yes, no, all };
+
+/// Asks for approval of tasks whose plan says `requires_approval`.
+class approver {
+public:
+    virtual ~approver() = default;
+    /// Completion signature: void(approval_answer). `all` approves this and every later task.
+    virtual void async_approve(const plan& p, std::uint32_t task_index,
+                               boost::asio::any_completion_handler<void(approval_answer)> handler) = 0;
+};
+
+struct run_options {
+    std::optional<int> jobs;  ///< overrides plan::max_concurrency; 1..4096
+    bool keep_going = false;  ///< treat every task as `failure: continue`
+    std::string run_id;       ///< empty: generated
+    std::string base_dir;     ///< absolute: --workspace, else the workflow's folder
+    std::string search_path;  ///< PATH used to resolve bare command names (agentctl's own)
+    /// Reads agentctl's own environment for `{env: NAME}` sources and engine clients.
+    std::function<std::optional<std::string>(std::string_view)> host_env;
+    containment_policy containment = containment_policy::automatic;
+    std::chrono::milliseconds drain_grace{250};
+    task_runner* runner = nullptr;  ///< nullptr: the built-in host/container runner
+    event_sink* events = nullptr;   ///< optional
+    approver* approvals = nullptr;  ///< nullptr: a task needing approval stops the run before any effect
+};
+
+/// What a run produced. `tasks` is indexed like plan::tasks.
+struct run_report {
+    std::string run_id;
+    run_state state = run_state::failed;
+    std::vector<task_result> tasks;
+    boost::json::value output;  ///< rendered spec.outputs, or task id -> output when there are none
+    std::optional<task_error> error;  ///< a run-level failure (approval, budget, setup)
+    std::chrono::milliseconds duration{0};
+
+    /// SPEC section 4: 0 succeeded, 3 approval/policy, 4 failed, 130 cancelled.
+    int exit_code() const;
+};
+
+/// Task ids that need approval under the plan's policy.
+std::vector<std::uint32_t> tasks_requiring_approval(const plan& p);
+
+namespace detail {
+void async_run_impl(boost::asio::any_io_executor ex, const plan& p, run_options options,
+                    boost::asio::any_completion_handler<void(run_report)> handler);
+}
+
+/// Runs `p` to completion. `p` (and options' runner, events, approvals) must outlive the
+/// operation.
+///
+/// Completion signature: void(run_report). Cancellation through the token's slot: total or
+/// partial stops dispatching and terminates running tasks gracefully (a second, terminal
+/// request kills them at once); the operation completes only after every task coroutine has
+/// finished and every child process is reaped. Thread safety: use from the executor's thread.
+template <typename Token>
+auto async_run(boost::asio::any_io_executor ex, const plan& p, run_options options, Token&& token) {
+    return boost::asio::async_initiate<Token, void(run_report)>(
+        [](auto handler, boost::asio::any_io_executor e, const plan* pp, run_options o) {
+            detail::async_run_impl(std::move(e), *pp, std::move(o), std::move(handler));
+        },
+        token, std::move(ex), &p, std::move(options));
+}
+
+/// The `RunOutcome` data object: `{runId, state, tasks, output}` (+ `error`, `durationMs`).
+void write_run_report(json_writer& w, const plan& p, const run_report& report);
+
+/// One task's result as JSON (used by reports and jsonl events).
+void write_task_result(json_writer& w, const task_result& r);
+
+}  // namespace agentctl

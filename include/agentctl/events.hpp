@@ -1,0 +1,33 @@
+// Progress events of a run, for live output and logs.
+#pragma once
+
+#include <agentctl/runner.hpp>
+
+#include <chrono>
+#include <cstdint>
+
+namespace agentctl {
+
+/// One thing that happened in a run. Pointers are valid only during the call.
+struct run_event {
+    enum class kind_t {
+        task_started,   ///< an attempt was dispatched (attempt > 1 means a retry)
+        task_finished,  ///< the task reached its final state (also for skipped tasks)
+    };
+    kind_t kind = kind_t::task_started;
+    std::uint32_t task_index = 0;
+    std::uint32_t attempt = 0;
+    const task_result* result = nullptr;  ///< task_finished only
+    std::chrono::steady_clock::duration elapsed{};  ///< since the run started
+    std::uint32_t running = 0;   ///< attempts in flight after this event
+    std::uint32_t finished = 0;  ///< tasks in a final state after this event
+};
+
+/// Receives events on the run's executor, in order. Must not block.
+class event_sink {
+public:
+    virtual ~event_sink() = default;
+    virtual void on_event(const run_event& event) = 0;
+};
+
+}  // namespace agentctl

@@ -1,0 +1,97 @@
+// The interface between the scheduler and whatever runs one task attempt.
+//
+// The engine renders a task, then hands one attempt to a task_runner. The real runner
+// spawns a host process or a container; tests use a fake. Results are data: a task that
+// exits non-zero is a result, not an error.
+#pragma once
+
+#include <agentctl/plan.hpp>
+#include <agentctl/process.hpp>
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/json/value.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace agentctl {
+
+/// Final state of a task in a run (SPEC 5.8).
+enum class task_state {
+    succeeded,
+    failed,                 ///< non-zero exit, signal death, or an error before/after the process
+    timed_out,
+    cancelled,
+    output_limit_exceeded,
+    spawn_failed,
+    skipped,                ///< `when` was false, a dependency did not succeed, or the run stopped first
+};
+std::string_view to_string(task_state);
+
+struct task_error {
+    std::string code;     ///< stable, snake_case
+    std::string message;  ///< redacted
+};
+
+/// What one task (all its attempts) produced. Strings are redacted and valid UTF-8.
+struct task_result {
+    task_state state = task_state::skipped;
+    std::uint32_t attempts = 0;
+    std::optional<int> exit_code;
+    std::optional<int> signal;
+    std::string stdout_text;
+    std::string stderr_text;
+    bool stdout_lossy = false;  ///< invalid UTF-8 in the raw bytes was replaced
+    bool stderr_lossy = false;
+    std::uint64_t duration_ms = 0;
+    std::string command;       ///< the resolved executable (host) or the engine client (container)
+    std::string isolation;     ///< "process" | "container" | "" for pure actions
+    std::string engine;        ///< container: "docker" | "podman"
+    std::string containment;   ///< "cgroup" | "process-group" | "engine"
+    std::uint32_t descendants_killed = 0;
+    resource_usage usage;
+    std::string limit_stream;  ///< output_limit_exceeded: "stdout" | "stderr" | "combined output"
+    std::uint64_t limit_bytes = 0;
+    std::uint64_t output_bytes = 0;  ///< bytes captured, for the output budget
+    std::optional<task_error> error;
+    boost::json::value output;  ///< what `tasks.<id>.output` refers to
+};
+
+/// Everything a runner needs for one attempt, already rendered by the engine.
+struct attempt_request {
+    const plan* compiled = nullptr;
+    std::uint32_t task_index = 0;
+    std::uint32_t attempt = 1;  ///< 1-based
+    boost::json::value with;    ///< the task's rendered input
+    std::vector<std::string> args;  ///< rendered action args
+    std::optional<std::string> cwd;  ///< rendered, relative to the workspace root
+
+    const plan_task& task() const { return compiled->tasks[task_index]; }
+    const action_spec& action() const { return compiled->action_of(task()); }
+};
+
+/// Runs attempts. Implementations are used from one executor (one thread) at a time.
+class task_runner {
+public:
+    virtual ~task_runner() = default;
+
+    /// Called once before the first attempt of a run: checks and resolves what every attempt
+    /// will need (workspace, secrets, container engines and images). A failure stops the run
+    /// before any task starts. Completion signature: void(std::optional<task_error>).
+    /// The default completes with no error. `ex` is the run's executor.
+    virtual void async_prepare(boost::asio::any_io_executor ex,
+                               boost::asio::any_completion_handler<void(std::optional<task_error>)> handler);
+
+    /// Runs one attempt. Completion signature: void(task_result). Cancellation through the
+    /// handler's slot: terminal kills at once; partial/total terminate gracefully; either way
+    /// the result is `cancelled` with the output captured so far.
+    virtual void async_run(const attempt_request& request,
+                           boost::asio::any_completion_handler<void(task_result)> handler) = 0;
+};
+
+}  // namespace agentctl

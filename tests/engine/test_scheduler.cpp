@@ -1,0 +1,473 @@
+// Scheduler logic against a fake runner: no processes.
+#include <agentctl/engine.hpp>
+#include <agentctl/parse.hpp>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <map>
+#include <memory>
+#include <set>
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+using namespace agentctl;
+using namespace std::chrono_literals;
+
+namespace agentctl {
+std::ostream& operator<<(std::ostream& os, task_state s) { return os << to_string(s); }
+std::ostream& operator<<(std::ostream& os, run_state s) { return os << to_string(s); }
+}  // namespace agentctl
+
+namespace {
+
+plan compile_text(const std::string& yaml, compile_options options = {}) {
+    parse_result parsed = parse_workflow(yaml, "test.yaml");
+    for (const auto& d : parsed.diags.items()) BOOST_TEST_MESSAGE(d.code << ": " << d.message);
+    BOOST_REQUIRE(parsed.document);
+    compile_result compiled = compile(*parsed.document, options);
+    for (const auto& d : compiled.diags.items()) BOOST_TEST_MESSAGE(d.code << ": " << d.message);
+    BOOST_REQUIRE(compiled.compiled);
+    return std::move(*compiled.compiled);
+}
+
+/// What the fake does for one task id.
+struct behaviour {
+    std::chrono::milliseconds delay{1};
+    std::vector<task_state> states = {task_state::succeeded};  ///< per attempt; the last repeats
+    int exit_code = 0;
+    bool hang = false;  ///< never finishes unless cancelled
+};
+
+/// A runner that completes after a timer, honours cancellation and records what it saw.
+class fake_runner final : public task_runner {
+public:
+    explicit fake_runner(asio::io_context& io) : io_(io) {}
+
+    void async_run(const attempt_request& request, asio::any_completion_handler<void(task_result)> handler) override {
+        std::string id = request.task().id;
+        behaviour b = lookup(id);
+        dispatched.push_back(id);
+        ++attempts[id];
+        ++running;
+        peak = std::max(peak, running);
+        args[id] = request.args;
+        with[id] = request.with;
+
+        auto timer = std::make_shared<asio::steady_timer>(io_, b.hang ? 1h : b.delay);
+        auto slot = asio::get_associated_cancellation_slot(handler);
+        auto done = std::make_shared<bool>(false);
+        auto h = std::make_shared<asio::any_completion_handler<void(task_result)>>(std::move(handler));
+        auto finish = [this, id, b, h, done, timer](task_result r) {
+            if (*done) return;
+            *done = true;
+            --running;
+            auto s = asio::get_associated_cancellation_slot(*h);
+            if (s.is_connected()) s.clear();
+            ++completions[id];
+            std::move (*h)(std::move(r));
+        };
+        if (slot.is_connected())
+            slot.assign([this, id, finish, timer](asio::cancellation_type type) {
+                cancel_types[id].push_back(type);
+                timer->cancel();  // nothing may keep the io_context busy after completion
+                task_result r;
+                r.state = task_state::cancelled;
+                finish(std::move(r));
+            });
+        std::uint32_t attempt = request.attempt;
+        timer->async_wait([this, id, b, attempt, finish](boost::system::error_code ec) {
+            if (ec) return;
+            task_result r;
+            std::size_t i = std::min<std::size_t>(attempt - 1, b.states.size() - 1);
+            r.state = b.states[i];
+            if (r.state == task_state::failed) r.exit_code = b.exit_code;
+            if (r.state == task_state::succeeded) r.exit_code = 0;
+            r.output = json::object{{"exitCode", r.exit_code ? json::value(*r.exit_code) : json::value(nullptr)},
+                                    {"stdout", "out-" + id}};
+            r.isolation = "process";
+            finish(std::move(r));
+        });
+    }
+
+    behaviour lookup(const std::string& id) const {
+        auto it = behaviours.find(id);
+        if (it != behaviours.end()) return it->second;
+        auto dash = id.find("--");
+        if (dash != std::string::npos) {
+            it = behaviours.find(id.substr(0, dash));
+            if (it != behaviours.end()) return it->second;
+        }
+        return {};
+    }
+
+    asio::io_context& io_;
+    std::map<std::string, behaviour> behaviours;
+    std::vector<std::string> dispatched;
+    std::map<std::string, int> attempts, completions;
+    std::map<std::string, std::vector<std::string>> args;
+    std::map<std::string, json::value> with;
+    std::map<std::string, std::vector<asio::cancellation_type>> cancel_types;
+    int running = 0, peak = 0;
+};
+
+/// Counts events, checks each task finishes exactly once.
+struct counting_sink final : event_sink {
+    void on_event(const run_event& e) override {
+        if (e.kind == run_event::kind_t::task_finished) ++finished[e.task_index];
+        else ++started;
+    }
+    std::map<std::uint32_t, int> finished;
+    int started = 0;
+};
+
+/// Runs a plan with a hard deadline: a hang fails the test instead of stalling CI.
+run_report run_plan(asio::io_context& io, const plan& p, run_options options,
+                    std::function<void(asio::cancellation_signal&)> while_running = {}) {
+    std::optional<run_report> report;
+    asio::cancellation_signal cancel;
+    async_run(io.get_executor(), p, std::move(options),
+              asio::bind_cancellation_slot(cancel.slot(), [&](run_report r) { report = std::move(r); }));
+    if (while_running) while_running(cancel);
+    io.run_for(20s);
+    BOOST_REQUIRE_MESSAGE(report.has_value(), "the run did not complete within 20 s");
+    return std::move(*report);
+}
+
+const task_result& result_of(const plan& p, const run_report& r, std::string_view id) {
+    auto i = p.find(id);
+    BOOST_REQUIRE(i.has_value());
+    return r.tasks[*i];
+}
+
+const char* header = R"(apiVersion: agentctl.dev/v1
+kind: Workflow
+metadata: {name: t}
+spec:
+  policy: {processAllowlist: ["true"], approval: never}
+  actions:
+    run: {kind: builtin.shell.exec, command: /bin/true}
+    templated: {kind: builtin.shell.exec, command: /bin/true, args: ["${{ with.x }}", "${{ vars.item }}"]}
+    assign: {kind: builtin.assign}
+)";
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(independent_tasks_start_in_plan_order_and_jobs_bound_holds) {
+    std::string yaml = std::string(header) + "  tasks:\n";
+    for (int i = 0; i < 60; ++i) yaml += "    - {id: t" + std::to_string(i) + ", uses: action:run}\n";
+    plan p = compile_text(yaml);
+    asio::io_context io;
+    fake_runner fake(io);
+    run_options o;
+    o.runner = &fake;
+    o.jobs = 7;
+    counting_sink sink;
+    o.events = &sink;
+    run_report r = run_plan(io, p, o);
+    BOOST_TEST(r.state == run_state::succeeded);
+    BOOST_TEST(r.exit_code() == 0);
+    BOOST_TEST(fake.peak == 7);
+    BOOST_REQUIRE(fake.dispatched.size() == 60u);
+    for (int i = 0; i < 60; ++i) BOOST_TEST(fake.dispatched[i] == "t" + std::to_string(i));
+    BOOST_TEST(sink.finished.size() == 60u);
+    for (auto& [idx, n] : sink.finished) BOOST_TEST(n == 1);
+}
+
+BOOST_AUTO_TEST_CASE(dependencies_run_after_their_needs) {
+    plan p = compile_text(std::string(header) + R"(  tasks:
+    - {id: c, uses: action:run, needs: [a, b]}
+    - {id: a, uses: action:run}
+    - {id: b, uses: action:run, needs: [a]}
+)");
+    asio::io_context io;
+    fake_runner fake(io);
+    run_options o;
+    o.runner = &fake;
+    o.jobs = 4;
+    run_report r = run_plan(io, p, o);
+    BOOST_TEST(r.state == run_state::succeeded);
+    BOOST_TEST((fake.dispatched == std::vector<std::string>{"a", "b", "c"}));
+}
+
+BOOST_AUTO_TEST_CASE(failure_stop_awaits_running_siblings_and_starts_nothing_new) {
+    plan p = compile_text(std::string(header) + R"(  tasks:
+    - {id: bad, uses: action:run}
+    - {id: slow, uses: action:run}
+    - {id: later, uses: action:run}
+    - {id: after, uses: action:run, needs: [bad]}
+)");
+    asio::io_context io;
+    fake_runner fake(io);
+    fake.behaviours["bad"] = {1ms, {task_state::failed}, 3};
+    fake.behaviours["slow"] = {50ms};
+    run_options o;
+    o.runner = &fake;
+    o.jobs = 2;
+    run_report r = run_plan(io, p, o);
+    BOOST_TEST(r.state == run_state::failed);
+    BOOST_TEST(r.exit_code() == 4);
+    BOOST_TEST(result_of(p, r, "bad").state == task_state::failed);
+    BOOST_TEST(result_of(p, r, "slow").state == task_state::succeeded);  // awaited and recorded
+    BOOST_TEST(result_of(p, r, "later").state == task_state::skipped);
+    BOOST_TEST(result_of(p, r, "later").error->code == "run_stopped");
+    BOOST_TEST(result_of(p, r, "after").state == task_state::skipped);
+    BOOST_TEST(fake.attempts.count("later") == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(failure_continue_skips_dependants_and_runs_independent_branches) {
+    plan p = compile_text(std::string(header) + R"(  tasks:
+    - {id: bad, uses: action:run, failure: continue}
+    - {id: child, uses: action:run, needs: [bad]}
+    - {id: grandchild, uses: action:run, needs: [child]}
+    - {id: other, uses: action:run}
+)");
+    asio::io_context io;
+    fake_runner fake(io);
+    fake.behaviours["bad"] = {1ms, {task_state::failed}, 1};
+    run_options o;
+    o.runner = &fake;
+    o.jobs = 1;
+    run_report r = run_plan(io, p, o);
+    BOOST_TEST(r.state == run_state::failed);
+    BOOST_TEST(result_of(p, r, "child").state == task_state::skipped);
+    BOOST_TEST(result_of(p, r, "child").error->code == "dependency_not_succeeded");
+    BOOST_TEST(result_of(p, r, "grandchild").state == task_state::skipped);
+    BOOST_TEST(result_of(p, r, "other").state == task_state::succeeded);
+}
+
+BOOST_AUTO_TEST_CASE(keep_going_turns_stop_into_continue) {
+    plan p = compile_text(std::string(header) + R"(  tasks:
+    - {id: bad, uses: action:run}
+    - {id: other, uses: action:run}
+)");
+    asio::io_context io;
+    fake_runner fake(io);
+    fake.behaviours["bad"] = {1ms, {task_state::failed}, 1};
+    run_options o;
+    o.runner = &fake;
+    o.keep_going = true;
+    run_report r = run_plan(io, p, o);
+    BOOST_TEST(r.state == run_state::failed);
+    BOOST_TEST(result_of(p, r, "other").state == task_state::succeeded);
+}
+
+BOOST_AUTO_TEST_CASE(retries_repeat_only_declared_failures) {
+    plan p = compile_text(std::string(header) + R"(  tasks:
+    - {id: spawn, uses: action:run, retry: {maxAttempts: 3}}
+    - {id: exit, uses: action:run, retry: {maxAttempts: 3}, failure: continue}
+    - {id: exit-opt-in, uses: action:run, retry: {maxAttempts: 3, on: [exit_nonzero], backoffMs: 20}}
+    - {id: timeout, uses: action:run, retry: {maxAttempts: 2, on: [timeout]}}
+)");
+    asio::io_context io;
+    fake_runner fake(io);
+    fake.behaviours["spawn"] = {1ms, {task_state::spawn_failed, task_state::spawn_failed, task_state::succeeded}};
+    fake.behaviours["exit"] = {1ms, {task_state::failed}, 2};
+    fake.behaviours["exit-opt-in"] = {1ms, {task_state::failed, task_state::succeeded}, 2};
+    fake.behaviours["timeout"] = {1ms, {task_state::timed_out}};
+    run_options o;
+    o.runner = &fake;
+    o.jobs = 1;
+    auto begun = std::chrono::steady_clock::now();
+    run_report r = run_plan(io, p, o);
+    BOOST_TEST(result_of(p, r, "spawn").state == task_state::succeeded);
+    BOOST_TEST(result_of(p, r, "spawn").attempts == 3u);
+    BOOST_TEST(result_of(p, r, "exit").state == task_state::failed);
+    BOOST_TEST(result_of(p, r, "exit").attempts == 1u);
+    BOOST_TEST(result_of(p, r, "exit-opt-in").state == task_state::succeeded);
+    BOOST_TEST(result_of(p, r, "exit-opt-in").attempts == 2u);
+    BOOST_TEST(result_of(p, r, "timeout").attempts == 2u);
+    BOOST_TEST((std::chrono::steady_clock::now() - begun >= 20ms));  // the backoff was waited
+}
+
+BOOST_AUTO_TEST_CASE(when_false_skips_with_the_condition_and_skips_dependants) {
+    plan p = compile_text(std::string(header) + R"(  tasks:
+    - {id: a, uses: action:run}
+    - {id: b, uses: action:run, needs: [a], when: "tasks.a.output.exitCode != 0"}
+    - {id: c, uses: action:run, needs: [b]}
+    - {id: d, uses: action:run, needs: [a], when: "tasks.a.output.exitCode == 0"}
+)");
+    asio::io_context io;
+    fake_runner fake(io);
+    run_options o;
+    o.runner = &fake;
+    run_report r = run_plan(io, p, o);
+    BOOST_TEST(r.state == run_state::succeeded);
+    const task_result& b = result_of(p, r, "b");
+    BOOST_TEST(b.state == task_state::skipped);
+    BOOST_TEST(b.error->code == "condition_false");
+    BOOST_TEST(b.output.at("condition").at("expression").as_string() == "tasks.a.output.exitCode != 0");
+    BOOST_TEST(result_of(p, r, "c").state == task_state::skipped);
+    BOOST_TEST(result_of(p, r, "d").state == task_state::succeeded);
+}
+
+BOOST_AUTO_TEST_CASE(cancellation_before_anything_starts_runs_nothing) {
+    plan p = compile_text(std::string(header) + R"(  tasks:
+    - {id: a, uses: action:run}
+    - {id: b, uses: action:run}
+)");
+    asio::io_context io;
+    fake_runner fake(io);
+    run_options o;
+    o.runner = &fake;
+    run_report r = run_plan(io, p, o, [](asio::cancellation_signal& c) { c.emit(asio::cancellation_type::total); });
+    BOOST_TEST(r.state == run_state::cancelled);
+    BOOST_TEST(r.exit_code() == 130);
+    BOOST_TEST(fake.dispatched.empty());
+    BOOST_TEST(result_of(p, r, "a").state == task_state::cancelled);
+}
+
+BOOST_AUTO_TEST_CASE(cancellation_while_running_is_graceful_then_terminal) {
+    std::string yaml = std::string(header) + "  tasks:\n    - {id: quick, uses: action:run}\n";
+    for (int i = 0; i < 6; ++i) yaml += "    - {id: hang" + std::to_string(i) + ", uses: action:run, needs: [quick]}\n";
+    plan p = compile_text(yaml);
+    asio::io_context io;
+    fake_runner fake(io);
+    for (int i = 0; i < 6; ++i) fake.behaviours["hang" + std::to_string(i)] = {1ms, {}, 0, true};
+    run_options o;
+    o.runner = &fake;
+    o.jobs = 4;
+    counting_sink sink;
+    o.events = &sink;
+    asio::steady_timer first(io);
+    run_report r = run_plan(io, p, o, [&](asio::cancellation_signal& c) {
+        // Cancel once four hanging tasks are in flight, then again.
+        first.expires_after(30ms);
+        first.async_wait([&](auto) {
+            BOOST_TEST(fake.running == 4);
+            c.emit(asio::cancellation_type::total);
+        });
+    });
+    BOOST_TEST(r.state == run_state::cancelled);
+    BOOST_TEST(result_of(p, r, "quick").state == task_state::succeeded);  // finished results are kept
+    int cancelled_running = 0, never_started = 0;
+    for (int i = 0; i < 6; ++i) {
+        const task_result& t = result_of(p, r, "hang" + std::to_string(i));
+        BOOST_TEST(t.state == task_state::cancelled);
+        if (fake.attempts.count("hang" + std::to_string(i))) ++cancelled_running;
+        else ++never_started;
+    }
+    BOOST_TEST(cancelled_running == 4);
+    BOOST_TEST(never_started == 2);
+    for (auto& [id, types] : fake.cancel_types) {
+        BOOST_REQUIRE(!types.empty());
+        BOOST_TEST((types.front() == asio::cancellation_type::total));
+    }
+    for (auto& [id, n] : fake.completions) BOOST_TEST(n == 1);  // results exactly once
+    BOOST_TEST(sink.finished.size() == p.tasks.size());
+}
+
+BOOST_AUTO_TEST_CASE(approval_required_without_an_approver_runs_nothing) {
+    std::string yaml = header;
+    yaml.replace(yaml.find("approval: never"), 15, "approval: mutations");
+    plan p = compile_text(yaml + "  tasks:\n    - {id: a, uses: action:run}\n    - {id: b, uses: action:assign}\n");
+    asio::io_context io;
+    fake_runner fake(io);
+    run_options o;
+    o.runner = &fake;
+    run_report r = run_plan(io, p, o);
+    BOOST_TEST(r.state == run_state::failed);
+    BOOST_TEST(r.exit_code() == 3);
+    BOOST_REQUIRE(r.error.has_value());
+    BOOST_TEST(r.error->code == "approval_required");
+    BOOST_TEST(r.error->message.find("approval: never") != std::string::npos);
+    BOOST_TEST(fake.dispatched.empty());
+}
+
+namespace {
+struct scripted_approver final : approver {
+    scripted_approver(asio::io_context& io, std::vector<approval_answer> a) : io(io), answers(std::move(a)) {}
+    void async_approve(const plan& p, std::uint32_t idx,
+                       asio::any_completion_handler<void(approval_answer)> handler) override {
+        asked.push_back(p.tasks[idx].id);
+        approval_answer a = answers.at(asked.size() - 1);
+        asio::post(io, [h = std::move(handler), a]() mutable { std::move(h)(a); });
+    }
+    asio::io_context& io;
+    std::vector<approval_answer> answers;
+    std::vector<std::string> asked;
+};
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(approver_answers_yes_no_all) {
+    std::string yaml = header;
+    yaml.replace(yaml.find("approval: never"), 15, "approval: always");
+    plan p = compile_text(yaml + R"(  tasks:
+    - {id: a, uses: action:run}
+    - {id: b, uses: action:run, failure: continue}
+    - {id: c, uses: action:run}
+    - {id: d, uses: action:run}
+)");
+    asio::io_context io;
+    fake_runner fake(io);
+    scripted_approver ask(io, {approval_answer::yes, approval_answer::no, approval_answer::all});
+    run_options o;
+    o.runner = &fake;
+    o.approvals = &ask;
+    o.jobs = 1;
+    run_report r = run_plan(io, p, o);
+    BOOST_TEST((ask.asked == std::vector<std::string>{"a", "b", "c"}));  // "all" covers d
+    BOOST_TEST(result_of(p, r, "a").state == task_state::succeeded);
+    BOOST_TEST(result_of(p, r, "b").error->code == "approval_denied");
+    BOOST_TEST(result_of(p, r, "d").state == task_state::succeeded);
+    BOOST_TEST(r.exit_code() == 3);
+}
+
+BOOST_AUTO_TEST_CASE(output_budget_is_reserved_before_dispatch) {
+    std::string yaml = header;
+    yaml.replace(yaml.find("  actions:"), 0, "  runtime: {budgets: {maxProcessOutputBytes: 31}}\n");
+    yaml.replace(yaml.find("command: /bin/true}"), 19, "command: /bin/true, combinedOutputLimitBytes: 32}");
+    plan p = compile_text(yaml + "  tasks:\n    - {id: a, uses: action:run}\n");
+    asio::io_context io;
+    fake_runner fake(io);
+    run_options o;
+    o.runner = &fake;
+    run_report r = run_plan(io, p, o);
+    BOOST_TEST(r.state == run_state::failed);
+    BOOST_TEST(result_of(p, r, "a").error->code == "budget_exceeded");
+    BOOST_TEST(fake.dispatched.empty());
+}
+
+BOOST_AUTO_TEST_CASE(wall_time_budget_stops_the_run) {
+    std::string yaml = header;
+    yaml.replace(yaml.find("  actions:"), 0, "  runtime: {budgets: {maxWallTimeSeconds: 1}}\n");
+    plan p = compile_text(yaml + "  tasks:\n    - {id: a, uses: action:run}\n");
+    asio::io_context io;
+    fake_runner fake(io);
+    fake.behaviours["a"] = {1ms, {}, 0, true};
+    run_options o;
+    o.runner = &fake;
+    run_report r = run_plan(io, p, o);
+    BOOST_TEST(r.state == run_state::failed);
+    BOOST_REQUIRE(r.error.has_value());
+    BOOST_TEST(r.error->code == "budget_exceeded");
+    BOOST_TEST(result_of(p, r, "a").state == task_state::cancelled);
+}
+
+BOOST_AUTO_TEST_CASE(foreach_aggregate_collects_children_and_templates_render) {
+    plan p = compile_text(std::string(header) + R"(  inputs: {names: [x, y, z]}
+  tasks:
+    - {id: each, uses: action:templated, foreach: {items: "${{ inputs.names }}"}, with: {x: fixed}}
+    - id: sum
+      uses: action:assign
+      needs: [each]
+      with: {first: "${{ tasks.each.output.items.0.output.stdout }}", all: "${{ tasks.each.output.items }}"}
+  outputs: {first: "${{ tasks.sum.output.first }}"}
+)");
+    asio::io_context io;
+    fake_runner fake(io);
+    run_options o;
+    o.runner = &fake;
+    o.jobs = 3;
+    run_report r = run_plan(io, p, o);
+    BOOST_TEST(r.state == run_state::succeeded);
+    BOOST_TEST((fake.args["each--0001"] == std::vector<std::string>{"fixed", "y"}));
+    const task_result& each = result_of(p, r, "each");
+    BOOST_TEST(each.output.at("items").as_array().size() == 3u);
+    BOOST_TEST(r.output.at("first").as_string() == "out-each--0000");
+}
