@@ -1,0 +1,218 @@
+#include "command.hpp"
+
+#include <boost/json.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+extern char** environ;
+
+namespace cli_test {
+namespace {
+
+const std::string& env_or_throw(const char* name) {
+    static std::string values[3];
+    static const char* names[3] = {"AGENTCTL_BIN", "AGENTCTL_TEST_DATA", "AGENTCTL_PROBE"};
+    for (int i = 0; i < 3; ++i) {
+        if (std::strcmp(names[i], name) != 0) continue;
+        if (values[i].empty()) {
+            const char* v = std::getenv(name);
+            if (!v) throw std::runtime_error(std::string(name) + " is not set (run through meson test)");
+            values[i] = v;
+        }
+        return values[i];
+    }
+    throw std::logic_error("unknown variable");
+}
+
+void drain(int& fd, std::string& into) {
+    char buf[65536];
+    for (;;) {
+        ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n > 0) {
+            into.append(buf, static_cast<std::size_t>(n));
+            continue;
+        }
+        if (n == 0) {
+            ::close(fd);
+            fd = -1;
+        }
+        return;  // EAGAIN or closed
+    }
+}
+
+}  // namespace
+
+const std::string& agentctl_bin() { return env_or_throw("AGENTCTL_BIN"); }
+const std::string& data_dir() { return env_or_throw("AGENTCTL_TEST_DATA"); }
+const std::string& probe_bin() { return env_or_throw("AGENTCTL_PROBE"); }
+
+command_result run(const std::vector<std::string>& argv, const command_options& options) {
+    int out[2], err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe2");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+    if (!options.cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, options.cwd.c_str());
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setpgroup(&attr, 0);
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+
+    std::vector<std::string> env = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/root", "LANG=C.UTF-8"};
+    for (const auto& e : options.env) env.push_back(e);
+    std::vector<char*> envp, args;
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    std::vector<std::string> argv_copy = argv;
+    for (auto& a : argv_copy) args.push_back(a.data());
+    args.push_back(nullptr);
+
+    auto begun = std::chrono::steady_clock::now();
+    pid_t pid = -1;
+    int rc = posix_spawn(&pid, args[0], &fa, &attr, args.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    ::close(out[1]);
+    ::close(err[1]);
+    if (rc != 0) {
+        ::close(out[0]);
+        ::close(err[0]);
+        throw std::runtime_error("posix_spawn " + argv[0] + ": " + std::strerror(rc));
+    }
+    if (options.on_start) options.on_start(pid);
+    ::fcntl(out[0], F_SETFL, O_NONBLOCK);
+    ::fcntl(err[0], F_SETFL, O_NONBLOCK);
+
+    command_result r;
+    bool polling = static_cast<bool>(options.poll);
+    int status = 0;
+    bool exited = false;
+    while (!exited || out[0] >= 0 || err[0] >= 0) {
+        pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+        ::poll(fds, 2, 20);
+        if (out[0] >= 0) drain(out[0], r.out);
+        if (err[0] >= 0) drain(err[0], r.err);
+        if (!exited && ::waitpid(pid, &status, WNOHANG) == pid) exited = true;
+        if (polling && !exited && options.poll(pid)) polling = false;
+        if (std::chrono::steady_clock::now() - begun > options.bound) {
+            r.timed_out = true;
+            ::kill(-pid, SIGKILL);
+            if (!exited) ::waitpid(pid, &status, 0);
+            exited = true;
+            if (out[0] >= 0) ::close(out[0]);
+            if (err[0] >= 0) ::close(err[0]);
+            out[0] = err[0] = -1;
+        }
+    }
+    r.wall = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - begun);
+    if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+    return r;
+}
+
+command_result agentctl(const std::vector<std::string>& args, const command_options& options) {
+    std::vector<std::string> argv = {agentctl_bin()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run(argv, options);
+}
+
+temp_dir::temp_dir() {
+    char tmpl[] = "/tmp/agentctl-cli-XXXXXX";
+    if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp");
+    path_ = tmpl;
+}
+
+temp_dir::~temp_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+}
+
+std::string temp_dir::write(const std::string& name, const std::string& content) const {
+    std::string p = path_ + "/" + name;
+    std::filesystem::create_directories(std::filesystem::path(p).parent_path());
+    std::ofstream(p, std::ios::binary) << content;
+    return p;
+}
+
+std::vector<pid_t> processes_with(const std::string& needle) {
+    std::vector<pid_t> found;
+    DIR* d = ::opendir("/proc");
+    if (!d) return found;
+    while (dirent* e = ::readdir(d)) {
+        char* end = nullptr;
+        long pid = std::strtol(e->d_name, &end, 10);
+        if (*end != '\0' || pid <= 0) continue;
+        std::ifstream f("/proc/" + std::string(e->d_name) + "/cmdline", std::ios::binary);
+        std::string cmdline((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        if (cmdline.find(needle) != std::string::npos) found.push_back(static_cast<pid_t>(pid));
+    }
+    ::closedir(d);
+    return found;
+}
+
+std::string make_nonce() {
+    std::random_device rd;
+    std::ostringstream s;
+    s << "nonce-" << std::hex << rd() << rd();
+    return s.str();
+}
+
+namespace {
+void normalise(boost::json::value& v, const std::string& key) {
+    // containment depends on the host (a writable cgroup v2 tree or not): tested elsewhere.
+    static const char* volatile_keys[] = {"runId", "durationMs", "elapsedMs", "usage", "command", "containment"};
+    for (const char* k : volatile_keys)
+        if (key == k) {
+            v = std::string("<") + k + ">";
+            return;
+        }
+    if (v.is_object())
+        for (auto& m : v.as_object()) normalise(m.value(), std::string(m.key()));
+    else if (v.is_array())
+        for (auto& e : v.as_array()) normalise(e, "");
+}
+}  // namespace
+
+std::string normalise_run_json(const std::string& json) {
+    boost::json::value v = boost::json::parse(json);
+    normalise(v, "");
+    return boost::json::serialize(v);
+}
+
+void check_golden(const std::string& golden, const std::string& actual) {
+    std::string path = data_dir() + "/golden/" + golden;
+    if (const char* update = std::getenv("AGENTCTL_UPDATE_GOLDEN"); update && std::string(update) == "1") {
+        std::ofstream(path, std::ios::binary) << actual;
+        return;
+    }
+    std::ifstream f(path, std::ios::binary);
+    BOOST_REQUIRE_MESSAGE(f.good(), "missing golden file " << path << " (AGENTCTL_UPDATE_GOLDEN=1 writes it)");
+    std::string expected((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    BOOST_TEST(expected == actual, "output differs from " << path << " (AGENTCTL_UPDATE_GOLDEN=1 rewrites it)");
+}
+
+}  // namespace cli_test

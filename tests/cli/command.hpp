@@ -1,0 +1,72 @@
+// Running the agentctl binary from tests: plain posix_spawn, independent of the code under test.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cli_test {
+
+struct command_result {
+    int exit_code = -1;  ///< -1 when killed by a signal
+    int signal = 0;
+    std::string out;
+    std::string err;
+    std::chrono::milliseconds wall{0};
+    bool timed_out = false;  ///< the test's own bound fired; the process group was killed
+};
+
+struct command_options {
+    std::vector<std::string> env;  ///< added to a minimal environment (PATH, HOME)
+    std::string cwd;               ///< empty: the test's cwd
+    std::chrono::milliseconds bound{60000};
+    /// Called once the child runs, with its pid (e.g. to signal it later).
+    std::function<void(pid_t)> on_start;
+    /// Called every ~20 ms while it runs; return true to stop calling.
+    std::function<bool(pid_t)> poll;
+};
+
+/// Path of the CLI under test ($AGENTCTL_BIN).
+const std::string& agentctl_bin();
+/// The folder of test data ($AGENTCTL_TEST_DATA).
+const std::string& data_dir();
+/// Path of the probe helper ($AGENTCTL_PROBE).
+const std::string& probe_bin();
+
+/// Runs `argv` (argv[0] an absolute path) in its own process group and collects everything.
+command_result run(const std::vector<std::string>& argv, const command_options& options = {});
+
+/// agentctl with these arguments.
+command_result agentctl(const std::vector<std::string>& args, const command_options& options = {});
+
+/// A fresh temporary folder, removed with its contents on destruction.
+class temp_dir {
+public:
+    temp_dir();
+    ~temp_dir();
+    const std::string& path() const { return path_; }
+    std::string write(const std::string& name, const std::string& content) const;
+
+private:
+    std::string path_;
+};
+
+/// Pids of live processes whose command line contains `needle` (the test's nonce).
+std::vector<pid_t> processes_with(const std::string& needle);
+
+/// A random token to tag the processes of one test.
+std::string make_nonce();
+
+/// Replaces values that change from run to run (runId, durations, usage, pids) so that
+/// JSON output can be compared with a golden file.
+std::string normalise_run_json(const std::string& json);
+
+/// Compares `actual` with the file `golden` under data_dir()/golden; with
+/// AGENTCTL_UPDATE_GOLDEN=1 rewrites the file instead.
+void check_golden(const std::string& golden, const std::string& actual);
+
+}  // namespace cli_test

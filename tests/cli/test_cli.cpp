@@ -1,0 +1,286 @@
+// The CLI end to end: real binary, real processes, exit codes, envelopes, golden JSON.
+#include "command.hpp"
+
+#include <boost/json.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+using namespace cli_test;
+using namespace std::chrono_literals;
+namespace json = boost::json;
+
+namespace {
+
+/// A workflow whose actions run the probe; `tasks` and extra `actions` are YAML text.
+std::string probe_workflow(const std::string& actions, const std::string& tasks, const std::string& extra_spec = "") {
+    return "apiVersion: agentctl.dev/v1\n"
+           "kind: Workflow\n"
+           "metadata: {name: cli-test}\n"
+           "spec:\n"
+           "  policy: {processAllowlist: [probe, \"true\", sh], approval: never}\n" +
+           extra_spec +
+           "  actions:\n"
+           "    sleep: {kind: builtin.shell.exec, command: " + probe_bin() + ", args: [sleep, \"30\", --nonce, \"${{ with.nonce }}\"]}\n"
+           "    ok: {kind: builtin.shell.exec, command: /bin/true}\n"
+           "    fail: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, \"printf '\\\\033[31mred alert\\\\n' >&2; exit 3\"]}\n" +
+           actions + "  tasks:\n" + tasks;
+}
+
+json::value parse_json(const std::string& text) {
+    json::error_code ec;
+    json::value v = json::parse(text, ec);
+    BOOST_REQUIRE_MESSAGE(!ec, "not JSON: " << text);
+    return v;
+}
+
+bool nothing_left(const std::string& nonce) {
+    // The run has returned: nothing tagged with the nonce may still exist.
+    return processes_with(nonce).empty();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(version_in_both_forms) {
+    auto human = agentctl({"version"});
+    BOOST_TEST(human.exit_code == 0);
+    BOOST_TEST(human.out.rfind("agentctl ", 0) == 0u);
+    auto machine = agentctl({"--output", "json", "version"});
+    BOOST_TEST(machine.exit_code == 0);
+    json::value v = parse_json(machine.out);
+    BOOST_TEST(v.at("apiVersion").as_string() == "agentctl.dev/cli/v1");
+    BOOST_TEST(v.at("kind").as_string() == "Version");
+    BOOST_TEST(v.at("ok").as_bool());
+}
+
+BOOST_AUTO_TEST_CASE(usage_errors_exit_2_and_honour_json) {
+    for (auto args : std::vector<std::vector<std::string>>{
+             {}, {"frobnicate"}, {"check"}, {"run", "a", "b"}, {"run", "--jobs", "0", "x.yaml"},
+             {"check", "--jobs", "4", "x.yaml"}, {"--output", "yaml", "version"}, {"--bogus", "version"}}) {
+        auto r = agentctl(args);
+        BOOST_TEST(r.exit_code == 2);
+        BOOST_TEST(r.err.find("agentctl:") != std::string::npos, r.err);
+        auto j = args;
+        j.insert(j.begin(), {"--output", "json"});
+        if (std::find(args.begin(), args.end(), "yaml") != args.end()) continue;
+        auto rj = agentctl(j);
+        BOOST_TEST(rj.exit_code == 2);
+        BOOST_TEST(rj.out.empty());
+        json::value v = parse_json(rj.err);
+        BOOST_TEST(v.at("kind").as_string() == "Error");
+        BOOST_TEST(v.at("ok").as_bool() == false);
+        BOOST_TEST(v.at("error").at("exitCode").as_int64() == 2);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(check_valid_and_invalid_documents) {
+    temp_dir dir;
+    auto good = dir.write("good.yaml", probe_workflow("", "    - {id: a, uses: action:ok}\n"));
+    auto r = agentctl({"check", good});
+    BOOST_TEST(r.exit_code == 0);
+    BOOST_TEST(r.out == "valid: cli-test (1 task)\n");
+    auto j = agentctl({"--output", "json", "check", good});
+    json::value v = parse_json(j.out);
+    BOOST_TEST(v.at("kind").as_string() == "CheckResult");
+    BOOST_TEST(v.at("data").at("valid").as_bool());
+    BOOST_TEST(v.at("data").at("planDigest").as_string().subview().substr(0, 7) == "sha256:");
+
+    // Two problems at once, each located.
+    auto bad = dir.write("bad.yaml", probe_workflow("", "    - {id: a, uses: action:ok, timeoutSecond: 5}\n"
+                                                        "    - {id: b, uses: action:nope}\n"));
+    auto rb = agentctl({"check", bad});
+    BOOST_TEST(rb.exit_code == 2);
+    BOOST_TEST(rb.err.find("bad.yaml:12:") != std::string::npos, rb.err);
+    BOOST_TEST(rb.err.find("unknown_key") != std::string::npos);
+    BOOST_TEST(rb.err.find("did you mean \"timeoutSeconds\"") != std::string::npos, rb.err);
+    BOOST_TEST(rb.err.find("unknown_action") != std::string::npos);
+    auto jb = agentctl({"--output", "json", "check", bad});
+    json::value e = parse_json(jb.err);
+    BOOST_TEST(e.at("kind").as_string() == "Error");
+    BOOST_TEST(e.at("diagnostics").as_array().size() >= 2u);
+    const auto& d0 = e.at("diagnostics").as_array()[0].as_object();
+    for (auto key : {"code", "severity", "message", "file", "line", "column", "path", "help"})
+        BOOST_TEST(d0.contains(key), key);
+}
+
+BOOST_AUTO_TEST_CASE(policy_violation_exits_3) {
+    temp_dir dir;
+    std::string wf = probe_workflow("    cat: {kind: builtin.shell.exec, command: /bin/cat}\n",
+                                    "    - {id: a, uses: action:cat}\n");
+    auto r = agentctl({"check", dir.write("wf.yaml", wf)});
+    BOOST_TEST(r.exit_code == 3);
+    BOOST_TEST(r.err.find("policy_process_not_allowed") != std::string::npos, r.err);
+}
+
+BOOST_AUTO_TEST_CASE(plan_json_is_byte_stable) {
+    temp_dir dir;
+    auto wf = dir.write("wf.yaml", probe_workflow("", "    - {id: a, uses: action:ok}\n    - {id: b, uses: action:ok, needs: [a]}\n"));
+    auto one = agentctl({"--output", "json", "plan", wf});
+    auto two = agentctl({"--output", "json", "plan", wf});
+    BOOST_TEST(one.exit_code == 0);
+    BOOST_TEST(one.out == two.out);
+    json::value v = parse_json(one.out);
+    BOOST_TEST(v.at("kind").as_string() == "Plan");
+    BOOST_TEST(v.at("data").at("order").as_array().size() == 2u);
+    auto human = agentctl({"plan", wf});
+    BOOST_TEST(human.out.find("order (2 tasks): a -> b") != std::string::npos, human.out);
+}
+
+BOOST_AUTO_TEST_CASE(quickstart_runs_and_matches_its_golden_outcome) {
+    std::string wf = data_dir() + "/../../examples/quickstart.yaml";
+    auto r = agentctl({"--output", "json", "run", wf});
+    BOOST_TEST(r.exit_code == 0, r.err);
+    check_golden("quickstart.run.json", normalise_run_json(r.out) + "\n");
+    auto human = agentctl({"run", wf});
+    BOOST_TEST(human.exit_code == 0);
+    BOOST_TEST(human.err.find("succeeded in") != std::string::npos, human.err);
+    BOOST_TEST(human.out.find("outputs:") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(failed_task_exits_4_and_shows_escaped_stderr_tail) {
+    temp_dir dir;
+    auto wf = dir.write("wf.yaml", probe_workflow("", "    - {id: broken, uses: action:fail}\n    - {id: after, uses: action:ok, needs: [broken]}\n"));
+    auto r = agentctl({"--color", "never", "run", wf});
+    BOOST_TEST(r.exit_code == 4);
+    BOOST_TEST(r.err.find("failed broken: exited with status 3") != std::string::npos, r.err);
+    // The probe wrote ANSI escapes to stderr: the terminal must only ever see them escaped.
+    BOOST_TEST(r.err.find("\x1b[") == std::string::npos);
+    BOOST_TEST(r.err.find("\\x1b[") != std::string::npos, r.err);
+    auto j = agentctl({"--output", "json", "run", wf});
+    json::value v = parse_json(j.out);
+    BOOST_TEST(v.at("kind").as_string() == "RunOutcome");
+    BOOST_TEST(v.at("ok").as_bool() == false);
+    BOOST_TEST(v.at("data").at("state").as_string() == "failed");
+    BOOST_TEST(v.at("data").at("tasks").at("broken").at("exitCode").as_int64() == 3);
+    BOOST_TEST(v.at("data").at("tasks").at("after").at("state").as_string() == "skipped");
+}
+
+BOOST_AUTO_TEST_CASE(approval_required_stops_before_any_effect) {
+    temp_dir dir;
+    std::string marker = dir.path() + "/touched";
+    std::string wf = probe_workflow(
+        "    touch: {kind: builtin.shell.exec, command: " + probe_bin() + ", args: [write-file, " + marker + ", \"1\"]}\n",
+        "    - {id: first, uses: action:touch}\n    - {id: second, uses: action:ok}\n");
+    wf.replace(wf.find("approval: never"), 15, "approval: mutations");
+    auto path = dir.write("wf.yaml", wf);
+    auto r = agentctl({"run", path});
+    BOOST_TEST(r.exit_code == 3);
+    BOOST_TEST(r.err.find("first, second") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("approval: never") != std::string::npos, r.err);
+    BOOST_TEST(!std::filesystem::exists(marker));
+    auto j = agentctl({"--output", "json", "run", path});
+    BOOST_TEST(j.exit_code == 3);
+    BOOST_TEST(parse_json(j.err).at("diagnostics").as_array()[0].at("code").as_string() == "policy_approval_required");
+    // --interactive without a terminal is refused too, before anything runs.
+    auto i = agentctl({"run", "--interactive", path});
+    BOOST_TEST(i.exit_code == 3);
+    BOOST_TEST(!std::filesystem::exists(marker));
+}
+
+BOOST_AUTO_TEST_CASE(timeout_seconds_cancels_the_run_with_130) {
+    temp_dir dir;
+    std::string nonce = make_nonce();
+    auto wf = dir.write("wf.yaml", probe_workflow("", "    - {id: done, uses: action:ok}\n"
+                                                      "    - {id: long, uses: action:sleep, needs: [done], with: {nonce: " + nonce + "}}\n"));
+    auto r = agentctl({"--output", "json", "run", "--timeout-seconds", "0.5", wf});
+    BOOST_TEST(r.exit_code == 130);
+    BOOST_TEST(r.wall < 10s);
+    json::value v = parse_json(r.out);
+    BOOST_TEST(v.at("data").at("state").as_string() == "cancelled");
+    BOOST_TEST(v.at("data").at("tasks").at("done").at("state").as_string() == "succeeded");
+    BOOST_TEST(v.at("data").at("tasks").at("long").at("state").as_string() == "cancelled");
+    BOOST_TEST(nothing_left(nonce));
+}
+
+BOOST_AUTO_TEST_CASE(sigint_mid_run_leaves_nothing_behind) {
+    temp_dir dir;
+    std::string nonce = make_nonce();
+    std::string tasks = "    - id: sleepers\n      uses: action:sleep\n      with: {nonce: " + nonce + "}\n"
+                        "      foreach: {items: [1, 2, 3, 4, 5, 6, 7, 8]}\n";
+    auto wf = dir.write("wf.yaml", probe_workflow("", tasks));
+    bool sent = false;
+    command_options o;
+    o.bound = 30s;
+    o.poll = [&](pid_t pid) {
+        if (processes_with(nonce).size() < 8) return false;  // all eight are running
+        ::kill(pid, SIGINT);
+        sent = true;
+        return true;
+    };
+    auto r = agentctl({"--output", "json", "run", "--jobs", "8", wf}, o);
+    BOOST_TEST(sent);
+    BOOST_TEST(r.exit_code == 130, r.err);
+    BOOST_TEST(!r.timed_out);
+    json::value v = parse_json(r.out);
+    BOOST_TEST(v.at("data").at("state").as_string() == "cancelled");
+    for (const auto& t : v.at("data").at("tasks").as_object())
+        if (t.key() != "sleepers") BOOST_TEST(t.value().at("state").as_string() == "cancelled");
+    BOOST_TEST(nothing_left(nonce));
+}
+
+BOOST_AUTO_TEST_CASE(jsonl_streams_events_then_the_outcome) {
+    temp_dir dir;
+    auto wf = dir.write("wf.yaml", probe_workflow("", "    - {id: a, uses: action:ok}\n    - {id: b, uses: action:ok, needs: [a]}\n"));
+    auto r = agentctl({"--output", "jsonl", "run", wf});
+    BOOST_TEST(r.exit_code == 0);
+    std::vector<json::value> lines;
+    std::istringstream in(r.out);
+    for (std::string line; std::getline(in, line);) lines.push_back(parse_json(line));
+    BOOST_REQUIRE(lines.size() == 5u);
+    BOOST_TEST(lines[0].at("event").as_string() == "taskStarted");
+    BOOST_TEST(lines[0].at("task").as_string() == "a");
+    BOOST_TEST(lines[1].at("event").as_string() == "taskFinished");
+    BOOST_TEST(lines[3].at("task").as_string() == "b");
+    BOOST_TEST(lines[4].at("kind").as_string() == "RunOutcome");
+}
+
+BOOST_AUTO_TEST_CASE(inputs_from_file_and_flags_in_order) {
+    temp_dir dir;
+    std::string wf = probe_workflow(
+        "    echo: {kind: builtin.assign}\n",
+        "    - {id: e, uses: action:echo, with: {a: \"${{ inputs.a }}\", b: \"${{ inputs.b }}\"}}\n",
+        "  inputs: {a: 1, b: 2}\n");
+    auto path = dir.write("wf.yaml", wf);
+    auto inputs = dir.write("inputs.yaml", "a: from-file\nb: from-file\n");
+    auto r = agentctl({"--output", "json", "run", path, "--inputs-file", inputs, "--input", "b=[1, 2]"});
+    BOOST_TEST(r.exit_code == 0, r.err);
+    json::value v = parse_json(r.out);
+    BOOST_TEST(v.at("data").at("output").at("e").at("a").as_string() == "from-file");
+    BOOST_TEST(v.at("data").at("output").at("e").at("b").as_array().size() == 2u);
+    auto bad = agentctl({"run", path, "--input", "novalue"});
+    BOOST_TEST(bad.exit_code == 2);
+}
+
+BOOST_AUTO_TEST_CASE(two_thousand_real_processes_at_jobs_64) {
+    temp_dir dir;
+    std::string tasks = "    - id: many\n      uses: action:ok\n      foreach: {items: \"${{ inputs.n }}\"}\n";
+    std::string items = "[";
+    for (int i = 0; i < 2000; ++i) items += (i ? "," : "") + std::to_string(i);
+    items += "]";
+    auto wf = dir.write("wf.yaml", probe_workflow("", tasks, "  inputs: {n: " + items + "}\n"));
+    command_options o;
+    o.bound = 120s;
+    auto r = agentctl({"--output", "json", "run", "--jobs", "64", wf}, o);
+    BOOST_TEST(r.exit_code == 0, r.err);
+    json::value v = parse_json(r.out);
+    BOOST_TEST(v.at("data").at("tasks").as_object().size() == 2001u);
+    std::size_t succeeded = 0;
+    for (const auto& t : v.at("data").at("tasks").as_object())
+        succeeded += t.value().at("state").as_string() == "succeeded";
+    BOOST_TEST(succeeded == 2001u);
+}
+
+BOOST_AUTO_TEST_CASE(low_fd_limit_lowers_jobs_with_a_warning) {
+    temp_dir dir;
+    std::string tasks = "    - id: many\n      uses: action:ok\n      foreach: {items: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]}\n";
+    auto wf = dir.write("wf.yaml", probe_workflow("", tasks));
+    // prlimit sets both limits for the child: 128 descriptors cannot hold 4096 jobs.
+    auto r = run({"/usr/bin/prlimit", "--nofile=128:128", agentctl_bin(), "run", "--jobs", "4096", wf});
+    BOOST_TEST(r.exit_code == 0, r.err);
+    BOOST_TEST(r.err.find("jobs_lowered_to_fit_fd_limit") != std::string::npos, r.err);
+}

@@ -1,0 +1,416 @@
+// agentctl run FILE: compile, then run the plan on one io_context with live progress.
+#include "cli.hpp"
+
+#include <agentctl/engine.hpp>
+#include <agentctl/version.hpp>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/streambuf.hpp>
+#include <boost/asio/write.hpp>
+
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <istream>
+
+namespace asio = boost::asio;
+
+namespace agentctl::cli {
+namespace {
+
+// Each task in flight holds two pipe read ends and a pidfd, and briefly a cwd and a cgroup fd.
+constexpr rlim_t fds_per_task = 8;
+constexpr rlim_t fds_reserved = 64;
+
+/// Raises the soft RLIMIT_NOFILE to what `jobs` needs; returns the jobs that fit.
+int fit_jobs_to_fd_limit(const command_line& cl, int jobs) {
+    rlimit lim{};
+    if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return jobs;
+    rlim_t need = fds_reserved + fds_per_task * static_cast<rlim_t>(jobs);
+    if (lim.rlim_cur >= need) return jobs;
+    rlim_t target = std::min(need, lim.rlim_max);
+    if (target > lim.rlim_cur) {
+        rlimit raised = lim;
+        raised.rlim_cur = target;
+        if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) lim.rlim_cur = target;
+    }
+    if (lim.rlim_cur >= need) return jobs;
+    int fit = static_cast<int>(std::max<rlim_t>(1, (lim.rlim_cur - std::min(lim.rlim_cur, fds_reserved)) / fds_per_task));
+    diagnostics warn;
+    warn.warning("jobs_lowered_to_fit_fd_limit", "",
+                 std::to_string(jobs) + " jobs need " + std::to_string(need) +
+                     " file descriptors but the hard limit (ulimit -Hn) is " + std::to_string(lim.rlim_max) +
+                     "; running " + std::to_string(fit) + " at a time",
+                 "raise the hard limit (ulimit -Hn, or LimitNOFILE= for a service) to run more at once");
+    if (cl.output == output_format::human) print_diagnostics_human(cl, warn);
+    return fit;
+}
+
+std::optional<std::string> base_directory(const command_line& cl, std::string& error) {
+    std::string dir = cl.workspace ? *cl.workspace : cl.file;
+    if (!cl.workspace) {
+        auto slash = dir.rfind('/');
+        dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : dir.substr(0, slash));
+    }
+    char buf[PATH_MAX];
+    if (!::realpath(dir.c_str(), buf)) {
+        error = "cannot resolve " + std::string(cl.workspace ? "--workspace " : "the workflow's folder ") + dir + ": " +
+                std::strerror(errno);
+        return std::nullopt;
+    }
+    return std::string(buf);
+}
+
+std::string seconds_text(double s) {
+    char buf[32];
+    if (s < 1) std::snprintf(buf, sizeof buf, "%.0f ms", s * 1000);
+    else std::snprintf(buf, sizeof buf, s < 10 ? "%.2f s" : "%.1f s", s);
+    return buf;
+}
+
+// Child output can hold anything; a terminal must only ever see printable text.
+std::string escape_for_terminal(std::string_view s) {
+    std::string out;
+    for (unsigned char c : s) {
+        if (c == '\t' || (c >= 0x20 && c != 0x7f)) out.push_back(static_cast<char>(c));
+        else {
+            static constexpr char hex[] = "0123456789abcdef";
+            out += "\\x";
+            out.push_back(hex[c >> 4]);
+            out.push_back(hex[c & 15]);
+        }
+    }
+    return out;
+}
+
+std::vector<std::string> last_lines(std::string_view text, std::size_t n) {
+    std::vector<std::string> lines;
+    while (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+    while (!text.empty() && lines.size() < n) {
+        auto nl = text.rfind('\n');
+        std::string_view line = nl == std::string_view::npos ? text : text.substr(nl + 1);
+        lines.insert(lines.begin(), escape_for_terminal(line.substr(0, 400)));
+        if (nl == std::string_view::npos) break;
+        text = text.substr(0, nl);
+    }
+    return lines;
+}
+
+/// Live progress and failure reports: a redrawn line on a terminal, plain lines in a log.
+class progress_printer final : public event_sink {
+public:
+    progress_printer(asio::io_context& io, const command_line& cl, const plan& p)
+        : cl_(cl), plan_(p), tty_(::isatty(STDERR_FILENO) && cl.output == output_format::human && !cl.quiet),
+          color_(use_color(cl, STDERR_FILENO)), timer_(io), err_(STDERR_FILENO), out_(STDOUT_FILENO) {
+        for (const auto& t : p.tasks) countable_ += t.kind != plan_task::kind_t::aggregate;
+        if (tty_) tick();
+    }
+
+    void on_event(const run_event& e) override {
+        const plan_task& t = plan_.tasks[e.task_index];
+        running_ = e.running;
+        if (cl_.output == output_format::jsonl) return write_jsonl(e, t);
+        if (e.kind != run_event::kind_t::task_finished || t.kind == plan_task::kind_t::aggregate) return;
+        ++done_;
+        const task_result& r = *e.result;
+        bool bad = r.state != task_state::succeeded && r.state != task_state::skipped;
+        failed_ += bad;
+        if (cl_.output != output_format::human) return;
+        if (bad || cl_.verbose) {
+            clear_line();
+            std::string line = (bad ? paint("1;31", "✗ ") : paint("32", "✓ ")) + paint("1", t.id) + "  " +
+                               std::string(to_string(r.state));
+            if (r.error) line += ": " + escape_for_terminal(r.error->message);
+            err_.write(line + "\n");
+        }
+    }
+
+    void stop() {
+        timer_.cancel();
+        clear_line();
+    }
+
+private:
+    std::string paint(const char* code, std::string_view text) const {
+        return color_ ? std::string("\x1b[") + code + "m" + std::string(text) + "\x1b[0m" : std::string(text);
+    }
+
+    void write_jsonl(const run_event& e, const plan_task& t) {
+        string_sink s;
+        {
+            json_writer w(s);
+            w.begin_object();
+            w.member("event", e.kind == run_event::kind_t::task_started ? "taskStarted" : "taskFinished");
+            w.member("task", t.id);
+            w.member("attempt", static_cast<std::uint64_t>(e.attempt));
+            w.member("elapsedMs", static_cast<std::uint64_t>(
+                                      std::chrono::duration_cast<std::chrono::milliseconds>(e.elapsed).count()));
+            if (e.result) {
+                w.key("result");
+                write_task_result(w, *e.result);
+            }
+            w.end_object();
+        }
+        s.text.push_back('\n');
+        out_.write(s.text);
+    }
+
+    void tick() {
+        draw();
+        timer_.expires_after(std::chrono::milliseconds(200));
+        timer_.async_wait([this](boost::system::error_code ec) {
+            if (!ec) tick();
+        });
+    }
+
+    void draw() {
+        double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begun_).count();
+        double rate = elapsed > 0.2 ? done_ / elapsed : 0;
+        std::string line = "\r\x1b[2K" + std::to_string(done_) + "/" + std::to_string(countable_) + " done · " +
+                           std::to_string(running_) + " running · " + std::to_string(failed_) + " failed";
+        if (rate > 0) {
+            char buf[64];
+            std::snprintf(buf, sizeof buf, " · %.0f/s", rate);
+            line += buf;
+            if (done_ < countable_) line += " · ETA " + seconds_text((countable_ - done_) / rate);
+        }
+        err_.write(line);
+        drawn_ = true;
+    }
+
+    void clear_line() {
+        if (drawn_) err_.write("\r\x1b[2K");
+        drawn_ = false;
+    }
+
+    const command_line& cl_;
+    const plan& plan_;
+    bool tty_;
+    bool color_;
+    asio::steady_timer timer_;
+    fd_sink err_, out_;
+    std::size_t countable_ = 0, done_ = 0, failed_ = 0;
+    std::uint32_t running_ = 0;
+    bool drawn_ = false;
+    std::chrono::steady_clock::time_point begun_ = std::chrono::steady_clock::now();
+};
+
+/// Asks on the terminal, one task at a time: yes / no / all.
+class terminal_approver final : public approver {
+public:
+    explicit terminal_approver(asio::io_context& io) : input_(io, ::dup(STDIN_FILENO)) {}
+
+    void async_approve(const plan& p, std::uint32_t idx,
+                       asio::any_completion_handler<void(approval_answer)> handler) override {
+        const plan_task& t = p.tasks[idx];
+        const action_spec& a = p.action_of(t);
+        std::string question = "approve task \"" + t.id + "\" (" + std::string(to_string(a.kind)) + " " +
+                               escape_for_terminal(a.command) + ", isolation " + std::string(to_string(a.isolation)) +
+                               ")? [y]es / [n]o / [a]ll: ";
+        fd_sink(STDERR_FILENO).write(question);
+        // swap, not move-assign: Boost 1.81's any_completion_handler move assignment recurses forever.
+        handler_.swap(handler);
+        read_answer();
+    }
+
+private:
+    void read_answer() {
+        asio::async_read_until(input_, buffer_, '\n', [this](boost::system::error_code ec, std::size_t) {
+            std::string line;
+            if (!ec) {
+                std::istream in(&buffer_);
+                std::getline(in, line);
+            }
+            approval_answer answer = approval_answer::no;  // end of input or an error: deny
+            if (!ec) {
+                std::string word;
+                for (char c : line)
+                    if (!std::isspace(static_cast<unsigned char>(c))) word.push_back(static_cast<char>(std::tolower(c)));
+                if (word == "y" || word == "yes") answer = approval_answer::yes;
+                else if (word == "a" || word == "all") answer = approval_answer::all;
+                else if (word == "n" || word == "no") answer = approval_answer::no;
+                else {
+                    fd_sink(STDERR_FILENO).write("please answer y, n or a: ");
+                    return read_answer();
+                }
+            }
+            auto h = std::move(handler_);
+            std::move(h)(answer);
+        });
+    }
+
+    asio::posix::stream_descriptor input_;
+    asio::streambuf buffer_;
+    asio::any_completion_handler<void(approval_answer)> handler_;
+};
+
+void print_summary(const command_line& cl, const plan& p, const run_report& r) {
+    bool color = use_color(cl, STDERR_FILENO);
+    auto paint = [&](const char* code, std::string_view text) {
+        return color ? std::string("\x1b[") + code + "m" + std::string(text) + "\x1b[0m" : std::string(text);
+    };
+    std::size_t counts[7] = {};
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < p.tasks.size(); ++i) {
+        if (p.tasks[i].kind == plan_task::kind_t::aggregate) continue;
+        ++counts[static_cast<int>(r.tasks[i].state)];
+        ++total;
+    }
+    std::string out;
+    // Failed tasks with the tail of their stderr (at most 10 tasks, 5 lines each).
+    std::size_t shown = 0;
+    for (std::size_t i = 0; i < p.tasks.size(); ++i) {
+        const task_result& t = r.tasks[i];
+        if (p.tasks[i].kind == plan_task::kind_t::aggregate) continue;
+        if (t.state == task_state::succeeded || t.state == task_state::skipped || t.state == task_state::cancelled)
+            continue;
+        if (++shown > 10) continue;
+        out += paint("1;31", "failed ") + paint("1", p.tasks[i].id) + ": " +
+               (t.error ? escape_for_terminal(t.error->message) : std::string(to_string(t.state))) + "\n";
+        for (const auto& line : last_lines(t.stderr_text, 5)) out += "  | " + line + "\n";
+    }
+    if (shown > 10) out += "... and " + std::to_string(shown - 10) + " more failed tasks\n";
+    if (r.error) out += paint("1;31", "agentctl: ") + escape_for_terminal(r.error->message) + "\n";
+
+    fd_sink(STDERR_FILENO).write(out);
+
+    if (!cl.quiet && r.output.is_object()) {
+        std::string outputs;
+        for (const auto& m : r.output.get_object()) {
+            std::string v = m.value().is_string() ? std::string(m.value().get_string()) : to_json(m.value());
+            if (!cl.verbose && v.size() > 300) v = v.substr(0, 300) + "… (" + std::to_string(v.size()) + " bytes)";
+            outputs += "  " + std::string(m.key()) + ": " + escape_for_terminal(v) + "\n";
+        }
+        if (!outputs.empty()) fd_sink(STDOUT_FILENO).write("outputs:\n" + outputs);
+    }
+
+    static const char* names[7] = {"succeeded", "failed", "timed out", "cancelled", "over output limit", "spawn failed",
+                                   "skipped"};
+    std::string detail;
+    for (int s = 0; s < 7; ++s)
+        if (counts[s]) detail += (detail.empty() ? "" : ", ") + std::to_string(counts[s]) + " " + names[s];
+    const char* state_color = r.state == run_state::succeeded ? "1;32" : "1;31";
+    std::string last = "run " + r.run_id + " " + paint(state_color, to_string(r.state)) + " in " +
+                       seconds_text(r.duration.count() / 1000.0) + ": " + std::to_string(total) +
+                       (total == 1 ? " task" : " tasks") + (detail.empty() ? "" : " (" + detail + ")") + "\n";
+    fd_sink(STDERR_FILENO).write(last);
+}
+
+}  // namespace
+
+int run_run(const command_line& cl) {
+    compiled_workflow loaded = load_and_compile(cl);
+    if (loaded.exit_status != 0) return loaded.exit_status;
+    const plan& p = *loaded.compiled;
+    if (cl.output == output_format::human) print_diagnostics_human(cl, loaded.diags);
+
+    auto needing = tasks_requiring_approval(p);
+    if (!needing.empty()) {
+        if (!cl.interactive) {
+            std::string ids;
+            for (std::size_t i = 0; i < needing.size() && i < 5; ++i) ids += (i ? ", " : "") + p.tasks[needing[i]].id;
+            if (needing.size() > 5) ids += " and " + std::to_string(needing.size() - 5) + " more";
+            diagnostics d;
+            d.error("policy_approval_required", "spec.policy.approval",
+                    "policy.approval is \"" + std::string(to_string(p.policy.approval)) + "\": " +
+                        std::to_string(needing.size()) + (needing.size() == 1 ? " task needs" : " tasks need") +
+                        " approval to run a process (" + ids + ")",
+                    "set spec.policy.approval: never for unattended runs, or run with --interactive on a terminal",
+                    loaded.document->where("spec.policy.approval"));
+            return print_failure(cl, "approval is required and the run is not interactive; nothing was run",
+                                 exit_code::policy, d);
+        }
+        if (!::isatty(STDIN_FILENO) || !::isatty(STDERR_FILENO))
+            return print_failure(cl, "--interactive needs a terminal on stdin and stderr; nothing was run",
+                                 exit_code::policy);
+    }
+
+    std::string error;
+    auto base = base_directory(cl, error);
+    if (!base) return print_failure(cl, error, exit_code::usage);
+
+    asio::io_context io(1);
+    run_options options;
+    options.jobs = fit_jobs_to_fd_limit(cl, cl.jobs.value_or(p.max_concurrency));
+    options.keep_going = cl.keep_going;
+    options.base_dir = *base;
+    const char* path = std::getenv("PATH");
+    options.search_path = path ? path : "/usr/local/bin:/usr/bin:/bin";
+    options.host_env = [](std::string_view name) -> std::optional<std::string> {
+        const char* v = std::getenv(std::string(name).c_str());
+        return v ? std::optional<std::string>(v) : std::nullopt;
+    };
+    progress_printer progress(io, cl, p);
+    options.events = &progress;
+    std::optional<terminal_approver> ask;
+    if (cl.interactive) {
+        ask.emplace(io);
+        options.approvals = &*ask;
+    }
+
+    // First SIGINT/SIGTERM: graceful; a second one: kill at once.
+    asio::cancellation_signal cancel;
+    asio::signal_set signals(io, SIGINT, SIGTERM, SIGHUP);
+    int signals_seen = 0;
+    std::function<void()> wait_signal = [&] {
+        signals.async_wait([&](boost::system::error_code ec, int) {
+            if (ec) return;
+            cancel.emit(signals_seen++ == 0 ? asio::cancellation_type::total : asio::cancellation_type::terminal);
+            wait_signal();
+        });
+    };
+    wait_signal();
+    asio::steady_timer deadline(io);
+    if (cl.timeout_seconds) {
+        deadline.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+            std::chrono::duration<double>(*cl.timeout_seconds)));
+        deadline.async_wait([&](boost::system::error_code ec) {
+            if (!ec) cancel.emit(asio::cancellation_type::total);
+        });
+    }
+
+    std::optional<run_report> report;
+    async_run(io.get_executor(), p, std::move(options), asio::bind_cancellation_slot(cancel.slot(), [&](run_report r) {
+                  report = std::move(r);
+                  signals.cancel();
+                  deadline.cancel();
+                  progress.stop();
+              }));
+    io.run();
+
+    if (cl.output == output_format::human) {
+        print_summary(cl, p, *report);
+    } else {
+        fd_sink out(STDOUT_FILENO);
+        {
+            json_writer w(out);
+            w.begin_object();
+            w.member("apiVersion", cli_api_version);
+            w.member("kind", "RunOutcome");
+            w.member("ok", report->state == run_state::succeeded);
+            w.key("data");
+            write_run_report(w, p, *report);
+            w.key("diagnostics");
+            write_diagnostics(w, loaded.diags);
+            w.end_object();
+        }
+        out.write("\n");
+    }
+    return report->exit_code();
+}
+
+}  // namespace agentctl::cli
