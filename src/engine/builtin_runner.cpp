@@ -1,8 +1,10 @@
-// The built-in runner: one host process per attempt (isolation: process). Container and
-// extension actions are routed to their own runners.
+// The built-in runner: one launch per attempt (two for extension.process) through the host or
+// the container launcher; redaction and the task result are built here.
 #include "engine/builtin_runner.hpp"
 
 #include "engine/post_result.hpp"
+#include "engine/extension.hpp"
+#include "engine/launch.hpp"
 #include "engine/secrets.hpp"
 
 #include <agentctl/json.hpp>
@@ -40,26 +42,28 @@ std::string signal_name(int sig) {
     return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
 }
 
-std::string basename_of(std::string_view path) {
-    auto slash = path.rfind('/');
-    return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
-}
-
 class builtin_runner final : public task_runner {
 public:
-    builtin_runner(asio::any_io_executor ex, const plan& p, const run_options& options)
-        : ex_(std::move(ex)), plan_(p), options_(options), environments_(p.actions.size()) {}
+    builtin_runner(asio::any_io_executor ex, const plan& p, const run_options& options, std::string run_id) {
+        ctx_.ex = std::move(ex);
+        ctx_.compiled = &p;
+        ctx_.options = &options;
+        ctx_.run_id = std::move(run_id);
+        ctx_.environments.resize(p.actions.size());
+        host_ = make_host_launcher(ctx_);
+        container_ = make_container_launcher(ctx_);
+    }
 
     ~builtin_runner() override {
-        if (workspace_fd_ >= 0) ::close(workspace_fd_);
+        if (ctx_.workspace_fd >= 0) ::close(ctx_.workspace_fd);
     }
 
     void async_prepare(asio::any_io_executor,
                        asio::any_completion_handler<void(std::optional<task_error>)> handler) override {
-        if (auto error = open_workspace()) return complete(std::move(handler), std::move(error));
+        if (auto error = open_workspace()) return post_result(ctx_.ex, std::move(handler), std::move(error));
         // Resolve every used action's environment once, before anything runs, so a missing
         // secret stops the run before the first effect.
-        for (const auto& proc : plan_.processes) pending_.push_back(proc.action_index);
+        for (const auto& proc : ctx_.compiled->processes) pending_.push_back(proc.action_index);
         // swap, not move-assign: Boost 1.81's any_completion_handler move assignment recurses forever.
         prepare_handler_.swap(handler);
         prepare_next();
@@ -67,162 +71,108 @@ public:
 
     void async_run(const attempt_request& request, asio::any_completion_handler<void(task_result)> handler) override {
         const action_spec& action = request.action();
-        task_result failed;
-        failed.state = task_state::spawn_failed;
-        failed.isolation = std::string(to_string(action.isolation));
-        if (action.isolation == isolation_mode::container) {
-            failed.state = task_state::failed;
-            failed.error = task_error{"isolation_unavailable",
-                                      "requested process isolation is unavailable: container mode is not "
-                                      "supported by this build; the task was not run on the host"};
-            return complete(std::move(handler), std::move(failed));
-        }
-        if (action.kind == action_kind::extension_process) {
-            failed.state = task_state::failed;
-            failed.error = task_error{"unsupported_action", "extension.process is not supported by this build"};
-            return complete(std::move(handler), std::move(failed));
-        }
+        launcher& l = action.isolation == isolation_mode::container ? *container_ : *host_;
+        if (action.kind == action_kind::extension_process)
+            return async_run_extension(ctx_, l, request, std::move(handler));
 
-        const resolved_environment& env = environments_[request.task().action_index];
-        process_request req;
-        if (auto error = build_request(request, env, req)) {
-            failed.error = std::move(error);
-            failed.command = req.executable;
-            return complete(std::move(handler), std::move(failed));
-        }
-        int cwd_fd = req.cwd_fd;
-        std::string executable = req.executable;
+        launch_request launch;
+        launch.attempt = &request;
         auto slot = asio::get_associated_cancellation_slot(handler);
-        async_run_process(
-            ex_, std::move(req),
-            asio::bind_cancellation_slot(
-                slot, [this, cwd_fd, executable, &env, timeout = request.task().timeout_ms,
-                       h = std::move(handler)](process_result r) mutable {
-                    if (cwd_fd >= 0 && cwd_fd != workspace_fd_) ::close(cwd_fd);
-                    std::move(h)(to_task_result(std::move(r), env, executable, timeout));
-                }));
+        std::uint32_t action_index = request.task().action_index;
+        std::int64_t timeout_ms = request.task().timeout_ms;
+        l.async_launch(launch, asio::bind_cancellation_slot(
+                                   slot, [this, action_index, timeout_ms, h = std::move(handler)](launch_result r) mutable {
+                                       std::move(h)(to_task_result(std::move(r), ctx_.environments[action_index],
+                                                                   timeout_ms));
+                                   }));
     }
 
 private:
-    template <typename Handler, typename Value>
-    void complete(Handler handler, Value value) {
-        post_result(ex_, std::move(handler), std::move(value));
-    }
-
     std::optional<task_error> open_workspace() {
-        std::string root = plan_.policy.workspace_root;
-        std::string full = (!root.empty() && root[0] == '/') ? root : options_.base_dir + "/" + root;
+        std::string root = ctx_.compiled->policy.workspace_root;
+        std::string full = (!root.empty() && root[0] == '/') ? root : ctx_.options->base_dir + "/" + root;
         char buf[PATH_MAX];
         if (!::realpath(full.c_str(), buf))
             return task_error{"workspace_unavailable",
                               "workspace root " + full + " is not available: " + std::strerror(errno)};
-        workspace_path_ = buf;
-        workspace_fd_ = ::open(buf, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (workspace_fd_ < 0)
+        ctx_.workspace_path = buf;
+        ctx_.workspace_fd = ::open(buf, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (ctx_.workspace_fd < 0)
             return task_error{"workspace_unavailable",
-                              "workspace root " + workspace_path_ + " cannot be opened: " + std::strerror(errno)};
+                              "workspace root " + ctx_.workspace_path + " cannot be opened: " + std::strerror(errno)};
         return std::nullopt;
     }
 
     environment_context env_context() const {
-        environment_context ctx;
-        ctx.policy = &plan_.policy;
-        ctx.workspace_fd = workspace_fd_;
-        ctx.workspace_path = workspace_path_;
-        ctx.search_path = options_.search_path;
-        ctx.host_env = options_.host_env;
-        ctx.containment = options_.containment;
-        return ctx;
+        environment_context env;
+        env.policy = &ctx_.compiled->policy;
+        env.workspace_fd = ctx_.workspace_fd;
+        env.workspace_path = ctx_.workspace_path;
+        env.search_path = ctx_.options->search_path;
+        env.host_env = ctx_.options->host_env;
+        env.containment = ctx_.options->containment;
+        return env;
     }
 
     void prepare_next() {
-        if (pending_.empty()) return complete(std::move(prepare_handler_), std::optional<task_error>{});
+        if (pending_.empty()) return prepare_launchers();
         std::uint32_t action_index = pending_.front();
         pending_.pop_front();
         auto slot = asio::get_associated_cancellation_slot(prepare_handler_);
         async_resolve_environment(
-            ex_, plan_.actions[action_index].env, env_context(),
+            ctx_.ex, ctx_.compiled->actions[action_index].env, env_context(),
             asio::bind_cancellation_slot(slot, [this, action_index](resolved_environment env) {
-                environments_[action_index] = std::move(env);
-                const auto& e = environments_[action_index];
+                ctx_.environments[action_index] = std::move(env);
+                const auto& e = ctx_.environments[action_index];
                 if (!e.error_code.empty()) {
-                    task_error error{e.error_code, "action \"" + plan_.actions[action_index].name + "\": " +
-                                                       e.error_message};
-                    return complete(std::move(prepare_handler_), std::optional<task_error>(std::move(error)));
+                    task_error error{e.error_code, "action \"" + ctx_.compiled->actions[action_index].name +
+                                                       "\": " + e.error_message};
+                    return post_result(ctx_.ex, std::move(prepare_handler_), std::optional<task_error>(std::move(error)));
                 }
                 prepare_next();
             }));
     }
 
-    // Steps 1-4 of SPEC section 5, failing closed before anything is spawned.
-    std::optional<task_error> build_request(const attempt_request& request, const resolved_environment& env,
-                                            process_request& req) {
-        const action_spec& action = request.action();
-        const plan_task& task = request.task();
-        const auto& allow = plan_.policy.process_allowlist;
-        if (std::find(allow.begin(), allow.end(), basename_of(action.command)) == allow.end())
-            return task_error{"policy_process_not_allowed",
-                              "\"" + basename_of(action.command) + "\" is not in policy.processAllowlist"};
-
-        auto& cached = executables_[task.action_index];
-        if (cached.empty()) {
-            std::string error;
-            auto resolved = resolve_executable(action.command, options_.search_path, error);
-            if (!resolved) return task_error{"executable_not_found", error};
-            cached = *resolved;
-        }
-        req.executable = cached;
-
-        if (request.cwd && !request.cwd->empty() && *request.cwd != ".") {
-            std::string error;
-            int fd = open_beneath(workspace_fd_, *request.cwd, error);
-            if (fd < 0) return task_error{"cwd_unavailable", "cwd \"" + *request.cwd + "\": " + error};
-            req.cwd_fd = fd;
-            req.cwd_display = workspace_path_ + "/" + *request.cwd;
-        } else {
-            req.cwd_fd = workspace_fd_;
-            req.cwd_display = workspace_path_;
-        }
-
-        req.argv.reserve(request.args.size() + 1);
-        req.argv.push_back(action.command);
-        req.argv.insert(req.argv.end(), request.args.begin(), request.args.end());
-        req.env = env.entries;
-        req.stdout_limit = task.limits.stdout_bytes;
-        req.stderr_limit = task.limits.stderr_bytes;
-        req.combined_limit = task.limits.combined_bytes;
-        req.timeout = std::chrono::milliseconds(task.timeout_ms);
-        req.kill_grace = std::chrono::seconds(plan_.kill_grace_seconds);
-        req.drain_grace = options_.drain_grace;
-        req.containment = options_.containment;
-        return std::nullopt;
+    // Engines and images are checked once, before the first effect (fail closed).
+    void prepare_launchers() {
+        bool any_container = false;
+        for (const auto& proc : ctx_.compiled->processes)
+            any_container |= ctx_.compiled->actions[proc.action_index].isolation == isolation_mode::container;
+        if (!any_container) return post_result(ctx_.ex, std::move(prepare_handler_), std::optional<task_error>{});
+        auto slot = asio::get_associated_cancellation_slot(prepare_handler_);
+        container_->async_prepare(asio::bind_cancellation_slot(slot, [this](std::optional<task_error> error) {
+            auto h = std::move(prepare_handler_);
+            std::move(h)(std::move(error));
+        }));
     }
 
-    task_result to_task_result(process_result r, const resolved_environment& env, const std::string& executable,
-                               std::int64_t timeout_ms) {
+    task_result to_task_result(launch_result r, const resolved_environment& env, std::int64_t timeout_ms) {
         task_result t;
-        t.isolation = "process";
-        t.command = executable;
-        t.exit_code = r.exit_code;
-        t.signal = r.signal;
-        t.usage = r.usage;
-        t.containment = std::string(to_string(r.used));
-        t.descendants_killed = r.descendants_killed;
-        t.output_bytes = r.stdout_bytes.size() + r.stderr_bytes.size();
-        t.duration_ms = static_cast<std::uint64_t>(r.duration.count() / 1000);
-        redact(r.stdout_bytes, env.secrets);
-        redact(r.stderr_bytes, env.secrets);
-        t.stdout_text = to_utf8_lossy(r.stdout_bytes, t.stdout_lossy);
-        t.stderr_text = to_utf8_lossy(r.stderr_bytes, t.stderr_lossy);
-        switch (r.outcome) {
+        process_result& p = r.process;
+        t.isolation = r.isolation;
+        t.engine = r.engine;
+        t.command = r.command;
+        t.containment = r.containment;
+        t.exit_code = p.exit_code;
+        t.signal = p.signal;
+        t.usage = p.usage;
+        t.descendants_killed = p.descendants_killed;
+        t.output_bytes = p.stdout_bytes.size() + p.stderr_bytes.size();
+        t.duration_ms = static_cast<std::uint64_t>(p.duration.count() / 1000);
+        redact(p.stdout_bytes, env.secrets);
+        redact(p.stderr_bytes, env.secrets);
+        t.stdout_text = to_utf8_lossy(p.stdout_bytes, t.stdout_lossy);
+        t.stderr_text = to_utf8_lossy(p.stderr_bytes, t.stderr_lossy);
+        switch (p.outcome) {
         case process_outcome::exited:
-            if (r.exit_code == 0) {
+            if (p.exit_code == 0) {
                 t.state = task_state::succeeded;
             } else {
                 t.state = task_state::failed;
-                t.error = r.signal ? task_error{"signaled", "killed by " + signal_name(*r.signal) +
-                                                                (r.core_dumped ? " (core dumped)" : "")}
-                                   : task_error{"exit_nonzero", "exited with status " + std::to_string(*r.exit_code)};
+                t.error = p.signal ? task_error{"signaled", "killed by " + signal_name(*p.signal) +
+                                                                (p.core_dumped ? " (core dumped)" : "")}
+                                   : task_error{"exit_nonzero", "exited with status " + std::to_string(*p.exit_code)};
+                if (r.oom_killed) t.error = task_error{"oom_killed", "killed by the container's memory limit"};
             }
             break;
         case process_outcome::timed_out:
@@ -235,20 +185,27 @@ private:
             break;
         case process_outcome::output_limit_exceeded:
             t.state = task_state::output_limit_exceeded;
-            t.limit_stream = r.limit_stream;
-            t.limit_bytes = r.limit_bytes;
-            t.error = task_error{"output_limit_exceeded", r.limit_stream + " exceeded its limit of " +
-                                                              std::to_string(r.limit_bytes) +
+            t.limit_stream = p.limit_stream;
+            t.limit_bytes = p.limit_bytes;
+            t.error = task_error{"output_limit_exceeded", p.limit_stream + " exceeded its limit of " +
+                                                              std::to_string(p.limit_bytes) +
                                                               " bytes; the process tree was killed"};
             break;
-        case process_outcome::spawn_failed: {
+        case process_outcome::spawn_failed:
             t.state = task_state::spawn_failed;
-            std::string message = r.error_message;
-            redact(message, env.secrets);
-            t.error = task_error{r.error_code.empty() ? "spawn_failed" : r.error_code, message};
+            t.error = task_error{p.error_code.empty() ? "spawn_failed" : p.error_code, p.error_message};
             break;
         }
+        if (r.error) {
+            // Nothing ran (retryable as a spawn error) unless the reason is one a retry cannot
+            // fix: policy, or isolation that is not available here.
+            bool nothing_ran = p.outcome == process_outcome::spawn_failed;
+            bool permanent = r.error->code == "isolation_unavailable" || is_policy_code(r.error->code);
+            if (!nothing_ran || permanent) t.state = task_state::failed;
+            t.error = r.error;
         }
+        if (t.error) redact(t.error->message, env.secrets);
+
         json::object out;
         out["status"] = t.state == task_state::succeeded ? "changed" : "failed";
         out["changed"] = t.state == task_state::succeeded;
@@ -261,21 +218,18 @@ private:
         return t;
     }
 
-    asio::any_io_executor ex_;
-    const plan& plan_;
-    const run_options& options_;
-    int workspace_fd_ = -1;
-    std::string workspace_path_;
-    std::vector<resolved_environment> environments_;  // per action
-    std::map<std::uint32_t, std::string> executables_;  // per action: resolved once
+    run_context ctx_;
+    std::unique_ptr<launcher> host_;
+    std::unique_ptr<launcher> container_;
     std::deque<std::uint32_t> pending_;
     asio::any_completion_handler<void(std::optional<task_error>)> prepare_handler_;
 };
 
 }  // namespace
 
-std::unique_ptr<task_runner> make_builtin_runner(asio::any_io_executor ex, const plan& p, const run_options& options) {
-    return std::make_unique<builtin_runner>(std::move(ex), p, options);
+std::unique_ptr<task_runner> make_builtin_runner(asio::any_io_executor ex, const plan& p, const run_options& options,
+                                                 std::string run_id) {
+    return std::make_unique<builtin_runner>(std::move(ex), p, options, std::move(run_id));
 }
 
 }  // namespace agentctl

@@ -113,13 +113,13 @@ public:
         }
         jobs_ = std::clamp(options_.jobs.value_or(p.max_concurrency), 1, limits::max_concurrency);
         inputs_ = p.inputs;
+        report_.run_id = options_.run_id.empty() ? make_run_id() : options_.run_id;
         if (!options_.runner) {
-            builtin_ = make_builtin_runner(ex, p, options_);
+            builtin_ = make_builtin_runner(ex, p, options_, report_.run_id);
             runner_ = builtin_.get();
         } else {
             runner_ = options_.runner;
         }
-        report_.run_id = options_.run_id.empty() ? make_run_id() : options_.run_id;
     }
 
     /// Called from the run's cancellation slot (or a budget timer).

@@ -1,0 +1,117 @@
+// isolation: process. Steps 1-5 of SPEC section 5, failing closed before anything is spawned.
+#include "engine/launch.hpp"
+#include "engine/post_result.hpp"
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+
+namespace asio = boost::asio;
+
+namespace agentctl {
+
+void launcher::async_prepare(asio::any_completion_handler<void(std::optional<task_error>)> handler) {
+    post_result(ctx_.ex, std::move(handler), std::optional<task_error>{});
+}
+
+namespace {
+
+std::string basename_of(std::string_view path) {
+    auto slash = path.rfind('/');
+    return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
+}
+
+class host_launcher final : public launcher {
+public:
+    explicit host_launcher(run_context& ctx) : launcher(ctx) {}
+
+    void async_launch(const launch_request& request, asio::any_completion_handler<void(launch_result)> handler) override {
+        launch_result failed;
+        failed.isolation = "process";
+        process_request req;
+        if (auto error = build(request, req)) {
+            failed.error = std::move(error);
+            failed.command = req.executable;
+            failed.process.outcome = process_outcome::spawn_failed;
+            return post_result(ctx_.ex, std::move(handler), std::move(failed));
+        }
+        int cwd_fd = req.cwd_fd;
+        std::string executable = req.executable;
+        auto slot = asio::get_associated_cancellation_slot(handler);
+        async_run_process(ctx_.ex, std::move(req),
+                          asio::bind_cancellation_slot(
+                              slot, [this, cwd_fd, executable, h = std::move(handler)](process_result r) mutable {
+                                  if (cwd_fd >= 0 && cwd_fd != ctx_.workspace_fd) ::close(cwd_fd);
+                                  launch_result out;
+                                  out.isolation = "process";
+                                  out.command = executable;
+                                  out.containment = std::string(to_string(r.used));
+                                  out.process = std::move(r);
+                                  std::move(h)(std::move(out));
+                              }));
+    }
+
+private:
+    std::optional<task_error> build(const launch_request& launch, process_request& req) {
+        const attempt_request& request = *launch.attempt;
+        const action_spec& action = request.action();
+        const plan_task& task = request.task();
+        const auto& policy = ctx_.compiled->policy;
+        const run_options& options = *ctx_.options;
+
+        // 1. The allowlist, checked again right before the effect.
+        const auto& allow = policy.process_allowlist;
+        if (std::find(allow.begin(), allow.end(), basename_of(action.command)) == allow.end())
+            return task_error{"policy_process_not_allowed",
+                              "\"" + basename_of(action.command) + "\" is not in policy.processAllowlist"};
+
+        // 2. Executable resolution, once per action and run (a failure is retried next time).
+        auto& cached = executables_[task.action_index];
+        if (cached.empty()) {
+            std::string error;
+            auto resolved = resolve_executable(action.command, options.search_path, error);
+            if (!resolved) return task_error{"executable_not_found", error};
+            cached = *resolved;
+        }
+        req.executable = cached;
+
+        // 3. cwd beneath the workspace root, opened now: the child fchdir()s to this fd.
+        if (request.cwd && !request.cwd->empty() && *request.cwd != ".") {
+            std::string error;
+            int fd = open_beneath(ctx_.workspace_fd, *request.cwd, error);
+            if (fd < 0) return task_error{"cwd_unavailable", "cwd \"" + *request.cwd + "\": " + error};
+            req.cwd_fd = fd;
+            req.cwd_display = ctx_.workspace_path + "/" + *request.cwd;
+        } else {
+            req.cwd_fd = ctx_.workspace_fd;
+            req.cwd_display = ctx_.workspace_path;
+        }
+
+        // 4. Exactly the declared environment. 5. Spawn settings.
+        req.argv.reserve(request.args.size() + launch.extra_args.size() + 1);
+        req.argv.push_back(action.command);
+        req.argv.insert(req.argv.end(), request.args.begin(), request.args.end());
+        req.argv.insert(req.argv.end(), launch.extra_args.begin(), launch.extra_args.end());
+        req.env = ctx_.environments[task.action_index].entries;
+        req.stdin_data = launch.stdin_data;
+        req.stdout_limit = task.limits.stdout_bytes;
+        req.stderr_limit = task.limits.stderr_bytes;
+        req.combined_limit = task.limits.combined_bytes;
+        req.timeout = std::chrono::milliseconds(task.timeout_ms);
+        req.kill_grace = std::chrono::seconds(ctx_.compiled->kill_grace_seconds);
+        req.drain_grace = options.drain_grace;
+        req.containment = options.containment;
+        return std::nullopt;
+    }
+
+    std::map<std::uint32_t, std::string> executables_;  // action index -> resolved path
+};
+
+}  // namespace
+
+std::unique_ptr<launcher> make_host_launcher(run_context& ctx) { return std::make_unique<host_launcher>(ctx); }
+
+}  // namespace agentctl

@@ -1,0 +1,78 @@
+// Starting one program for one task attempt, on the host or in a container.
+//
+// The built-in runner turns an attempt into one launch (builtin.shell.exec) or two
+// (extension.process: handshake, then invoke); a launcher knows how to start the program
+// under the action's isolation mode and reports the raw result.
+#pragma once
+
+#include "engine/secrets.hpp"
+
+#include <agentctl/engine.hpp>
+#include <agentctl/process.hpp>
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/any_io_executor.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace agentctl {
+
+/// What every launch of a run shares. Owned by the built-in runner; lives as long as the run.
+struct run_context {
+    boost::asio::any_io_executor ex;
+    const plan* compiled = nullptr;
+    const run_options* options = nullptr;
+    std::string run_id;
+    int workspace_fd = -1;       ///< O_PATH fd of the canonical workspace root
+    std::string workspace_path;  ///< its canonical path
+    std::vector<resolved_environment> environments;  ///< per action, resolved before the first task
+};
+
+/// One program start.
+struct launch_request {
+    const attempt_request* attempt = nullptr;
+    std::vector<std::string> extra_args;    ///< after the action's args (extension protocol flags)
+    std::optional<std::string> stdin_data;  ///< nullopt: stdin is /dev/null
+    std::string phase = "shell";            ///< shell | handshake | invoke (container names)
+};
+
+/// What a launch produced. `process` holds raw bytes: redaction is the caller's job.
+struct launch_result {
+    process_result process;
+    std::string command;      ///< the resolved executable, or the engine client
+    std::string isolation;    ///< "process" | "container"
+    std::string engine;       ///< container: "docker" | "podman"
+    std::string containment;  ///< "cgroup" | "process-group" | "engine"
+    /// Set when the program could not be started (nothing ran), or when something after it
+    /// failed (container cleanup); the task fails with this error.
+    std::optional<task_error> error;
+    bool oom_killed = false;  ///< container: the engine says the memory limit killed it
+};
+
+/// Starts programs under one isolation mode.
+class launcher {
+public:
+    virtual ~launcher() = default;
+
+    /// Once per run, before the first launch: checks what every launch will need (engines,
+    /// images). Completion signature: void(std::optional<task_error>). Default: nothing.
+    virtual void async_prepare(boost::asio::any_completion_handler<void(std::optional<task_error>)> handler);
+
+    /// Completion signature: void(launch_result). Cancellation through the handler's slot
+    /// (terminal: kill now; total/partial: graceful), as for async_run_process.
+    virtual void async_launch(const launch_request& request,
+                              boost::asio::any_completion_handler<void(launch_result)> handler) = 0;
+
+protected:
+    explicit launcher(run_context& ctx) : ctx_(ctx) {}
+    run_context& ctx_;
+};
+
+/// isolation: process.
+std::unique_ptr<launcher> make_host_launcher(run_context& ctx);
+/// isolation: container (Docker or Podman).
+std::unique_ptr<launcher> make_container_launcher(run_context& ctx);
+
+}  // namespace agentctl
