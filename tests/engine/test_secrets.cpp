@@ -1,0 +1,211 @@
+// Environment sources and redaction, with real files and helper processes.
+#include "engine/secrets.hpp"
+
+#include <agentctl/engine.hpp>
+#include <agentctl/parse.hpp>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace asio = boost::asio;
+namespace fs = std::filesystem;
+using namespace agentctl;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct workspace {
+    workspace() {
+        char tmpl[] = "/tmp/agentctl-secrets-XXXXXX";
+        path = ::mkdtemp(tmpl);
+        fd = ::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+        fs::create_directories(path + "/secrets");
+    }
+    ~workspace() {
+        ::close(fd);
+        fs::remove_all(path);
+    }
+    void write(const std::string& name, const std::string& content) const {
+        std::ofstream(path + "/" + name, std::ios::binary) << content;
+    }
+    std::string path;
+    int fd = -1;
+};
+
+resolved_environment resolve(const std::vector<env_entry>& entries, const policy_spec& policy, const workspace& ws,
+                             std::function<std::optional<std::string>(std::string_view)> host_env = {}) {
+    asio::io_context io;
+    environment_context ctx;
+    ctx.policy = &policy;
+    ctx.workspace_fd = ws.fd;
+    ctx.workspace_path = ws.path;
+    ctx.search_path = "/usr/bin:/bin";
+    ctx.host_env = std::move(host_env);
+    std::optional<resolved_environment> out;
+    async_resolve_environment(io.get_executor(), entries, ctx, [&](resolved_environment r) { out = std::move(r); });
+    io.run_for(20s);
+    BOOST_REQUIRE_MESSAGE(out.has_value(), "resolution did not complete");
+    return std::move(*out);
+}
+
+env_entry from_file(std::string name, std::string path) {
+    env_entry e{std::move(name), {}};
+    e.source.kind = env_source::kind_t::file;
+    e.source.text = std::move(path);
+    return e;
+}
+
+env_entry from_process(std::string name, std::string command, std::vector<std::string> args, int timeout = 5,
+                       std::uint64_t limit = 16384) {
+    env_entry e{std::move(name), {}};
+    e.source.kind = env_source::kind_t::process;
+    e.source.process.command = std::move(command);
+    e.source.process.args = std::move(args);
+    e.source.process.timeout_seconds = timeout;
+    e.source.process.output_limit_bytes = limit;
+    return e;
+}
+
+bool mentions(const resolved_environment& r, const std::string& text) {
+    return r.error_message.find(text) != std::string::npos;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(value_and_env_sources) {
+    workspace ws;
+    policy_spec policy;
+    env_entry literal{"MODE", {}};
+    literal.source.kind = env_source::kind_t::value;
+    literal.source.text = "fast=yes";
+    env_entry token{"TOKEN", {}};
+    token.source.kind = env_source::kind_t::env;
+    token.source.text = "HOST_TOKEN";
+    auto host = [](std::string_view name) -> std::optional<std::string> {
+        if (name == "HOST_TOKEN") return std::string("s3cr3t");
+        return std::nullopt;
+    };
+    auto r = resolve({literal, token}, policy, ws, host);
+    BOOST_TEST(r.error_code.empty());
+    BOOST_TEST((r.entries == std::vector<std::string>{"MODE=fast=yes", "TOKEN=s3cr3t"}));
+    BOOST_TEST((r.secrets == std::vector<std::string>{"s3cr3t"}));  // a {value} is not a secret
+
+    token.source.text = "MISSING";
+    auto missing = resolve({token}, policy, ws, host);
+    BOOST_TEST(missing.error_code == "secret_unavailable");
+    BOOST_TEST(mentions(missing, "MISSING is not set"));
+}
+
+BOOST_AUTO_TEST_CASE(file_sources_are_bounded_and_confined) {
+    workspace ws;
+    policy_spec policy;
+    policy.secret_file_roots = {"secrets"};
+    ws.write("secrets/crlf", "value-one\r\n");
+    ws.write("secrets/lf2", "two\n\n");
+    ws.write("secrets/empty", "\n");
+    ws.write("secrets/big", std::string(64 * 1024 + 1, 'x'));
+    ws.write("secrets/binary", std::string("\xff\xfe", 2));
+    ws.write("outside", "nope");
+    fs::create_symlink(ws.path + "/outside", ws.path + "/secrets/escape");
+    fs::create_symlink("crlf", ws.path + "/secrets/inside-link");
+
+    auto ok = resolve({from_file("A", "secrets/crlf"), from_file("B", "secrets/lf2"),
+                       from_file("C", "secrets/inside-link")},
+                      policy, ws);
+    BOOST_TEST(ok.error_code.empty(), ok.error_message);
+    // Exactly one line ending is stripped.
+    BOOST_TEST((ok.entries == std::vector<std::string>{"A=value-one", "B=two\n", "C=value-one"}));
+
+    for (auto [file, why] : std::vector<std::pair<std::string, std::string>>{
+             {"secrets/empty", "is empty"},
+             {"secrets/big", "larger than 65536"},
+             {"secrets/binary", "not valid UTF-8"},
+             {"secrets/escape", "outside every policy.secretFileRoots"},
+             {"outside", "outside every policy.secretFileRoots"},
+             {"secrets/absent", "cannot open"}}) {
+        auto r = resolve({from_file("X", file)}, policy, ws);
+        BOOST_TEST(r.error_code == "secret_unavailable", file);
+        BOOST_TEST(mentions(r, why), file << ": " << r.error_message);
+        BOOST_TEST(r.error_message.find("nope") == std::string::npos);  // never the value
+    }
+    policy.secret_file_roots.clear();
+    auto none = resolve({from_file("A", "secrets/crlf")}, policy, ws);
+    BOOST_TEST(none.error_code == "secret_unavailable");
+}
+
+BOOST_AUTO_TEST_CASE(process_sources_are_allowlisted_and_bounded) {
+    workspace ws;
+    policy_spec policy;
+    policy.secret_process_allowlist = {"printf", "sleep", "head", "false"};
+    auto ok = resolve({from_process("P", "printf", {"helper-value\\n"})}, policy, ws);
+    BOOST_TEST(ok.error_code.empty(), ok.error_message);
+    BOOST_TEST((ok.entries == std::vector<std::string>{"P=helper-value"}));
+    BOOST_TEST((ok.secrets == std::vector<std::string>{"helper-value"}));
+
+    auto denied = resolve({from_process("P", "cat", {"/etc/hostname"})}, policy, ws);
+    BOOST_TEST(denied.error_code == "policy_secret_process_not_allowed");
+
+    auto begun = std::chrono::steady_clock::now();
+    auto slow = resolve({from_process("P", "sleep", {"30"}, 1)}, policy, ws);
+    BOOST_TEST(slow.error_code == "secret_unavailable");
+    BOOST_TEST(mentions(slow, "timed out"));
+    BOOST_TEST((std::chrono::steady_clock::now() - begun < 10s));
+
+    auto flood = resolve({from_process("P", "head", {"-c", "100", "/dev/zero"}, 5, 4)}, policy, ws);
+    BOOST_TEST(flood.error_code == "secret_unavailable");
+    BOOST_TEST(mentions(flood, "exceeded 4 bytes"), flood.error_message);
+
+    auto failing = resolve({from_process("P", "false", {})}, policy, ws);
+    BOOST_TEST(failing.error_code == "secret_unavailable");
+    BOOST_TEST(mentions(failing, "exited with status 1"));
+}
+
+BOOST_AUTO_TEST_CASE(secret_values_are_redacted_from_task_output) {
+    workspace ws;
+    ws.write("secrets/token", "tok-5f3a9c\n");
+    std::string yaml = R"(apiVersion: agentctl.dev/v1
+kind: Workflow
+metadata: {name: redact}
+spec:
+  policy:
+    processAllowlist: [printenv]
+    environmentAllowlist: [TOKEN, PLAIN]
+    secretFileRoots: [secrets]
+    approval: never
+  actions:
+    show:
+      kind: builtin.shell.exec
+      command: printenv
+      env:
+        TOKEN: {file: secrets/token}
+        PLAIN: {value: visible}
+  tasks:
+    - {id: show, uses: action:show}
+)";
+    auto parsed = parse_workflow(yaml, "redact.yaml");
+    BOOST_REQUIRE(parsed.document);
+    auto compiled = compile(*parsed.document);
+    BOOST_REQUIRE(compiled.compiled);
+    asio::io_context io;
+    run_options options;
+    options.base_dir = ws.path;
+    options.search_path = "/usr/bin:/bin";
+    std::optional<run_report> report;
+    async_run(io.get_executor(), *compiled.compiled, options, [&](run_report r) { report = std::move(r); });
+    io.run_for(20s);
+    BOOST_REQUIRE(report.has_value());
+    const task_result& t = report->tasks.at(0);
+    BOOST_TEST((t.state == task_state::succeeded));
+    BOOST_TEST(t.stdout_text.find("TOKEN=[REDACTED]") != std::string::npos, t.stdout_text);
+    BOOST_TEST(t.stdout_text.find("PLAIN=visible") != std::string::npos);
+    BOOST_TEST(t.stdout_text.find("tok-5f3a9c") == std::string::npos);
+    BOOST_TEST(to_json(t.output).find("tok-5f3a9c") == std::string::npos);
+}
