@@ -134,6 +134,73 @@ command_result run(const std::vector<std::string>& argv, const command_options& 
     return r;
 }
 
+command_result run_on_terminal(const std::vector<std::string>& argv,
+                               const std::vector<std::pair<std::string, std::string>>& answers,
+                               std::chrono::milliseconds bound) {
+    int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (master < 0 || ::grantpt(master) != 0 || ::unlockpt(master) != 0) throw std::runtime_error("posix_openpt");
+    std::string slave = ::ptsname(master);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    // A new session opening a terminal makes it its controlling terminal.
+    posix_spawn_file_actions_addopen(&fa, 0, slave.c_str(), O_RDWR, 0);
+    posix_spawn_file_actions_adddup2(&fa, 0, 1);
+    posix_spawn_file_actions_adddup2(&fa, 0, 2);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
+    std::vector<std::string> env = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/root", "TERM=xterm", "LANG=C.UTF-8"};
+    std::vector<char*> envp, args;
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    std::vector<std::string> argv_copy = argv;
+    for (auto& a : argv_copy) args.push_back(a.data());
+    args.push_back(nullptr);
+    auto begun = std::chrono::steady_clock::now();
+    pid_t pid = -1;
+    int rc = posix_spawn(&pid, args[0], &fa, &attr, args.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0) throw std::runtime_error("posix_spawn: " + std::string(std::strerror(rc)));
+    ::fcntl(master, F_SETFL, O_NONBLOCK);
+
+    command_result r;
+    std::size_t next_answer = 0, searched_from = 0;
+    int status = 0;
+    bool exited = false;
+    while (!exited) {
+        pollfd pfd{master, POLLIN, 0};
+        ::poll(&pfd, 1, 20);
+        char buf[4096];
+        ssize_t n;
+        while ((n = ::read(master, buf, sizeof buf)) > 0) r.out.append(buf, static_cast<std::size_t>(n));
+        if (next_answer < answers.size()) {
+            auto at = r.out.find(answers[next_answer].first, searched_from);
+            if (at != std::string::npos) {
+                const std::string& text = answers[next_answer].second;
+                (void)!::write(master, text.data(), text.size());
+                searched_from = at + answers[next_answer].first.size();
+                ++next_answer;
+            }
+        }
+        if (::waitpid(pid, &status, WNOHANG) == pid) exited = true;
+        if (!exited && std::chrono::steady_clock::now() - begun > bound) {
+            r.timed_out = true;
+            ::kill(-pid, SIGKILL);
+            ::waitpid(pid, &status, 0);
+            exited = true;
+        }
+    }
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(master, buf, sizeof buf)) > 0) r.out.append(buf, static_cast<std::size_t>(n));
+    ::close(master);
+    r.wall = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - begun);
+    if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+    return r;
+}
+
 command_result agentctl(const std::vector<std::string>& args, const command_options& options) {
     std::vector<std::string> argv = {agentctl_bin()};
     argv.insert(argv.end(), args.begin(), args.end());

@@ -284,3 +284,46 @@ BOOST_AUTO_TEST_CASE(low_fd_limit_lowers_jobs_with_a_warning) {
     BOOST_TEST(r.exit_code == 0, r.err);
     BOOST_TEST(r.err.find("jobs_lowered_to_fit_fd_limit") != std::string::npos, r.err);
 }
+
+BOOST_AUTO_TEST_CASE(interactive_approval_asks_per_task_on_a_terminal) {
+    temp_dir dir;
+    std::string tasks, actions;
+    for (std::string name : {"one", "two", "three", "four"}) {
+        actions += "    " + name + ": {kind: builtin.shell.exec, command: " + probe_bin() + ", args: [write-file, " +
+                   dir.path() + "/" + name + ", \"1\"]}\n";
+        tasks += "    - {id: " + name + ", uses: action:" + name + ", failure: continue}\n";
+    }
+    std::string wf = probe_workflow(actions, tasks);
+    wf.replace(wf.find("approval: never"), 15, "approval: always");
+    auto path = dir.write("wf.yaml", wf);
+    // yes, no, then all (which also covers "four" without asking).
+    auto r = run_on_terminal({agentctl_bin(), "run", "--jobs", "1", "--interactive", path},
+                             {{"approve task \"one\"", "y\n"}, {"approve task \"two\"", "n\n"},
+                              {"approve task \"three\"", "a\n"}});
+    BOOST_TEST(!r.timed_out, r.out);
+    BOOST_TEST(r.exit_code == 3, r.out);
+    BOOST_TEST(std::filesystem::exists(dir.path() + "/one"));
+    BOOST_TEST(!std::filesystem::exists(dir.path() + "/two"));
+    BOOST_TEST(std::filesystem::exists(dir.path() + "/three"));
+    BOOST_TEST(std::filesystem::exists(dir.path() + "/four"));
+    BOOST_TEST(r.out.find("approve task \"four\"") == std::string::npos, r.out);
+}
+
+BOOST_AUTO_TEST_CASE(terminal_progress_is_redrawn_not_flooded) {
+    temp_dir dir;
+    std::string tasks = "    - id: nap\n      uses: action:nap\n      foreach: {items: \"${{ inputs.n }}\"}\n";
+    std::string items = "[";
+    for (int i = 0; i < 40; ++i) items += (i ? "," : "") + std::to_string(i);
+    auto wf = dir.write("wf.yaml", probe_workflow("    nap: {kind: builtin.shell.exec, command: " + probe_bin() +
+                                                      ", args: [sleep, \"0.1\"]}\n",
+                                                  tasks, "  inputs: {n: " + items + "]}\n"));
+    auto r = run_on_terminal({agentctl_bin(), "run", "--jobs", "4", wf}, {});
+    BOOST_TEST(r.exit_code == 0, r.out);
+    BOOST_TEST(r.out.find(" running · ") != std::string::npos, r.out);
+    BOOST_TEST(r.out.find("40 tasks (40 succeeded)") != std::string::npos, r.out);
+    // ~1 s of work redrawn every 200 ms: a handful of redraws, never one line per task.
+    std::size_t redraws = 0;
+    for (std::size_t at = 0; (at = r.out.find("\r\x1b[2K", at)) != std::string::npos; ++at) ++redraws;
+    BOOST_TEST(redraws >= 2u);
+    BOOST_TEST(redraws < 40u, r.out);
+}
