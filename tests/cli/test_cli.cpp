@@ -327,3 +327,39 @@ BOOST_AUTO_TEST_CASE(terminal_progress_is_redrawn_not_flooded) {
     BOOST_TEST(redraws >= 2u);
     BOOST_TEST(redraws < 40u, r.out);
 }
+
+BOOST_AUTO_TEST_CASE(second_sigint_kills_at_once) {
+    temp_dir dir;
+    std::string nonce = make_nonce();
+    // Children that answer SIGTERM by taking 60 s to exit, under a 30 s kill grace.
+    std::string actions = "    stubborn: {kind: builtin.shell.exec, command: " + probe_bin() +
+                          ", args: [trap-term, slow-exit, \"60\", --nonce, " + nonce + ", --marker, \"" + dir.path() +
+                          "/ready-${{ vars.item }}\", --term-marker, \"" + dir.path() + "/term-${{ vars.item }}\"]}\n";
+    std::string tasks = "    - {id: s, uses: action:stubborn, foreach: {items: [1, 2, 3]}}\n";
+    auto wf = dir.write("wf.yaml", probe_workflow(actions, tasks, "  runtime: {killGraceSeconds: 30}\n"));
+    int stage = 0;
+    command_options o;
+    o.bound = 50s;
+    auto all = [&](const char* prefix) {
+        for (int i = 1; i <= 3; ++i)
+            if (!std::filesystem::exists(dir.path() + "/" + prefix + std::to_string(i))) return false;
+        return true;
+    };
+    o.poll = [&](pid_t pid) {
+        if (stage == 0 && all("ready-")) {
+            ::kill(pid, SIGINT);  // graceful: SIGTERM, which they handle slowly
+            stage = 1;
+        } else if (stage == 1 && all("term-")) {
+            ::kill(pid, SIGINT);  // the second one must not wait for the grace
+            stage = 2;
+            return true;
+        }
+        return false;
+    };
+    auto r = agentctl({"--output", "json", "run", "--jobs", "3", wf}, o);
+    BOOST_TEST(stage == 2);
+    BOOST_TEST(r.exit_code == 130, r.err);
+    BOOST_TEST(r.wall < 20s);  // neither the 30 s grace nor the 60 s slow exit
+    BOOST_TEST(parse_json(r.out).at("data").at("state").as_string() == "cancelled");
+    BOOST_TEST(nothing_left(nonce));
+}

@@ -183,8 +183,9 @@ void on_term_flag(int) {
     g_term_seen = 1;
 }
 
-// trap-term ignore|exit N|slow-exit S [--marker PATH]: the marker is written after the
-// handler is installed; then waits (300 s at most).
+// trap-term ignore|exit N|slow-exit S [--marker PATH] [--term-marker PATH]: the marker is
+// written after the handler is installed; then waits (300 s at most). With slow-exit, the
+// term marker is written when SIGTERM arrives, before the slow exit.
 int mode_trap_term() {
     const char* how = positional(0);
     if (how == nullptr) usage("trap-term ignore|exit N|slow-exit S");
@@ -203,6 +204,8 @@ int mode_trap_term() {
     if (const char* marker = option("--marker")) write_file(marker, "ready\n");
     for (int i = 0; i < 3000 && !g_term_seen; ++i) sleep_seconds(0.1);
     if (g_term_seen) {
+        // --term-marker tells the test that SIGTERM arrived and was handled.
+        if (const char* marker = option("--term-marker")) write_file(marker, "term\n");
         sleep_seconds(slow);
         return 0;
     }
