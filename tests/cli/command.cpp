@@ -57,6 +57,32 @@ void drain(int& fd, std::string& into) {
     }
 }
 
+// argv and envp for posix_spawn, owning their strings.
+struct c_strings {
+    explicit c_strings(std::vector<std::string> items) : storage(std::move(items)) {
+        for (auto& s : storage) pointers.push_back(s.data());
+        pointers.push_back(nullptr);
+    }
+    char* const* get() { return pointers.data(); }
+    std::vector<std::string> storage;
+    std::vector<char*> pointers;
+};
+
+/// posix_spawn of argv[0] with a small fixed environment plus `extra_env`; frees the
+/// attributes and file actions. Returns the pid or throws.
+pid_t spawn(const std::vector<std::string>& argv, std::vector<std::string> extra_env, posix_spawn_file_actions_t& fa,
+            posix_spawnattr_t& attr) {
+    std::vector<std::string> env = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/root", "LANG=C.UTF-8"};
+    env.insert(env.end(), extra_env.begin(), extra_env.end());
+    c_strings args(argv), envp(std::move(env));
+    pid_t pid = -1;
+    int rc = posix_spawn(&pid, argv[0].c_str(), &fa, &attr, args.get(), envp.get());
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0) throw std::runtime_error("posix_spawn " + argv[0] + ": " + std::strerror(rc));
+    return pid;
+}
+
 }  // namespace
 
 const std::string& agentctl_bin() { return env_or_throw("AGENTCTL_BIN"); }
@@ -82,27 +108,10 @@ command_result run(const std::vector<std::string>& argv, const command_options& 
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &all);
 
-    std::vector<std::string> env = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/root", "LANG=C.UTF-8"};
-    for (const auto& e : options.env) env.push_back(e);
-    std::vector<char*> envp, args;
-    for (auto& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    std::vector<std::string> argv_copy = argv;
-    for (auto& a : argv_copy) args.push_back(a.data());
-    args.push_back(nullptr);
-
     auto begun = std::chrono::steady_clock::now();
-    pid_t pid = -1;
-    int rc = posix_spawn(&pid, args[0], &fa, &attr, args.data(), envp.data());
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
+    pid_t pid = spawn(argv, options.env, fa, attr);
     ::close(out[1]);
     ::close(err[1]);
-    if (rc != 0) {
-        ::close(out[0]);
-        ::close(err[0]);
-        throw std::runtime_error("posix_spawn " + argv[0] + ": " + std::strerror(rc));
-    }
     if (options.on_start) options.on_start(pid);
     ::fcntl(out[0], F_SETFL, O_NONBLOCK);
     ::fcntl(err[0], F_SETFL, O_NONBLOCK);
@@ -149,19 +158,8 @@ command_result run_on_terminal(const std::vector<std::string>& argv,
     posix_spawnattr_t attr;
     posix_spawnattr_init(&attr);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
-    std::vector<std::string> env = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/root", "TERM=xterm", "LANG=C.UTF-8"};
-    std::vector<char*> envp, args;
-    for (auto& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    std::vector<std::string> argv_copy = argv;
-    for (auto& a : argv_copy) args.push_back(a.data());
-    args.push_back(nullptr);
     auto begun = std::chrono::steady_clock::now();
-    pid_t pid = -1;
-    int rc = posix_spawn(&pid, args[0], &fa, &attr, args.data(), envp.data());
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
-    if (rc != 0) throw std::runtime_error("posix_spawn: " + std::string(std::strerror(rc)));
+    pid_t pid = spawn(argv, {"TERM=xterm"}, fa, attr);
     ::fcntl(master, F_SETFL, O_NONBLOCK);
 
     command_result r;
