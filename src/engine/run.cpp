@@ -68,13 +68,17 @@ bool is_failure(task_state s) {
     return s != task_state::succeeded && s != task_state::skipped && s != task_state::cancelled;
 }
 
-bool retry_allowed(const retry_spec& retry, const task_result& r) {
+// Only failures declared safe are repeated (SPEC 2): a spawn error by default (nothing ran),
+// a non-zero exit or a timeout when retry.on says so. An extension declared at_most_once is
+// never invoked twice: only its spawn errors are retried.
+bool retry_allowed(const retry_spec& retry, const action_spec& action, const task_result& r) {
     auto allows = [&](retry_reason reason) {
         return std::find(retry.on.begin(), retry.on.end(), reason) != retry.on.end();
     };
+    if (r.state == task_state::spawn_failed) return allows(retry_reason::spawn_error);
+    if (action.extension && action.extension->idempotency_class == idempotency::at_most_once) return false;
     switch (r.state) {
-    case task_state::spawn_failed: return allows(retry_reason::spawn_error);
-    case task_state::failed: return r.exit_code.has_value() && allows(retry_reason::exit_nonzero);
+    case task_state::failed: return r.exit_code.value_or(0) != 0 && allows(retry_reason::exit_nonzero);
     case task_state::timed_out: return allows(retry_reason::timeout);
     default: return false;
     }
@@ -155,6 +159,7 @@ public:
         if (setup || cancelling_) {
             if (setup) report_.error = std::move(setup);
             close_unstarted();
+            co_await finish_runner();
             co_return;
         }
         arm_wall_time_budget();
@@ -182,6 +187,7 @@ public:
         }
         wall_timer_.cancel();
         close_unstarted();
+        co_await finish_runner();
         co_return;
     }
 
@@ -208,6 +214,15 @@ private:
     enum class node { pending, running, done };
 
     bool stopping() const { return cancelling_ || stop_after_failure_ || report_.error.has_value(); }
+
+    // Once every task is done: what the runner left for later (container removal) and its
+    // check that nothing is left. A failure there fails the run.
+    asio::awaitable<void> finish_runner() {
+        std::optional<task_error> error =
+            co_await asio::async_initiate<decltype(asio::use_awaitable), void(std::optional<task_error>)>(
+                [this](auto handler) { runner_->async_finish(ex_, std::move(handler)); }, asio::use_awaitable);
+        if (error && !report_.error) report_.error = std::move(error);
+    }
 
     bool check_approvals_up_front() {
         if (options_.approvals) return true;
@@ -417,7 +432,7 @@ private:
             result.attempts = attempt;
             bool cancelled = (co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none;
             if (cancelled || attempt >= static_cast<std::uint32_t>(t.retry.max_attempts) ||
-                !retry_allowed(t.retry, result))
+                !retry_allowed(t.retry, plan_.action_of(t), result))
                 break;
             if (t.retry.backoff_ms > 0) {
                 asio::steady_timer backoff(ex_, std::chrono::milliseconds(t.retry.backoff_ms));

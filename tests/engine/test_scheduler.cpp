@@ -263,6 +263,7 @@ BOOST_AUTO_TEST_CASE(retries_repeat_only_declared_failures) {
     - {id: exit, uses: action:run, retry: {maxAttempts: 3}, failure: continue}
     - {id: exit-opt-in, uses: action:run, retry: {maxAttempts: 3, on: [exit_nonzero], backoffMs: 20}}
     - {id: timeout, uses: action:run, retry: {maxAttempts: 2, on: [timeout]}}
+    - {id: protocol, uses: action:run, retry: {maxAttempts: 3, on: [exit_nonzero]}, failure: continue}
 )");
     asio::io_context io;
     fake_runner fake(io);
@@ -270,6 +271,8 @@ BOOST_AUTO_TEST_CASE(retries_repeat_only_declared_failures) {
     fake.behaviours["exit"] = {1ms, {task_state::failed}, 2};
     fake.behaviours["exit-opt-in"] = {1ms, {task_state::failed, task_state::succeeded}, 2};
     fake.behaviours["timeout"] = {1ms, {task_state::timed_out}};
+    // Failed although it exited 0 (e.g. an extension's bad JSON): not a non-zero exit.
+    fake.behaviours["protocol"] = {1ms, {task_state::failed, task_state::succeeded}, 0};
     run_options o;
     o.runner = &fake;
     o.jobs = 1;
@@ -282,6 +285,7 @@ BOOST_AUTO_TEST_CASE(retries_repeat_only_declared_failures) {
     BOOST_TEST(result_of(p, r, "exit-opt-in").state == task_state::succeeded);
     BOOST_TEST(result_of(p, r, "exit-opt-in").attempts == 2u);
     BOOST_TEST(result_of(p, r, "timeout").attempts == 2u);
+    BOOST_TEST(result_of(p, r, "protocol").attempts == 1u);
     BOOST_TEST((std::chrono::steady_clock::now() - begun >= 20ms));  // the backoff was waited
 }
 
