@@ -262,7 +262,7 @@ BOOST_AUTO_TEST_CASE(retries_repeat_only_declared_failures) {
     - {id: spawn, uses: action:run, retry: {maxAttempts: 3}}
     - {id: exit, uses: action:run, retry: {maxAttempts: 3}, failure: continue}
     - {id: exit-opt-in, uses: action:run, retry: {maxAttempts: 3, on: [exit_nonzero], backoffMs: 20}}
-    - {id: timeout, uses: action:run, retry: {maxAttempts: 2, on: [timeout]}}
+    - {id: timeout, uses: action:run, retry: {maxAttempts: 2, on: [timeout]}, failure: continue}
     - {id: protocol, uses: action:run, retry: {maxAttempts: 3, on: [exit_nonzero]}, failure: continue}
 )");
     asio::io_context io;
