@@ -92,6 +92,14 @@ public:
     /// the result is `cancelled` with the output captured so far.
     virtual void async_run(const attempt_request& request,
                            boost::asio::any_completion_handler<void(task_result)> handler) = 0;
+
+    /// Called once when a run ends, after its last attempt completed (also when prepare
+    /// failed or the run was cancelled): finishes what attempts left for later, such as
+    /// stopped containers awaiting removal, and checks that nothing the run created is left.
+    /// Completion signature: void(std::optional<task_error>); an error fails the run. Not
+    /// cancellable. The default completes with no error. `ex` is the run's executor.
+    virtual void async_finish(boost::asio::any_io_executor ex,
+                              boost::asio::any_completion_handler<void(std::optional<task_error>)> handler);
 };
 
 }  // namespace agentctl

@@ -35,12 +35,97 @@ void task_runner::async_prepare(asio::any_io_executor ex,
     post_result(ex, std::move(handler), std::optional<task_error>{});
 }
 
+void task_runner::async_finish(asio::any_io_executor ex,
+                               asio::any_completion_handler<void(std::optional<task_error>)> handler) {
+    post_result(ex, std::move(handler), std::optional<task_error>{});
+}
+
+void launcher::async_finish(asio::any_completion_handler<void(std::optional<task_error>)> handler) {
+    post_result(ctx_.ex, std::move(handler), std::optional<task_error>{});
+}
+
 namespace {
 
 std::string signal_name(int sig) {
     const char* abbrev = ::sigabbrev_np(sig);
     return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
 }
+
+}  // namespace
+
+task_result to_task_result(launch_result r, const resolved_environment& env, std::int64_t timeout_ms) {
+    task_result t;
+    process_result& p = r.process;
+    t.isolation = r.isolation;
+    t.engine = r.engine;
+    t.command = r.command;
+    t.containment = r.containment;
+    t.exit_code = p.exit_code;
+    t.signal = p.signal;
+    t.usage = p.usage;
+    t.descendants_killed = p.descendants_killed;
+    t.output_bytes = p.stdout_bytes.size() + p.stderr_bytes.size();
+    t.duration_ms = static_cast<std::uint64_t>(p.duration.count() / 1000);
+    redact(p.stdout_bytes, env.secrets);
+    redact(p.stderr_bytes, env.secrets);
+    t.stdout_text = to_utf8_lossy(p.stdout_bytes, t.stdout_lossy);
+    t.stderr_text = to_utf8_lossy(p.stderr_bytes, t.stderr_lossy);
+    switch (p.outcome) {
+    case process_outcome::exited:
+        if (p.exit_code == 0) {
+            t.state = task_state::succeeded;
+        } else {
+            t.state = task_state::failed;
+            t.error = p.signal ? task_error{"signaled", "killed by " + signal_name(*p.signal) +
+                                                            (p.core_dumped ? " (core dumped)" : "")}
+                               : task_error{"exit_nonzero", "exited with status " + std::to_string(*p.exit_code)};
+            if (r.oom_killed) t.error = task_error{"oom_killed", "killed by the container's memory limit"};
+        }
+        break;
+    case process_outcome::timed_out:
+        t.state = task_state::timed_out;
+        t.error = task_error{"timeout", "timed out after " + seconds_text(timeout_ms) + " and was terminated"};
+        break;
+    case process_outcome::cancelled:
+        t.state = task_state::cancelled;
+        t.error = task_error{"cancelled", "cancelled; the process tree was terminated"};
+        break;
+    case process_outcome::output_limit_exceeded:
+        t.state = task_state::output_limit_exceeded;
+        t.limit_stream = p.limit_stream;
+        t.limit_bytes = p.limit_bytes;
+        t.error = task_error{"output_limit_exceeded", p.limit_stream + " exceeded its limit of " +
+                                                          std::to_string(p.limit_bytes) +
+                                                          " bytes; the process tree was killed"};
+        break;
+    case process_outcome::spawn_failed:
+        t.state = task_state::spawn_failed;
+        t.error = task_error{p.error_code.empty() ? "spawn_failed" : p.error_code, p.error_message};
+        break;
+    }
+    if (r.error) {
+        // Nothing ran (retryable as a spawn error) unless the reason is one a retry cannot
+        // fix: policy, or isolation that is not available here.
+        bool nothing_ran = p.outcome == process_outcome::spawn_failed;
+        bool permanent = r.error->code == "isolation_unavailable" || is_policy_code(r.error->code);
+        if (!nothing_ran || permanent) t.state = task_state::failed;
+        t.error = r.error;
+    }
+    if (t.error) redact(t.error->message, env.secrets);
+
+    json::object out;
+    out["status"] = t.state == task_state::succeeded ? "changed" : "failed";
+    out["changed"] = t.state == task_state::succeeded;
+    if (t.exit_code) out["exitCode"] = *t.exit_code;
+    else out["exitCode"] = nullptr;
+    if (t.signal) out["signal"] = signal_name(*t.signal);
+    out["stdout"] = t.stdout_text;
+    out["stderr"] = t.stderr_text;
+    t.output = std::move(out);
+    return t;
+}
+
+namespace {
 
 class builtin_runner final : public task_runner {
 public:
@@ -85,6 +170,13 @@ public:
                                        std::move(h)(to_task_result(std::move(r), ctx_.environments[action_index],
                                                                    timeout_ms));
                                    }));
+    }
+
+    // Containers left stopped for removal off the critical path are removed (and the run's
+    // leftovers swept) before the run reports.
+    void async_finish(asio::any_io_executor,
+                      asio::any_completion_handler<void(std::optional<task_error>)> handler) override {
+        container_->async_finish(std::move(handler));
     }
 
 private:
@@ -144,78 +236,6 @@ private:
             auto h = std::move(prepare_handler_);
             std::move(h)(std::move(error));
         }));
-    }
-
-    task_result to_task_result(launch_result r, const resolved_environment& env, std::int64_t timeout_ms) {
-        task_result t;
-        process_result& p = r.process;
-        t.isolation = r.isolation;
-        t.engine = r.engine;
-        t.command = r.command;
-        t.containment = r.containment;
-        t.exit_code = p.exit_code;
-        t.signal = p.signal;
-        t.usage = p.usage;
-        t.descendants_killed = p.descendants_killed;
-        t.output_bytes = p.stdout_bytes.size() + p.stderr_bytes.size();
-        t.duration_ms = static_cast<std::uint64_t>(p.duration.count() / 1000);
-        redact(p.stdout_bytes, env.secrets);
-        redact(p.stderr_bytes, env.secrets);
-        t.stdout_text = to_utf8_lossy(p.stdout_bytes, t.stdout_lossy);
-        t.stderr_text = to_utf8_lossy(p.stderr_bytes, t.stderr_lossy);
-        switch (p.outcome) {
-        case process_outcome::exited:
-            if (p.exit_code == 0) {
-                t.state = task_state::succeeded;
-            } else {
-                t.state = task_state::failed;
-                t.error = p.signal ? task_error{"signaled", "killed by " + signal_name(*p.signal) +
-                                                                (p.core_dumped ? " (core dumped)" : "")}
-                                   : task_error{"exit_nonzero", "exited with status " + std::to_string(*p.exit_code)};
-                if (r.oom_killed) t.error = task_error{"oom_killed", "killed by the container's memory limit"};
-            }
-            break;
-        case process_outcome::timed_out:
-            t.state = task_state::timed_out;
-            t.error = task_error{"timeout", "timed out after " + seconds_text(timeout_ms) + " and was terminated"};
-            break;
-        case process_outcome::cancelled:
-            t.state = task_state::cancelled;
-            t.error = task_error{"cancelled", "cancelled; the process tree was terminated"};
-            break;
-        case process_outcome::output_limit_exceeded:
-            t.state = task_state::output_limit_exceeded;
-            t.limit_stream = p.limit_stream;
-            t.limit_bytes = p.limit_bytes;
-            t.error = task_error{"output_limit_exceeded", p.limit_stream + " exceeded its limit of " +
-                                                              std::to_string(p.limit_bytes) +
-                                                              " bytes; the process tree was killed"};
-            break;
-        case process_outcome::spawn_failed:
-            t.state = task_state::spawn_failed;
-            t.error = task_error{p.error_code.empty() ? "spawn_failed" : p.error_code, p.error_message};
-            break;
-        }
-        if (r.error) {
-            // Nothing ran (retryable as a spawn error) unless the reason is one a retry cannot
-            // fix: policy, or isolation that is not available here.
-            bool nothing_ran = p.outcome == process_outcome::spawn_failed;
-            bool permanent = r.error->code == "isolation_unavailable" || is_policy_code(r.error->code);
-            if (!nothing_ran || permanent) t.state = task_state::failed;
-            t.error = r.error;
-        }
-        if (t.error) redact(t.error->message, env.secrets);
-
-        json::object out;
-        out["status"] = t.state == task_state::succeeded ? "changed" : "failed";
-        out["changed"] = t.state == task_state::succeeded;
-        if (t.exit_code) out["exitCode"] = *t.exit_code;
-        else out["exitCode"] = nullptr;
-        if (t.signal) out["signal"] = signal_name(*t.signal);
-        out["stdout"] = t.stdout_text;
-        out["stderr"] = t.stderr_text;
-        t.output = std::move(out);
-        return t;
     }
 
     run_context ctx_;

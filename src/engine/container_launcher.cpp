@@ -1,23 +1,540 @@
-// isolation: container. Until the engine integration lands, fail closed: never run on the host.
+// isolation: container. Engine and image preflight before any effect, one engine client
+// (`docker run` / `podman run`) per launch, termination and cleanup through the engine, and a
+// sweep of the run's containers when it ends. Decisions: docs/DESIGN.md, "Containers".
+#include "engine/container_engine.hpp"
 #include "engine/launch.hpp"
-#include "engine/post_result.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <fcntl.h>
+#include <limits.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <random>
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
 
 namespace agentctl {
 namespace {
 
+using container::engine;
+
+std::string basename_of(std::string_view path) {
+    auto slash = path.rfind('/');
+    return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
+}
+
+// Label values and names: only characters both engines and their filters take as they are.
+std::string label_safe(std::string_view s, std::size_t max = 128) {
+    std::string out;
+    for (char c : s.substr(0, max)) {
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ||
+                  c == '_' || c == ':' || c == '/';
+        out.push_back(ok ? c : '_');
+    }
+    return out;
+}
+
+std::string alnum(std::string_view s, std::size_t max) {
+    std::string out;
+    for (char c : s) {
+        if (out.size() == max) break;
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) out.push_back(c);
+    }
+    return out;
+}
+
+std::string random_hex(int digits) {
+    std::random_device rd;
+    std::uint64_t bits = (std::uint64_t(rd()) << 32) | rd();
+    static constexpr char hex[] = "0123456789abcdef";
+    std::string out;
+    for (int i = 0; i < digits; ++i) out.push_back(hex[(bits >> (4 * i)) & 15]);
+    return out;
+}
+
+// host:pid:start-time, so that a sweep can tell a dead owner from a live one (pid reuse).
+std::string owner_identity() {
+    char host[HOST_NAME_MAX + 1] = {};
+    ::gethostname(host, sizeof host - 1);
+    std::string start;
+    std::ifstream stat("/proc/self/stat");
+    std::string line;
+    if (std::getline(stat, line)) {
+        auto paren = line.rfind(')');
+        std::size_t field = 2, at = paren;
+        while (at != std::string::npos && field < 22) {
+            at = line.find(' ', at + 1);
+            ++field;
+        }
+        if (at != std::string::npos) start = line.substr(at + 1, line.find(' ', at + 1) - at - 1);
+    }
+    return std::string(host) + ":" + std::to_string(::getpid()) + ":" + start;
+}
+
+/// One launch's shared state: what the engine client, the timeout and the caller's
+/// cancellation report, and how the coroutine is woken to look at it.
+struct launch_control {
+    explicit launch_control(const asio::any_io_executor& ex) : wake(ex), deadline(ex) {}
+    asio::steady_timer wake;
+    asio::steady_timer deadline;
+    asio::cancellation_signal client_cancel;
+    std::optional<process_result> client;
+    asio::cancellation_type cancel = asio::cancellation_type::none;
+    bool timed_out = false;
+
+    bool stopping() const { return timed_out || cancel != asio::cancellation_type::none; }
+    bool terminal() const { return (cancel & asio::cancellation_type::terminal) != asio::cancellation_type::none; }
+    void notify() { wake.cancel(); }
+};
+
+/// Waits until notified or `bound` passes. Single-threaded: every event sets its flag before
+/// notifying, and flags are read before each wait, so no wake-up is lost.
+asio::awaitable<void> wait_event(launch_control& c, std::optional<std::chrono::steady_clock::duration> bound) {
+    if (bound) c.wake.expires_after(*bound);
+    else c.wake.expires_at(asio::steady_timer::time_point::max());
+    co_await c.wake.async_wait(asio::as_tuple(asio::use_awaitable));
+}
+
+/// Closes a cwd fd unless it is the workspace's own.
+struct cwd_guard {
+    int fd = -1;
+    int workspace_fd = -1;
+    ~cwd_guard() {
+        if (fd >= 0 && fd != workspace_fd) ::close(fd);
+    }
+};
+
+/// A co_spawn completion that hands an optional error to `handler` on its executor.
+auto completion(asio::any_completion_handler<void(std::optional<task_error>)> handler) {
+    return [h = std::move(handler)](std::exception_ptr e, std::optional<task_error> value) mutable {
+        if (e) value = task_error{"internal_error", "container engine handling failed unexpectedly"};
+        auto ex = asio::get_associated_executor(h);
+        asio::dispatch(ex, [h = std::move(h), v = std::move(value)]() mutable { std::move(h)(std::move(v)); });
+    };
+}
+
 class container_launcher final : public launcher {
 public:
-    explicit container_launcher(run_context& ctx) : launcher(ctx) {}
+    explicit container_launcher(run_context& ctx)
+        : launcher(ctx), instance_(random_hex(8)), owner_(label_safe(owner_identity() + ":" + instance_)) {}
 
-    void async_launch(const launch_request&, boost::asio::any_completion_handler<void(launch_result)> handler) override {
-        launch_result r;
-        r.isolation = "container";
-        r.process.outcome = process_outcome::spawn_failed;
-        r.error = task_error{"isolation_unavailable",
-                             "requested process isolation is unavailable: container mode is not supported by this "
-                             "build; the task was not run on the host"};
-        post_result(ctx_.ex, std::move(handler), std::move(r));
+    void async_prepare(asio::any_completion_handler<void(std::optional<task_error>)> handler) override {
+        auto slot = asio::get_associated_cancellation_slot(handler);
+        asio::co_spawn(ctx_.ex, prepare(),
+                       asio::bind_cancellation_slot(slot, completion(std::move(handler))));
     }
+
+    void async_launch(const launch_request& request,
+                      asio::any_completion_handler<void(launch_result)> handler) override {
+        auto ctl = std::make_shared<launch_control>(ctx_.ex);
+        auto slot = asio::get_associated_cancellation_slot(handler);
+        if (slot.is_connected())
+            slot.assign([ctl](asio::cancellation_type type) {
+                ctl->cancel |= type;
+                ctl->notify();
+            });
+        asio::co_spawn(ctx_.ex, launch(request, ctl),
+                       [ctl, h = std::move(handler)](std::exception_ptr e, launch_result r) mutable {
+                           auto slot = asio::get_associated_cancellation_slot(h);
+                           if (slot.is_connected()) slot.clear();
+                           ctl->deadline.cancel();
+                           if (e) {
+                               r.process.outcome = process_outcome::spawn_failed;
+                               r.error = task_error{"internal_error", "the container launch failed unexpectedly"};
+                           }
+                           auto ex = asio::get_associated_executor(h);
+                           asio::dispatch(ex, [h = std::move(h), r = std::move(r)]() mutable { std::move(h)(std::move(r)); });
+                       });
+    }
+
+    void async_finish(asio::any_completion_handler<void(std::optional<task_error>)> handler) override {
+        asio::co_spawn(ctx_.ex, finish(), completion(std::move(handler)));
+    }
+
+private:
+    /// An engine this run uses.
+    struct engine_state {
+        engine eng;
+        bool used = false;  ///< a container may have been created through it
+    };
+
+    /// The engine and the exact image an action runs with, chosen before any effect.
+    struct selection {
+        std::size_t engine_index = 0;
+        std::string image_id;
+    };
+
+    std::size_t engine_index(const engine& e) {
+        for (std::size_t i = 0; i < engines_.size(); ++i)
+            if (engines_[i].eng.path == e.path) return i;
+        engines_.push_back(engine_state{e, false});
+        return engines_.size() - 1;
+    }
+
+    std::vector<std::string> engine_env() const { return container::client_environment(ctx_.options->host_env); }
+
+    // Preflight: for every container action, the first candidate engine that has the pinned
+    // image. Nothing is created; a failure stops the run before any task starts.
+    asio::awaitable<std::optional<task_error>> prepare() {
+        co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
+        co_await asio::this_coro::throw_if_cancelled(false);
+        const plan& p = *ctx_.compiled;
+        selected_.assign(p.actions.size(), std::nullopt);
+        std::map<std::pair<std::string, std::string>, container::image_probe> probed;  // (engine path, image)
+        for (const auto& proc : p.processes) {
+            const action_spec& action = p.actions[proc.action_index];
+            if (action.isolation != isolation_mode::container || !action.container) continue;
+            const container_spec& spec = *action.container;
+            std::vector<std::string> tried;
+            bool any_engine = false;
+            for (const auto& name : container::engine_names(spec.runtime)) {
+                std::string error;
+                auto eng = container::find_engine(name, ctx_.options->search_path, error);
+                if (!eng) {
+                    tried.push_back(error);
+                    continue;
+                }
+                any_engine = true;
+                auto key = std::make_pair(eng->path, spec.image);
+                auto known = probed.find(key);
+                if (known == probed.end())
+                    known = probed.emplace(key, co_await container::probe_image(*eng, spec.image,
+                                                                                 ctx_.options->host_env)).first;
+                // The run sees its own cancellation and marks every task cancelled.
+                if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none)
+                    co_return std::nullopt;
+                if (known->second.ok) {
+                    selected_[proc.action_index] = selection{engine_index(*eng), known->second.image_id};
+                    break;
+                }
+                tried.push_back(known->second.message);
+            }
+            if (selected_[proc.action_index]) continue;
+            std::string label = spec.runtime == engine_choice::docker   ? "Docker"
+                                : spec.runtime == engine_choice::podman ? "Podman"
+                                                                        : "Docker or Podman";
+            std::string why = any_engine ? label + " on linux: " : label + " container runtime was not found on linux: ";
+            for (std::size_t i = 0; i < tried.size(); ++i) why += (i ? "; " : "") + tried[i];
+            while (!why.empty() && why.back() == '.') why.pop_back();
+            co_return task_error{"isolation_unavailable",
+                                 "requested process isolation is unavailable for action \"" + action.name + "\" (image " +
+                                     spec.image + "): " + why +
+                                     ". Nothing was run: agentctl never pulls an image and never runs a container "
+                                     "action on the host"};
+        }
+        co_return std::nullopt;
+    }
+
+    // `request` by value: the caller's copy may be gone once async_launch returns.
+    asio::awaitable<launch_result> launch(launch_request request, std::shared_ptr<launch_control> ctl) {
+        launch_control& c = *ctl;
+        const attempt_request& attempt = *request.attempt;
+        const action_spec& action = attempt.action();
+        const plan_task& task = attempt.task();
+        launch_result out;
+        out.isolation = "container";
+        out.containment = "engine";
+        out.process.outcome = process_outcome::spawn_failed;
+        auto fail = [&](std::string code, std::string message) {
+            out.error = task_error{std::move(code), std::move(message)};
+            return out;
+        };
+
+        if (task.action_index >= selected_.size() || !selected_[task.action_index])
+            co_return fail("isolation_unavailable",
+                           "requested process isolation is unavailable: no container engine was checked for action \"" +
+                               action.name + "\" before the run; nothing was run");
+        const selection& sel = *selected_[task.action_index];
+        engine eng = engines_[sel.engine_index].eng;
+        out.engine = eng.name;
+        out.command = eng.path;
+
+        // Fail closed before anything is created.
+        const auto& allow = ctx_.compiled->policy.process_allowlist;
+        if (std::find(allow.begin(), allow.end(), basename_of(action.command)) == allow.end())
+            co_return fail("policy_process_not_allowed",
+                           "\"" + basename_of(action.command) + "\" is not in policy.processAllowlist");
+        cwd_guard cwd{-1, ctx_.workspace_fd};
+        std::string host_dir = ctx_.workspace_path;
+        cwd.fd = ctx_.workspace_fd;
+        if (attempt.cwd && !attempt.cwd->empty() && *attempt.cwd != ".") {
+            std::string error;
+            cwd.fd = open_beneath(ctx_.workspace_fd, *attempt.cwd, error);
+            if (cwd.fd < 0) co_return fail("cwd_unavailable", "cwd \"" + *attempt.cwd + "\": " + error);
+            // The canonical path of what was opened: this is what the engine binds.
+            char buf[PATH_MAX];
+            std::string link = "/proc/self/fd/" + std::to_string(cwd.fd);
+            ssize_t n = ::readlink(link.c_str(), buf, sizeof buf);
+            if (n <= 0 || n >= static_cast<ssize_t>(sizeof buf))
+                co_return fail("cwd_unavailable", "cwd \"" + *attempt.cwd + "\": its path cannot be read");
+            host_dir.assign(buf, static_cast<std::size_t>(n));
+        }
+        if (!container::mount_source_field(host_dir))
+            co_return fail("cwd_unavailable", "the working directory " + host_dir +
+                                                  " holds a control character, which the container engines cannot "
+                                                  "take in a bind mount; rename it");
+
+        const auto& env = ctx_.environments[task.action_index].entries;
+        container::run_settings settings;
+        for (const auto& entry : env) {
+            std::string name = entry.substr(0, entry.find('='));
+            const auto& forwarded = container::forwarded_variables();
+            if (std::find(forwarded.begin(), forwarded.end(), name) != forwarded.end())
+                co_return fail("engine_variable_not_allowed",
+                               name + " controls the container engine and cannot be set by a container action");
+            settings.env_names.push_back(std::move(name));
+        }
+        settings.name = "agentctl-" + alnum(request.phase, 16) + "-" + alnum(ctx_.run_id, 32) + "-" + instance_ + "-" +
+                        std::to_string(++counter_);
+        settings.labels = {"agentctl.run=" + label_safe(ctx_.run_id), "agentctl.owner=" + owner_,
+                           "agentctl.task=" + label_safe(task.id)};
+        settings.image_id = sel.image_id;
+        settings.workspace = host_dir;
+        settings.interactive = request.stdin_data.has_value();
+        std::vector<std::string> args = attempt.args;
+        args.insert(args.end(), request.extra_args.begin(), request.extra_args.end());
+
+        if (c.stopping()) {  // cancelled before anything started
+            out.process.outcome = process_outcome::cancelled;
+            out.process.error_message = "cancelled before the container was created";
+            co_return out;
+        }
+
+        process_request req;
+        req.executable = eng.path;
+        req.argv.push_back(eng.path);
+        for (auto& a : container::run_arguments(eng, action, settings, args)) req.argv.push_back(std::move(a));
+        req.env = container::client_environment(ctx_.options->host_env, env);
+        req.cwd_fd = cwd.fd;
+        req.cwd_display = host_dir;
+        req.stdin_data = request.stdin_data;
+        req.stdout_limit = task.limits.stdout_bytes;
+        req.stderr_limit = task.limits.stderr_bytes;
+        req.combined_limit = task.limits.combined_bytes;
+        // A backstop only: the task's timeout is ours (below), so that the container is ended
+        // through the engine while its client still runs.
+        auto grace = std::chrono::seconds(ctx_.compiled->kill_grace_seconds);
+        req.timeout = std::chrono::milliseconds(task.timeout_ms) + grace + 60s;
+        req.drain_grace = ctx_.options->drain_grace;
+        req.containment = containment_policy::process_group_only;
+
+        std::size_t ei = sel.engine_index;
+        engines_[ei].used = true;
+        auto started = std::chrono::system_clock::now();
+        async_run_process(ctx_.ex, std::move(req),
+                          asio::bind_cancellation_slot(c.client_cancel.slot(), [ctl](process_result r) {
+                              ctl->client = std::move(r);
+                              ctl->notify();
+                          }));
+        c.deadline.expires_after(std::chrono::milliseconds(task.timeout_ms));
+        c.deadline.async_wait([ctl](boost::system::error_code ec) {
+            if (ec) return;
+            ctl->timed_out = true;
+            ctl->notify();
+        });
+        while (!c.client && !c.stopping()) co_await wait_event(c, std::nullopt);
+        c.deadline.cancel();
+
+        std::optional<std::string> cleanup_error;
+        std::string after;
+        if (!c.client) {
+            after = c.timed_out ? "the timeout" : "cancellation";
+            co_await terminate(c, ei, settings.name, grace);
+            cleanup_error = co_await remove_now(ei, settings.name);
+            out.process = std::move(*c.client);
+            out.process.outcome = c.timed_out ? process_outcome::timed_out : process_outcome::cancelled;
+        } else {
+            out.process = std::move(*c.client);
+            switch (out.process.outcome) {
+            case process_outcome::exited:
+                co_await settle(out, ei, settings.name, action, started);
+                break;
+            case process_outcome::spawn_failed:
+                out.error = task_error{"isolation_unavailable", eng.name + " could not be started: " +
+                                                                    out.process.error_message + "; nothing was run"};
+                break;
+            default:  // output limit (or the backstop): the client was killed, the container may run
+                after = out.process.outcome == process_outcome::output_limit_exceeded ? "an output limit" : "the timeout";
+                cleanup_error = co_await remove_now(ei, settings.name);
+                break;
+            }
+        }
+        if (cleanup_error)
+            out.error = task_error{"container_cleanup_failed",
+                                   "failed to clean up container " + settings.name + " after " + after + ": " +
+                                       *cleanup_error};
+        co_return out;
+    }
+
+    // Ends a container whose client still runs, through the engine: SIGTERM first when the
+    // plan grants a grace, then `rm --force` until the client exits (a container still being
+    // created appears meanwhile and is removed too); the client is killed only if that fails.
+    asio::awaitable<void> terminate(launch_control& c, std::size_t ei, const std::string& name,
+                                    std::chrono::seconds grace) {
+        engine eng = engines_[ei].eng;
+        auto env = engine_env();
+        if (grace.count() > 0 && !c.terminal()) {
+            std::vector<std::string> kill = {"kill", "--signal=SIGTERM", name};
+            co_await container::call(eng, std::move(kill), env);
+            auto until = std::chrono::steady_clock::now() + grace;
+            while (!c.client && !c.terminal() && std::chrono::steady_clock::now() < until)
+                co_await wait_event(c, until - std::chrono::steady_clock::now());
+        }
+        auto until = std::chrono::steady_clock::now() + container::call_timeout;
+        while (!c.client && std::chrono::steady_clock::now() < until) {
+            std::vector<std::string> rm = container::remove_arguments(eng, {name});
+            co_await container::call(eng, std::move(rm), env);
+            if (!c.client) co_await wait_event(c, 1s);
+        }
+        if (!c.client) {
+            c.client_cancel.emit(asio::cancellation_type::terminal);
+            while (!c.client) co_await wait_event(c, std::nullopt);
+        }
+    }
+
+    // Removes a container now and checks that it is gone. Returns what went wrong, if anything.
+    asio::awaitable<std::optional<std::string>> remove_now(std::size_t ei, const std::string& name) {
+        engine eng = engines_[ei].eng;
+        auto env = engine_env();
+        std::string last;
+        for (int attempt = 0; attempt < 2; ++attempt) {
+            std::vector<std::string> rm_args = container::remove_arguments(eng, {name});
+            process_result rm = co_await container::call(eng, std::move(rm_args), env);
+            bool removed = rm.outcome == process_outcome::exited &&
+                           (rm.exit_code == 0 || container::says_no_such_container(rm.stderr_bytes));
+            if (!removed) last = eng.name + " rm: " + container::describe(rm) + ": " + container::excerpt(rm.stderr_bytes);
+            std::vector<std::string> inspect = {"container", "inspect", "--format", "{{.State.Status}}", name};
+            process_result check = co_await container::call(eng, std::move(inspect), env);
+            if (check.outcome == process_outcome::exited && check.exit_code != 0 &&
+                container::says_no_such_container(check.stderr_bytes))
+                co_return std::nullopt;
+            if (check.outcome == process_outcome::exited && check.exit_code == 0)
+                last = (last.empty() ? "" : last + "; ") + "the container still exists (" +
+                       container::excerpt(check.stdout_bytes) + ")";
+            else
+                last = (last.empty() ? "" : last + "; ") + "its removal could not be verified (" +
+                       container::describe(check) + ": " + container::excerpt(check.stderr_bytes) + ")";
+        }
+        co_return last;
+    }
+
+    // The client exited by itself (and --rm removed the container). Exit 0 is the
+    // container's. Any other status may be the engine's own (125, 126, 127) or hide an
+    // out-of-memory kill: the engine's event log for this container tells.
+    asio::awaitable<void> settle(launch_result& out, std::size_t ei, const std::string& name,
+                                 const action_spec& action, std::chrono::system_clock::time_point started) {
+        process_result& p = out.process;
+        if (p.exit_code == 0) co_return;
+        engine eng = engines_[ei].eng;
+        std::string status_text = p.exit_code ? "status " + std::to_string(*p.exit_code)
+                                              : "signal " + std::to_string(p.signal.value_or(0));
+        container::container_events ev = co_await container::events_of(eng, name, started, engine_env());
+        if (ev.known && !ev.started && !ev.exit_code) {
+            // Never started: the engine failed, or the command could not be run in the image.
+            int client_status = p.exit_code.value_or(-1);
+            p.outcome = process_outcome::spawn_failed;
+            p.exit_code.reset();
+            p.signal.reset();
+            std::string detail = container::excerpt(p.stderr_bytes);
+            if (client_status == 127)
+                out.error = task_error{"executable_not_found",
+                                       "the command " + action.command + " was not found in the image: " + detail};
+            else if (client_status == 126)
+                out.error = task_error{"permission_denied",
+                                       "the command " + action.command + " cannot be run in the image: " + detail};
+            else
+                out.error = task_error{"container_engine_error", eng.name + " run exited with " + status_text +
+                                                                     " before the container started: " + detail};
+            co_return;
+        }
+        if (ev.known && ev.exit_code) {
+            p.exit_code = *ev.exit_code;
+            p.signal.reset();
+            out.oom_killed = ev.oom;
+            if (!ev.oom && p.exit_code == 137)
+                out.error = task_error{"exit_nonzero",
+                                       "exited with status 137 (SIGKILL; the memory limit of " +
+                                           std::to_string(action.container->memory_limit_bytes) +
+                                           " bytes is a likely cause, but " + eng.name +
+                                           " did not report an out-of-memory kill)"};
+            co_return;
+        }
+        if (!ev.known) {
+            // No event log to ask (Podman with events_logger = "none"): say what we cannot tell.
+            bool ambiguous = p.exit_code && *p.exit_code >= 125 && *p.exit_code <= 127;
+            if (ambiguous)
+                out.error = task_error{"exit_nonzero", "exited with status " + std::to_string(*p.exit_code) + " (" +
+                                                           eng.name + " keeps no event log to tell the command's status "
+                                                           "from its own failure: " + container::excerpt(p.stderr_bytes) + ")"};
+            co_return;
+        }
+        // Started, but the client ended before the container did: an engine failure. End the
+        // container now.
+        out.error = task_error{"container_engine_error", eng.name + " run exited with " + status_text +
+                                                             " while the container was running: " +
+                                                             container::excerpt(p.stderr_bytes)};
+        if (auto error = co_await remove_now(ei, name))
+            out.error = task_error{"container_cleanup_failed", "failed to clean up container " + name +
+                                                                   " after an engine failure (" + out.error->message +
+                                                                   "): " + *error};
+    }
+
+    // The run is over: remove anything still labelled with this run and owner (a container an
+    // engine created after its client was killed, or one --rm could not remove) and check that
+    // nothing is left.
+    asio::awaitable<std::optional<task_error>> finish() {
+        std::string problems;
+        for (auto& es : engines_) {
+            if (!es.used) continue;
+            auto env = engine_env();
+            std::vector<std::string> list = {"ps", "--all", "--format", "{{.Names}}", "--filter",
+                                             "label=agentctl.run=" + label_safe(ctx_.run_id), "--filter",
+                                             "label=agentctl.owner=" + owner_};
+            std::vector<std::string> left;
+            for (int pass = 0; pass < 2; ++pass) {
+                process_result r = co_await container::call(es.eng, list, env);
+                left.clear();
+                if (r.outcome != process_outcome::exited || r.exit_code != 0) {
+                    problems += (problems.empty() ? "" : "; ") + es.eng.name + " could not list the run's containers (" +
+                                container::describe(r) + ": " + container::excerpt(r.stderr_bytes) + ")";
+                    break;
+                }
+                std::string_view text = r.stdout_bytes;
+                while (!text.empty()) {
+                    auto nl = text.find('\n');
+                    std::string_view line = text.substr(0, nl);
+                    if (!line.empty()) left.emplace_back(line);
+                    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+                }
+                if (left.empty() || pass == 1) break;
+                co_await container::call(es.eng, container::remove_arguments(es.eng, left), env);
+            }
+            if (!left.empty()) {
+                problems += (problems.empty() ? "" : "; ") + es.eng.name + " still has";
+                for (const auto& n : left) problems += " " + n;
+            }
+        }
+        if (problems.empty()) co_return std::nullopt;
+        co_return task_error{"container_cleanup_failed", "containers of this run could not be removed: " + problems};
+    }
+
+    std::string instance_;
+    std::string owner_;
+    std::uint64_t counter_ = 0;
+    std::vector<engine_state> engines_;
+    std::vector<std::optional<selection>> selected_;
 };
 
 }  // namespace

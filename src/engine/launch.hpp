@@ -13,11 +13,14 @@
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace agentctl {
+
+struct extension_cache;  // engine/extension.cpp: compiled extension schemas
 
 /// What every launch of a run shares. Owned by the built-in runner; lives as long as the run.
 struct run_context {
@@ -28,6 +31,7 @@ struct run_context {
     int workspace_fd = -1;       ///< O_PATH fd of the canonical workspace root
     std::string workspace_path;  ///< its canonical path
     std::vector<resolved_environment> environments;  ///< per action, resolved before the first task
+    std::shared_ptr<extension_cache> extensions;      ///< made by the first extension.process attempt
 };
 
 /// One program start.
@@ -65,10 +69,20 @@ public:
     virtual void async_launch(const launch_request& request,
                               boost::asio::any_completion_handler<void(launch_result)> handler) = 0;
 
+    /// Once per run, after the last launch completed: finishes what launches left for later
+    /// (container removal) and checks that nothing the run created is left. Completion
+    /// signature: void(std::optional<task_error>); not cancellable. Default: nothing.
+    virtual void async_finish(boost::asio::any_completion_handler<void(std::optional<task_error>)> handler);
+
 protected:
     explicit launcher(run_context& ctx) : ctx_(ctx) {}
     run_context& ctx_;
 };
+
+/// A launch as a task result: state and error from the outcome, stdout/stderr redacted with
+/// `env.secrets` and made valid UTF-8, and the shell output object
+/// `{status, changed, exitCode, signal?, stdout, stderr}`. `timeout_ms` is named on timeout.
+task_result to_task_result(launch_result r, const resolved_environment& env, std::int64_t timeout_ms);
 
 /// isolation: process.
 std::unique_ptr<launcher> make_host_launcher(run_context& ctx);

@@ -1,12 +1,14 @@
 // The plan compiler (SPEC sections 2-3, REFERENCE 1.5-1.8): workflow -> immutable plan.
 //
 // Steps, each reporting every problem it finds before the next runs:
-//   inputs -> policy rules -> task ids, actions, needs -> cycles -> template syntax and
-//   roots -> expansion sizes and budgets -> nodes (children, aggregates, singles) with their
-//   rendered `with`/args/cwd -> deterministic topological order -> processes -> digest.
+//   inputs -> policy rules -> extension schemas -> task ids, actions, needs -> cycles ->
+//   template syntax and roots -> expansion sizes and budgets -> nodes (children, aggregates,
+//   singles) with their rendered `with`/args/cwd -> deterministic topological order ->
+//   processes -> digest.
 // Nodes are first generated in "declaration order" (each expanded task's children in item
 // order, then its aggregate); that position is the tie-breaker of the topological sort.
 #include "plan/plan_detail.hpp"
+#include "plan/schema.hpp"
 #include "plan/template_detail.hpp"
 #include "policy/policy.hpp"
 
@@ -1060,6 +1062,7 @@ compile_result compiler::run() {
 
     merge_inputs();
     policy::check_policy(wf_, diags_);
+    check_extension_schemas(wf_, diags_);
     index_tasks();
     find_cycles();
     parse_action_templates();

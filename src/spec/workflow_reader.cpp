@@ -16,22 +16,27 @@ constexpr std::string_view api_v1 = "agentctl.dev/v1";
 constexpr std::string_view extension_protocol = "agentctl.dev/process-extension/v1";
 constexpr std::size_t max_env_name_bytes = 256;
 
-// Variables that steer the container engine client; a container action may not set them.
-constexpr std::array<std::string_view, 15> engine_variables = {"CONTAINER_CONNECTION",
-                                                               "CONTAINER_HOST",
-                                                               "DOCKER_CERT_PATH",
-                                                               "DOCKER_CONFIG",
-                                                               "DOCKER_CONTEXT",
-                                                               "DOCKER_HOST",
-                                                               "DOCKER_TLS_VERIFY",
-                                                               "HOME",
-                                                               "PATH",
-                                                               "PODMAN_CONNECTIONS_CONF",
-                                                               "TEMP",
-                                                               "TMP",
-                                                               "TMPDIR",
-                                                               "XDG_CONFIG_HOME",
-                                                               "XDG_RUNTIME_DIR"};
+// Variables that steer the container engine client; a container action may not set them
+// (its values are set on the client, which passes them on by name). The reference's list,
+// plus whole families the engines, their Go runtime and the dynamic loader read: a value
+// there could redirect or subvert a privileged client (RELIABILITY T-ENV-02).
+constexpr std::array<std::string_view, 27> engine_variables = {
+    "CONTAINER_CONNECTION", "CONTAINER_HOST",  "DOCKER_CERT_PATH", "DOCKER_CONFIG",     "DOCKER_CONTEXT",
+    "DOCKER_HOST",          "DOCKER_TLS_VERIFY", "HOME",           "PATH",              "PODMAN_CONNECTIONS_CONF",
+    "TEMP",                 "TMP",             "TMPDIR",           "XDG_CONFIG_HOME",   "XDG_RUNTIME_DIR",
+    "STORAGE_DRIVER",       "STORAGE_OPTS",    "REGISTRY_AUTH_FILE", "REGISTRIES_CONFIG_PATH", "NOTIFY_SOCKET",
+    "GODEBUG",              "GOTRACEBACK",     "HTTP_PROXY",       "HTTPS_PROXY",       "NO_PROXY",
+    "ALL_PROXY",            "SSL_CERT_FILE"};
+constexpr std::array<std::string_view, 12> engine_variable_prefixes = {
+    "DOCKER_", "CONTAINER_", "CONTAINERS_", "PODMAN_", "BUILDAH_", "BUILDKIT_", "LD_", "XDG_", "SSL_CERT_",
+    "http_proxy", "https_proxy", "no_proxy"};
+
+bool steers_engine(std::string_view name) {
+    if (std::find(engine_variables.begin(), engine_variables.end(), name) != engine_variables.end()) return true;
+    if (name == "all_proxy") return true;
+    return std::any_of(engine_variable_prefixes.begin(), engine_variable_prefixes.end(),
+                       [&](std::string_view prefix) { return name.substr(0, prefix.size()) == prefix; });
+}
 
 // Names bound by the expansion itself in `vars.`; `as` and axis names may not shadow them.
 constexpr std::array<std::string_view, 3> reserved_vars = {"foreachIndex", "matrix", "matrixIndex"};
@@ -585,10 +590,12 @@ void workflow_reader::read_action(const std::string& name, const place& p, actio
     if (container_declared) {
         for (std::size_t i = 0; i < a.env.size(); ++i) {
             const auto& name = a.env[i].name;
-            if (std::find(engine_variables.begin(), engine_variables.end(), name) != engine_variables.end())
+            if (steers_engine(name))
                 r_.error(env_places[i], "engine_variable_not_allowed",
                          name + " controls the container engine and cannot be set by a container action",
-                         "rename the variable");
+                         "rename the variable (DOCKER_*, CONTAINER_*, CONTAINERS_*, PODMAN_*, BUILDAH_*, "
+                         "BUILDKIT_*, LD_*, XDG_*, proxies, HOME, PATH, TMPDIR and a few others steer the engine "
+                         "client)");
         }
     }
 }

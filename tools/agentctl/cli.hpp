@@ -79,5 +79,6 @@ int run_check(const command_line& cl);
 int run_plan(const command_line& cl);
 int run_version(const command_line& cl);
 int run_run(const command_line& cl);
+int run_doctor(const command_line& cl);
 
 }  // namespace agentctl::cli

@@ -151,5 +151,6 @@ int main(int argc, char** argv) {
     if (cl.command == "plan") return run_plan(cl);
     if (cl.command == "version") return run_version(cl);
     if (cl.command == "run") return run_run(cl);
+    if (cl.command == "doctor") return run_doctor(cl);
     return print_failure(cl, "the " + cl.command + " command is not available yet", exit_code::usage);
 }

@@ -1,0 +1,73 @@
+// Preflight without effects: can every process action of a plan run on this host?
+//
+// Runs no task, no secret helper and pulls nothing. It looks at files (executables, the
+// working directory, secret files by name), at agentctl's environment (names only) and asks
+// each candidate container engine to inspect the pinned image.
+#pragma once
+
+#include <agentctl/json.hpp>
+#include <agentctl/plan.hpp>
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/async_result.hpp>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace agentctl {
+
+/// One prerequisite of one process action.
+struct doctor_check {
+    std::string action;   ///< the action's name
+    std::string check;    ///< "executable" | "cwd" | "env" | "engine"
+    std::string subject;  ///< what was looked at: a path, a variable name, an engine
+    std::string status;   ///< "ok" | "missing" | "unavailable" | "unchecked"
+    std::string detail;   ///< why, for people; never a secret value
+    /// A failure of this check alone makes the report not ready (false for an engine that
+    /// `runtime: auto` can do without, because another candidate has the image).
+    bool blocking = true;
+
+    bool failed() const { return status == "missing" || status == "unavailable"; }
+};
+
+struct doctor_report {
+    bool ready = true;        ///< no blocking check failed
+    std::string workspace;    ///< the canonical workspace root, when it exists
+    std::vector<doctor_check> checks;  ///< per process action in plan order, then per check
+};
+
+struct doctor_options {
+    std::string base_dir;     ///< absolute: --workspace, else the workflow's folder
+    std::string search_path;  ///< PATH for bare command names and engines
+    /// agentctl's own environment: `{env: NAME}` sources (presence only) and engine clients.
+    std::function<std::optional<std::string>(std::string_view)> host_env;
+};
+
+namespace detail {
+void async_doctor_impl(boost::asio::any_io_executor ex, const plan& p, doctor_options options,
+                       boost::asio::any_completion_handler<void(doctor_report)> handler);
+}
+
+/// Checks every process action of `p` (which must outlive the operation).
+///
+/// Completion signature: void(doctor_report). Cancellation through the token's slot stops
+/// a running engine inspection; the report then says which checks did not complete.
+/// Thread safety: use from the executor's thread.
+template <typename Token>
+auto async_doctor(boost::asio::any_io_executor ex, const plan& p, doctor_options options, Token&& token) {
+    return boost::asio::async_initiate<Token, void(doctor_report)>(
+        [](auto handler, boost::asio::any_io_executor e, const plan* pp, doctor_options o) {
+            detail::async_doctor_impl(std::move(e), *pp, std::move(o), std::move(handler));
+        },
+        token, std::move(ex), &p, std::move(options));
+}
+
+/// The `DoctorResult` data object: `{ready, workspace, checks: [{action, check, subject,
+/// status, detail, blocking}]}`.
+void write_doctor_report(json_writer& w, const doctor_report& report);
+
+}  // namespace agentctl

@@ -1,0 +1,345 @@
+// Engine clients: lookup, environment, bounded calls, image checks, the run argv.
+#include "engine/container_engine.hpp"
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+
+namespace asio = boost::asio;
+
+namespace agentctl::container {
+
+std::vector<std::string> engine_names(engine_choice choice) {
+    switch (choice) {
+    case engine_choice::docker: return {"docker"};
+    case engine_choice::podman: return {"podman"};
+    case engine_choice::auto_select: break;
+    }
+    return {"docker", "podman"};
+}
+
+std::optional<engine> find_engine(std::string_view name, std::string_view search_path, std::string& error) {
+    if (auto path = resolve_executable(name, search_path, error)) return engine{std::string(name), *path};
+    if (name == "podman") {
+        // Where the Podman installer for macOS puts it (REFERENCE 5.2); harmless elsewhere.
+        constexpr const char* fallback = "/opt/podman/bin/podman";
+        struct stat st {};
+        if (::stat(fallback, &st) == 0 && S_ISREG(st.st_mode) && ::access(fallback, X_OK) == 0)
+            return engine{"podman", fallback};
+        error += " nor at " + std::string(fallback);
+    }
+    return std::nullopt;
+}
+
+const std::vector<std::string_view>& forwarded_variables() {
+    static const std::vector<std::string_view> names = {
+        "CONTAINER_CONNECTION", "CONTAINER_HOST",          "CONTAINERS_CONF", "DOCKER_CERT_PATH", "DOCKER_CONFIG",
+        "DOCKER_CONTEXT",       "DOCKER_HOST",             "DOCKER_TLS_VERIFY", "HOME",           "PATH",
+        "PODMAN_CONNECTIONS_CONF", "TEMP",                 "TMP",             "TMPDIR",           "XDG_CONFIG_HOME",
+        "XDG_RUNTIME_DIR"};
+    return names;
+}
+
+std::vector<std::string> client_environment(const host_environment& host_env,
+                                            const std::vector<std::string>& action_env) {
+    std::vector<std::string> env;
+    if (host_env)
+        for (auto name : forwarded_variables())
+            if (auto value = host_env(name)) env.push_back(std::string(name) + "=" + *value);
+    env.insert(env.end(), action_env.begin(), action_env.end());
+    return env;
+}
+
+asio::awaitable<process_result> call(const engine& e, std::vector<std::string> args, std::vector<std::string> env,
+                                     bool cancellable) {
+    process_request req;
+    req.executable = e.path;
+    req.argv.reserve(args.size() + 1);
+    req.argv.push_back(e.path);
+    for (auto& a : args) req.argv.push_back(std::move(a));
+    req.env = std::move(env);
+    req.stdout_limit = call_output_limit;
+    req.stderr_limit = call_output_limit;
+    req.combined_limit = 2 * call_output_limit;
+    req.timeout = call_timeout;
+    // Never a cgroup: conmon, Podman's monitor, leaves the client's tree and must survive it.
+    req.containment = containment_policy::process_group_only;
+    auto ex = co_await asio::this_coro::executor;
+    if (cancellable) co_return co_await async_run_process(ex, std::move(req), asio::use_awaitable);
+    // An unconnected slot: the coroutine's cancellation does not reach this call.
+    co_return co_await async_run_process(ex, std::move(req),
+                                         asio::bind_cancellation_slot(asio::cancellation_slot(), asio::use_awaitable));
+}
+
+std::string excerpt(std::string_view text) {
+    std::string out;
+    for (char c : text) {
+        if (out.size() >= 512) {
+            out += "…";
+            break;
+        }
+        out.push_back(c == '\n' || c == '\r' ? ' ' : c);
+    }
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    return out.empty() ? "no diagnostic output" : out;
+}
+
+std::string describe(const process_result& r) {
+    switch (r.outcome) {
+    case process_outcome::exited:
+        if (r.exit_code) return "exit status " + std::to_string(*r.exit_code);
+        if (r.signal) return "killed by signal " + std::to_string(*r.signal);
+        return "an unknown exit status";
+    case process_outcome::timed_out:
+        return "no answer within " + std::to_string(call_timeout.count()) + " s";
+    case process_outcome::cancelled: return "cancelled";
+    case process_outcome::output_limit_exceeded: return "more than 64 KiB of output";
+    case process_outcome::spawn_failed: return "could not start: " + r.error_message;
+    }
+    return "an unknown failure";
+}
+
+bool says_no_such_container(std::string_view stderr_text) {
+    std::string lower(stderr_text);
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+    return lower.find("no such container") != std::string::npos ||
+           lower.find("no container with name or id") != std::string::npos ||
+           lower.find("no such object") != std::string::npos;
+}
+
+namespace {
+
+constexpr std::string_view digest_prefix = "sha256:";
+
+std::vector<std::string_view> words(std::string_view s) {
+    std::vector<std::string_view> out;
+    while (!s.empty()) {
+        auto start = s.find_first_not_of(" \t\r\n");
+        if (start == std::string_view::npos) break;
+        s.remove_prefix(start);
+        auto end = s.find_first_of(" \t\r\n");
+        out.push_back(s.substr(0, end));
+        if (end == std::string_view::npos) break;
+        s.remove_prefix(end);
+    }
+    return out;
+}
+
+std::string normalise_repository(std::string_view name) {
+    // Drop a tag: a ':' after the last '/' (a ':' before it is a registry port).
+    auto slash = name.rfind('/');
+    auto colon = name.rfind(':');
+    if (colon != std::string_view::npos && (slash == std::string_view::npos || colon > slash)) name = name.substr(0, colon);
+    auto first_slash = name.find('/');
+    if (first_slash == std::string_view::npos) return "docker.io/library/" + std::string(name);
+    std::string_view domain = name.substr(0, first_slash);
+    bool is_domain = domain.find('.') != std::string_view::npos || domain.find(':') != std::string_view::npos ||
+                     domain == "localhost";
+    if (!is_domain) return "docker.io/" + std::string(name);
+    std::string_view rest = name.substr(first_slash + 1);
+    if (domain == "index.docker.io") domain = "docker.io";
+    if (domain == "docker.io" && rest.find('/') == std::string_view::npos) return "docker.io/library/" + std::string(rest);
+    return std::string(domain) + "/" + std::string(rest);
+}
+
+}  // namespace
+
+std::optional<repo_digest> parse_repo_digest(std::string_view reference) {
+    auto at = reference.rfind('@');
+    if (at == std::string_view::npos || at == 0) return std::nullopt;
+    std::string_view digest = reference.substr(at + 1);
+    if (digest.substr(0, digest_prefix.size()) != digest_prefix) return std::nullopt;
+    return repo_digest{normalise_repository(reference.substr(0, at)), std::string(digest)};
+}
+
+image_probe match_image(std::string_view engine_name, std::string_view reference, std::string_view inspect_output) {
+    image_probe probe;
+    auto tokens = words(inspect_output);
+    if (tokens.empty()) {
+        probe.message = std::string(engine_name) + " image inspect printed no image id";
+        return probe;
+    }
+    std::string id(tokens[0]);
+    if (id.substr(0, digest_prefix.size()) != digest_prefix) id = std::string(digest_prefix) + id;
+    auto wanted = parse_repo_digest(reference);
+    if (!wanted) {
+        if (id == reference) {
+            probe.ok = true;
+            probe.image_id = id;
+        } else {
+            probe.message = std::string(engine_name) + " resolved " + std::string(reference) + " to a different image, " + id;
+        }
+        return probe;
+    }
+    std::string found;
+    for (std::size_t i = 1; i < tokens.size(); ++i) {
+        auto have = parse_repo_digest(tokens[i]);
+        if (have && have->repository == wanted->repository && have->digest == wanted->digest) {
+            probe.ok = true;
+            probe.image_id = id;
+            return probe;
+        }
+        found += (found.empty() ? "" : ", ") + std::string(tokens[i]);
+    }
+    if (found.empty())
+        probe.message = std::string(engine_name) + " found image " + id + " for " + std::string(reference) +
+                        " but it has no recorded repo digest, so it cannot be shown to be the pinned one (images "
+                        "loaded with `load` or built locally have none): refer to it as " + id +
+                        ", or pull it by digest before the run";
+    else
+        probe.message = std::string(engine_name) + " found image " + id + " for " + std::string(reference) +
+                        " but its repo digests (" + found + ") do not include the pinned one";
+    return probe;
+}
+
+asio::awaitable<image_probe> probe_image(const engine& e, const std::string& reference,
+                                         const host_environment& host_env) {
+    auto env = client_environment(host_env);
+    // Argument lists are built in statements of their own: GCC 12 rejects a braced list of
+    // string literals inside a co_await expression ("array used as initializer").
+    std::vector<std::string> inspect = {"image", "inspect", "--format", "{{.Id}}{{range .RepoDigests}} {{.}}{{end}}",
+                                        reference};
+    process_result r = co_await call(e, std::move(inspect), env, /*cancellable=*/true);
+    if (r.outcome == process_outcome::exited && r.exit_code == 0) co_return match_image(e.name, reference, r.stdout_bytes);
+
+    image_probe probe;
+    probe.message = e.name + " could not inspect the pinned image (" + describe(r) + "): " + excerpt(r.stderr_bytes);
+    if (r.outcome != process_outcome::exited) co_return probe;
+    // Explain a common case: the repository is there, but not under the pinned digest (an
+    // image loaded from an archive has no repo digest at all). Never used to pick an image.
+    auto wanted = parse_repo_digest(reference);
+    if (!wanted) co_return probe;
+    std::string name = reference.substr(0, reference.rfind('@'));
+    auto slash = name.rfind('/');
+    auto colon = name.rfind(':');
+    if (colon != std::string::npos && (slash == std::string::npos || colon > slash)) name.resize(colon);
+    std::vector<std::string> list = {"image", "ls", "--no-trunc", "--digests", "--format", "{{.ID}}@{{.Digest}}", name};
+    process_result listed = co_await call(e, std::move(list), env, true);
+    if (listed.outcome != process_outcome::exited || listed.exit_code != 0) co_return probe;
+    std::string present;
+    for (auto w : words(listed.stdout_bytes)) present += (present.empty() ? "" : ", ") + std::string(w);
+    if (!present.empty())
+        probe.message += "; " + name + " is present locally as " + present +
+                         " (<none> means no recorded repo digest: refer to the image by its id, sha256:<id>)";
+    co_return probe;
+}
+
+std::optional<std::string> mount_source_field(std::string_view path) {
+    std::string field = "\"source=";
+    for (char c : path) {
+        auto u = static_cast<unsigned char>(c);
+        if (u < 0x20 || u == 0x7f) return std::nullopt;
+        if (c == '"') field.push_back('"');  // CSV: a quote inside a quoted field is doubled
+        field.push_back(c);
+    }
+    field.push_back('"');
+    return field;
+}
+
+std::string cpus_text(std::uint32_t millis) {
+    std::string frac = std::to_string(millis % 1000);
+    return std::to_string(millis / 1000) + "." + std::string(3 - frac.size(), '0') + frac;
+}
+
+std::vector<std::string> run_arguments(const engine& e, const action_spec& action, const run_settings& s,
+                                       const std::vector<std::string>& args) {
+    const container_spec& c = *action.container;
+    std::string memory = std::to_string(c.memory_limit_bytes) + "b";
+    std::vector<std::string> argv = {"run", "--rm", "--pull=never", "--network=none", "--read-only"};
+    // Podman mounts writable tmpfs on /run, /tmp and /var/tmp under --read-only by default.
+    if (e.name == "podman") argv.push_back("--read-only-tmpfs=false");
+    argv.insert(argv.end(), {
+        // A private IPC namespace without /dev/shm (writable in both engines otherwise).
+        "--ipc=none",
+        "--user=65532:65532",
+        "--cap-drop=ALL",
+        "--security-opt=no-new-privileges",
+        "--memory=" + memory,
+        "--memory-swap=" + memory,  // equal: no swap on top of the limit
+        "--cpus=" + cpus_text(c.cpu_limit_millis),
+        "--pids-limit=" + std::to_string(c.pids_limit),
+        "--tmpfs=/tmp:rw,noexec,nosuid,nodev,size=16777216",
+        // World-writable (1777) in both engines, even with --ipc=none.
+        "--tmpfs=/dev/mqueue:ro",
+        "--mount=type=bind," + *mount_source_field(s.workspace) + ",target=/workspace,readonly",
+        "--workdir=/workspace",
+        // Output reaches us through the attached client only; the engine keeps no log of it.
+        "--log-driver=none",
+        "--name=" + s.name,
+    });
+    for (const auto& label : s.labels) argv.push_back("--label=" + label);
+    argv.push_back("--entrypoint=" + action.command);
+    if (s.interactive) argv.push_back("--interactive");
+    for (const auto& name : s.env_names) {
+        argv.push_back("--env");
+        argv.push_back(name);
+    }
+    argv.push_back(s.image_id);
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+}
+
+namespace {
+
+std::string unix_time(std::chrono::system_clock::time_point t) {
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%lld.%09lld", static_cast<long long>(ns / 1000000000),
+                  static_cast<long long>(ns % 1000000000));
+    return buf;
+}
+
+}  // namespace
+
+container_events parse_events(std::string_view output) {
+    container_events ev;
+    while (!output.empty()) {
+        auto nl = output.find('\n');
+        auto line = words(output.substr(0, nl));
+        output = nl == std::string_view::npos ? std::string_view() : output.substr(nl + 1);
+        if (line.empty()) continue;
+        ev.known = true;
+        std::string_view action = line[0];
+        if (action == "start" || action == "init") ev.started = true;
+        if (action == "oom") ev.oom = true;
+        if ((action == "die" || action == "died") && line.size() > 1) {
+            ev.started = true;
+            ev.exit_code = std::atoi(std::string(line[1]).c_str());
+        }
+    }
+    return ev;
+}
+
+asio::awaitable<container_events> events_of(const engine& e, const std::string& name,
+                                            std::chrono::system_clock::time_point since, std::vector<std::string> env) {
+    // A margin for a daemon whose clock is a little behind ours; the name is unique anyway.
+    std::string from = unix_time(since - std::chrono::seconds(10));
+    std::vector<std::string> args;
+    if (e.name == "podman")
+        args = {"events", "--since", from, "--stream=false", "--filter", "container=" + name,
+                "--format", "{{.Status}} {{.ContainerExitCode}}"};
+    else  // Docker streams until --until: now, which has passed for a local daemon.
+        args = {"events", "--since", from, "--until", unix_time(std::chrono::system_clock::now()), "--filter",
+                "container=" + name, "--format", "{{.Action}} {{index .Actor.Attributes \"exitCode\"}}"};
+    process_result r = co_await call(e, std::move(args), std::move(env));
+    if (r.outcome != process_outcome::exited || r.exit_code != 0) co_return container_events{};
+    co_return parse_events(r.stdout_bytes);
+}
+
+std::vector<std::string> remove_arguments(const engine& e, const std::vector<std::string>& names) {
+    std::vector<std::string> argv = {"rm", "--force"};
+    if (e.name == "podman") argv.push_back("--time=0");
+    argv.insert(argv.end(), names.begin(), names.end());
+    return argv;
+}
+
+}  // namespace agentctl::container

@@ -1,0 +1,134 @@
+// Talking to a container engine client (docker or podman): finding it, its environment,
+// bounded calls, image inspection and the `run` argument vector. Used by the container
+// launcher and by doctor; see docs/DESIGN.md, "Containers".
+#pragma once
+
+#include <agentctl/process.hpp>
+#include <agentctl/spec.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace agentctl::container {
+
+/// Reads agentctl's own environment (run_options::host_env).
+using host_environment = std::function<std::optional<std::string>(std::string_view)>;
+
+/// An engine client found on this host.
+struct engine {
+    std::string name;  ///< "docker" | "podman"
+    std::string path;  ///< absolute path of a regular executable file
+};
+
+/// Bounds of every engine call but `run` itself (REFERENCE 5.2, 5.5).
+inline constexpr std::chrono::seconds call_timeout{10};
+inline constexpr std::uint64_t call_output_limit = 64 * 1024;
+
+/// Engine names tried for `choice`, in order: auto -> docker, podman.
+std::vector<std::string> engine_names(engine_choice choice);
+
+/// Finds `name` as a regular executable file in the absolute directories of `search_path`
+/// (empty and relative entries skipped), and for podman also at /opt/podman/bin/podman.
+/// Returns nothing with `error` saying where it looked.
+std::optional<engine> find_engine(std::string_view name, std::string_view search_path, std::string& error);
+
+/// Variables forwarded from agentctl's environment to an engine client: the engine's own
+/// connection and configuration variables (REFERENCE 5.3, plus CONTAINERS_CONF).
+const std::vector<std::string_view>& forwarded_variables();
+
+/// The client's environment: only the forwarded variables that are set, then `action_env`
+/// ("NAME=value", the action's resolved values, passed on by name with --env NAME).
+std::vector<std::string> client_environment(const host_environment& host_env,
+                                            const std::vector<std::string>& action_env = {});
+
+/// Runs `<engine> args...` bounded by call_timeout and call_output_limit, in its own process
+/// group. Not cancellable unless `cancellable` (then through the coroutine's cancellation
+/// state): cleanup must run to completion.
+boost::asio::awaitable<process_result> call(const engine& e, std::vector<std::string> args,
+                                            std::vector<std::string> env, bool cancellable = false);
+
+/// Stderr as one line for messages: newlines flattened, at most 512 bytes then "…";
+/// "no diagnostic output" when empty.
+std::string excerpt(std::string_view text);
+
+/// How a finished call went, for messages: "exit status N", "timed out after 10 s", ...
+std::string describe(const process_result& r);
+
+/// True when an engine's stderr says the container does not exist.
+bool says_no_such_container(std::string_view stderr_text);
+
+/// Whether the pinned image is available on one engine.
+struct image_probe {
+    bool ok = false;
+    std::string image_id;  ///< "sha256:<64 hex>" when ok
+    std::string message;   ///< why not (names the engine), or what was found
+};
+
+/// `<engine> image inspect` of `reference` (NAME@sha256:D or sha256:ID), checked: the image
+/// found must be the pinned one (its id, or a repo digest of that very name). Never pulls.
+/// Cancellable through the coroutine's cancellation state.
+boost::asio::awaitable<image_probe> probe_image(const engine& e, const std::string& reference,
+                                                const host_environment& host_env);
+
+/// Checks `image inspect --format` output ("<id> <repo digest>...") against `reference`.
+image_probe match_image(std::string_view engine_name, std::string_view reference, std::string_view inspect_output);
+
+/// `NAME@sha256:D` split into the repository (tag dropped, normalised the way both engines
+/// do: docker.io/library/ for a bare name) and the digest; nullopt for `sha256:ID`.
+struct repo_digest {
+    std::string repository;
+    std::string digest;
+};
+std::optional<repo_digest> parse_repo_digest(std::string_view reference);
+
+/// Everything `run` needs beyond the action itself.
+struct run_settings {
+    std::string name;                    ///< unique container name
+    std::vector<std::string> labels;     ///< "key=value"
+    std::string image_id;                ///< the inspected image, "sha256:<64 hex>"
+    std::string workspace;               ///< canonical host path bound read-only at /workspace
+    std::vector<std::string> env_names;  ///< passed by name: --env NAME
+    bool interactive = false;            ///< stdin carries data
+};
+
+/// The `run` argument vector after the engine (docs/DESIGN.md, "Containers"): --rm, fixed controls,
+/// limits, the bind, names and labels, --entrypoint=command, --env NAME..., the image, then
+/// `args` (which can no longer be read as engine options).
+std::vector<std::string> run_arguments(const engine& e, const action_spec& action, const run_settings& settings,
+                                       const std::vector<std::string>& args);
+
+/// `source=PATH` as one CSV field of --mount, quoted so that no character of PATH can end it;
+/// nullopt when PATH holds a control character (the engines' CSV readers rewrite "\r\n").
+std::optional<std::string> mount_source_field(std::string_view path);
+
+/// `--cpus` text for CPU millis: 500 -> "0.500", 1000 -> "1.000".
+std::string cpus_text(std::uint32_t millis);
+
+/// What an engine's event log says about one container.
+struct container_events {
+    bool known = false;    ///< the log could be read and mentions the container
+    bool started = false;  ///< it was started
+    std::optional<int> exit_code;  ///< it died with this status
+    bool oom = false;      ///< the engine recorded an out-of-memory kill
+};
+
+/// Reads the event log for container `name` since `since` (bounded like every call).
+boost::asio::awaitable<container_events> events_of(const engine& e, const std::string& name,
+                                                   std::chrono::system_clock::time_point since,
+                                                   std::vector<std::string> env);
+
+/// Parses `events --format` lines ("<action> <exit code>"; Docker's "start", "die", "oom",
+/// Podman's "init", "start", "died", ...).
+container_events parse_events(std::string_view output);
+
+/// Arguments that remove containers at once: podman stops with a 10 s grace unless told.
+std::vector<std::string> remove_arguments(const engine& e, const std::vector<std::string>& names);
+
+}  // namespace agentctl::container

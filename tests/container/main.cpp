@@ -1,0 +1,2 @@
+#define BOOST_TEST_MODULE agentctl_container
+#include <boost/test/unit_test.hpp>

@@ -1,0 +1,87 @@
+// The CLI end to end with `isolation: container`: run and doctor, human-free JSON.
+#include "harness.hpp"
+
+#include <boost/json.hpp>
+#include <boost/test/data/monomorphic.hpp>
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+
+using namespace ctr_test;
+namespace bdata = boost::unit_test::data;
+namespace json = boost::json;
+
+namespace {
+
+const std::vector<std::string> engines = {"docker", "podman"};
+
+json::value parse_json(const std::string& text) {
+    json::error_code ec;
+    json::value v = json::parse(text, ec);
+    BOOST_REQUIRE_MESSAGE(!ec, "not JSON: " << text);
+    return v;
+}
+
+cli_test::command_result cli(const std::vector<std::string>& args) {
+    cli_test::command_options options;
+    options.env = fixture_env();
+    options.bound = std::chrono::seconds(120);
+    return cli_test::agentctl(args, options);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(cli_container)
+
+BOOST_DATA_TEST_CASE(run_and_doctor_through_the_cli, bdata::make(engines), engine) {
+    temp_dir dir;
+    action_options o;
+    o.extra = "      env: {MODE: {value: fast}}\n";
+    std::string policy = "    processAllowlist: [probe]\n    environmentAllowlist: [MODE]\n";
+    auto wf = dir.write("wf.yaml", make_workflow(policy, container_action("ids", engine, "/usr/local/bin/probe", {"report-ids"}, o),
+                                            "    - {id: ids, uses: action:ids, foreach: {items: [1, 2]}}\n"));
+    auto r = cli({"--output", "json", "run", "--jobs", "2", wf});
+    BOOST_TEST_REQUIRE(r.exit_code == 0, r.out << r.err);
+    json::value v = parse_json(r.out);
+    BOOST_TEST(v.at("kind").as_string() == "RunOutcome");
+    const auto& data = v.at("data");
+    BOOST_TEST(data.at("state").as_string() == "succeeded");
+    const auto& t = data.at("tasks").at("ids--0000").as_object();
+    BOOST_TEST(t.at("isolation").as_string() == "container");
+    BOOST_TEST(t.at("engine").as_string() == engine);
+    BOOST_TEST(t.at("containment").as_string() == "engine");
+    BOOST_TEST(t.at("command").as_string() == engine_path(engine));
+    BOOST_TEST(t.at("stdout").as_string().subview().find("uid 65532 gid 65532") != std::string_view::npos);
+    std::string run_id(data.at("runId").as_string());
+    BOOST_TEST(containers_labelled(engine, "agentctl.run=" + run_id).empty());
+
+    auto d = cli({"--output", "json", "doctor", wf});
+    BOOST_TEST(d.exit_code == 0, d.out << d.err);
+    json::value dv = parse_json(d.out);
+    BOOST_TEST(dv.at("kind").as_string() == "DoctorResult");
+    BOOST_TEST(dv.at("data").at("ready").as_bool());
+    bool engine_ok = false;
+    for (const auto& c : dv.at("data").at("checks").as_array())
+        engine_ok |= c.at("check").as_string() == "engine" && c.at("subject").as_string() == engine &&
+                     c.at("status").as_string() == "ok";
+    BOOST_TEST(engine_ok);
+
+    // The pinned image is not here: doctor says so, run fails closed with exit 4.
+    action_options missing = o;
+    missing.image_ref = "sha256:" + std::string(64, 'f');
+    auto absent = dir.write("absent.yaml", make_workflow(policy, container_action("ids", engine, "/usr/local/bin/probe",
+                                                                             {"report-ids"}, missing),
+                                                    "    - {id: ids, uses: action:ids}\n"));
+    auto da = cli({"--output", "json", "doctor", absent});
+    BOOST_TEST(da.exit_code == 4, da.out << da.err);
+    BOOST_TEST(!parse_json(da.out).at("data").at("ready").as_bool());
+    auto ra = cli({"--output", "json", "run", absent});
+    BOOST_TEST(ra.exit_code == 4, ra.out << ra.err);
+    json::value av = parse_json(ra.out);
+    BOOST_TEST(av.at("data").at("error").at("code").as_string() == "isolation_unavailable");
+    BOOST_TEST(av.at("data").at("tasks").at("ids").at("state").as_string() == "skipped");
+    auto human = cli({"doctor", absent});
+    BOOST_TEST(human.exit_code == 4);
+    BOOST_TEST(human.out.find("not ready") != std::string::npos, human.out);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,592 @@
+// Container mode against the real engines: every case runs on Docker and on Podman, checks
+// from inside the container, and ends by proving that no container of the run is left.
+#include "harness.hpp"
+
+#include <boost/test/data/monomorphic.hpp>
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+using namespace agentctl;
+using namespace ctr_test;
+namespace bdata = boost::unit_test::data;
+
+namespace {
+
+const std::vector<std::string> engines = {"docker", "podman"};
+const std::string probe = "/usr/local/bin/probe";
+const std::string allow = "    processAllowlist: [probe, sh, nope, script.sh]\n";
+
+/// Lines of `text` starting with `prefix` (the prefix removed).
+std::vector<std::string> tagged(const std::string& text, const std::string& prefix) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);)
+        if (line.rfind(prefix, 0) == 0) out.push_back(line.substr(prefix.size()));
+    return out;
+}
+
+std::string one(const std::string& text, const std::string& prefix) {
+    auto all = tagged(text, prefix);
+    return all.empty() ? "<none>" : all.front();
+}
+
+std::string alnum(const std::string& s, std::size_t max) {
+    std::string out;
+    for (char c : s)
+        if (out.size() < max && std::isalnum(static_cast<unsigned char>(c))) out.push_back(c);
+    return out;
+}
+
+std::string message_of(const task_result& t) {
+    return t.error ? t.error->code + ": " + t.error->message : "";
+}
+
+std::string single(const std::string& action, const std::string& task_extra = "") {
+    return "    - {id: t, uses: action:" + action + task_extra + "}\n";
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(engines_live)
+
+// T-CTR-01/05/08/09, T-LIM-01/03/04, T-FS-10, T-CTR-15: what the process sees inside.
+BOOST_DATA_TEST_CASE(the_fixed_controls_hold_inside_the_container, bdata::make(engines), engine) {
+    temp_dir ws;
+    ::symlink("/etc/hostname", (ws.path() + "/hostlink").c_str());
+    ::symlink("/var/run/docker.sock", (ws.path() + "/socklink").c_str());
+    ::symlink("/usr/local/bin/probe", (ws.path() + "/imagelink").c_str());
+    std::string script = R"SH(
+echo "ids $(id -u):$(id -g)"
+grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs):' /proc/self/status | tr -d '\t' | sed 's/^/status /'
+while read dev mnt fs opts rest; do
+  case $mnt in /|/workspace|/tmp|/dev/shm|/dev/mqueue) echo "mount $mnt $fs $opts";; esac
+done < /proc/mounts
+echo "net $(ls /sys/class/net | tr '\n' ' ')"
+find / -path /proc -prune -o -path /sys -prune -o -type d -print 2>/dev/null | while read d; do
+  if touch "$d/.agentctl-probe" 2>/dev/null; then echo "writable $d"; rm -f "$d/.agentctl-probe"; fi
+done
+echo "pids $(cat /sys/fs/cgroup/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids/pids.max)"
+echo "memory $(cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes)"
+echo "swap $(cat /sys/fs/cgroup/memory.swap.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.memsw.limit_in_bytes 2>/dev/null || echo unsupported)"
+echo "cpu $(cat /sys/fs/cgroup/cpu.max 2>/dev/null || echo $(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us) $(cat /sys/fs/cgroup/cpu/cpu.cfs_period_us))"
+echo "connect $(nc -w 5 1.1.1.1 53 </dev/null 2>&1 | head -n 1)"
+echo "hostlink $(cat /workspace/hostlink 2>&1)"
+[ -x /workspace/imagelink ] && echo "imagelink resolves in the image"
+if [ -e /workspace/socklink ] || [ -e /var/run/docker.sock ] || [ -e /run/docker.sock ]; then echo "docker.sock reachable"; fi
+echo "home ${HOME-unset}"
+)SH";
+    action_options o;
+    o.timeout = "60";
+    o.container = "        memoryLimitBytes: 33554432\n        cpuLimitMillis: 500\n        pidsLimit: 37\n";
+    auto wf = make_workflow(allow, container_action("inside", engine, "/bin/sh", {"-c", script}, o), single("inside"));
+    auto out = run_yaml(wf, in(ws.path()));
+    const auto& t = out.task("t");
+    BOOST_TEST_REQUIRE(t.state == task_state::succeeded, t.stderr_text);
+    BOOST_TEST(t.isolation == "container");
+    BOOST_TEST(t.engine == engine);
+    BOOST_TEST(t.containment == "engine");
+    const std::string& s = t.stdout_text;
+    BOOST_TEST_MESSAGE(s);
+    BOOST_TEST(one(s, "ids ") == "65532:65532");
+    BOOST_TEST(one(s, "status CapEff:") == "0000000000000000");
+    BOOST_TEST(one(s, "status CapPrm:") == "0000000000000000");
+    BOOST_TEST(one(s, "status NoNewPrivs:") == "1");
+    // Read-only root and workspace; /tmp the only writable place, small, noexec, nosuid, nodev.
+    std::string root = one(s, "mount / ");
+    BOOST_TEST(root.find(" ro,") != std::string::npos, root);
+    std::string work = one(s, "mount /workspace ");
+    BOOST_TEST(work.find(" ro,") != std::string::npos, work);
+    std::string tmp = one(s, "mount /tmp ");
+    BOOST_TEST(tmp.rfind("tmpfs rw,", 0) == 0u, tmp);
+    for (const char* opt : {"nosuid", "nodev", "noexec", "size=16384k"}) BOOST_TEST(tmp.find(opt) != std::string::npos, tmp);
+    BOOST_TEST(tagged(s, "mount /dev/shm ").empty(), "no /dev/shm");
+    std::string mq = one(s, "mount /dev/mqueue ");
+    BOOST_TEST((mq == "<none>" || mq.find(" ro,") != std::string::npos), mq);
+    BOOST_TEST((tagged(s, "writable ") == std::vector<std::string>{"/tmp"}), s);
+    BOOST_TEST(one(s, "net ") == "lo ");
+    std::string connect = one(s, "connect ");
+    BOOST_TEST(connect.find("unreachable") != std::string::npos, connect);
+    // The limits in force, byte-exact.
+    BOOST_TEST(one(s, "pids ") == "37");
+    BOOST_TEST(one(s, "memory ") == "33554432");
+    std::string swap = one(s, "swap ");
+    BOOST_TEST((swap == "unsupported" || swap == "33554432" || swap == "0"), swap);
+    BOOST_TEST(one(s, "cpu ") == "50000 100000");
+    // Workspace symlinks resolve inside the container; no engine socket.
+    std::ifstream host_hostname("/etc/hostname");
+    std::string host_name;
+    std::getline(host_hostname, host_name);
+    BOOST_TEST(one(s, "hostlink ") != host_name);
+    BOOST_TEST(!tagged(s, "imagelink resolves in the image").empty());
+    BOOST_TEST(tagged(s, "docker.sock").empty());
+    require_no_containers_left(out);
+}
+
+// T-CTR-01, T-FS-09: the authorised cwd is bound read-only at /workspace, whatever its name.
+BOOST_DATA_TEST_CASE(the_cwd_is_bound_read_only_even_with_odd_characters, bdata::make(engines), engine) {
+    temp_dir ws;
+    std::string odd = "odd, name: \"q\" 'x' $y";
+    std::filesystem::create_directories(ws.path() + "/" + odd);
+    std::ofstream(ws.path() + "/" + odd + "/data.txt") << "payload\n";
+    std::string script = "cat data.txt; pwd; touch x 2>/dev/null || echo ro-workspace; touch /x 2>/dev/null || echo ro-root;"
+                         " mkdir /etc/y 2>/dev/null || echo ro-etc";
+    action_options o;
+    std::string quoted_odd = "\"odd, name: \\\"q\\\" 'x' $y\"";
+    o.extra = "      cwd: " + quoted_odd + "\n";
+    auto wf = make_workflow(allow, container_action("bound", engine, "/bin/sh", {"-c", script}, o), single("bound"));
+    auto out = run_yaml(wf, in(ws.path()));
+    const auto& t = out.task("t");
+    BOOST_TEST_REQUIRE(t.state == task_state::succeeded, t.stderr_text);
+    BOOST_TEST(t.stdout_text == "payload\n/workspace\nro-workspace\nro-root\nro-etc\n");
+    BOOST_TEST(!std::filesystem::exists(ws.path() + "/" + odd + "/x"));
+    require_no_containers_left(out);
+}
+
+// T-CTR-03/04: /tmp is writable but small, noexec and nodev.
+BOOST_DATA_TEST_CASE(tmp_is_small_and_not_executable, bdata::make(engines), engine) {
+    temp_dir ws;
+    std::string script = "cp /usr/local/bin/probe /tmp/p && /tmp/p exit 0; echo \"exec $?\";"
+                         " dd if=/dev/zero of=/tmp/fill bs=1048576 count=20 2>/dev/null; echo \"dd $?\";"
+                         " echo \"size $(stat -c %s /tmp/fill)\"; mknod /tmp/null c 1 3 2>/dev/null; echo \"mknod $?\"";
+    auto wf = make_workflow(allow, container_action("tmp", engine, "/bin/sh", {"-c", script}), single("tmp"));
+    auto out = run_yaml(wf, in(ws.path()));
+    const auto& t = out.task("t");
+    BOOST_TEST_REQUIRE(t.state == task_state::succeeded, t.stderr_text);
+    const std::string& s = t.stdout_text;
+    BOOST_TEST(one(s, "exec ") == "126", s);
+    BOOST_TEST(one(s, "dd ") != "0", s);
+    BOOST_TEST(std::stoll(one(s, "size ")) <= 16777216, s);
+    BOOST_TEST(one(s, "mknod ") != "0", s);
+    require_no_containers_left(out);
+}
+
+// T-ENV-01/04: values reach the container by name only; never in any command line.
+BOOST_DATA_TEST_CASE(environment_values_travel_by_name_only, bdata::make(engines), engine) {
+    temp_dir ws;
+    std::string secret = "S3CR3T-" + cli_test::make_nonce();
+    std::string script = "echo \"len ${#TOKEN}\"; case \"$TOKEN\" in S3CR3T-*) echo prefix-ok;; esac;"
+                         " [ -n \"${EMPTY+x}\" ] && echo \"empty-set ${#EMPTY}\"; echo \"$TOKEN\"; sleep 2";
+    action_options o;
+    o.extra = "      env:\n        TOKEN: {env: SECRET_SRC}\n        EMPTY: {value: \"\"}\n";
+    std::string policy = allow + "    environmentAllowlist: [TOKEN, SECRET_SRC, EMPTY]\n";
+    auto wf = make_workflow(policy, container_action("env", engine, "/bin/sh", {"-c", script}, o), single("env"));
+    bool client_seen = false;
+    std::vector<std::string> leaks;
+    run_setup setup = in(ws.path());
+    setup.env["SECRET_SRC"] = secret;
+    setup.poll = [&](run_control& c) {
+        if (command_lines_with("agentctl-shell-" + alnum(c.run_id, 32)).empty()) return false;
+        client_seen = true;
+        leaks = command_lines_with(secret);
+        return true;
+    };
+    auto out = run_yaml(wf, setup);
+    const auto& t = out.task("t");
+    BOOST_TEST_REQUIRE(t.state == task_state::succeeded, t.stderr_text);
+    BOOST_TEST(client_seen);
+    BOOST_TEST(leaks.empty(), "the secret is in a command line");
+    BOOST_TEST(one(t.stdout_text, "len ") == std::to_string(secret.size()));
+    BOOST_TEST(!tagged(t.stdout_text, "prefix-ok").empty());
+    BOOST_TEST(one(t.stdout_text, "empty-set ") == "0");
+    BOOST_TEST(t.stdout_text.find(secret) == std::string::npos);
+    BOOST_TEST(t.stdout_text.find("[REDACTED]") != std::string::npos);
+    require_no_containers_left(out);
+}
+
+// T-CTR-10, T-TIME-01: a timeout ends the container through the engine even when PID 1
+// ignores SIGTERM; the output before the timeout is kept.
+BOOST_DATA_TEST_CASE(a_timeout_removes_a_container_that_ignores_sigterm, bdata::make(engines), engine) {
+    temp_dir ws;
+    action_options o;
+    o.timeout = "2";
+    auto wf = make_workflow(allow,
+                       container_action("stubborn", engine, "/bin/sh",
+                                        {"-c", "echo before-timeout; exec /usr/local/bin/probe trap-term ignore"}, o),
+                       single("stubborn"));
+    auto out = run_yaml(wf, in(ws.path()));
+    const auto& t = out.task("t");
+    BOOST_TEST(t.state == task_state::timed_out, message_of(t));
+    BOOST_TEST(t.stdout_text == "before-timeout\n");
+    BOOST_TEST(out.wall < 2s + 15s);
+    require_no_containers_left(out);
+}
+
+// killGraceSeconds > 0: SIGTERM through the engine, then removal after the grace.
+BOOST_DATA_TEST_CASE(a_timeout_with_grace_sends_sigterm_first, bdata::make(engines), engine) {
+    temp_dir ws;
+    action_options o;
+    o.timeout = "2";
+    auto wf = make_workflow(allow,
+                       container_action("polite", engine, probe, {"trap-term", "exit", "0"}, o) +
+                           container_action("stubborn", engine, probe, {"trap-term", "ignore"}, o),
+                       "    - {id: polite, uses: action:polite, failure: continue}\n"
+                       "    - {id: stubborn, uses: action:stubborn, failure: continue}\n",
+                       "  runtime: {killGraceSeconds: 3}\n");
+    auto out = run_yaml(wf, in(ws.path()).with_jobs(2));
+    BOOST_TEST(out.task("polite").state == task_state::timed_out);
+    BOOST_TEST(out.task("stubborn").state == task_state::timed_out);
+    // The polite one ended on SIGTERM (exit 0), well before the grace; the other needed SIGKILL.
+    BOOST_TEST(out.task("polite").duration_ms < 2000u + 2500u);
+    BOOST_TEST(out.task("stubborn").duration_ms >= 2000u + 2900u);
+    BOOST_TEST(out.task("stubborn").duration_ms < 2000u + 3000u + 12000u);
+    require_no_containers_left(out);
+}
+
+// T-CAN-01/04, T-CTR-11: cancellation while the container runs, gracefully and at once.
+BOOST_DATA_TEST_CASE(cancellation_removes_the_running_container, bdata::make(engines) * bdata::make({0, 1}), engine,
+                     terminal) {
+    temp_dir ws;
+    auto wf = make_workflow(allow, container_action("sleepy", engine, probe, {"sleep", "300"}), single("sleepy"));
+    bool seen_running = false;
+    auto out = run_yaml(wf, in(ws.path()).with_poll([&](run_control& c) {
+                                 auto r = engine_cli(engine, {"ps", "--format", "{{.Names}}", "--filter",
+                                                              "label=agentctl.run=" + c.run_id});
+                                 if (r.out.empty()) return false;
+                                 seen_running = true;
+                                 c.cancel(terminal ? boost::asio::cancellation_type::terminal
+                                                   : boost::asio::cancellation_type::total);
+                                 return true;
+                             }));
+    BOOST_TEST(seen_running);
+    BOOST_TEST(out.report.state == run_state::cancelled);
+    BOOST_TEST(out.report.exit_code() == 130);
+    BOOST_TEST(out.task("t").state == task_state::cancelled);
+    BOOST_TEST(out.wall < 60s);
+    require_no_containers_left(out);
+}
+
+// Cancelled before anything started: nothing is created.
+BOOST_DATA_TEST_CASE(cancellation_before_the_start_creates_nothing, bdata::make(engines), engine) {
+    temp_dir ws;
+    auto wf = make_workflow(allow, container_action("sleepy", engine, probe, {"sleep", "300"}), single("sleepy"));
+    auto out = run_yaml(wf, in(ws.path()).with_poll([](run_control& c) {
+                                 c.cancel(boost::asio::cancellation_type::total);
+                                 return true;
+                             }));
+    BOOST_TEST(out.report.state == run_state::cancelled);
+    BOOST_TEST(out.task("t").state == task_state::cancelled);
+    require_no_containers_left(out);
+}
+
+// T-OUT-10: a flood is cut at the cap; the container is removed through the engine.
+BOOST_DATA_TEST_CASE(an_output_flood_is_capped_and_its_container_removed, bdata::make(engines), engine) {
+    temp_dir ws;
+    action_options o;
+    o.extra = "      stdoutLimitBytes: 65536\n";
+    auto wf = make_workflow(allow, container_action("flood", engine, probe, {"flood", "--fd", "1"}, o), single("flood"));
+    auto out = run_yaml(wf, in(ws.path()));
+    const auto& t = out.task("t");
+    BOOST_TEST(t.state == task_state::output_limit_exceeded);
+    BOOST_TEST(t.limit_stream == "stdout");
+    BOOST_TEST(t.stdout_text.size() == 65536u);
+    BOOST_TEST(out.wall < 30s);
+    require_no_containers_left(out);
+    // T-CTR-16: the killed client left no engine helper behind (conmon names the container).
+    BOOST_TEST(command_lines_with("agentctl-shell-" + alnum(out.report.run_id, 32)).empty());
+}
+
+// T-CTR-06/07, T-SIG-09: the container's own status, told apart from the engine's.
+BOOST_DATA_TEST_CASE(exit_statuses_are_the_containers_own, bdata::make(engines), engine) {
+    temp_dir ws;
+    std::ofstream(ws.path() + "/script.sh") << "#!/bin/sh\necho hi\n";
+    ::chmod((ws.path() + "/script.sh").c_str(), 0644);
+    std::string actions;
+    std::string tasks;
+    for (int code : {3, 125, 126, 127, 255}) {
+        std::string name = "e" + std::to_string(code);
+        actions += container_action(name, engine, probe, {"exit", std::to_string(code)});
+        tasks += "    - {id: " + name + ", uses: action:" + name + ", failure: continue}\n";
+    }
+    actions += container_action("missing", engine, "/nope", {}) +
+               container_action("noexec", engine, "/workspace/script.sh", {});
+    tasks += "    - {id: missing, uses: action:missing, failure: continue}\n"
+             "    - {id: noexec, uses: action:noexec, failure: continue}\n";
+    auto out = run_yaml(make_workflow(allow, actions, tasks), in(ws.path()).with_jobs(4));
+    for (int code : {3, 125, 126, 127, 255}) {
+        const auto& t = out.task("e" + std::to_string(code));
+        BOOST_TEST(t.state == task_state::failed, code);
+        BOOST_TEST((t.exit_code && *t.exit_code == code), code);
+        BOOST_TEST((t.error && t.error->code == "exit_nonzero"), code);
+    }
+    const auto& missing = out.task("missing");
+    BOOST_TEST(missing.state == task_state::spawn_failed);
+    BOOST_TEST((missing.error && missing.error->code == "executable_not_found"), message_of(missing));
+    BOOST_TEST(!missing.exit_code);
+    const auto& noexec = out.task("noexec");
+    BOOST_TEST(noexec.state == task_state::spawn_failed);
+    BOOST_TEST((noexec.error && noexec.error->code == "permission_denied"), message_of(noexec));
+    require_no_containers_left(out);
+}
+
+// T-RES-04, T-CTR-15: the memory limit kills; the engine's word on it is reported.
+BOOST_DATA_TEST_CASE(out_of_memory_is_reported, bdata::make(engines), engine) {
+    temp_dir ws;
+    action_options o;
+    o.container = "        memoryLimitBytes: 16777216\n";
+    auto wf = make_workflow(allow, container_action("hog", engine, probe, {"alloc", "128"}, o), single("hog"));
+    auto out = run_yaml(wf, in(ws.path()));
+    const auto& t = out.task("t");
+    BOOST_TEST(t.state == task_state::failed);
+    BOOST_TEST((t.exit_code && *t.exit_code == 137));
+    BOOST_REQUIRE(t.error);
+    BOOST_TEST_MESSAGE(engine << ": " << t.error->code << ": " << t.error->message);
+    // Docker records OOMKilled; Podman with runc on cgroup v1 does not, and then we say so.
+    BOOST_TEST((t.error->code == "oom_killed" || t.error->message.find("memory limit") != std::string::npos),
+               t.error->message);
+    if (engine == "docker") BOOST_TEST(t.error->code == "oom_killed");
+    require_no_containers_left(out);
+}
+
+// T-RES-01/02: a fork bomb meets the pids limit; a sibling container keeps working.
+BOOST_DATA_TEST_CASE(a_fork_bomb_meets_the_pids_limit, bdata::make(engines), engine) {
+    temp_dir ws;
+    action_options bomb;
+    bomb.timeout = "60";
+    bomb.container = "        pidsLimit: 16\n";
+    // The inner shell forks until fork fails (it then exits); builtins only afterwards.
+    std::string script = "sh -c 'while :; do sleep 30 & done' 2>/dev/null;"
+                         " read c < /sys/fs/cgroup/pids.current 2>/dev/null || read c < /sys/fs/cgroup/pids/pids.current;"
+                         " echo \"current $c\"";
+    auto wf = make_workflow(allow,
+                       container_action("bomb", engine, "/bin/sh", {"-c", script}, bomb) +
+                           container_action("sibling", engine, probe, {"exit", "0"}),
+                       "    - {id: bomb, uses: action:bomb, failure: continue}\n"
+                       "    - {id: sibling, uses: action:sibling}\n");
+    auto out = run_yaml(wf, in(ws.path()).with_jobs(2));
+    const auto& t = out.task("bomb");
+    BOOST_TEST(t.state == task_state::succeeded, t.stderr_text);
+    BOOST_TEST(std::stoi(one(t.stdout_text, "current ")) <= 16, t.stdout_text);
+    BOOST_TEST(out.task("sibling").state == task_state::succeeded);
+    require_no_containers_left(out);
+}
+
+// T-CTR-12: many containers at once, unique names, all removed.
+BOOST_DATA_TEST_CASE(many_containers_at_once_are_all_removed, bdata::make(engines), engine) {
+    temp_dir ws;
+    auto wf = make_workflow(allow, container_action("echo", engine, probe, {"exit", "0"}),
+                       "    - {id: fan, uses: action:echo, foreach: {items: [1, 2, 3, 4, 5, 6, 7, 8]}}\n");
+    auto out = run_yaml(wf, in(ws.path()).with_jobs(4));
+    BOOST_TEST(out.report.state == run_state::succeeded);
+    for (const auto& t : out.report.tasks) BOOST_TEST(t.state == task_state::succeeded);
+    require_no_containers_left(out);
+}
+
+// T-TIME-05: the container appears only after the timeout (a slow engine client); it is
+// still removed, and the run ends without it.
+BOOST_DATA_TEST_CASE(a_container_created_after_the_timeout_is_removed, bdata::make(engines), engine) {
+    temp_dir ws;
+    temp_dir bin;
+    std::string wrapper = bin.write(engine, "#!/bin/sh\nif [ \"$1\" = run ]; then sleep 3; fi\nexec " +
+                                                engine_path(engine) + " \"$@\"\n");
+    ::chmod(wrapper.c_str(), 0755);
+    action_options o;
+    o.timeout = "1";
+    auto wf = make_workflow(allow, container_action("late", engine, probe, {"sleep", "300"}, o), single("late"));
+    auto out = run_yaml(wf, in(ws.path()).with_search_path(bin.path() + ":/usr/bin:/bin"));
+    const auto& t = out.task("t");
+    BOOST_TEST(t.state == task_state::timed_out, message_of(t));
+    BOOST_TEST(out.wall < 30s);
+    require_no_containers_left(out);
+}
+
+// The sweep when a run ends: a container that an engine created after its client had
+// vanished leaves nothing for its launch to wait for. Here the client records its arguments
+// and fails at once; the test then creates that very container (same name and labels,
+// detached) from outside agentctl's process tree, while another task still runs. The sweep
+// removes it before the run reports.
+BOOST_DATA_TEST_CASE(the_end_of_run_sweep_removes_containers_nobody_waited_for, bdata::make(engines), engine) {
+    temp_dir ws;
+    temp_dir bin;
+    std::string recorded = bin.path() + "/vanishing.args";
+    std::string wrapper = bin.write(engine, "#!/bin/sh\ncase \"$*\" in *agentctl.task=vanishing*)\n"
+                                            "  printf '%s\\0' \"$@\" > " + recorded + ".tmp && mv " + recorded +
+                                                ".tmp " + recorded + "\n  exit 1;;\nesac\nexec " +
+                                                engine_path(engine) + " \"$@\"\n");
+    ::chmod(wrapper.c_str(), 0755);
+    action_options o;
+    o.timeout = "60";
+    auto wf = make_workflow(allow,
+                            container_action("vanishing", engine, probe, {"sleep", "300"}, o) +
+                                container_action("slow", engine, probe, {"sleep", "5"}, o),
+                            "    - {id: vanishing, uses: action:vanishing, failure: continue}\n"
+                            "    - {id: slow, uses: action:slow}\n");
+    bool created = false, seen = false;
+    auto setup = in(ws.path()).with_jobs(2).with_search_path(bin.path() + ":/usr/bin:/bin");
+    setup.poll = [&](run_control& c) {
+        if (!created) {
+            std::ifstream file(recorded, std::ios::binary);
+            if (!file) return false;
+            std::vector<std::string> args;
+            for (std::string arg; std::getline(file, arg, '\0');) args.push_back(arg);
+            BOOST_REQUIRE(!args.empty() && args.front() == "run");
+            args.insert(args.begin() + 1, "--detach");
+            auto r = engine_cli(engine, args);
+            BOOST_REQUIRE_MESSAGE(r.exit_code == 0, engine << " run --detach failed: " << r.err);
+            created = true;
+        }
+        auto r = engine_cli(engine, {"ps", "--all", "--format", "{{.Names}}", "--filter",
+                                     "label=agentctl.run=" + c.run_id, "--filter", "label=agentctl.task=vanishing"});
+        seen = !r.out.empty();
+        return seen;
+    };
+    auto out = run_yaml(wf, setup);
+    BOOST_TEST(seen);
+    // Failed or spawn_failed, depending on what the engine's event log held when the launch
+    // asked: either way not a success.
+    BOOST_TEST(out.task("vanishing").state != task_state::succeeded);
+    BOOST_TEST(out.task("slow").state == task_state::succeeded);
+    BOOST_TEST(!out.report.error, (out.report.error ? out.report.error->message : ""));
+    require_no_containers_left(out);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(preflight)
+
+// T-ENV-03: a declared variable missing from agentctl's environment stops the run first.
+BOOST_AUTO_TEST_CASE(an_unset_source_variable_stops_the_run_before_any_container) {
+    temp_dir ws;
+    action_options o;
+    o.extra = "      env: {TOKEN: {env: AGENTCTL_TEST_SURELY_UNSET}}\n";
+    auto wf = make_workflow(allow + "    environmentAllowlist: [TOKEN, AGENTCTL_TEST_SURELY_UNSET]\n",
+                            container_action("a", "podman", probe, {"exit", "0"}, o), single("a"));
+    auto out = run_yaml(wf, in(ws.path()));
+    BOOST_REQUIRE(out.report.error);
+    BOOST_TEST(out.report.error->message.find("AGENTCTL_TEST_SURELY_UNSET") != std::string::npos,
+               out.report.error->message);
+    BOOST_TEST(out.task("t").state == task_state::skipped);
+    require_no_containers_left(out);
+}
+
+// T-ENG-01: no engine in the trusted search path (a relative entry is never searched).
+BOOST_AUTO_TEST_CASE(a_missing_engine_fails_closed_before_anything_runs) {
+    temp_dir ws;
+    temp_dir bin;
+    std::string planted = bin.write("docker", "#!/bin/sh\ntouch " + ws.path() + "/planted-ran\n");
+    ::chmod(planted.c_str(), 0755);
+    auto here = std::filesystem::current_path();
+    std::filesystem::current_path(bin.path());
+    auto wf = make_workflow(allow, container_action("a", "auto", probe, {"exit", "0"}), single("a"));
+    auto out = run_yaml(wf, in(ws.path()).with_search_path(".:bin:"));
+    std::filesystem::current_path(here);
+    BOOST_TEST(out.report.state == run_state::failed);
+    BOOST_TEST(out.report.exit_code() == 4);
+    BOOST_REQUIRE(out.report.error);
+    BOOST_TEST(out.report.error->code == "isolation_unavailable");
+    BOOST_TEST(out.report.error->message.find("not found") != std::string::npos, out.report.error->message);
+    BOOST_TEST(out.task("t").state == task_state::skipped);
+    BOOST_TEST(!std::filesystem::exists(ws.path() + "/planted-ran"));
+}
+
+// T-ENG-02 and "an explicit engine never falls back": Docker's daemon is down.
+BOOST_AUTO_TEST_CASE(a_stopped_daemon_fails_closed_and_docker_never_falls_back) {
+    temp_dir ws;
+    auto wf = make_workflow(allow, container_action("a", "docker", probe, {"exit", "0"}), single("a"));
+    run_setup setup = in(ws.path());
+    setup.env["DOCKER_HOST"] = "unix://" + ws.path() + "/no-daemon.sock";
+    auto out = run_yaml(wf, setup);
+    BOOST_REQUIRE(out.report.error);
+    BOOST_TEST(out.report.error->code == "isolation_unavailable");
+    BOOST_TEST(out.report.error->message.find("docker") != std::string::npos, out.report.error->message);
+    BOOST_TEST(out.report.error->message.find("podman") == std::string::npos, out.report.error->message);
+    BOOST_TEST(out.report.exit_code() == 4);
+    BOOST_TEST(out.task("t").state == task_state::skipped);
+
+    // auto: Docker first, Podman when Docker cannot serve the image.
+    auto auto_wf = make_workflow(allow, container_action("a", "auto", probe, {"exit", "0"}), single("a"));
+    auto fell = run_yaml(auto_wf, setup);
+    BOOST_TEST(fell.report.state == run_state::succeeded);
+    BOOST_TEST(fell.task("t").engine == "podman");
+    auto first = run_yaml(auto_wf, in(ws.path()));
+    BOOST_TEST(first.task("t").engine == "docker");
+    require_no_containers_left(fell);
+    require_no_containers_left(first);
+}
+
+// T-ENG-03: an engine client that never answers is bounded (10 s) and killed.
+BOOST_DATA_TEST_CASE(a_hung_engine_is_bounded, bdata::make(engines), engine) {
+    temp_dir ws;
+    temp_dir bin;
+    std::string nonce = cli_test::make_nonce();
+    std::string hung = bin.write(engine, "#!/bin/sh\nexec " + cli_test::probe_bin() + " sleep 600 --nonce " + nonce + "\n");
+    ::chmod(hung.c_str(), 0755);
+    auto wf = make_workflow(allow, container_action("a", engine, probe, {"exit", "0"}), single("a"));
+    auto out = run_yaml(wf, in(ws.path()).with_search_path(bin.path() + ":/usr/bin:/bin"));
+    BOOST_REQUIRE(out.report.error);
+    BOOST_TEST(out.report.error->code == "isolation_unavailable");
+    BOOST_TEST(out.report.error->message.find("no answer within 10 s") != std::string::npos, out.report.error->message);
+    BOOST_TEST(out.wall < 20s);
+    BOOST_TEST(cli_test::processes_with(nonce).empty());
+}
+
+// T-IMG-03: a digest that is not present locally; nothing is pulled.
+BOOST_DATA_TEST_CASE(an_absent_image_fails_closed_without_a_pull, bdata::make(engines), engine) {
+    temp_dir ws;
+    auto before = engine_cli(engine, {"image", "ls", "--all", "--quiet", "--no-trunc"});
+    action_options o;
+    o.image_ref = "docker.io/library/busybox@sha256:" + std::string(64, 'e');
+    auto out = run_yaml(make_workflow(allow, container_action("a", engine, probe, {"exit", "0"}, o), single("a")),
+                        in(ws.path()));
+    BOOST_REQUIRE(out.report.error);
+    BOOST_TEST(out.report.error->code == "isolation_unavailable");
+    BOOST_TEST(out.report.exit_code() == 4);
+    auto after = engine_cli(engine, {"image", "ls", "--all", "--quiet", "--no-trunc"});
+    BOOST_TEST(before.out == after.out);
+}
+
+// T-IMG-04/07: a repo digest must belong to that very name; an image without repo digests
+// gets a diagnostic that says so.
+BOOST_AUTO_TEST_CASE(repo_digests_match_by_name_and_digest_only) {
+    temp_dir ws;
+    // A name of our own: Podman lists a repo digest per name of the image.
+    std::string name = "localhost/agentctl-digest-" + cli_test::make_nonce();
+    BOOST_REQUIRE(engine_cli("podman", {"tag", image(), name + ":x"}).exit_code == 0);
+    auto digests = engine_cli("podman", {"image", "inspect", "--format", "{{range .RepoDigests}}{{.}} {{end}}", image()});
+    auto at = digests.out.find(name + "@sha256:");
+    BOOST_REQUIRE_MESSAGE(at != std::string::npos, "podman lists no repo digest for " << name << ": " << digests.out);
+    std::string digest = digests.out.substr(at + name.size() + 1, 71);
+    auto run_ref = [&](const std::string& engine, const std::string& ref) {
+        action_options o;
+        o.image_ref = ref;
+        return run_yaml(make_workflow(allow, container_action("a", engine, probe, {"exit", "0"}, o), single("a")),
+                        in(ws.path()));
+    };
+    auto exact = run_ref("podman", name + "@" + digest);
+    BOOST_TEST(exact.report.state == run_state::succeeded);
+    require_no_containers_left(exact);
+    auto shorter = run_ref("podman", name.substr(0, name.size() - 1) + "@" + digest);
+    BOOST_TEST((shorter.report.error && shorter.report.error->code == "isolation_unavailable"));
+    auto other = run_ref("podman", name + "-other@" + digest);
+    BOOST_TEST((other.report.error && other.report.error->code == "isolation_unavailable"));
+    engine_cli("podman", {"untag", image(), name + ":x"});
+
+    // Docker loaded the image from an archive: it has no repo digest under any name. (The
+    // fixture named it too, so removing our tag leaves the image.)
+    std::string tag = name + ":loaded-" + cli_test::make_nonce();
+    BOOST_REQUIRE(engine_cli("docker", {"tag", image(), tag}).exit_code == 0);
+    auto loaded = run_ref("docker", name + "@" + digest);
+    engine_cli("docker", {"rmi", tag});
+    BOOST_REQUIRE(loaded.report.error);
+    BOOST_TEST(loaded.report.error->code == "isolation_unavailable");
+    BOOST_TEST(loaded.report.error->message.find("<none>") != std::string::npos, loaded.report.error->message);
+}
+
+// /usr/local/bin/docker may be a newer client than /usr/bin/docker: both drive the daemon.
+BOOST_AUTO_TEST_CASE(the_distribution_docker_client_works_too) {
+    temp_dir ws;
+    auto wf = make_workflow(allow, container_action("a", "docker", probe, {"exit", "0"}), single("a"));
+    auto out = run_yaml(wf, in(ws.path()).with_search_path("/usr/bin:/bin"));
+    BOOST_TEST(out.report.state == run_state::succeeded);
+    BOOST_TEST(out.task("t").command == "/usr/bin/docker");
+    require_no_containers_left(out);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
