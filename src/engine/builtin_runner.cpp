@@ -172,8 +172,7 @@ public:
                                    }));
     }
 
-    // Containers left stopped for removal off the critical path are removed (and the run's
-    // leftovers swept) before the run reports.
+    // The run's leftover containers are swept before the run reports.
     void async_finish(asio::any_io_executor,
                       asio::any_completion_handler<void(std::optional<task_error>)> handler) override {
         container_->async_finish(std::move(handler));
