@@ -7,12 +7,17 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <sys/stat.h>
+#include <limits.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 
 namespace asio = boost::asio;
 
@@ -340,6 +345,90 @@ std::vector<std::string> remove_arguments(const engine& e, const std::vector<std
     if (e.name == "podman") argv.push_back("--time=0");
     argv.insert(argv.end(), names.begin(), names.end());
     return argv;
+}
+
+std::optional<std::string> process_start_time(long pid) {
+    if (pid <= 0) return std::nullopt;  // never kill(0) or kill(-1) below
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!stat || !std::getline(stat, line)) {
+        // Not in /proc: gone, or hidden from us (hidepid); kill(pid, 0) tells which.
+        if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return std::nullopt;
+        return std::string();
+    }
+    // Field 2, the command, is in parentheses and may hold spaces: count from the last ')'.
+    auto at = line.rfind(')');
+    for (int field = 2; at != std::string::npos && field < 22; ++field) at = line.find(' ', at + 1);
+    if (at == std::string::npos) return std::string();
+    std::string start = line.substr(at + 1, line.find(' ', at + 1) - at - 1);
+    bool digits = !start.empty() && std::all_of(start.begin(), start.end(), [](unsigned char c) { return std::isdigit(c); });
+    return digits ? start : std::string();
+}
+
+std::string host_name() {
+    char host[HOST_NAME_MAX + 1] = {};
+    ::gethostname(host, sizeof host - 1);
+    return host;
+}
+
+std::optional<owner_label> parse_owner_label(std::string_view value) {
+    // Ours hold only the characters the launcher's label_safe keeps.
+    for (char c : value) {
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ||
+                  c == '_' || c == ':' || c == '/';
+        if (!ok) return std::nullopt;
+    }
+    // From the right: PID, STARTTIME and INSTANCE hold no ':', the host is the rest.
+    auto instance_at = value.rfind(':');
+    if (instance_at == std::string_view::npos || instance_at == 0) return std::nullopt;
+    auto start_at = value.rfind(':', instance_at - 1);
+    if (start_at == std::string_view::npos || start_at == 0) return std::nullopt;
+    auto pid_at = value.rfind(':', start_at - 1);
+    if (pid_at == std::string_view::npos || pid_at == 0) return std::nullopt;
+    owner_label out;
+    out.host = std::string(value.substr(0, pid_at));
+    out.instance = std::string(value.substr(instance_at + 1));
+    out.start_time = std::string(value.substr(start_at + 1, instance_at - start_at - 1));
+    std::string_view pid = value.substr(pid_at + 1, start_at - pid_at - 1);
+    auto is_digits = [](std::string_view s) {
+        return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
+    };
+    if (out.instance.empty() || !is_digits(out.start_time) || !is_digits(pid)) return std::nullopt;
+    auto [end, ec] = std::from_chars(pid.data(), pid.data() + pid.size(), out.pid);
+    if (ec != std::errc() || end != pid.data() + pid.size() || out.pid <= 0 || out.pid > INT_MAX) return std::nullopt;
+    return out;
+}
+
+bool owner_is_dead(std::string_view label_value, std::string_view our_host, const start_time_reader& start_time_of) {
+    auto owner = parse_owner_label(label_value);
+    if (!owner || owner->host != our_host) return false;
+    auto start = start_time_of(owner->pid);
+    if (!start) return true;                // no such process
+    if (start->empty()) return false;       // exists, start time unknown: leave it
+    return *start != owner->start_time;     // the pid was reused
+}
+
+std::vector<std::string> owned_list_arguments(const engine& e) {
+    // Docker's template has .Label; Podman's has only the .Labels map.
+    std::string format = e.name == "podman" ? "{{.Names}} {{index .Labels \"agentctl.owner\"}}"
+                                            : "{{.Names}} {{.Label \"agentctl.owner\"}}";
+    return {"ps", "--all", "--filter", "label=agentctl.owner", "--format", format};
+}
+
+std::vector<std::string> dead_owner_containers(std::string_view ps_output, std::string_view our_host,
+                                               const start_time_reader& start_time_of) {
+    std::vector<std::string> dead;
+    while (!ps_output.empty()) {
+        auto nl = ps_output.find('\n');
+        std::string_view line = ps_output.substr(0, nl);
+        ps_output = nl == std::string_view::npos ? std::string_view() : ps_output.substr(nl + 1);
+        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        // A name holds no space; the label value is the rest of the line.
+        auto space = line.find(' ');
+        if (space == 0 || space == std::string_view::npos) continue;
+        if (owner_is_dead(line.substr(space + 1), our_host, start_time_of)) dead.emplace_back(line.substr(0, space));
+    }
+    return dead;
 }
 
 }  // namespace agentctl::container

@@ -131,4 +131,37 @@ container_events parse_events(std::string_view output);
 /// Arguments that remove containers at once: podman stops with a 10 s grace unless told.
 std::vector<std::string> remove_arguments(const engine& e, const std::vector<std::string>& names);
 
+/// The start time of process `pid` (field 22 of /proc/PID/stat, clock ticks since boot).
+/// nullopt: no such process. Empty: it exists but its start time cannot be read (another
+/// user's process under hidepid, say), which counts as live.
+std::optional<std::string> process_start_time(long pid);
+using start_time_reader = std::function<std::optional<std::string>(long pid)>;
+
+/// This host's name (gethostname).
+std::string host_name();
+
+/// An `agentctl.owner` label value, HOST:PID:STARTTIME:INSTANCE.
+struct owner_label {
+    std::string host;
+    long pid = 0;            ///< > 0
+    std::string start_time;  ///< decimal digits
+    std::string instance;    ///< not empty
+};
+
+/// Parses an owner label value; nullopt unless every field is well formed and every character
+/// is one a label of ours can hold (a-z A-Z 0-9 . - _ : /).
+std::optional<owner_label> parse_owner_label(std::string_view value);
+
+/// True only for a container whose owner was an agentctl on `our_host` (as our own labels
+/// spell it) that is gone: its pid does not exist, or exists with another start time (a
+/// reused pid). Another host, an unparsable label or an unknown start time: false, never touched.
+bool owner_is_dead(std::string_view label_value, std::string_view our_host, const start_time_reader& start_time_of);
+
+/// `ps` arguments listing every container with an owner label, one "NAME OWNER" per line.
+std::vector<std::string> owned_list_arguments(const engine& e);
+
+/// Names in `ps` output (owned_list_arguments) whose owner is dead (owner_is_dead).
+std::vector<std::string> dead_owner_containers(std::string_view ps_output, std::string_view our_host,
+                                               const start_time_reader& start_time_of);
+
 }  // namespace agentctl::container

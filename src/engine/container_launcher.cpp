@@ -18,7 +18,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <random>
 
@@ -66,21 +65,8 @@ std::string random_hex(int digits) {
 
 // host:pid:start-time, so that a sweep can tell a dead owner from a live one (pid reuse).
 std::string owner_identity() {
-    char host[HOST_NAME_MAX + 1] = {};
-    ::gethostname(host, sizeof host - 1);
-    std::string start;
-    std::ifstream stat("/proc/self/stat");
-    std::string line;
-    if (std::getline(stat, line)) {
-        auto paren = line.rfind(')');
-        std::size_t field = 2, at = paren;
-        while (at != std::string::npos && field < 22) {
-            at = line.find(' ', at + 1);
-            ++field;
-        }
-        if (at != std::string::npos) start = line.substr(at + 1, line.find(' ', at + 1) - at - 1);
-    }
-    return std::string(host) + ":" + std::to_string(::getpid()) + ":" + start;
+    return container::host_name() + ":" + std::to_string(::getpid()) + ":" +
+           container::process_start_time(::getpid()).value_or("");
 }
 
 /// One launch's shared state: what the engine client, the timeout and the caller's
@@ -493,7 +479,7 @@ private:
 
     // The run is over: remove anything still labelled with this run and owner (a container an
     // engine created after its client was killed, or one --rm could not remove) and check that
-    // nothing is left.
+    // nothing is left; then, on the same engines, the leftovers of crashed runners.
     asio::awaitable<std::optional<task_error>> finish() {
         std::string problems;
         for (auto& es : engines_) {
@@ -503,10 +489,12 @@ private:
                                              "label=agentctl.run=" + label_safe(ctx_.run_id), "--filter",
                                              "label=agentctl.owner=" + owner_};
             std::vector<std::string> left;
+            bool answered = true;
             for (int pass = 0; pass < 2; ++pass) {
                 process_result r = co_await container::call(es.eng, list, env);
                 left.clear();
                 if (r.outcome != process_outcome::exited || r.exit_code != 0) {
+                    answered = false;
                     problems += (problems.empty() ? "" : "; ") + es.eng.name + " could not list the run's containers (" +
                                 container::describe(r) + ": " + container::excerpt(r.stderr_bytes) + ")";
                     break;
@@ -525,9 +513,23 @@ private:
                 problems += (problems.empty() ? "" : "; ") + es.eng.name + " still has";
                 for (const auto& n : left) problems += " " + n;
             }
+            // Not on an engine that failed to answer: that would only add another timeout.
+            if (answered) co_await sweep_dead_owners(es.eng, env);
         }
         if (problems.empty()) co_return std::nullopt;
         co_return task_error{"container_cleanup_failed", "containers of this run could not be removed: " + problems};
+    }
+
+    // Removes leftovers of crashed runners: containers whose owner label names a dead
+    // process on this host. Best effort: a failure here is not this run's, and the next
+    // run's sweep tries again.
+    asio::awaitable<void> sweep_dead_owners(const engine& eng, const std::vector<std::string>& env) {
+        auto mine = container::parse_owner_label(owner_);
+        if (!mine) co_return;  // our own start time is unknown: we cannot judge others'
+        process_result r = co_await container::call(eng, container::owned_list_arguments(eng), env);
+        if (r.outcome != process_outcome::exited || r.exit_code != 0) co_return;
+        auto dead = container::dead_owner_containers(r.stdout_bytes, mine->host, container::process_start_time);
+        if (!dead.empty()) co_await container::call(eng, container::remove_arguments(eng, dead), env);
     }
 
     std::string instance_;

@@ -7,8 +7,13 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
 #include <map>
+#include <sstream>
 
 using namespace agentctl;
 namespace ctr = agentctl::container;
@@ -133,6 +138,87 @@ BOOST_AUTO_TEST_CASE(removal_never_waits_for_a_stop_timeout) {
     BOOST_TEST((podman == std::vector<std::string>{"rm", "--force", "--time=0", "x", "y"}));
     auto docker = ctr::remove_arguments(ctr::engine{"docker", "/usr/bin/docker"}, {"x"});
     BOOST_TEST((docker == std::vector<std::string>{"rm", "--force", "x"}));
+}
+
+// T-CTR-17/18: the owner label, HOST:PID:STARTTIME:INSTANCE, and what makes its owner dead.
+BOOST_AUTO_TEST_CASE(owner_labels_parse_only_when_every_field_is_well_formed) {
+    auto ok = ctr::parse_owner_label("build-7.example:1234:98765:ab12cd34");
+    BOOST_REQUIRE(ok);
+    BOOST_TEST(ok->host == "build-7.example");
+    BOOST_TEST(ok->pid == 1234);
+    BOOST_TEST(ok->start_time == "98765");
+    BOOST_TEST(ok->instance == "ab12cd34");
+    auto colon_host = ctr::parse_owner_label("a:b:1:2:x");  // fields from the right
+    BOOST_REQUIRE(colon_host);
+    BOOST_TEST(colon_host->host == "a:b");
+    for (std::string bad : {"", "host", "host:1:2", ":1:2:x", "host:1:2:", "host:1::x", "host::2:x", "host:0:2:x",
+                            "host:-1:2:x", "host:+1:2:x", "host:1x:2:x", "host:1:2a:x", "host:99999999999:2:x",
+                            "host: 1:2:x", "host:1:2:x y", "host:1:2:x\n", "h\u00f6st:1:2:x"})
+        BOOST_TEST(!ctr::parse_owner_label(bad), bad);
+}
+
+BOOST_AUTO_TEST_CASE(only_a_gone_owner_on_this_host_is_dead) {
+    // pid -> what /proc says: absent (gone), a start time, or "" (exists, unreadable).
+    std::map<long, std::string> running = {{100, "5000"}, {200, ""}};
+    int asked = 0;
+    ctr::start_time_reader reader = [&](long pid) -> std::optional<std::string> {
+        ++asked;
+        auto it = running.find(pid);
+        return it == running.end() ? std::nullopt : std::optional<std::string>(it->second);
+    };
+    auto dead = [&](const std::string& label) { return ctr::owner_is_dead(label, "here", reader); };
+    BOOST_TEST(dead("here:300:5000:aa"));    // no such process
+    BOOST_TEST(dead("here:100:4999:aa"));    // the pid was reused by another process
+    BOOST_TEST(!dead("here:100:5000:aa"));   // alive: another runner's live container (T-CTR-18)
+    BOOST_TEST(!dead("here:200:1:aa"));      // exists, start time unknown: left alone
+    asked = 0;
+    BOOST_TEST(!dead("there:300:5000:aa"));  // another host's pids mean nothing here
+    BOOST_TEST(!dead("here:300::aa"));       // unparsable: never touched
+    BOOST_TEST(!dead("here.example:300:5000:aa"));
+    BOOST_TEST(asked == 0);
+}
+
+BOOST_AUTO_TEST_CASE(the_dead_owner_sweep_picks_names_from_ps_output) {
+    ctr::start_time_reader reader = [](long pid) -> std::optional<std::string> {
+        if (pid == 100) return std::string("5000");
+        return std::nullopt;
+    };
+    std::string ps = "agentctl-main-r1-aa-1 here:300:5000:aa\n"
+                     "agentctl-job-live here:100:5000:bb\r\n"
+                     "other-host here2:300:5000:cc\n"
+                     "empty-label \n"
+                     "odd here:300:5000:dd extra words\n"
+                     "\n"
+                     "job-crashed here:301:7:ee";
+    auto dead = ctr::dead_owner_containers(ps, "here", reader);
+    BOOST_TEST((dead == std::vector<std::string>{"agentctl-main-r1-aa-1", "job-crashed"}));
+    BOOST_TEST(ctr::dead_owner_containers("", "here", reader).empty());
+}
+
+BOOST_AUTO_TEST_CASE(the_owned_list_format_is_each_engines_own) {
+    auto docker = ctr::owned_list_arguments(ctr::engine{"docker", "/usr/bin/docker"});
+    BOOST_TEST((docker == std::vector<std::string>{"ps", "--all", "--filter", "label=agentctl.owner", "--format",
+                                                   "{{.Names}} {{.Label \"agentctl.owner\"}}"}));
+    auto podman = ctr::owned_list_arguments(ctr::engine{"podman", "/usr/bin/podman"});
+    BOOST_TEST(podman.back() == "{{.Names}} {{index .Labels \"agentctl.owner\"}}");
+}
+
+BOOST_AUTO_TEST_CASE(start_times_come_from_proc_and_a_reaped_pid_has_none) {
+    std::ifstream stat("/proc/self/stat");
+    std::string line;
+    std::getline(stat, line);
+    std::istringstream fields(line.substr(line.rfind(')') + 2));  // field 3 onwards
+    std::string field;
+    for (int i = 3; i <= 22; ++i) fields >> field;
+    BOOST_TEST(ctr::process_start_time(::getpid()).value_or("<none>") == field);
+    pid_t child = ::fork();
+    if (child == 0) ::_exit(0);
+    BOOST_REQUIRE(child > 0);
+    int status = 0;
+    BOOST_REQUIRE(::waitpid(child, &status, 0) == child);
+    BOOST_TEST(!ctr::process_start_time(child));
+    BOOST_TEST(!ctr::process_start_time(0));
+    BOOST_TEST(!ctr::process_start_time(-1));
 }
 
 BOOST_AUTO_TEST_CASE(an_image_id_must_match_exactly) {
