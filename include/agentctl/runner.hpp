@@ -60,7 +60,25 @@ struct task_result {
     std::uint64_t output_bytes = 0;  ///< bytes captured, for the output budget
     std::optional<task_error> error;
     boost::json::value output;  ///< what `tasks.<id>.output` refers to
+    /// The text is kept once: in `output.stdout` and `output.stderr` (builtin actions, whose
+    /// output holds them anyway), and stdout_text and stderr_text are empty. Read the text
+    /// through stdout_of() and stderr_of().
+    bool streams_in_output = false;
 };
+
+/// The task's captured stdout (redacted, valid UTF-8), wherever it is kept.
+inline std::string_view stdout_of(const task_result& t) {
+    if (t.streams_in_output && t.output.is_object())
+        if (auto* s = t.output.get_object().if_contains("stdout"); s && s->is_string()) return s->get_string();
+    return t.stdout_text;
+}
+
+/// The task's captured stderr, like stdout_of().
+inline std::string_view stderr_of(const task_result& t) {
+    if (t.streams_in_output && t.output.is_object())
+        if (auto* s = t.output.get_object().if_contains("stderr"); s && s->is_string()) return s->get_string();
+    return t.stderr_text;
+}
 
 /// Everything a runner needs for one attempt, already rendered by the engine.
 struct attempt_request {

@@ -53,7 +53,8 @@ std::string signal_name(int sig) {
 
 }  // namespace
 
-task_result to_task_result(launch_result r, const resolved_environment& env, std::int64_t timeout_ms) {
+task_result to_task_result(launch_result r, const resolved_environment& env, std::int64_t timeout_ms,
+                           bool streams_once) {
     task_result t;
     process_result& p = r.process;
     t.isolation = r.isolation;
@@ -68,8 +69,10 @@ task_result to_task_result(launch_result r, const resolved_environment& env, std
     t.duration_ms = static_cast<std::uint64_t>(p.duration.count() / 1000);
     redact(p.stdout_bytes, env.secrets);
     redact(p.stderr_bytes, env.secrets);
-    t.stdout_text = to_utf8_lossy(p.stdout_bytes, t.stdout_lossy);
-    t.stderr_text = to_utf8_lossy(p.stderr_bytes, t.stderr_lossy);
+    make_utf8_lossy(p.stdout_bytes, t.stdout_lossy);
+    make_utf8_lossy(p.stderr_bytes, t.stderr_lossy);
+    t.stdout_text = std::move(p.stdout_bytes);
+    t.stderr_text = std::move(p.stderr_bytes);
     switch (p.outcome) {
     case process_outcome::exited:
         if (p.exit_code == 0) {
@@ -122,6 +125,11 @@ task_result to_task_result(launch_result r, const resolved_environment& env, std
     out["stdout"] = t.stdout_text;
     out["stderr"] = t.stderr_text;
     t.output = std::move(out);
+    if (streams_once) {  // a 1 MiB stdout costs 1 MiB, not 2, for the rest of the run
+        std::string().swap(t.stdout_text);
+        std::string().swap(t.stderr_text);
+        t.streams_in_output = true;
+    }
     return t;
 }
 
@@ -168,7 +176,7 @@ public:
         l.async_launch(launch, asio::bind_cancellation_slot(
                                    slot, [this, action_index, timeout_ms, h = std::move(handler)](launch_result r) mutable {
                                        std::move(h)(to_task_result(std::move(r), ctx_.environments[action_index],
-                                                                   timeout_ms));
+                                                                   timeout_ms, /*streams_once=*/true));
                                    }));
     }
 

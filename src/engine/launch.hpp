@@ -82,7 +82,8 @@ protected:
 /// A launch as a task result: state and error from the outcome, stdout/stderr redacted with
 /// `env.secrets` and made valid UTF-8, and the shell output object
 /// `{status, changed, exitCode, signal?, stdout, stderr}`. `timeout_ms` is named on timeout.
-task_result to_task_result(launch_result r, const resolved_environment& env, std::int64_t timeout_ms);
+task_result to_task_result(launch_result r, const resolved_environment& env, std::int64_t timeout_ms,
+                           bool streams_once = false);
 
 /// isolation: process.
 std::unique_ptr<launcher> make_host_launcher(run_context& ctx);

@@ -18,8 +18,8 @@ void write_task_result(json_writer& w, const task_result& r) {
         w.member("descendantsKilled", static_cast<std::uint64_t>(r.descendants_killed));
     }
     if (!r.isolation.empty()) {
-        w.member("stdout", r.stdout_text);
-        w.member("stderr", r.stderr_text);
+        w.member("stdout", stdout_of(r));
+        w.member("stderr", stderr_of(r));
         if (r.stdout_lossy) w.member("stdoutLossy", true);
         if (r.stderr_lossy) w.member("stderrLossy", true);
         w.key("usage");

@@ -81,21 +81,24 @@ void json_writer::put_string(std::string_view s) {
     for (std::size_t i = 0; i < s.size(); ++i) {
         unsigned char c = static_cast<unsigned char>(s[i]);
         if (!needs_escape(c)) continue;
-        put(s.substr(start, i - start));
+        if (i > start) put(s.substr(start, i - start));
         start = i + 1;
+        // Escapes go straight into the buffer: output full of control bytes (a binary
+        // stream) is one escape per byte.
         switch (c) {
-        case '"': put("\\\""); break;
-        case '\\': put("\\\\"); break;
-        case '\n': put("\\n"); break;
-        case '\r': put("\\r"); break;
-        case '\t': put("\\t"); break;
-        case '\b': put("\\b"); break;
-        case '\f': put("\\f"); break;
+        case '"': buffer_.append("\\\""); break;
+        case '\\': buffer_.append("\\\\"); break;
+        case '\n': buffer_.append("\\n"); break;
+        case '\r': buffer_.append("\\r"); break;
+        case '\t': buffer_.append("\\t"); break;
+        case '\b': buffer_.append("\\b"); break;
+        case '\f': buffer_.append("\\f"); break;
         default: {
             char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-            put(std::string_view(u, 6));
+            buffer_.append(u, 6);
         }
         }
+        if (buffer_.size() >= flush_at) flush();
     }
     put(s.substr(start));
     put('"');

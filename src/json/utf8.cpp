@@ -1,5 +1,8 @@
 #include <agentctl/json.hpp>
 
+#include <cstdint>
+#include <cstring>
+
 namespace agentctl {
 namespace {
 
@@ -27,33 +30,55 @@ std::size_t valid_sequence(std::string_view s, std::size_t i) {
     return n;
 }
 
-}  // namespace
+// Bytes from `i` on that are ASCII, 8 at a time: the common case, and by far the cheapest.
+std::size_t ascii_run(std::string_view s, std::size_t i) {
+    const std::size_t start = i;
+    while (i + 8 <= s.size()) {
+        std::uint64_t word;
+        std::memcpy(&word, s.data() + i, 8);
+        if (word & 0x8080808080808080ull) break;
+        i += 8;
+    }
+    while (i < s.size() && static_cast<unsigned char>(s[i]) < 0x80) ++i;
+    return i - start;
+}
 
-bool is_valid_utf8(std::string_view bytes) {
-    for (std::size_t i = 0; i < bytes.size();) {
-        std::size_t n = valid_sequence(bytes, i);
-        if (n == 0) return false;
+// Length of the longest valid UTF-8 prefix of s[i..].
+std::size_t valid_prefix(std::string_view s, std::size_t i) {
+    const std::size_t start = i;
+    while (i < s.size()) {
+        i += ascii_run(s, i);
+        if (i == s.size()) break;
+        std::size_t n = valid_sequence(s, i);
+        if (n == 0) break;
         i += n;
     }
-    return true;
+    return i - start;
 }
+
+}  // namespace
+
+bool is_valid_utf8(std::string_view bytes) { return valid_prefix(bytes, 0) == bytes.size(); }
 
 std::string to_utf8_lossy(std::string_view bytes, bool& lossy) {
     std::string out;
     out.reserve(bytes.size());
     std::size_t i = 0;
     while (i < bytes.size()) {
-        std::size_t n = valid_sequence(bytes, i);
-        if (n == 0) {
+        std::size_t n = valid_prefix(bytes, i);
+        out.append(bytes.substr(i, n));
+        i += n;
+        if (i < bytes.size()) {
             out.append("\xEF\xBF\xBD");  // U+FFFD for one invalid byte
             lossy = true;
             ++i;
-        } else {
-            out.append(bytes.substr(i, n));
-            i += n;
         }
     }
     return out;
+}
+
+void make_utf8_lossy(std::string& bytes, bool& lossy) {
+    if (!is_valid_utf8(bytes)) bytes = to_utf8_lossy(std::string_view(bytes), lossy);
 }
 
 }  // namespace agentctl

@@ -91,11 +91,11 @@ echo "home ${HOME-unset}"
     auto wf = make_workflow(allow, container_action("inside", engine, "/bin/sh", {"-c", script}, o), single("inside"));
     auto out = run_yaml(wf, in(ws.path()));
     const auto& t = out.task("t");
-    BOOST_TEST_REQUIRE(t.state == task_state::succeeded, t.stderr_text);
+    BOOST_TEST_REQUIRE(t.state == task_state::succeeded, std::string(stderr_of(t)));
     BOOST_TEST(t.isolation == "container");
     BOOST_TEST(t.engine == engine);
     BOOST_TEST(t.containment == "engine");
-    const std::string& s = t.stdout_text;
+    const std::string s(stdout_of(t));
     BOOST_TEST_MESSAGE(s);
     BOOST_TEST(one(s, "ids ") == "65532:65532");
     BOOST_TEST(one(s, "status CapEff:") == "0000000000000000");
@@ -146,8 +146,8 @@ BOOST_DATA_TEST_CASE(the_cwd_is_bound_read_only_even_with_odd_characters, bdata:
     auto wf = make_workflow(allow, container_action("bound", engine, "/bin/sh", {"-c", script}, o), single("bound"));
     auto out = run_yaml(wf, in(ws.path()));
     const auto& t = out.task("t");
-    BOOST_TEST_REQUIRE(t.state == task_state::succeeded, t.stderr_text);
-    BOOST_TEST(t.stdout_text == "payload\n/workspace\nro-workspace\nro-root\nro-etc\n");
+    BOOST_TEST_REQUIRE(t.state == task_state::succeeded, std::string(stderr_of(t)));
+    BOOST_TEST(std::string(stdout_of(t)) == "payload\n/workspace\nro-workspace\nro-root\nro-etc\n");
     BOOST_TEST(!std::filesystem::exists(ws.path() + "/" + odd + "/x"));
     require_no_containers_left(out);
 }
@@ -161,8 +161,8 @@ BOOST_DATA_TEST_CASE(tmp_is_small_and_not_executable, bdata::make(engines), engi
     auto wf = make_workflow(allow, container_action("tmp", engine, "/bin/sh", {"-c", script}), single("tmp"));
     auto out = run_yaml(wf, in(ws.path()));
     const auto& t = out.task("t");
-    BOOST_TEST_REQUIRE(t.state == task_state::succeeded, t.stderr_text);
-    const std::string& s = t.stdout_text;
+    BOOST_TEST_REQUIRE(t.state == task_state::succeeded, std::string(stderr_of(t)));
+    const std::string s(stdout_of(t));
     BOOST_TEST(one(s, "exec ") == "126", s);
     BOOST_TEST(one(s, "dd ") != "0", s);
     BOOST_TEST(std::stoll(one(s, "size ")) <= 16777216, s);
@@ -192,14 +192,14 @@ BOOST_DATA_TEST_CASE(environment_values_travel_by_name_only, bdata::make(engines
     };
     auto out = run_yaml(wf, setup);
     const auto& t = out.task("t");
-    BOOST_TEST_REQUIRE(t.state == task_state::succeeded, t.stderr_text);
+    BOOST_TEST_REQUIRE(t.state == task_state::succeeded, std::string(stderr_of(t)));
     BOOST_TEST(client_seen);
     BOOST_TEST(leaks.empty(), "the secret is in a command line");
-    BOOST_TEST(one(t.stdout_text, "len ") == std::to_string(secret.size()));
-    BOOST_TEST(!tagged(t.stdout_text, "prefix-ok").empty());
-    BOOST_TEST(one(t.stdout_text, "empty-set ") == "0");
-    BOOST_TEST(t.stdout_text.find(secret) == std::string::npos);
-    BOOST_TEST(t.stdout_text.find("[REDACTED]") != std::string::npos);
+    BOOST_TEST(one(std::string(stdout_of(t)), "len ") == std::to_string(secret.size()));
+    BOOST_TEST(!tagged(std::string(stdout_of(t)), "prefix-ok").empty());
+    BOOST_TEST(one(std::string(stdout_of(t)), "empty-set ") == "0");
+    BOOST_TEST(std::string(stdout_of(t)).find(secret) == std::string::npos);
+    BOOST_TEST(std::string(stdout_of(t)).find("[REDACTED]") != std::string::npos);
     require_no_containers_left(out);
 }
 
@@ -216,7 +216,7 @@ BOOST_DATA_TEST_CASE(a_timeout_removes_a_container_that_ignores_sigterm, bdata::
     auto out = run_yaml(wf, in(ws.path()));
     const auto& t = out.task("t");
     BOOST_TEST(t.state == task_state::timed_out, message_of(t));
-    BOOST_TEST(t.stdout_text == "before-timeout\n");
+    BOOST_TEST(std::string(stdout_of(t)) == "before-timeout\n");
     BOOST_TEST(out.wall < 2s + 15s);
     require_no_containers_left(out);
 }
@@ -288,7 +288,7 @@ BOOST_DATA_TEST_CASE(an_output_flood_is_capped_and_its_container_removed, bdata:
     const auto& t = out.task("t");
     BOOST_TEST(t.state == task_state::output_limit_exceeded);
     BOOST_TEST(t.limit_stream == "stdout");
-    BOOST_TEST(t.stdout_text.size() == 65536u);
+    BOOST_TEST(std::string(stdout_of(t)).size() == 65536u);
     BOOST_TEST(out.wall < 30s);
     require_no_containers_left(out);
     // T-CTR-16: the killed client left no engine helper behind (conmon names the container).
@@ -364,8 +364,8 @@ BOOST_DATA_TEST_CASE(a_fork_bomb_meets_the_pids_limit, bdata::make(engines), eng
                        "    - {id: sibling, uses: action:sibling}\n");
     auto out = run_yaml(wf, in(ws.path()).with_jobs(2));
     const auto& t = out.task("bomb");
-    BOOST_TEST(t.state == task_state::succeeded, t.stderr_text);
-    BOOST_TEST(std::stoi(one(t.stdout_text, "current ")) <= 16, t.stdout_text);
+    BOOST_TEST(t.state == task_state::succeeded, std::string(stderr_of(t)));
+    BOOST_TEST(std::stoi(one(std::string(stdout_of(t)), "current ")) <= 16, std::string(stdout_of(t)));
     BOOST_TEST(out.task("sibling").state == task_state::succeeded);
     require_no_containers_left(out);
 }

@@ -232,7 +232,7 @@ BOOST_FIXTURE_TEST_CASE(success_returns_the_extension_output, extension_fixture)
     // effectId: <runId>:<taskId>:<attempt>
     BOOST_TEST(read_text(markers + "/effect-id") == "run-1:t:1");
     // The stored stdout is the response itself.
-    json::value response = json::parse(t.stdout_text);
+    json::value response = json::parse(std::string(stdout_of(t)));
     BOOST_TEST(response.at("effectId") == "run-1:t:1");
 }
 
@@ -324,7 +324,7 @@ BOOST_FIXTURE_TEST_CASE(failed_handshake_process_is_reported_as_such, extension_
     const task_result& t = only_task(r);
     BOOST_TEST(error_code(t) == "exit_nonzero");
     BOOST_TEST(error_message(t) == "handshake: exited with status 2");
-    BOOST_TEST(t.stderr_text.find("unknown argument --no-such-option") != std::string::npos, t.stderr_text);
+    BOOST_TEST(std::string(stderr_of(t)).find("unknown argument --no-such-option") != std::string::npos, std::string(stderr_of(t)));
     BOOST_TEST(!marker("invoke"));
 }
 
@@ -351,7 +351,7 @@ BOOST_FIXTURE_TEST_CASE(output_limit_is_enforced, extension_fixture) {
     BOOST_TEST(error_code(t) == "output_limit_exceeded");
     BOOST_TEST(t.limit_stream == "stdout");
     BOOST_TEST(t.limit_bytes == 4096u);
-    BOOST_TEST(t.stdout_text.size() == 4096u);
+    BOOST_TEST(std::string(stdout_of(t)).size() == 4096u);
     BOOST_TEST(error_message(t).find("invoke: ") == 0u, error_message(t));
 }
 
@@ -366,7 +366,7 @@ BOOST_FIXTURE_TEST_CASE(secrets_are_redacted_everywhere, extension_fixture) {
     const task_result& t = only_task(r);
     BOOST_TEST(t.state == task_state::succeeded, error_message(t));
     BOOST_TEST(t.output.at("longest") == "[REDACTED]");
-    BOOST_TEST(t.stderr_text.find("SECRET_TOKEN=[REDACTED]") != std::string::npos, t.stderr_text);
+    BOOST_TEST(std::string(stderr_of(t)).find("SECRET_TOKEN=[REDACTED]") != std::string::npos, std::string(stderr_of(t)));
     std::string all = report_json(p, r);
     BOOST_TEST(all.find(secret) == std::string::npos, all);
 }
@@ -382,8 +382,8 @@ BOOST_FIXTURE_TEST_CASE(secrets_are_redacted_from_failures, extension_fixture) {
         run_report r = run(p, options());
         const task_result& t = only_task(r);
         BOOST_TEST(t.state == task_state::failed, mode);
-        BOOST_TEST(t.stderr_text.find("SECRET_TOKEN=[REDACTED]") != std::string::npos,
-                   mode << ": " << t.stderr_text);
+        BOOST_TEST(std::string(stderr_of(t)).find("SECRET_TOKEN=[REDACTED]") != std::string::npos,
+                   mode << ": " << std::string(stderr_of(t)));
         std::string all = report_json(p, r);
         BOOST_TEST(all.find(secret) == std::string::npos, mode << ": " << all);
     }
@@ -486,7 +486,7 @@ BOOST_FIXTURE_TEST_CASE(container_success_in_both_engines, extension_fixture) {
         run_report r = run(p, container_options(*this), {}, 120s);
         const task_result& t = only_task(r);
         BOOST_TEST(t.state == task_state::succeeded,
-                   engine << ": " << error_code(t) << ": " << error_message(t) << " " << t.stderr_text);
+                   engine << ": " << error_code(t) << ": " << error_message(t) << " " << std::string(stderr_of(t)));
         BOOST_TEST(t.isolation == "container");
         BOOST_TEST(t.engine == engine);
         BOOST_TEST(t.output == json::parse(R"({"words":4,"lines":0,"bytes":19,"longest":"quick"})"), engine);

@@ -86,3 +86,33 @@ BOOST_AUTO_TEST_CASE(utf8_repair_replaces_each_bad_byte_and_flags_it) {
     for (int c = 0; c < 256; ++c) all.push_back(static_cast<char>(c));
     BOOST_TEST(is_valid_utf8(to_utf8_lossy(all, lossy)));
 }
+
+// The ASCII fast path reads 8 bytes at a time: a bad byte or a multi-byte character at any
+// offset around those words is still found, and valid text is taken over without a copy.
+BOOST_AUTO_TEST_CASE(utf8_repair_is_exact_at_every_offset_and_reuses_valid_text) {
+    for (std::size_t pos = 0; pos < 40; ++pos) {
+        std::string bad(40, 'x');
+        bad[pos] = '\xFF';
+        std::string expected = std::string(pos, 'x') + "\xEF\xBF\xBD" + std::string(39 - pos, 'x');
+        bool lossy = false;
+        BOOST_TEST(to_utf8_lossy(bad, lossy) == expected);
+        BOOST_TEST(lossy);
+        BOOST_TEST(!is_valid_utf8(bad));
+
+        std::string good = std::string(pos, 'x') + "✓" + std::string(40 - pos, 'y');
+        BOOST_TEST(is_valid_utf8(good));
+        std::string truncated = good.substr(0, pos + 2);  // the check mark cut after 2 of 3 bytes
+        BOOST_TEST(!is_valid_utf8(truncated));
+    }
+    std::string big(1 << 20, 'a');
+    const char* data = big.data();
+    bool lossy = false;
+    make_utf8_lossy(big, lossy);
+    BOOST_TEST(!lossy);
+    BOOST_TEST(big.size() == std::size_t(1) << 20);
+    BOOST_TEST(static_cast<const void*>(big.data()) == static_cast<const void*>(data));
+    std::string repaired = "ok\xFF";
+    make_utf8_lossy(repaired, lossy);
+    BOOST_TEST(lossy);
+    BOOST_TEST(repaired == "ok\xEF\xBF\xBD");
+}

@@ -281,7 +281,7 @@ void print_summary(const command_line& cl, const plan& p, const run_report& r) {
         if (++shown > 10) continue;
         out += paint("1;31", "failed ") + paint("1", p.tasks[i].id) + ": " +
                (t.error ? escape_for_terminal(t.error->message) : std::string(to_string(t.state))) + "\n";
-        for (const auto& line : last_lines(t.stderr_text, 5)) out += "  | " + line + "\n";
+        for (const auto& line : last_lines(stderr_of(t), 5)) out += "  | " + line + "\n";
     }
     if (shown > 10) out += "... and " + std::to_string(shown - 10) + " more failed tasks\n";
     if (r.error) out += paint("1;31", "agentctl: ") + escape_for_terminal(r.error->message) + "\n";
