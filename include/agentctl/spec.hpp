@@ -14,7 +14,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -56,17 +55,29 @@ inline constexpr std::size_t max_secret_process_arg_bytes = 4096;
 /// mapping keys and `[i]` for sequence items: `spec.tasks[2].needs[0]`.
 class source_map {
 public:
-    void set(std::string path, int line, int column);
-    /// Room for `paths` entries, so large documents are recorded without rehashing.
-    void reserve(std::size_t paths) { lines_.reserve(paths); }
+    /// Records where `path` is; a later record of the same path wins.
+    void set(std::string_view path, int line, int column);
+    /// Room for `paths` entries of about `bytes` path bytes in all.
+    void reserve(std::size_t paths, std::size_t bytes) {
+        entries_.reserve(paths);
+        paths_.reserve(bytes);
+    }
     /// The location of `path`, or of its nearest recorded ancestor; {file,0,0} if none.
+    /// A scan: recording is on every parse, looking up only for diagnostics.
     source_location find(std::string_view path) const;
     const std::string& file() const { return file_; }
     void set_file(std::string file) { file_ = std::move(file); }
 
 private:
+    struct entry {
+        std::uint32_t offset;  ///< of the path in paths_
+        std::uint32_t size;
+        int line;
+        int column;
+    };
     std::string file_;
-    std::unordered_map<std::string, std::pair<int, int>> lines_;
+    std::string paths_;  ///< every recorded path, back to back: one allocation, not one each
+    std::vector<entry> entries_;
 };
 
 struct workflow_metadata {

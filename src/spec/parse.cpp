@@ -174,7 +174,7 @@ parse_result parse_workflow(std::string_view source, std::string_view file_name)
 
     workflow wf;
     wf.locations.set_file(file);
-    wf.locations.reserve(tree->nodes.size());
+    wf.locations.reserve(tree->nodes.size(), source.size() * 2);
     tree_reader reader(*tree, file, result.diags, &wf.locations);
     read_workflow(reader, wf);
     // Readers go field by field; users read top to bottom.

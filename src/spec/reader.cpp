@@ -416,15 +416,19 @@ std::optional<std::vector<std::pair<std::string, place>>> tree_reader::entries(
     out.reserve(n.items.size() / 2);
     for (std::size_t i = 0; i + 1 < n.items.size(); i += 2) {
         const auto& key_node = tree_.nodes[n.items[i]];
-        place key_place{n.items[i], p.path, key_node.line, key_node.column};
-        auto key = key_text(key_place);
-        if (!key) continue;
+        std::optional<std::string> key;
+        if (key_node.kind == kind_t::scalar && key_node.plain && !key_node.bad_tag) {
+            key = key_node.text;  // the common case, which cannot fail: no place to build
+        } else {
+            key = key_text(place{n.items[i], p.path, key_node.line, key_node.column});
+            if (!key) continue;
+        }
         bool duplicate =
             use_set ? !seen.insert(tree_.resolve(n.items[i]).text).second
                     : std::any_of(out.begin(), out.end(), [&](const auto& e) { return e.first == *key; });
         if (duplicate) {
             // Not recorded in the source map: the path keeps the first key's location.
-            key_place.path = p.path.empty() ? *key : p.path + "." + *key;
+            place key_place{n.items[i], p.path.empty() ? *key : p.path + "." + *key, key_node.line, key_node.column};
             error(key_place, std::string(duplicate_code),
                   "duplicate key " + quoted(*key) + " in " + std::string(label(p.path)),
                   "each key may appear once; remove or rename one");

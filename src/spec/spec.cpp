@@ -1,20 +1,26 @@
 #include <agentctl/spec.hpp>
 
+#include <cstdint>
+
 namespace agentctl {
 
-void source_map::set(std::string path, int line, int column) {
-    lines_.insert_or_assign(std::move(path), std::pair(line, column));
+void source_map::set(std::string_view path, int line, int column) {
+    if (paths_.size() + path.size() > UINT32_MAX) return;  // its ancestors' places stand in
+    entries_.push_back({static_cast<std::uint32_t>(paths_.size()), static_cast<std::uint32_t>(path.size()), line, column});
+    paths_.append(path);
 }
 
 source_location source_map::find(std::string_view path) const {
-    // Strip one component at a time (`.key` or `[i]`) until a recorded path is found.
-    std::string key(path);
+    // Strip one component at a time (`.key` or `[i]`) until a recorded path is found; the
+    // newest record of a path wins.
+    std::string_view key = path;
     for (;;) {
-        if (auto it = lines_.find(key); it != lines_.end())
-            return {file_, it->second.first, it->second.second};
+        for (auto it = entries_.rbegin(); it != entries_.rend(); ++it)
+            if (it->size == key.size() && std::string_view(paths_).substr(it->offset, it->size) == key)
+                return {file_, it->line, it->column};
         if (key.empty()) return {file_, 0, 0};
         auto cut = key.find_last_of(".[");
-        key.resize(cut == std::string::npos ? 0 : cut);
+        key = key.substr(0, cut == std::string_view::npos ? 0 : cut);
     }
 }
 
