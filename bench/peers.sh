@@ -10,7 +10,7 @@
 #
 # usage: bench/peers.sh [--quick] [--build DIR] [--runs R] [--out DIR]
 #   --quick      smaller N and 3 runs per command (~3 min on a quiet box instead of ~8)
-#   --build DIR  meson build directory holding bench/spawnbench and tools/agentctl/agentctl
+#   --build DIR  meson build directory holding bench/spawnbench and agentctl
 #                (default: build); spawnbench is compiled with cc -O2 if it is not built there
 #   --runs R     hyperfine runs per command (default 5, quick 3)
 #   --out DIR    where the JSON lines go (default: bench/results)
@@ -88,7 +88,10 @@ printf -v py_asyncio '%q %q' "${py[@]}"
 printf -v spawnbench_q '%q' "$spawnbench"
 
 # --- the agentctl hook ---------------------------------------------------------------------
-# Writes a workflow that runs N tasks of one command through a foreach.
+# bench/run is the complete comparison (interleaved runs, targets, README); this script is
+# the hyperfine-only variant.
+# Writes a workflow that runs N tasks of one command through a foreach; $action_extra is
+# appended to the action (e.g. a timeout).
 # usage: write_workflow FILE N J COMMAND [ARG...]
 write_workflow() {
     local file=$1 n=$2 j=$3 command=$4
@@ -103,7 +106,8 @@ write_workflow() {
         echo "  inputs:"
         echo "    items: [$(seq -s ', ' 1 "$n")]"
         echo "  policy:"
-        echo "    processAllowlist: [$(basename "$command")]"
+        # Quoted: `true` unquoted is a YAML boolean.
+        echo "    processAllowlist: [\"$(basename "$command")\"]"
         echo "    approval: never"
         echo "  runtime:"
         echo "    maxConcurrency: $j"
@@ -112,24 +116,24 @@ write_workflow() {
         echo "      kind: builtin.shell.exec"
         echo "      command: $command"
         echo "      args: [$args]"
+        if [[ -n ${action_extra:-} ]]; then echo "      $action_extra"; fi
         echo "  tasks:"
         echo "    - id: work"
         echo "      uses: action:work"
         echo "      foreach: {items: \"\${{ inputs.items }}\", as: item, maxItems: $n}"
+        echo "      failure: continue"
     } >"$file"
 }
 
 # Prints agentctl's command line for workload W1, W2 or W3, or nothing while the CLI is not
 # built (or does not accept the workflow yet).
 agentctl_cmd() {
-    local w=$1 bin=$build/tools/agentctl/agentctl wf=$work/${1,,}.yaml
+    local w=$1 bin=$build/agentctl wf=$work/${1,,}.yaml j=64
     [[ -x $bin ]] || return 0
     case $w in
         W1) write_workflow "$wf" "$w1_n" 64 /bin/true ;;
         W2) write_workflow "$wf" "$w2_n" 64 /usr/bin/head -c "$mib" /dev/zero ;;
-        # SPEC timeouts are whole seconds (>= 1); W3 needs 0.2 s, so there is no like-for-like
-        # workflow for it yet.
-        W3) return 0 ;;
+        W3) j=$w3_j; action_extra="timeoutSeconds: 0.2" write_workflow "$wf" "$w3_n" "$j" /bin/sleep 30 ;;
         *) return 0 ;;
     esac
     # A CLI that is still a stub exits 0 for anything: insist on a real CheckResult.
@@ -137,7 +141,7 @@ agentctl_cmd() {
         echo "peers.sh: agentctl does not accept the $w workflow (yet); agentctl left out of $w" >&2
         return 0
     fi
-    printf '%q run %q --jobs 64\n' "$bin" "$wf"
+    printf '%q run %q --jobs %d\n' "$bin" "$wf" "$j"
 }
 
 # --- running -------------------------------------------------------------------------------

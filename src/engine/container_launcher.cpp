@@ -9,6 +9,7 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -481,55 +482,55 @@ private:
     // engine created after its client was killed, or one --rm could not remove) and check that
     // nothing is left; then, on the same engines, the leftovers of crashed runners.
     asio::awaitable<std::optional<task_error>> finish() {
+        using namespace asio::experimental::awaitable_operators;
         std::string problems;
+        auto mine = container::parse_owner_label(owner_);
         for (auto& es : engines_) {
             if (!es.used) continue;
             auto env = engine_env();
-            std::vector<std::string> list = {"ps", "--all", "--format", "{{.Names}}", "--filter",
+            std::vector<std::string> ours = {"ps", "--all", "--format", "{{.Names}}", "--filter",
                                              "label=agentctl.run=" + label_safe(ctx_.run_id), "--filter",
                                              "label=agentctl.owner=" + owner_};
+            // Ours (filtered by the engine, so bounded however busy the host is) and every
+            // owned one (for dead owners' leftovers), side by side: the run ends sooner.
+            auto [own, owned] = co_await (container::call(es.eng, ours, env) &&
+                                          container::call(es.eng, container::owned_list_arguments(es.eng), env));
             std::vector<std::string> left;
-            bool answered = true;
-            for (int pass = 0; pass < 2; ++pass) {
-                process_result r = co_await container::call(es.eng, list, env);
-                left.clear();
-                if (r.outcome != process_outcome::exited || r.exit_code != 0) {
-                    answered = false;
-                    problems += (problems.empty() ? "" : "; ") + es.eng.name + " could not list the run's containers (" +
-                                container::describe(r) + ": " + container::excerpt(r.stderr_bytes) + ")";
-                    break;
-                }
-                std::string_view text = r.stdout_bytes;
-                while (!text.empty()) {
-                    auto nl = text.find('\n');
-                    std::string_view line = text.substr(0, nl);
-                    if (!line.empty()) left.emplace_back(line);
-                    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
-                }
-                if (left.empty() || pass == 1) break;
-                co_await container::call(es.eng, container::remove_arguments(es.eng, left), env);
+            if (!listed(own, es.eng, problems, left)) continue;
+            // Dead owners' leftovers are best effort (the next run tries again), and only when
+            // our own start time is known, so that we can judge others'.
+            std::vector<std::string> remove = left;
+            if (mine && owned.outcome == process_outcome::exited && owned.exit_code == 0) {
+                auto dead = container::dead_owner_containers(owned.stdout_bytes, mine->host, container::process_start_time);
+                remove.insert(remove.end(), dead.begin(), dead.end());
             }
-            if (!left.empty()) {
-                problems += (problems.empty() ? "" : "; ") + es.eng.name + " still has";
-                for (const auto& n : left) problems += " " + n;
-            }
-            // Not on an engine that failed to answer: that would only add another timeout.
-            if (answered) co_await sweep_dead_owners(es.eng, env);
+            if (!remove.empty()) co_await container::call(es.eng, container::remove_arguments(es.eng, remove), env);
+            if (left.empty()) continue;
+            process_result again = co_await container::call(es.eng, ours, env);
+            if (!listed(again, es.eng, problems, left) || left.empty()) continue;
+            problems += (problems.empty() ? "" : "; ") + es.eng.name + " still has";
+            for (const auto& n : left) problems += " " + n;
         }
         if (problems.empty()) co_return std::nullopt;
         co_return task_error{"container_cleanup_failed", "containers of this run could not be removed: " + problems};
     }
 
-    // Removes leftovers of crashed runners: containers whose owner label names a dead
-    // process on this host. Best effort: a failure here is not this run's, and the next
-    // run's sweep tries again.
-    asio::awaitable<void> sweep_dead_owners(const engine& eng, const std::vector<std::string>& env) {
-        auto mine = container::parse_owner_label(owner_);
-        if (!mine) co_return;  // our own start time is unknown: we cannot judge others'
-        process_result r = co_await container::call(eng, container::owned_list_arguments(eng), env);
-        if (r.outcome != process_outcome::exited || r.exit_code != 0) co_return;
-        auto dead = container::dead_owner_containers(r.stdout_bytes, mine->host, container::process_start_time);
-        if (!dead.empty()) co_await container::call(eng, container::remove_arguments(eng, dead), env);
+    // The names a `ps --format {{.Names}}` printed, or false with the failure in `problems`.
+    static bool listed(const process_result& r, const engine& eng, std::string& problems, std::vector<std::string>& names) {
+        names.clear();
+        if (r.outcome != process_outcome::exited || r.exit_code != 0) {
+            problems += (problems.empty() ? "" : "; ") + eng.name + " could not list the run's containers (" +
+                        container::describe(r) + ": " + container::excerpt(r.stderr_bytes) + ")";
+            return false;
+        }
+        std::string_view text = r.stdout_bytes;
+        while (!text.empty()) {
+            auto nl = text.find('\n');
+            std::string_view line = text.substr(0, nl);
+            if (!line.empty()) names.emplace_back(line);
+            text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+        }
+        return true;
     }
 
     std::string instance_;
