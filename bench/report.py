@@ -111,6 +111,21 @@ def chart(results, png, work=None):
     return None
 
 
+# What the profiles above mean, for the shortfalls we understand.
+WHY = {
+    "W2-agentctl-q": "Why: every task's captured stdout stays in its result until the run reports, "
+                     "once in the task's output and once more in its foreach parent's `items`, so "
+                     "W2 holds about 2 x 2 GiB; the time is the kernel zeroing those pages "
+                     "(`clear_page_erms`, page faults), not the executor (exec_bench, whose W2 row shows "
+                     "it without them).",
+    "W2-json-agentctl-json": "Why: the JSON document carries each 1 MiB stdout several times (the "
+                             "task's `stdout`, its `output.stdout`, the parent's `items`) and escapes "
+                             "every NUL byte as `\\u0000` (6 bytes); see the size per task above.",
+    "W2-executor": "The executor's runs spread widely on this shared machine; compare its "
+                   "rate over several runs before reading much into one.",
+}
+
+
 def section(results, chart_rel="docs/bench/performance.png", results_rel="docs/bench/results.json"):
     """The README section, Markdown."""
     m = results["machine"]
@@ -217,6 +232,8 @@ def section(results, chart_rel="docs/bench/performance.png", results_rel="docs/b
                          f"of the {prof['samples']} samples, the rest is its children): {tops}.")
             elif t.get("subject") == "executor" or t.get("profile") is None:
                 line += " (No profile: see the executor's own numbers above.)"
+            if t.get("id") in WHY:
+                line += " " + WHY[t["id"]]
             out.append(line)
         out.append("")
     out.append("Reproduce with `bench/run` (full run, builds a release build in `build-bench/`, writes "
