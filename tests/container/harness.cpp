@@ -185,20 +185,4 @@ void require_no_containers_left(const run_outcome& out) {
     }
 }
 
-std::vector<std::string> command_lines_with(const std::string& needle) {
-    std::vector<std::string> found;
-    DIR* d = ::opendir("/proc");
-    if (!d) return found;
-    while (dirent* e = ::readdir(d)) {
-        char* end = nullptr;
-        long pid = std::strtol(e->d_name, &end, 10);
-        if (*end != '\0' || pid <= 0) continue;
-        std::ifstream f("/proc/" + std::string(e->d_name) + "/cmdline", std::ios::binary);
-        std::string cmdline((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-        if (cmdline.find(needle) != std::string::npos) found.push_back(cmdline);
-    }
-    ::closedir(d);
-    return found;
-}
-
 }  // namespace ctr_test

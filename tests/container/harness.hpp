@@ -100,8 +100,6 @@ run_outcome run_yaml(const std::string& yaml, const run_setup& setup);
 /// The oracle O-CTR: no container labelled with the run's id on either engine.
 void require_no_containers_left(const run_outcome& out);
 
-/// Processes whose command line contains `needle`.
-std::vector<std::string> command_lines_with(const std::string& needle);
 
 /// A fresh temporary folder (removed afterwards), with helpers to make files in it.
 using cli_test::temp_dir;

@@ -175,19 +175,22 @@ BOOST_DATA_TEST_CASE(environment_values_travel_by_name_only, bdata::make(engines
     temp_dir ws;
     std::string secret = "S3CR3T-" + cli_test::make_nonce();
     std::string script = "echo \"len ${#TOKEN}\"; case \"$TOKEN\" in S3CR3T-*) echo prefix-ok;; esac;"
-                         " [ -n \"${EMPTY+x}\" ] && echo \"empty-set ${#EMPTY}\"; echo \"$TOKEN\"; sleep 2";
+                         " [ -n \"${EMPTY+x}\" ] && echo \"empty-set ${#EMPTY}\"; echo \"$TOKEN\";"
+                         // Runs until the test has looked at every command line (a marker file).
+                         " while [ ! -e /workspace/looked ]; do sleep 0.05; done";
     action_options o;
     o.extra = "      env:\n        TOKEN: {env: SECRET_SRC}\n        EMPTY: {value: \"\"}\n";
     std::string policy = allow + "    environmentAllowlist: [TOKEN, SECRET_SRC, EMPTY]\n";
     auto wf = make_workflow(policy, container_action("env", engine, "/bin/sh", {"-c", script}, o), single("env"));
     bool client_seen = false;
-    std::vector<std::string> leaks;
+    std::vector<pid_t> leaks;
     run_setup setup = in(ws.path());
     setup.env["SECRET_SRC"] = secret;
     setup.poll = [&](run_control& c) {
-        if (command_lines_with("agentctl-shell-" + alnum(c.run_id, 32)).empty()) return false;
+        if (cli_test::processes_with("agentctl-shell-" + alnum(c.run_id, 32)).empty()) return false;
         client_seen = true;
-        leaks = command_lines_with(secret);
+        leaks = cli_test::processes_with(secret);
+        ws.write("looked", "");
         return true;
     };
     auto out = run_yaml(wf, setup);
@@ -292,7 +295,7 @@ BOOST_DATA_TEST_CASE(an_output_flood_is_capped_and_its_container_removed, bdata:
     BOOST_TEST(out.wall < 30s);
     require_no_containers_left(out);
     // T-CTR-16: the killed client left no engine helper behind (conmon names the container).
-    BOOST_TEST(command_lines_with("agentctl-shell-" + alnum(out.report.run_id, 32)).empty());
+    BOOST_TEST(cli_test::processes_with("agentctl-shell-" + alnum(out.report.run_id, 32)).empty());
 }
 
 // T-CTR-06/07, T-SIG-09: the container's own status, told apart from the engine's.
