@@ -4,8 +4,8 @@
 // global state. Everything runs on the executor given to async_run().
 #pragma once
 
+#include <agentctl/diagnostic.hpp>
 #include <agentctl/events.hpp>
-#include <agentctl/json.hpp>
 #include <agentctl/plan.hpp>
 #include <agentctl/runner.hpp>
 
@@ -38,7 +38,9 @@ public:
 };
 
 struct run_options {
-    std::optional<int> jobs;  ///< overrides plan::max_concurrency; 1..4096
+    /// Overrides plan::max_concurrency; 1..4096. The engine lowers it to what the descriptor
+    /// limit can hold (raising the soft limit first) and says so in a warning.
+    std::optional<int> jobs;
     bool keep_going = false;  ///< treat every task as `failure: continue`
     std::string run_id;       ///< empty: generated
     std::string base_dir;     ///< absolute: --workspace, else the workflow's folder
@@ -61,7 +63,9 @@ struct run_report {
     std::optional<task_error> error;  ///< a run-level failure (approval, budget, setup)
     std::chrono::milliseconds duration{0};
 
-    /// SPEC section 4: 0 succeeded, 3 approval/policy, 4 failed, 130 cancelled.
+    std::vector<diagnostic> warnings;  ///< e.g. jobs lowered to fit the descriptor limit
+
+    /// 0 succeeded, 3 approval or policy, 4 failed, 130 cancelled (exit_status).
     int exit_code() const;
 };
 
@@ -88,11 +92,5 @@ auto async_run(boost::asio::any_io_executor ex, const plan& p, run_options optio
         },
         token, std::move(ex), &p, std::move(options));
 }
-
-/// The `RunOutcome` data object: `{runId, state, tasks, output}` (+ `error`, `durationMs`).
-void write_run_report(json_writer& w, const plan& p, const run_report& report);
-
-/// One task's result as JSON (used by reports and jsonl events).
-void write_task_result(json_writer& w, const task_result& r);
 
 }  // namespace agentctl

@@ -5,6 +5,7 @@
 // exits non-zero is a result, not an error.
 #pragma once
 
+#include <agentctl/error.hpp>
 #include <agentctl/plan.hpp>
 #include <agentctl/process.hpp>
 
@@ -21,7 +22,7 @@
 
 namespace agentctl {
 
-/// Final state of a task in a run (SPEC 5.8).
+/// Final state of a task in a run (docs/CONTRACT.md, "Results").
 enum class task_state {
     succeeded,
     failed,                 ///< non-zero exit, signal death, or an error before/after the process
@@ -34,7 +35,7 @@ enum class task_state {
 std::string_view to_string(task_state);
 
 struct task_error {
-    std::string code;     ///< stable, snake_case
+    error_code code = error_code::internal_error;
     std::string message;  ///< redacted
 };
 

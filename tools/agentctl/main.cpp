@@ -47,8 +47,10 @@ output_format sniff_output(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
         std::string_view a = argv[i];
         std::string_view value;
-        if (a == "--output" && i + 1 < argc) value = argv[i + 1];
-        else if (a.substr(0, 9) == "--output=") value = a.substr(9);
+        if (a == "--output" && i + 1 < argc)
+            value = argv[i + 1];
+        else if (a.substr(0, 9) == "--output=")
+            value = a.substr(9);
         if (value == "json") return output_format::json;
         if (value == "jsonl") return output_format::jsonl;
     }
@@ -56,7 +58,7 @@ output_format sniff_output(int argc, char** argv) {
 }
 
 int usage_error(const command_line& cl, const std::string& message) {
-    return print_failure(cl, message + " (see `agentctl --help`)", exit_code::usage);
+    return print_failure(cl, message + " (see `agentctl --help`)", agentctl::exit_status::usage);
 }
 
 }  // namespace
@@ -67,23 +69,15 @@ int main(int argc, char** argv) {
 
     std::string output = "human", color = "auto";
     po::options_description global("global");
-    global.add_options()
-        ("help,h", "")
-        ("output", po::value(&output))
-        ("color", po::value(&color))
-        ("quiet,q", po::bool_switch(&cl.quiet))
-        ("verbose,v", po::bool_switch(&cl.verbose));
+    global.add_options()("help,h", "")("output", po::value(&output))("color", po::value(&color))(
+        "quiet,q", po::bool_switch(&cl.quiet))("verbose,v", po::bool_switch(&cl.verbose));
     po::options_description inputs("inputs");
-    inputs.add_options()
-        ("input", po::value(&cl.inputs)->composing())
-        ("inputs-file", po::value<std::string>());
+    inputs.add_options()("input", po::value(&cl.inputs)->composing())("inputs-file",
+                                                                      po::value<std::string>());
     po::options_description run("run");
-    run.add_options()
-        ("jobs,j", po::value<int>())
-        ("workspace", po::value<std::string>())
-        ("timeout-seconds", po::value<double>())
-        ("interactive", po::bool_switch(&cl.interactive))
-        ("keep-going", po::bool_switch(&cl.keep_going));
+    run.add_options()("jobs,j", po::value<int>())("workspace", po::value<std::string>())(
+        "timeout-seconds", po::value<double>())("interactive", po::bool_switch(&cl.interactive))(
+        "keep-going", po::bool_switch(&cl.keep_going));
     po::options_description hidden("hidden");
     hidden.add_options()("args", po::value<std::vector<std::string>>());
     po::options_description all;
@@ -99,18 +93,26 @@ int main(int argc, char** argv) {
         return usage_error(cl, e.what());
     }
 
-    if (output == "human") cl.output = output_format::human;
-    else if (output == "json") cl.output = output_format::json;
-    else if (output == "jsonl") cl.output = output_format::jsonl;
-    else return usage_error(cl, "--output must be human, json or jsonl, not \"" + output + "\"");
-    if (color == "auto") cl.color = color_mode::automatic;
-    else if (color == "always") cl.color = color_mode::always;
-    else if (color == "never") cl.color = color_mode::never;
-    else return usage_error(cl, "--color must be auto, always or never, not \"" + color + "\"");
+    if (output == "human")
+        cl.output = output_format::human;
+    else if (output == "json")
+        cl.output = output_format::json;
+    else if (output == "jsonl")
+        cl.output = output_format::jsonl;
+    else
+        return usage_error(cl, "--output must be human, json or jsonl, not \"" + output + "\"");
+    if (color == "auto")
+        cl.color = color_mode::automatic;
+    else if (color == "always")
+        cl.color = color_mode::always;
+    else if (color == "never")
+        cl.color = color_mode::never;
+    else
+        return usage_error(cl, "--color must be auto, always or never, not \"" + color + "\"");
 
     if (vm.count("help")) {
         std::fputs(usage_text, stdout);
-        return exit_code::success;
+        return status(agentctl::exit_status::success);
     }
     std::vector<std::string> args;
     if (vm.count("args")) args = vm["args"].as<std::vector<std::string>>();
@@ -135,7 +137,8 @@ int main(int argc, char** argv) {
     // Options that belong to one command are refused elsewhere rather than ignored.
     bool is_run = cl.command == "run";
     for (const char* name : {"jobs", "timeout-seconds"})
-        if (vm.count(name) && !is_run) return usage_error(cl, std::string("--") + name + " applies to run only");
+        if (vm.count(name) && !is_run)
+            return usage_error(cl, std::string("--") + name + " applies to run only");
     if ((cl.interactive || cl.keep_going) && !is_run)
         return usage_error(cl, "--interactive and --keep-going apply to run only");
     if (vm.count("workspace") && !(is_run || cl.command == "doctor"))
@@ -152,5 +155,6 @@ int main(int argc, char** argv) {
     if (cl.command == "version") return run_version(cl);
     if (cl.command == "run") return run_run(cl);
     if (cl.command == "doctor") return run_doctor(cl);
-    return print_failure(cl, "the " + cl.command + " command is not available yet", exit_code::usage);
+    return print_failure(cl, "the " + cl.command + " command is not available yet",
+                         agentctl::exit_status::usage);
 }

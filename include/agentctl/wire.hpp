@@ -1,0 +1,53 @@
+// The product's wire format: the JSON documents agentctl prints (docs/CLI.md, "Machine
+// output"). Every member order is fixed, so each document is byte-stable.
+//
+// `--output json` prints one envelope on stdout, `{"apiVersion","kind","ok":true,"data",
+// "diagnostics"}`, or a failure envelope on stderr, `{"apiVersion","kind":"Error","ok":false,
+// "error":{message,exitCode},"diagnostics"}`. `--output jsonl` prints one event per line as
+// tasks start and finish, then the final envelope.
+#pragma once
+
+#include <agentctl/diagnostic.hpp>
+#include <agentctl/doctor.hpp>
+#include <agentctl/engine.hpp>
+#include <agentctl/error.hpp>
+#include <agentctl/events.hpp>
+#include <agentctl/json.hpp>
+#include <agentctl/plan.hpp>
+
+#include <functional>
+#include <string_view>
+
+namespace agentctl {
+
+/// A success envelope of `kind` whose `data` is what `write_data` writes.
+void write_success_envelope(json_sink& out, std::string_view kind,
+                            const std::function<void(json_writer&)>& write_data, const diagnostics& diags);
+
+/// The failure envelope: `kind: "Error"` with `{message, exitCode}`.
+void write_error_envelope(json_sink& out, std::string_view message, exit_status status,
+                          const diagnostics& diags);
+
+/// One jsonl line (without the newline): `{event, task, attempt, elapsedMs, result?}`.
+void write_event(json_writer& w, const plan& p, const run_event& e);
+
+/// The `RunOutcome` envelope on `out`: `ok` is whether the run succeeded.
+void write_run_outcome(json_sink& out, const plan& p, const run_report& report, const diagnostics& diags);
+
+/// The `RunOutcome` data object: `{runId, state, durationMs, error?, tasks, output}`.
+void write_run_report(json_writer& w, const plan& p, const run_report& report);
+
+/// One task's result as JSON (reports and jsonl events).
+void write_task_result(json_writer& w, const task_result& r);
+
+/// The `DoctorResult` data object: `{ready, workspace, checks: [{action, check, subject,
+/// status, detail, blocking}]}`.
+void write_doctor_report(json_writer& w, const doctor_report& report);
+
+/// The `CheckResult` data object: `{valid, workflow, workflowDigest, planDigest, tasks}`.
+void write_check_result(json_writer& w, const plan& p);
+
+/// The `Version` data object.
+void write_version(json_writer& w);
+
+}  // namespace agentctl
