@@ -161,9 +161,10 @@ auto async_run_process(boost::asio::any_io_executor ex, process_request request,
         token, std::move(ex), std::move(request));
 }
 
-/// Resolves `command` per SPEC 5.2: an absolute path is used as is; a bare name is looked up
-/// in `search_path` (colon-separated; empty and relative entries skipped); a relative path
-/// containing '/' is refused. Returns the absolute path, or nothing with `error` set.
+/// Resolves `command` (docs/CONTRACT.md, "Host processes", step 2): an absolute path is used
+/// as is; a bare name is looked up in `search_path` (colon-separated; empty and relative
+/// entries skipped); a relative path containing '/' is refused. Returns the absolute path,
+/// or nothing with `error` set.
 std::optional<std::string> resolve_executable(std::string_view command, std::string_view search_path,
                                               std::string& error);
 
