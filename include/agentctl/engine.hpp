@@ -37,6 +37,18 @@ public:
                                boost::asio::any_completion_handler<void(approval_answer)> handler) = 0;
 };
 
+/// Holds back new attempts while closed; running attempts are never affected (their
+/// timeouts, caps, drains and kills go on exactly). A front end whose own output lags
+/// behind its reader closes it, so that supervision never waits on that reader.
+class dispatch_gate {
+public:
+    virtual ~dispatch_gate() = default;
+    /// Asked before each attempt starts, on the run's executor; while it answers false the
+    /// scheduler asks again every `recheck` until it opens. Must not block.
+    virtual bool open() = 0;
+    static constexpr std::chrono::milliseconds recheck{10};
+};
+
 struct run_options {
     /// Overrides plan::max_concurrency; 1..4096. The engine lowers it to what the descriptor
     /// limit can hold (raising the soft limit first) and says so in a warning.
@@ -52,6 +64,7 @@ struct run_options {
     task_runner* runner = nullptr;  ///< nullptr: the built-in host/container runner
     event_sink* events = nullptr;   ///< optional
     approver* approvals = nullptr;  ///< nullptr: a task needing approval stops the run before any effect
+    dispatch_gate* gate = nullptr;  ///< nullptr: always open
 };
 
 /// What a run produced. `tasks` is indexed like plan::tasks.

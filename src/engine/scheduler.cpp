@@ -140,15 +140,22 @@ public:
 
         std::size_t total = plan_.tasks.size();
         while (finished_ < total) {
+            bool held = false;
             while (!stopping() && running_ < static_cast<std::uint32_t>(jobs_) && !ready_.empty()) {
+                if (options_.gate && !options_.gate->open()) {
+                    held = true;
+                    break;
+                }
                 std::uint32_t idx = ready_.top();
                 ready_.pop();
                 co_await dispatch(idx);
             }
             if (stopping() && running_ == 0) break;
             if (running_ == 0 && ready_.empty()) break;  // nothing left that can become ready
-            // Woken by a completion, or by a cancellation that the next turn acts on.
-            if (completed_.empty() && running_ > 0) {
+            // Woken by a completion, or by a cancellation that the next turn acts on; while the
+            // gate holds tasks back, also to ask it again.
+            if (completed_.empty() && (running_ > 0 || held)) {
+                if (held) wake_.expires_after(dispatch_gate::recheck);
                 co_await wake_.async_wait(asio::as_tuple(asio::use_awaitable));
                 wake_.expires_at(asio::steady_timer::time_point::max());
             }

@@ -51,6 +51,13 @@ private:
     int fd_;
 };
 
+/// Where the CLI's own stdout and stderr go: straight to the descriptors, or, while a run
+/// goes, through output queues (output_queue.hpp) so that printing never blocks the loop.
+json_sink& standard_output();
+json_sink& standard_error();
+/// nullptr: back to the descriptors.
+void redirect_standard_streams(json_sink* out, json_sink* err);
+
 /// Human output helpers.
 bool use_color(const command_line& cl, int fd);
 std::string paint(bool color, const char* sgr, std::string_view text);

@@ -1,5 +1,6 @@
 // agentctl run FILE: compile, then run the plan on one io_context with live progress.
 #include "cli.hpp"
+#include "output_queue.hpp"
 
 #include <agentctl/engine.hpp>
 #include <agentctl/wire.hpp>
@@ -7,6 +8,7 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -71,8 +73,8 @@ public:
           tty_(::isatty(STDERR_FILENO) && cl.output == output_format::human && !cl.quiet),
           color_(use_color(cl, STDERR_FILENO)),
           timer_(io),
-          err_(STDERR_FILENO),
-          out_(STDOUT_FILENO) {
+          err_(standard_error()),
+          out_(standard_output()) {
         for (const auto& t : p.tasks) countable_ += t.kind != plan_task::kind_t::aggregate;
         if (tty_) tick();
     }
@@ -109,6 +111,9 @@ public:
         clear_line();
     }
 
+    /// Whether stderr's reader lags; redraws are skipped meanwhile.
+    void set_behind(std::function<bool()> behind) { behind_ = std::move(behind); }
+
 private:
     std::string paint(const char* code, std::string_view text) const {
         return cli::paint(color_, code, text);
@@ -125,7 +130,8 @@ private:
     }
 
     void tick() {
-        draw();
+        // A redraw waits for a reader that is behind (a paused terminal): it would only pile up.
+        if (!behind_ || !behind_()) draw();
         timer_.expires_after(std::chrono::milliseconds(200));
         timer_.async_wait([this](boost::system::error_code ec) {
             if (!ec) tick();
@@ -158,10 +164,12 @@ private:
     bool tty_;
     bool color_;
     asio::steady_timer timer_;
-    fd_sink err_, out_;
+    json_sink& err_;
+    json_sink& out_;
     std::size_t countable_ = 0, done_ = 0, failed_ = 0;
     std::uint32_t running_ = 0;
     bool drawn_ = false;
+    std::function<bool()> behind_;
     std::chrono::steady_clock::time_point begun_ = std::chrono::steady_clock::now();
 };
 
@@ -177,7 +185,7 @@ public:
         std::string question = "approve task \"" + t.id + "\" (" + std::string(to_string(a.kind)) + " " +
                                escape_for_terminal(a.command) + ", isolation " +
                                std::string(to_string(a.isolation)) + ")? [y]es / [n]o / [a]ll: ";
-        fd_sink(STDERR_FILENO).write(question);
+        standard_error().write(question);
         // swap, not move-assign: Boost 1.81's any_completion_handler move assignment recurses forever.
         handler_.swap(handler);
         read_answer();
@@ -204,7 +212,7 @@ private:
                 else if (word == "n" || word == "no")
                     answer = approval_answer::no;
                 else {
-                    fd_sink(STDERR_FILENO).write("please answer y, n or a: ");
+                    standard_error().write("please answer y, n or a: ");
                     return read_answer();
                 }
             }
@@ -245,7 +253,7 @@ void print_summary(const command_line& cl, const plan& p, const run_report& r) {
     if (shown > 10) out += "... and " + std::to_string(shown - 10) + " more failed tasks\n";
     if (r.error) out += paint("1;31", "agentctl: ") + escape_for_terminal(r.error->message) + "\n";
 
-    fd_sink(STDERR_FILENO).write(out);
+    standard_error().write(out);
 
     if (!cl.quiet && r.output.is_object()) {
         std::string outputs;
@@ -255,7 +263,7 @@ void print_summary(const command_line& cl, const plan& p, const run_report& r) {
                 v = v.substr(0, 300) + "… (" + std::to_string(v.size()) + " bytes)";
             outputs += "  " + std::string(m.key()) + ": " + escape_for_terminal(v) + "\n";
         }
-        if (!outputs.empty()) fd_sink(STDOUT_FILENO).write("outputs:\n" + outputs);
+        if (!outputs.empty()) standard_output().write("outputs:\n" + outputs);
     }
 
     static const char* names[7] = {"succeeded",         "failed",       "timed out", "cancelled",
@@ -267,8 +275,43 @@ void print_summary(const command_line& cl, const plan& p, const run_report& r) {
     std::string last = "run " + r.run_id + " " + paint(state_color, to_string(r.state)) + " in " +
                        seconds_text(r.duration.count() / 1000.0) + ": " + std::to_string(total) +
                        (total == 1 ? " task" : " tasks") + (detail.empty() ? "" : " (" + detail + ")") + "\n";
-    fd_sink(STDERR_FILENO).write(last);
+    standard_error().write(last);
 }
+
+/// A sink that queues: printing never blocks the event loop.
+class queue_sink final : public json_sink {
+public:
+    explicit queue_sink(output_queue& q) : q_(q) {}
+    void write(std::string_view bytes) override { q_.write(bytes); }
+
+private:
+    output_queue& q_;
+};
+
+/// Holds new tasks back while more than `limit` bytes of agentctl's own output wait for
+/// their reader, and says so once.
+class output_gate final : public dispatch_gate {
+public:
+    static constexpr std::size_t limit = 8 * 1024 * 1024;
+
+    output_gate(output_queue& out, output_queue& err) : out_(out), err_(err) {}
+
+    bool open() override {
+        bool behind = out_.backlog() + err_.backlog() > limit;
+        if (behind && !said_) {
+            said_ = true;
+            err_.write(
+                "agentctl: its output is not being read fast enough: no new task starts until the reader catches "
+                "up (running tasks are not affected)\n");
+        }
+        return !behind;
+    }
+
+private:
+    output_queue& out_;
+    output_queue& err_;
+    bool said_ = false;
+};
 
 }  // namespace
 
@@ -290,6 +333,15 @@ int run_run(const command_line& cl) {
     if (!base) return print_failure(cl, error, exit_status::usage);
 
     asio::io_context io(1);
+    // From here on agentctl's own output goes through queues, written by threads of the
+    // CLI's: a reader that stalls never stalls supervision.
+    output_queue out_queue(STDOUT_FILENO), err_queue(STDERR_FILENO);
+    queue_sink out_sink(out_queue), err_sink(err_queue);
+    redirect_standard_streams(&out_sink, &err_sink);
+    struct restore_streams {
+        ~restore_streams() { redirect_standard_streams(nullptr, nullptr); }
+    } restore;
+    output_gate gate(out_queue, err_queue);
     host_environment host = process_environment();
     run_options options;
     options.jobs = cl.jobs;
@@ -298,7 +350,9 @@ int run_run(const command_line& cl) {
     options.search_path = host.search_path;
     options.host_env = host.lookup;
     progress_printer progress(io, cl, p);
+    progress.set_behind([&err_queue] { return err_queue.backlog() > 0; });
     options.events = &progress;
+    options.gate = &gate;
     std::optional<terminal_approver> ask;
     if (cl.interactive) {
         ask.emplace(io);
@@ -318,6 +372,16 @@ int run_run(const command_line& cl) {
         });
     };
     wait_signal();
+    // The reader of stdout went away (`agentctl run ... | head -1`): end the run as a
+    // cancellation does, so that nothing it started outlives it.
+    // The reader went away (noticed at the next write, or while idle: output_queue.hpp).
+    bool reader_gone = false;
+    auto stdout_closed = [&] {
+        if (reader_gone) return;
+        reader_gone = true;
+        cancel.emit(asio::cancellation_type::total);
+    };
+    out_queue.set_on_broken([&] { asio::post(io, stdout_closed); });
     asio::steady_timer deadline(io);
     if (cl.timeout_seconds) {
         deadline.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -337,6 +401,15 @@ int run_run(const command_line& cl) {
               }));
     io.run();
 
+    // The run is over: nothing is supervised any more, so the report may wait for the reader.
+    out_queue.drain();
+    err_queue.drain();
+    redirect_standard_streams(nullptr, nullptr);
+    if (reader_gone) {
+        print_failure(cl, "the reader of agentctl's output went away (EPIPE); the run was cancelled",
+                      exit_status::cancelled);
+        return report->exit_code();
+    }
     if (cl.output == output_format::human) {
         print_summary(cl, p, *report);
     } else {

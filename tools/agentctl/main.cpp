@@ -3,6 +3,7 @@
 
 #include <boost/program_options.hpp>
 
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -64,6 +65,10 @@ int usage_error(const command_line& cl, const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    // A reader that goes away is an EPIPE to handle (a run then ends as cancelled), never a
+    // signal that kills agentctl and leaves its tasks running. Children get default
+    // dispositions back when they are spawned.
+    ::signal(SIGPIPE, SIG_IGN);
     command_line cl;
     cl.output = sniff_output(argc, argv);
 

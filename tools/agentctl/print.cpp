@@ -21,6 +21,20 @@ void fd_sink::write(std::string_view bytes) {
     }
 }
 
+namespace {
+fd_sink stdout_fd(STDOUT_FILENO), stderr_fd(STDERR_FILENO);
+json_sink* current_out = &stdout_fd;
+json_sink* current_err = &stderr_fd;
+}  // namespace
+
+json_sink& standard_output() { return *current_out; }
+json_sink& standard_error() { return *current_err; }
+
+void redirect_standard_streams(json_sink* out, json_sink* err) {
+    current_out = out ? out : &stdout_fd;
+    current_err = err ? err : &stderr_fd;
+}
+
 bool use_color(const command_line& cl, int fd) {
     if (cl.output != output_format::human) return false;
     if (cl.color == color_mode::always) return true;
@@ -69,24 +83,22 @@ void print_diagnostics_human(const command_line& cl, const diagnostics& diags) {
         if (!d.path.empty()) out += "  at " + printable(d.path) + "\n";
         if (!d.help.empty()) out += "  help: " + printable(d.help) + "\n";
     }
-    fd_sink(STDERR_FILENO).write(out);
+    standard_error().write(out);
 }
 
 void print_success(std::string_view kind, const std::function<void(json_writer&)>& write_data,
                    const diagnostics& diags) {
-    fd_sink out(STDOUT_FILENO);
-    write_success_envelope(out, kind, write_data, diags);
+    write_success_envelope(standard_output(), kind, write_data, diags);
 }
 
 int print_failure(const command_line& cl, std::string_view message, exit_status s, const diagnostics& diags) {
     if (cl.output == output_format::human) {
         print_diagnostics_human(cl, diags);
         bool color = use_color(cl, STDERR_FILENO);
-        fd_sink(STDERR_FILENO).write(paint(color, "1;31", "agentctl:") + " " + printable(message) + "\n");
+        standard_error().write(paint(color, "1;31", "agentctl:") + " " + printable(message) + "\n");
         return status(s);
     }
-    fd_sink err(STDERR_FILENO);
-    write_error_envelope(err, message, s, diags);
+    write_error_envelope(standard_error(), message, s, diags);
     return status(s);
 }
 
