@@ -192,11 +192,21 @@ void wait_node_idle() {
     BOOST_TEST_REQUIRE(idle, "the node is not idle: " << state);
 }
 
-std::string temp_dir(const std::string& tag) {
-    fs::path d = fs::temp_directory_path() / ("agentctl-slurm-" + tag + "-" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d.string();
-}
+// A folder under the temporary directory, removed at the end of the test whatever happens.
+struct temp_folder {
+    explicit temp_folder(const std::string& tag)
+        : path((fs::temp_directory_path() / ("agentctl-slurm-" + tag + "-" + std::to_string(::getpid())))
+                   .string()) {
+        fs::create_directories(path);
+    }
+    ~temp_folder() {
+        std::error_code ec;
+        fs::remove_all(path, ec);
+    }
+    temp_folder(const temp_folder&) = delete;
+    temp_folder& operator=(const temp_folder&) = delete;
+    const std::string path;
+};
 
 // What Slurm 22.05 added to the task's environment with --export=NAMES (docs/SLURM.md, 3).
 const std::set<std::string> slurm_names = {"SLURMD_NODENAME",
@@ -338,7 +348,8 @@ BOOST_AUTO_TEST_CASE(environment_is_the_declared_names_plus_slurms) {
 }
 
 BOOST_AUTO_TEST_CASE(cwd_stdin_and_argument_passing) {
-    std::string dir = temp_dir("cwd dir");  // a space in the path
+    temp_folder folder("cwd dir");
+    const std::string& dir = folder.path;  // a space in the path
     auto req = probe_attempt("cwd", {"report-cwd"});
     req.cwd = dir;
     auto o = run(argv_of(req), client_env(), 30s);
@@ -365,7 +376,6 @@ BOOST_AUTO_TEST_CASE(cwd_stdin_and_argument_passing) {
     };
     BOOST_TEST(a.out == hex(cluster::get().probe) + hex("report-argv") + hex("--time=5") + hex("-n2") +
                             hex("--export=ALL") + hex("--") + "\n");
-    fs::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_CASE(node_side_failures_are_told_apart) {
@@ -391,7 +401,8 @@ BOOST_AUTO_TEST_CASE(node_side_failures_are_told_apart) {
 
 BOOST_AUTO_TEST_CASE(secret_values_never_appear_in_any_argv) {
     const std::string secret = "agentctl-secret-" + std::to_string(::getpid()) + "-x9";
-    std::string dir = temp_dir("secret");
+    temp_folder folder("secret");
+    const std::string& dir = folder.path;
     std::string marker = dir + "/ready";
     auto req = probe_attempt("secret", {"trap-term", "exit", "0", "--marker", marker}, {"SECRET_TOKEN"});
     auto argv = argv_of(req);
@@ -417,12 +428,12 @@ BOOST_AUTO_TEST_CASE(secret_values_never_appear_in_any_argv) {
     auto o = c.wait(30s);
     BOOST_TEST(!o.timed_out, describe(o));
     BOOST_TEST(poll_until([&] { return !active(name_of(req)); }, 10s));
-    fs::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_CASE(scancel_removes_jobs_within_bounds) {
     const auto& c = cluster::get();
-    std::string dir = temp_dir("cancel");
+    temp_folder folder("cancel");
+    const std::string& dir = folder.path;
     // Plain scancel: SIGTERM; the probe dies of it.
     {
         auto req = probe_attempt("cancel", {"sleep", "300"});
@@ -472,11 +483,11 @@ BOOST_AUTO_TEST_CASE(scancel_removes_jobs_within_bounds) {
     // scancel's status says nothing: an unknown job is "cancelled" too.
     auto unknown = run(scancel_jobs(c.scancel, {99999999}), client_env(), 20s);
     BOOST_TEST((unknown.exited && unknown.code == 0), describe(unknown));
-    fs::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_CASE(killing_the_srun_client_is_not_the_job_gone) {
-    std::string dir = temp_dir("client");
+    temp_folder folder("client");
+    const std::string& dir = folder.path;
     std::string marker = dir + "/ready";
     auto req = probe_attempt("client", {"trap-term", "exit", "0", "--marker", marker});
     const std::string name = name_of(req);
@@ -508,7 +519,6 @@ BOOST_AUTO_TEST_CASE(killing_the_srun_client_is_not_the_job_gone) {
         srun.wait(10s);
         BOOST_TEST(poll_until([&] { return !active(name_of(alone)); }, 10s));
     }
-    fs::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_CASE(one_squeue_answers_for_many_names) {
