@@ -50,7 +50,7 @@ BOOST_AUTO_TEST_CASE(engine_has_no_system_calls) {
                        "src/exec/" << h << ":" << number << ": " << line);
     }
     std::size_t scanned = 0;
-    for (const char* layer : {"src/engine", "src/container"}) {
+    for (const char* layer : {"src/engine", "src/container", "src/slurm"}) {
         const fs::path dir = fs::path(root) / layer;
         BOOST_TEST_REQUIRE(fs::is_directory(dir), dir.string());
         for (const auto& e : fs::recursive_directory_iterator(dir)) {
