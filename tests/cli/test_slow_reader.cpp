@@ -54,7 +54,8 @@ struct spawned {
     std::string err_path;
 };
 
-spawned spawn_agentctl(const std::vector<std::string>& args, const std::string& err_path, int stdout_fd = -1) {
+spawned spawn_agentctl(const std::vector<std::string>& args, const std::string& err_path,
+                       int stdout_fd = -1) {
     spawned s;
     s.err_path = err_path;
     int p[2] = {-1, -1};
@@ -93,8 +94,10 @@ std::string read_all(int fd) {
     char buf[65536];
     for (;;) {
         ssize_t n = ::read(fd, buf, sizeof buf);
-        if (n > 0) all.append(buf, static_cast<std::size_t>(n));
-        else if (n == 0 || errno != EINTR) break;
+        if (n > 0)
+            all.append(buf, static_cast<std::size_t>(n));
+        else if (n == 0 || errno != EINTR)
+            break;
     }
     return all;
 }
@@ -157,7 +160,8 @@ BOOST_AUTO_TEST_CASE(a_reader_that_pauses_does_not_stretch_a_timeout_jsonl) {
     ::close(s.out);
     int status = wait_exit(s.pid, 60s);
     BOOST_TEST(status == 4, file_text(s.err_path));  // the sleeper failed: timed out
-    BOOST_TEST(killed_after < 4000ms, "the sleeper's tree was gone only after " << killed_after.count() << " ms");
+    BOOST_TEST(killed_after < 4000ms,
+               "the sleeper's tree was gone only after " << killed_after.count() << " ms");
     auto ms = sleeper_duration(out);
     BOOST_TEST(ms >= 2000u);
     BOOST_TEST(ms <= 2500u, "durationMs " << ms << " for a 2 s timeout");
@@ -198,7 +202,8 @@ BOOST_AUTO_TEST_CASE(a_paused_terminal_does_not_stretch_a_timeout) {
     spawned s = spawn_agentctl({"run", "-v", "--jobs", "16", wf}, dir.path() + "/err", slave);
     ::close(slave);
     auto killed_after = gone_after(nonce, begun, 8s);
-    BOOST_TEST(killed_after < 4000ms, "the sleeper's tree was gone only after " << killed_after.count() << " ms");
+    BOOST_TEST(killed_after < 4000ms,
+               "the sleeper's tree was gone only after " << killed_after.count() << " ms");
     std::this_thread::sleep_for(6s - std::min<std::chrono::milliseconds>(killed_after, 6s));
     // Now read the terminal until agentctl is done.
     std::string seen;
@@ -228,12 +233,13 @@ BOOST_AUTO_TEST_CASE(a_reader_that_goes_away_cancels_the_run_and_leaves_nothing)
     temp_dir dir;
     std::string nonce = make_nonce();
     // Every task sleeps: only the reader's departure can end this run early.
-    std::string wf = "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: head}\nspec:\n"
-                     "  policy: {processAllowlist: [probe], approval: never}\n"
-                     "  actions:\n    sleep: {kind: builtin.shell.exec, command: " +
-                     probe_bin() + ", args: [sleep, \"300\", --nonce, " + nonce +
-                     "]}\n"
-                     "  tasks:\n    - {id: s, uses: action:sleep, foreach: {items: [1, 2, 3, 4, 5, 6, 7, 8]}}\n";
+    std::string wf =
+        "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: head}\nspec:\n"
+        "  policy: {processAllowlist: [probe], approval: never}\n"
+        "  actions:\n    sleep: {kind: builtin.shell.exec, command: " +
+        probe_bin() + ", args: [sleep, \"300\", --nonce, " + nonce +
+        "]}\n"
+        "  tasks:\n    - {id: s, uses: action:sleep, foreach: {items: [1, 2, 3, 4, 5, 6, 7, 8]}}\n";
     auto path = dir.write("wf.yaml", wf);
     spawned s = spawn_agentctl({"--output", "jsonl", "run", "--jobs", "8", path}, dir.path() + "/err");
     // `| head -1`: one line, then the reader is gone.
