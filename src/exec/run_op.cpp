@@ -324,6 +324,12 @@ bool run_op::prepare_and_clone() {
     use_pidfd_ = static_cast<bool>(pidfd);
     pidfd_fd_ = std::move(pidfd);
     result_.used = leaf_ ? containment::cgroup : containment::process_group;
+    if (!leaf_) {
+        // No cgroup holds this tree: a watchdog can only find it by its leader.
+        observer_ = svc_.observer();
+        proc_stat st;
+        if (observer_ && read_proc_stat(svc_.proc_fd(), pid_, st)) observer_->group_started(pid_, st.start);
+    }
     return true;
 }
 
@@ -856,6 +862,8 @@ void run_op::reap_and_release() {
         }
         reaped_ = true;
     }
+    if (observer_) observer_->group_reaped(pid_);
+    observer_.reset();
     boost::system::error_code ignored;
     pidfd_sd_.close(ignored);
     if (leaf_) {
@@ -929,6 +937,8 @@ void run_op::emergency_stop() {
         }
         reaped_ = true;
     }
+    if (observer_) observer_->group_reaped(pid_);
+    observer_.reset();
     if (leaf_) {
         wait_cgroup_empty_blocking(leaf_->dir.get(), 1000);
         svc_.release_leaf(std::move(*leaf_), false);
