@@ -8,6 +8,7 @@
 
 #include <charconv>
 #include <climits>
+#include <ctime>
 
 namespace agentctl::exec {
 
@@ -32,6 +33,15 @@ bool take_char(std::string_view& s, char c) {
 }
 
 }  // namespace
+
+std::uint64_t boot_ticks_now() {
+    // The kernel prints nsec_to_clock_t(start_boottime): nanoseconds divided down to USER_HZ.
+    static const long hz = ::sysconf(_SC_CLK_TCK);
+    timespec ts{};
+    ::clock_gettime(CLOCK_BOOTTIME, &ts);
+    auto ns = static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
+    return ns / (1000000000u / static_cast<std::uint64_t>(hz > 0 ? hz : 100));
+}
 
 std::uint64_t self_pidns() {
     struct stat st {};

@@ -29,6 +29,9 @@ struct owner_id {
 /// This process's identity; nullopt if /proc cannot tell.
 std::optional<owner_id> self_owner();
 
+/// CLOCK_BOOTTIME in the clock ticks of /proc/PID/stat's start time (field 22).
+std::uint64_t boot_ticks_now();
+
 /// The inode of this process's pid namespace (0 if unknown).
 std::uint64_t self_pidns();
 

@@ -1,5 +1,7 @@
 #include "exec/run_op.hpp"
 
+#include "exec/owner.hpp"
+
 #include "exec/tree.hpp"
 
 #include <boost/asio/append.hpp>
@@ -265,6 +267,8 @@ bool run_op::prepare_and_clone() {
     // the forced fallbacks of exit_watch take the path of older kernels: glibc clone(), the
     // child joining its cgroup itself, pidfd_open() or polling.
     clone_result c;
+    // The child's start time falls between this and the moment clone returns.
+    const std::uint64_t clone_ticks = boot_ticks_now();
     bool legacy = req_.watch != exit_watch::automatic || !svc_.clone3_supported();
     if (!legacy) {
         c = clone_child(plan, svc_.stack(), exec_service::stack_size,
@@ -327,8 +331,7 @@ bool run_op::prepare_and_clone() {
     if (!leaf_) {
         // No cgroup holds this tree: a watchdog can only find it by its leader.
         observer_ = svc_.observer();
-        proc_stat st;
-        if (observer_ && read_proc_stat(svc_.proc_fd(), pid_, st)) observer_->group_started(pid_, st.start);
+        if (observer_) observer_->group_started(pid_, clone_ticks, boot_ticks_now());
     }
     return true;
 }

@@ -434,7 +434,17 @@ cgroup_teardown teardown_cgroup(int base_dir, const std::string& name, int bound
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
                                                                           std::chrono::steady_clock::now());
         if (!wait_cgroup_empty_blocking(dir.get(), static_cast<int>(std::max<long>(left.count(), 0)))) {
-            out.error = name + " still has processes " + std::to_string(bound_ms) + " ms after cgroup.kill";
+            int wait_err = errno;
+            // Another sweeper (the next run, our owner's watchdog) may have removed it
+            // meanwhile: then cgroup.events cannot be read any more, and that is success.
+            if (::faccessat(base_dir, name.c_str(), F_OK, 0) != 0 && errno == ENOENT) {
+                out.removed = true;
+                return out;
+            }
+            out.error =
+                std::chrono::steady_clock::now() >= deadline
+                    ? name + " still has processes " + std::to_string(bound_ms) + " ms after cgroup.kill"
+                    : "cannot watch " + name + "/cgroup.events: " + errno_text(wait_err);
             return out;
         }
     }

@@ -35,6 +35,7 @@ using steady = std::chrono::steady_clock;
 namespace {
 
 constexpr std::size_t max_datagram = 256 * 1024;
+constexpr long batch_pause_ns = 5'000'000;
 
 template <typename T>
 bool parse_number(std::string_view s, T& out) {
@@ -93,6 +94,13 @@ public:
             if (p[0].revents != 0 && !drain(buf)) owner_gone = true;
             if (clean_) finish_clean();
             if (owner_pidfd_ && p[1].revents != 0) owner_gone = true;
+            if (!owner_gone) {
+                // Let a busy owner's messages pile up for a moment: while we are not polling,
+                // its sends wake nobody (a wake-up per datagram cost the sender ~30 us per
+                // spawn). Our owner's end is then seen up to this much later.
+                timespec pause{0, batch_pause_ns};
+                ::nanosleep(&pause, nullptr);
+            }
         }
         // Messages sent just before the end are still queued: read them first.
         drain(buf);
@@ -122,10 +130,12 @@ private:
             clean_ = true;
         } else if (type == wire::cgroup && f.size() == 2) {
             cgroups_.insert(std::string(f[1]));
-        } else if (type == wire::group_start && f.size() == 3) {
+        } else if (type == wire::group_start && f.size() == 4) {
             pid_t pid = 0;
-            std::uint64_t start = 0;
-            if (parse_number(f[1], pid) && parse_number(f[2], start) && pid > 0) groups_[pid] = start;
+            start_window w;
+            if (parse_number(f[1], pid) && parse_number(f[2], w.lo) && parse_number(f[3], w.hi) && pid > 0) {
+                groups_[pid] = w;
+            }
         } else if (type == wire::group_end && f.size() == 2) {
             pid_t pid = 0;
             if (parse_number(f[1], pid)) groups_.erase(pid);
@@ -220,10 +230,11 @@ private:
             if (!fd || !exec::read_proc_stat(proc.get(), p.pid, now) || now.start != p.start) return;
             if (exec::sys_pidfd_send_signal(fd.get(), SIGKILL) == 0) dying.push_back(std::move(fd));
         };
-        for (const auto& [leader, start] : groups_) {
+        for (const auto& [leader, window] : groups_) {
             exec::proc_stat now;
             bool present = exec::read_proc_stat(proc.get(), leader, now);
-            if (present && now.start != start) continue;  // the pid is someone else's now
+            // Started outside the window: the pid is someone else's now.
+            if (present && (now.start < window.lo || now.start > window.hi)) continue;
             // List first: killing the leader orphans its children.
             auto members = exec::tree_members(table, leader);
             unsigned n = static_cast<unsigned>(members.size());
@@ -316,7 +327,10 @@ private:
     unique_fd report_fd_;
     bool clean_ = false;
     std::set<std::string> cgroups_;
-    std::map<pid_t, std::uint64_t> groups_;
+    struct start_window {
+        std::uint64_t lo = 0, hi = 0;
+    };
+    std::map<pid_t, start_window> groups_;
     std::set<engine_entry> engines_;
     std::string scancel_;
     std::vector<std::string> scancel_env_;
@@ -422,12 +436,14 @@ public:
     }
 
     void owner_cgroup_created(const std::string& path) noexcept override { send({wire::cgroup, path}); }
-    void group_started(pid_t leader, std::uint64_t start) noexcept override {
-        char pid_text[16], start_text[24];
+    void group_started(pid_t leader, std::uint64_t start_lo, std::uint64_t start_hi) noexcept override {
+        char pid_text[16], lo_text[24], hi_text[24];
         auto p = std::to_chars(pid_text, pid_text + sizeof pid_text, leader).ptr;
-        auto s = std::to_chars(start_text, start_text + sizeof start_text, start).ptr;
+        auto lo = std::to_chars(lo_text, lo_text + sizeof lo_text, start_lo).ptr;
+        auto hi = std::to_chars(hi_text, hi_text + sizeof hi_text, start_hi).ptr;
         send({wire::group_start, std::string_view(pid_text, static_cast<std::size_t>(p - pid_text)),
-              std::string_view(start_text, static_cast<std::size_t>(s - start_text))});
+              std::string_view(lo_text, static_cast<std::size_t>(lo - lo_text)),
+              std::string_view(hi_text, static_cast<std::size_t>(hi - hi_text))});
     }
     void group_reaped(pid_t leader) noexcept override {
         char pid_text[16];

@@ -10,15 +10,16 @@
 namespace agentctl::exec::wire {
 
 // Owner -> watchdog.
-inline constexpr std::string_view cgroup = "cgroup";       // PATH: an owner cgroup directory
-inline constexpr std::string_view group_start = "group+";  // PID START: a process-group leader
-inline constexpr std::string_view group_end = "group-";    // PID: that leader was reaped
-inline constexpr std::string_view engine = "engine";       // NAME PATH OWNER ENV...
-inline constexpr std::string_view slurm = "slurm";         // SCANCEL ENV...
-inline constexpr std::string_view job_start = "job+";      // ID
-inline constexpr std::string_view job_end = "job-";        // ID
-inline constexpr std::string_view note = "note";           // TEXT: a line for the report
-inline constexpr std::string_view clean_exit = "exit";     // nothing is left: exit at once
+inline constexpr std::string_view cgroup = "cgroup";  // PATH: an owner cgroup directory
+inline constexpr std::string_view group_start =
+    "group+";  // PID LO HI: a process-group leader started in [LO, HI]
+inline constexpr std::string_view group_end = "group-";  // PID: that leader was reaped
+inline constexpr std::string_view engine = "engine";     // NAME PATH OWNER ENV...
+inline constexpr std::string_view slurm = "slurm";       // SCANCEL ENV...
+inline constexpr std::string_view job_start = "job+";    // ID
+inline constexpr std::string_view job_end = "job-";      // ID
+inline constexpr std::string_view note = "note";         // TEXT: a line for the report
+inline constexpr std::string_view clean_exit = "exit";   // nothing is left: exit at once
 // Watchdog -> owner.
 inline constexpr std::string_view hello = "hello";  // PID: ready
 
