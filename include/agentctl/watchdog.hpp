@@ -128,13 +128,27 @@ struct swept_cgroup {
     std::string error;  ///< why it could not be killed or removed; empty when removed
 };
 
-/// What sweep_dead_owners() did.
+/// A container of a dead owner removed (or not) through its engine. sweep_dead_owners()
+/// leaves these to the container engine code, which lists and removes them (its report goes
+/// into the same sweep_report, so that the caller prints one).
+struct swept_container {
+    std::string engine;  ///< "docker" | "podman"
+    std::string name;
+    std::string owner;  ///< its agentctl.owner label value
+    bool removed = false;
+    std::string error;
+};
+
+/// What sweep_dead_owners() (and the engine's container sweep) did.
 struct sweep_report {
     std::vector<swept_cgroup> cgroups;
+    std::vector<swept_container> containers;
     /// Why no cgroup was looked at (no cgroup v2 here, /proc unreadable); empty otherwise.
     std::string unavailable;
     /// Every leftover found was removed.
     bool ok() const;
+    /// Nothing was found.
+    bool empty() const { return cgroups.empty() && containers.empty(); }
 };
 
 struct sweep_options {

@@ -50,7 +50,9 @@ std::vector<swept_dir> sweep_owner_dirs(int base_dir, bool kill, int bound_ms, s
 }  // namespace exec
 
 bool sweep_report::ok() const {
-    return std::all_of(cgroups.begin(), cgroups.end(), [](const swept_cgroup& c) { return c.removed; });
+    return std::all_of(cgroups.begin(), cgroups.end(), [](const swept_cgroup& c) { return c.removed; }) &&
+           std::all_of(containers.begin(), containers.end(),
+                       [](const swept_container& c) { return c.removed; });
 }
 
 sweep_report sweep_dead_owners(const sweep_options& options) {

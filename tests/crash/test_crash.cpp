@@ -248,6 +248,12 @@ pid_record escapee_holder(const victim& v) {
     return {};
 }
 
+// The "done MS" line of a watchdog's report: how long its whole cleanup took.
+long done_ms(const std::string& report) {
+    auto at = report.find("\ndone ");
+    return at == std::string::npos ? -1 : std::atol(report.c_str() + at + 6);
+}
+
 long median(std::vector<long> v) {
     std::sort(v.begin(), v.end());
     return v.empty() ? 0 : v[v.size() / 2];
@@ -311,6 +317,8 @@ BOOST_AUTO_TEST_CASE(sigkill_with_process_groups_kills_the_groups_but_not_a_doub
     auto holder = escapee_holder(v);
     auto wall = v.kill_and_time(without(v.tree, holder.pid));
     BOOST_TEST(wall <= 2000ms, wall.count() << " ms");
+    BOOST_TEST_MESSAGE("process groups: SIGKILL to the last of 17 reachable processes gone: " << wall.count()
+                                                                                              << " ms");
     BOOST_TEST(wait_exit(v.watchdog, 10s));
     auto report = read_text(v.report);
     BOOST_TEST(count_of(report, "group-killed ") == 5, report);
@@ -431,7 +439,9 @@ BOOST_AUTO_TEST_CASE(sigkill_cancels_the_announced_slurm_jobs) {
     BOOST_TEST(contains(calls, "env: FAKE_RECORD=" + record + "\n"));
     // The shell running the script adds PWD itself; nothing else may be there.
     BOOST_TEST(count_of(calls, "env: ") == 3, calls);
-    BOOST_TEST(contains(read_text(v.report), "slurm-cancelled 1234 91011\n"));
+    auto report = read_text(v.report);
+    BOOST_TEST(contains(report, "slurm-cancelled 1234 91011\n"));
+    BOOST_TEST_MESSAGE("fake scancel: the watchdog was done after " << done_ms(report) << " ms");
 }
 
 // Containers labelled with the announced owner are listed, removed and listed again through
@@ -464,6 +474,7 @@ BOOST_AUTO_TEST_CASE(sigkill_removes_the_announced_engines_containers) {
     auto report = read_text(v.report);
     BOOST_TEST(contains(report, "container-removed docker c0ffee01\n"), report);
     BOOST_TEST(contains(report, "container-removed docker c0ffee02\n"), report);
+    BOOST_TEST_MESSAGE("fake engine: the watchdog was done after " << done_ms(report) << " ms");
 }
 
 // A process without a watchdog leaves its trees running and its cgroups populated when
