@@ -8,6 +8,7 @@
 //                [--engine NAME PATH OWNER] [--engine-env NAME=VALUE]...
 //                [--scancel PATH] [--scancel-env NAME=VALUE]... [--job ID]... [--release ID]...
 //                [--on-sigint note|cancel] [--clean-exit] [--drop-watchdog]
+//                [--container NAME PATH IMAGE]... [--container-dir DIR] [--owner LABEL]
 //
 // The nonce that tags every tree process comes from $AGENTCTL_TEST_NONCE, not argv, so that
 // this process itself never matches a scan for it. The marker holds "victim PID" and
@@ -15,6 +16,10 @@
 // setsid holder (pidfiles in DIR) no process group reaches. --clean-exit cancels everything
 // once ready, waits, says clean_exit() and exits 0; --drop-watchdog destroys the watchdog
 // without clean_exit() once ready (as an exception unwinding main would) and keeps running.
+// --container runs `PATH run --rm` of IMAGE labelled agentctl.owner=LABEL (and
+// agentctl.test=1), with DIR bound at /m where it touches a file once it runs; the engine is
+// announced to the watchdog with the engine variables of our own environment, and the
+// marker waits for every container's file too.
 #include <agentctl/process.hpp>
 #include <agentctl/watchdog.hpp>
 
@@ -54,6 +59,11 @@ struct options {
     std::vector<std::string> engine_env;
     std::string scancel;
     std::vector<std::string> scancel_env, jobs, releases;
+    struct container {
+        std::string engine, path, image;
+    };
+    std::vector<container> containers;
+    std::string container_dir, owner;
 };
 
 [[noreturn]] void fail(const std::string& what) {
@@ -107,6 +117,16 @@ options parse(int argc, char** argv) {
             o.clean_exit = true;
         else if (a == "--drop-watchdog")
             o.drop_watchdog = true;
+        else if (a == "--container") {
+            options::container c;
+            c.engine = value();
+            c.path = value();
+            c.image = value();
+            o.containers.push_back(c);
+        } else if (a == "--container-dir")
+            o.container_dir = value();
+        else if (a == "--owner")
+            o.owner = value();
         else
             fail("unknown option " + a);
     }
@@ -125,6 +145,15 @@ int count_files(const std::string& dir) {
             long pid = 0, start = 0;
             if (in >> pid >> start) ++n;
         }
+        ::closedir(d);
+    }
+    return n;
+}
+
+int count_entries(const std::string& dir) {
+    int n = 0;
+    if (DIR* d = ::opendir(dir.c_str())) {
+        while (dirent* e = ::readdir(d)) n += e->d_name[0] == '.' ? 0 : 1;
         ::closedir(d);
     }
     return n;
@@ -183,18 +212,30 @@ int main(int argc, char** argv) {
         for (auto& j : opt.jobs) wd->announce_slurm_job(j);
         for (auto& j : opt.releases) wd->release_slurm_job(j);
     }
+    // The engine clients' environment: the engines' own variables from ours, nothing else.
+    std::vector<std::string> engine_env;
+    for (const char* name :
+         {"DOCKER_HOST", "CONTAINER_HOST", "CONTAINERS_CONF", "XDG_RUNTIME_DIR", "HOME", "PATH"}) {
+        if (const char* v = std::getenv(name)) engine_env.push_back(std::string(name) + "=" + v);
+    }
+    if (wd) {
+        // Announced before the first container exists.
+        for (auto& c : opt.containers) wd->announce_engine({c.engine, c.path, engine_env, opt.owner});
+    }
 
     auto policy = opt.process_group ? agentctl::containment_policy::process_group_only
                                     : agentctl::containment_policy::automatic;
     std::list<asio::cancellation_signal> cancels;
     int running = 0;
     bool ready = false;
-    auto start = [&](std::vector<std::string> argv_) {
+    auto start = [&](std::vector<std::string> argv_, bool engine_client = false) {
         agentctl::process_request r;
         r.executable = argv_[0];
         r.argv = std::move(argv_);
         r.timeout = std::chrono::seconds(600);
-        r.containment = policy;
+        // Engine clients never get a cgroup leaf (as in the container launcher).
+        r.containment = engine_client ? agentctl::containment_policy::process_group_only : policy;
+        if (engine_client) r.env = engine_env;
         auto& c = cancels.emplace_back();
         ++running;
         agentctl::async_run_process(io.get_executor(), std::move(r),
@@ -213,6 +254,13 @@ int main(int argc, char** argv) {
         start({"/bin/sh", "-c",
                opt.probe + " sleep 300" + tag + " & /usr/bin/setsid " + opt.probe + " sleep 301" + tag +
                    " & " + opt.probe + " sleep 302" + tag + "; wait"});
+    }
+    for (std::size_t i = 0; i < opt.containers.size(); ++i) {
+        const auto& c = opt.containers[i];
+        start({c.path, "run", "--rm", "--label", "agentctl.owner=" + opt.owner, "--label", "agentctl.test=1",
+               "--network=none", "--volume", opt.container_dir + ":/m", c.image, "/bin/sh", "-c",
+               "touch /m/ready-" + std::to_string(i) + "; exec sleep 300"},
+              true);
     }
     int expected_files = 3 * opt.trees, expected_procs = 4 * opt.trees;
     if (!opt.escapee_dir.empty()) {
@@ -243,7 +291,7 @@ int main(int argc, char** argv) {
     int ino = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (ino < 0) fail("inotify");
     asio::posix::stream_descriptor events(io, ino);
-    for (const auto& dir : {opt.pidfile_dir, opt.escapee_dir}) {
+    for (const auto& dir : {opt.pidfile_dir, opt.escapee_dir, opt.container_dir}) {
         if (!dir.empty() && ::inotify_add_watch(ino, dir.c_str(), IN_CLOSE_WRITE | IN_MOVED_TO) < 0)
             fail(dir);
     }
@@ -251,7 +299,9 @@ int main(int argc, char** argv) {
     std::function<void()> check = [&] {
         int files =
             count_files(opt.pidfile_dir) + (opt.escapee_dir.empty() ? 0 : count_files(opt.escapee_dir));
-        bool written = files >= expected_files + (opt.escapee_dir.empty() ? 0 : 2);
+        bool written = files >= expected_files + (opt.escapee_dir.empty() ? 0 : 2) &&
+                       (opt.containers.empty() ||
+                        count_entries(opt.container_dir) >= static_cast<int>(opt.containers.size()));
         if (written && processes_with(nonce) != expected_procs) {
             // Every pidfile is there but a process is still on its way in or out (the escapee's
             // intermediate exits just after its child wrote its pidfile): look again shortly.
