@@ -1,5 +1,7 @@
 #include "exec/run_op.hpp"
 
+#include "exec/owner.hpp"
+
 #include "exec/tree.hpp"
 
 #include <boost/asio/append.hpp>
@@ -265,6 +267,8 @@ bool run_op::prepare_and_clone() {
     // the forced fallbacks of exit_watch take the path of older kernels: glibc clone(), the
     // child joining its cgroup itself, pidfd_open() or polling.
     clone_result c;
+    // The child's start time falls between this and the moment clone returns.
+    const std::uint64_t clone_ticks = boot_ticks_now();
     bool legacy = req_.watch != exit_watch::automatic || !svc_.clone3_supported();
     if (!legacy) {
         c = clone_child(plan, svc_.stack(), exec_service::stack_size,
@@ -324,6 +328,11 @@ bool run_op::prepare_and_clone() {
     use_pidfd_ = static_cast<bool>(pidfd);
     pidfd_fd_ = std::move(pidfd);
     result_.used = leaf_ ? containment::cgroup : containment::process_group;
+    if (!leaf_) {
+        // No cgroup holds this tree: a watchdog can only find it by its leader.
+        observer_ = svc_.observer();
+        if (observer_) observer_->group_started(pid_, clone_ticks, boot_ticks_now());
+    }
     return true;
 }
 
@@ -856,6 +865,8 @@ void run_op::reap_and_release() {
         }
         reaped_ = true;
     }
+    if (observer_) observer_->group_reaped(pid_);
+    observer_.reset();
     boost::system::error_code ignored;
     pidfd_sd_.close(ignored);
     if (leaf_) {
@@ -929,6 +940,8 @@ void run_op::emergency_stop() {
         }
         reaped_ = true;
     }
+    if (observer_) observer_->group_reaped(pid_);
+    observer_.reset();
     if (leaf_) {
         wait_cgroup_empty_blocking(leaf_->dir.get(), 1000);
         svc_.release_leaf(std::move(*leaf_), false);

@@ -46,6 +46,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -152,8 +153,9 @@ private:
     bool leaf_empty_ = false;
     bool leaf_killed_ = false;   ///< cgroup.kill was written to it: never reuse it (see reap_and_release)
     std::vector<pid_t> killed_;  ///< distinct processes other than the leader we signalled
-    std::vector<proc_stat> members_;  ///< process-group mode: tree members found, not yet SIGKILLed
-    std::vector<unique_fd> dying_;    ///< pidfds of SIGKILLed members, until they are gone
+    std::vector<proc_stat> members_;           ///< process-group mode: tree members found, not yet SIGKILLed
+    std::vector<unique_fd> dying_;             ///< pidfds of SIGKILLed members, until they are gone
+    std::shared_ptr<tree_observer> observer_;  ///< told of a process-group leader until it is reaped
 
     stream_state out_;
     stream_state err_;
