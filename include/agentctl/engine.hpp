@@ -8,6 +8,7 @@
 #include <agentctl/events.hpp>
 #include <agentctl/plan.hpp>
 #include <agentctl/runner.hpp>
+#include <agentctl/watchdog.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
@@ -65,6 +66,11 @@ struct run_options {
     event_sink* events = nullptr;   ///< optional
     approver* approvals = nullptr;  ///< nullptr: a task needing approval stops the run before any effect
     dispatch_gate* gate = nullptr;  ///< nullptr: always open
+    /// Told of every engine client used, so that its containers die with us (crash safety).
+    watchdog* watch = nullptr;
+    /// Containers that dead owners left on the engines this run uses, removed before anything
+    /// starts, are added here (the caller prints them with its own cgroup sweep).
+    sweep_report* leftovers = nullptr;
 };
 
 /// What a run produced. `tasks` is indexed like plan::tasks.

@@ -14,6 +14,7 @@
 #include <agentctl/events.hpp>
 #include <agentctl/json.hpp>
 #include <agentctl/plan.hpp>
+#include <agentctl/watchdog.hpp>
 
 #include <functional>
 #include <string_view>
@@ -31,11 +32,19 @@ void write_error_envelope(json_sink& out, std::string_view message, exit_status 
 /// One jsonl line (without the newline): `{event, task, attempt, elapsedMs, result?}`.
 void write_event(json_writer& w, const plan& p, const run_event& e);
 
-/// The `RunOutcome` envelope on `out`: `ok` is whether the run succeeded.
-void write_run_outcome(json_sink& out, const plan& p, const run_report& report, const diagnostics& diags);
+/// The `RunOutcome` envelope on `out`: `ok` is whether the run succeeded. With `leftovers`
+/// not empty, the data also has `leftovers`: what dead runs had left, removed first.
+void write_run_outcome(json_sink& out, const plan& p, const run_report& report, const diagnostics& diags,
+                       const sweep_report* leftovers = nullptr);
 
-/// The `RunOutcome` data object: `{runId, state, durationMs, error?, tasks, output}`.
-void write_run_report(json_writer& w, const plan& p, const run_report& report);
+/// `{cgroups: [{path, ownerPid, processesKilled, removed, error?}], containers: [{engine,
+/// name, removed, error?}]}`.
+void write_sweep_report(json_writer& w, const sweep_report& r);
+
+/// The `RunOutcome` data object: `{runId, state, durationMs, error?, tasks, output,
+/// leftovers?}` (`leftovers` only when something was swept).
+void write_run_report(json_writer& w, const plan& p, const run_report& report,
+                      const sweep_report* leftovers = nullptr);
 
 /// One task's result as JSON (reports and jsonl events).
 void write_task_result(json_writer& w, const task_result& r);

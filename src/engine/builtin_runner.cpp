@@ -2,6 +2,7 @@
 // for extension.process) through the host or the container launcher.
 #include "engine/builtin_runner.hpp"
 
+#include "engine/container_client.hpp"
 #include "engine/extension.hpp"
 #include "engine/launch.hpp"
 #include "engine/post_result.hpp"
@@ -12,6 +13,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <algorithm>
 #include <memory>
 
 namespace asio = boost::asio;
@@ -102,7 +104,22 @@ private:
         preflight_result r = co_await run_preflight(*ctx_.compiled, settings);
         if (r.workspace) ctx_.workspace = std::move(*r.workspace);
         ctx_.actions = std::move(r.actions);
-        co_return std::move(r.error);
+        if (r.error) co_return std::move(r.error);
+        co_await remove_dead_owners_containers();
+        co_return std::nullopt;
+    }
+
+    // What crashed runners left on the engines this run uses goes before anything starts.
+    asio::awaitable<void> remove_dead_owners_containers() {
+        std::vector<std::string> seen;
+        for (const auto& a : ctx_.actions) {
+            if (!a.container || std::find(seen.begin(), seen.end(), a.container->engine.path) != seen.end()) continue;
+            seen.push_back(a.container->engine.path);
+            auto env = container::client_environment(ctx_.options->host_env);
+            auto removed = co_await container::remove_dead_owners_containers(a.container->engine, std::move(env));
+            if (ctx_.options->leftovers)
+                for (auto& c : removed) ctx_.options->leftovers->containers.push_back(std::move(c));
+        }
     }
 
     // `request` outlives the attempt: the scheduler keeps it until the handler runs.

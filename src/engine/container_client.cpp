@@ -60,4 +60,25 @@ asio::awaitable<container_events> events_of(const engine& e, const std::string& 
     co_return parse_events(r.stdout_bytes);
 }
 
+asio::awaitable<std::vector<swept_container>> remove_dead_owners_containers(const engine& e,
+                                                                            std::vector<std::string> env) {
+    std::vector<swept_container> out;
+    process_result listed = co_await call(e, owned_list_argv(e), env);
+    if (listed.outcome != process_outcome::exited || listed.exit_code != 0) co_return out;
+    std::string host = exec::host_name();
+    auto dead = dead_owner_containers(listed.stdout_bytes, host, exec::process_start_time);
+    if (dead.empty()) co_return out;
+    process_result removed = co_await call(e, remove_argv(e, dead), env);
+    bool ok = removed.outcome == process_outcome::exited && removed.exit_code == 0;
+    for (auto& name : dead) {
+        swept_container c;
+        c.engine = e.name;
+        c.name = std::move(name);
+        c.removed = ok;
+        if (!ok) c.error = e.name + " rm: " + describe(removed) + ": " + excerpt(removed.stderr_bytes);
+        out.push_back(std::move(c));
+    }
+    co_return out;
+}
+
 }  // namespace agentctl::container

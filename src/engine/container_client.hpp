@@ -4,6 +4,8 @@
 
 #include "container/container.hpp"
 
+#include <agentctl/watchdog.hpp>
+
 #include <boost/asio/awaitable.hpp>
 
 #include <chrono>
@@ -34,5 +36,10 @@ boost::asio::awaitable<image_probe> probe_image(const engine& e, const std::stri
 boost::asio::awaitable<container_events> events_of(const engine& e, const std::string& name,
                                                    std::chrono::system_clock::time_point since,
                                                    std::vector<std::string> env);
+
+/// Removes the containers on `e` whose owner (an agentctl on this host) is dead, before a
+/// run starts anything: what a crashed runner left. Best effort, bounded like every call.
+boost::asio::awaitable<std::vector<swept_container>> remove_dead_owners_containers(const engine& e,
+                                                                                   std::vector<std::string> env);
 
 }  // namespace agentctl::container

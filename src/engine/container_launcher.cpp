@@ -237,6 +237,8 @@ private:
         req.drain_grace = ctx_.options->drain_grace;
         req.containment = containment_policy::process_group_only;
 
+        if (!engines_[ei].used && ctx_.options->watch)  // its containers die with us (crash safety)
+            ctx_.options->watch->announce_engine({eng.name, eng.path, engine_env(), owner_});
         engines_[ei].used = true;
         auto started = std::chrono::system_clock::now();
         async_run_process(ctx_.ex, std::move(req),

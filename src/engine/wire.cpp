@@ -93,14 +93,43 @@ void write_error_envelope(json_sink& out, std::string_view message, exit_status 
     out.write("\n");
 }
 
-void write_run_outcome(json_sink& out, const plan& p, const run_report& report, const diagnostics& diags) {
+void write_sweep_report(json_writer& w, const sweep_report& r) {
+    w.begin_object();
+    w.key("cgroups");
+    w.begin_array();
+    for (const auto& c : r.cgroups) {
+        w.begin_object();
+        w.member("path", c.path);
+        w.member("ownerPid", static_cast<std::int64_t>(c.owner_pid));
+        w.member("processesKilled", static_cast<std::uint64_t>(c.processes_killed));
+        w.member("removed", c.removed);
+        if (!c.error.empty()) w.member("error", c.error);
+        w.end_object();
+    }
+    w.end_array();
+    w.key("containers");
+    w.begin_array();
+    for (const auto& c : r.containers) {
+        w.begin_object();
+        w.member("engine", c.engine);
+        w.member("name", c.name);
+        w.member("removed", c.removed);
+        if (!c.error.empty()) w.member("error", c.error);
+        w.end_object();
+    }
+    w.end_array();
+    w.end_object();
+}
+
+void write_run_outcome(json_sink& out, const plan& p, const run_report& report, const diagnostics& diags,
+                       const sweep_report* leftovers) {
     json_writer w(out);
     w.begin_object();
     w.member("apiVersion", cli_api_version);
     w.member("kind", "RunOutcome");
     w.member("ok", report.state == run_state::succeeded);
     w.key("data");
-    write_run_report(w, p, report);
+    write_run_report(w, p, report, leftovers);
     w.key("diagnostics");
     write_diagnostics(w, diags);
     w.end_object();
@@ -160,7 +189,7 @@ void write_task_result(json_writer& w, const task_result& r) {
     w.end_object();
 }
 
-void write_run_report(json_writer& w, const plan& p, const run_report& report) {
+void write_run_report(json_writer& w, const plan& p, const run_report& report, const sweep_report* leftovers) {
     w.begin_object();
     w.member("runId", report.run_id);
     w.member("state", to_string(report.state));
@@ -177,6 +206,10 @@ void write_run_report(json_writer& w, const plan& p, const run_report& report) {
     }
     w.end_object();
     w.member("output", report.output);
+    if (leftovers && !leftovers->empty()) {
+        w.key("leftovers");
+        write_sweep_report(w, *leftovers);
+    }
     w.end_object();
 }
 

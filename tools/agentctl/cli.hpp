@@ -5,6 +5,7 @@
 #include <agentctl/error.hpp>
 #include <agentctl/json.hpp>
 #include <agentctl/session.hpp>
+#include <agentctl/watchdog.hpp>
 
 #include <functional>
 #include <optional>
@@ -62,6 +63,8 @@ void redirect_standard_streams(json_sink* out, json_sink* err);
 bool use_color(const command_line& cl, int fd);
 std::string paint(bool color, const char* sgr, std::string_view text);
 void print_diagnostics_human(const command_line& cl, const diagnostics& diags);
+/// What the sweep of dead runs' leftovers removed (human output; JSON carries it itself).
+void print_leftovers_human(const command_line& cl, const sweep_report& r);
 
 /// The success envelope on stdout.
 void print_success(std::string_view kind, const std::function<void(json_writer&)>& write_data,
@@ -78,7 +81,8 @@ session open_and_report(const command_line& cl);
 int run_check(const command_line& cl);
 int run_plan(const command_line& cl);
 int run_version(const command_line& cl);
-int run_run(const command_line& cl);
+/// `watch`: the watchdog main() started (nullptr when it could not start).
+int run_run(const command_line& cl, watchdog* watch);
 int run_doctor(const command_line& cl);
 
 }  // namespace agentctl::cli

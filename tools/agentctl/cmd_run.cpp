@@ -315,7 +315,7 @@ private:
 
 }  // namespace
 
-int run_run(const command_line& cl) {
+int run_run(const command_line& cl, watchdog* watch) {
     session s = open_and_report(cl);
     if (!s.ok()) return status(s.status);
     const plan& p = *s.compiled;
@@ -332,7 +332,12 @@ int run_run(const command_line& cl) {
     auto base = resolve_base_dir(cl.request(), error);
     if (!base) return print_failure(cl, error, exit_status::usage);
 
+    // What dead runs left on this host goes first: their cgroups here, their containers on
+    // the engines this run uses (by the engine, in its preflight).
+    sweep_report leftovers = sweep_dead_owners();
+
     asio::io_context io(1);
+    if (watch) watch->observe(io);
     // From here on agentctl's own output goes through queues, written by threads of the
     // CLI's: a reader that stalls never stalls supervision.
     output_queue out_queue(STDOUT_FILENO), err_queue(STDERR_FILENO);
@@ -353,6 +358,8 @@ int run_run(const command_line& cl) {
     progress.set_behind([&err_queue] { return err_queue.backlog() > 0; });
     options.events = &progress;
     options.gate = &gate;
+    options.watch = watch;
+    options.leftovers = &leftovers;
     std::optional<terminal_approver> ask;
     if (cl.interactive) {
         ask.emplace(io);
@@ -405,6 +412,8 @@ int run_run(const command_line& cl) {
     out_queue.drain();
     err_queue.drain();
     redirect_standard_streams(nullptr, nullptr);
+    if (watch) watch->clean_exit();
+    print_leftovers_human(cl, leftovers);
     if (reader_gone) {
         print_failure(cl, "the reader of agentctl's output went away (EPIPE); the run was cancelled",
                       exit_status::cancelled);
@@ -414,7 +423,7 @@ int run_run(const command_line& cl) {
         print_summary(cl, p, *report);
     } else {
         fd_sink out(STDOUT_FILENO);
-        write_run_outcome(out, p, *report, s.diags);
+        write_run_outcome(out, p, *report, s.diags, &leftovers);
     }
     return report->exit_code();
 }

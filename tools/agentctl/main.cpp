@@ -314,6 +314,19 @@ int main(int argc, char** argv) {
 
     if (cl.command == "check") return run_check(cl);
     if (cl.command == "plan") return run_plan(cl);
-    if (cl.command == "run") return run_run(cl);
+    if (cl.command == "run") {
+        // The watchdog first, while agentctl has one thread: if agentctl is killed (SIGKILL,
+        // the OOM killer), it kills what the run started (docs/CRASH_SAFETY.md).
+        std::string why;
+        std::optional<agentctl::watchdog> watch = agentctl::watchdog::start({}, why);
+        if (!watch) {
+            agentctl::diagnostics d;
+            d.warning("no_watchdog", "",
+                      "the watchdog could not start (" + why + "): if agentctl is killed, what it started keeps running",
+                      "");
+            if (cl.output == output_format::human) print_diagnostics_human(cl, d);
+        }
+        return run_run(cl, watch ? &*watch : nullptr);
+    }
     return run_doctor(cl);
 }

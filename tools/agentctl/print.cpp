@@ -86,6 +86,24 @@ void print_diagnostics_human(const command_line& cl, const diagnostics& diags) {
     standard_error().write(out);
 }
 
+void print_leftovers_human(const command_line& cl, const sweep_report& r) {
+    if (cl.output != output_format::human || r.empty()) return;
+    bool color = use_color(cl, STDERR_FILENO);
+    std::string out;
+    for (const auto& c : r.cgroups)
+        out += paint(color, "1;33", "agentctl:") + " " +
+               (c.removed ? "removed what a dead run left: cgroup " : "could not remove what a dead run left: cgroup ") +
+               printable(c.path) + " (owner pid " + std::to_string(c.owner_pid) + ", " +
+               std::to_string(c.processes_killed) + " processes killed)" +
+               (c.error.empty() ? "" : ": " + printable(c.error)) + "\n";
+    for (const auto& c : r.containers)
+        out += paint(color, "1;33", "agentctl:") + " " +
+               (c.removed ? "removed what a dead run left: " : "could not remove what a dead run left: ") + c.engine +
+               " container " + printable(c.name) + (c.error.empty() ? "" : ": " + printable(c.error)) + "\n";
+    if (!r.unavailable.empty() && cl.verbose) out += "agentctl: no cgroup sweep: " + printable(r.unavailable) + "\n";
+    standard_error().write(out);
+}
+
 void print_success(std::string_view kind, const std::function<void(json_writer&)>& write_data,
                    const diagnostics& diags) {
     write_success_envelope(standard_output(), kind, write_data, diags);
