@@ -318,6 +318,12 @@ struct journal_open_options {
     /// Streams of at least this many bytes go to a file of their own beside the database
     /// (docs/JOURNAL.md, "Streams"); smaller ones are stored in it.
     std::size_t stream_file_threshold = 64 * 1024;
+    /// Page size of a journal created by this open (a power of two, 512..65536); ignored for
+    /// an existing one.
+    int page_size = 4096;
+    /// PRAGMA wal_autocheckpoint of a writing connection: pages in the WAL before a commit
+    /// checkpoints it (0: never; the last connection still does when it closes).
+    int wal_autocheckpoint = 1000;
     /// PRAGMA quick_check when opening; off, only the header, the schema and the file size are
     /// checked (SQLite still reports damage it meets later as `corrupt`).
     bool quick_check = true;

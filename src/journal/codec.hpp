@@ -14,8 +14,11 @@
 
 namespace agentctl::journal_detail {
 
-/// CRC-32C (Castagnoli), hardware-assisted where the CPU has SSE4.2.
+/// CRC-32C (Castagnoli), hardware-assisted where the CPU has SSE4.2. `crc` continues a
+/// previous call's result over the bytes that follow.
 std::uint32_t crc32c(std::string_view bytes, std::uint32_t crc = 0);
+/// The same, byte by byte from a table: what tests compare crc32c() with.
+std::uint32_t crc32c_portable(std::string_view bytes, std::uint32_t crc = 0);
 
 /// The two streams of a result, wherever the result keeps them (see stdout_of()).
 struct result_streams {

@@ -21,8 +21,9 @@ struct journal_db {
     std::string path;
     journal_access access = journal_access::read;
     journal_open_options options;
-    std::string streams_path;     ///< path + "-streams": stream files, one folder per run
-    exec::unique_fd streams_dir;  ///< opened on first use
+    std::string streams_path;              ///< path + "-streams": stream files, one folder per run
+    exec::unique_fd streams_dir;           ///< opened on first use
+    journal_detail::statement blob_query;  ///< SELECT data FROM streams (declared after conn: closed first)
 
     journal_error error(int rc, std::string_view what) const {
         return journal_detail::sqlite_error(rc, conn.get(), path, what);
@@ -43,18 +44,13 @@ journal_result<std::unique_ptr<detail::journal_db>> open_db(const std::string& p
 /// The streams folder, opened (and with `create`, created) on first use. 0 or an errno value.
 int streams_dir(detail::journal_db& db, bool create);
 
-/// A stored stream: its row, and its bytes from the row or from its file.
-struct stream_row {
-    std::uint64_t length = 0;
-    std::uint32_t crc = 0;
-    std::string file;  ///< relative to the streams folder; empty when the bytes are in `data`
-};
-
-/// Streams the bytes of stream `id` to `chunk`, then checks length and checksum.
-std::optional<journal_error> read_stream_bytes(detail::journal_db& db, std::int64_t id,
-                                               const std::function<void(std::string_view)>& chunk);
-std::optional<journal_error> load_stream(detail::journal_db& db, std::optional<std::int64_t> id,
-                                         std::string& out);
+/// A stream is four columns: LENGTH, CRC, FILE (relative to the streams folder, or NULL) and
+/// BLOB (the `streams` row holding the bytes when there is no file). Delivers the bytes of the stream whose
+/// columns start at `first` to `chunk`, then checks length and checksum (`what` names it in errors). A NULL
+/// or zero length is an empty stream.
+std::optional<journal_error> read_stored_stream(detail::journal_db& db, const journal_detail::statement& s,
+                                                int first, std::string_view what,
+                                                const std::function<void(std::string_view)>& chunk);
 
 /// Wraps a body in BEGIN IMMEDIATE ... COMMIT, rolling back when it fails.
 std::optional<journal_error> in_write_transaction(detail::journal_db& db, std::string_view what,

@@ -276,11 +276,68 @@ journal_result<journal_run> journal::load_run(std::string_view run_id) {
 
 namespace {
 
+// Columns 0-8 of every results query; with streams, the result's own stream columns follow.
 constexpr const char* result_columns =
-    "task_index, task_id, segment, recorded_ms, reused, streams_attempt, stdout_stream, stdout_length, "
-    "stderr_stream, stderr_length, result_json";
+    "task_index, task_id, segment, recorded_ms, reused, streams_attempt, stdout_length, stderr_length, "
+    "result_json";
+constexpr const char* own_stream_columns =
+    ", stdout_length, stdout_crc, stdout_file, stdout_blob, stderr_length, stderr_crc, stderr_file, "
+    "stderr_blob";
+constexpr int own_streams_at = 9;
 
-std::optional<journal_error> result_from_row(detail::journal_db& db, const statement& s, bool with_streams,
+// A final result's streams: its own columns, or those of the attempt they belong to.
+class stream_loader {
+public:
+    explicit stream_loader(detail::journal_db& db) : db_(db) {}
+
+    std::optional<journal_error> load(std::int64_t run_seq, const statement& row, journal_task_result& out) {
+        const statement* cols = &row;
+        int first = own_streams_at;
+        if (out.streams_attempt) {
+            int rc = SQLITE_OK;
+            if (!attempt_) {
+                attempt_ = db_.conn.prepare(
+                    "SELECT stdout_length, stdout_crc, stdout_file, stdout_blob, stderr_length, stderr_crc, "
+                    "stderr_file, stderr_blob FROM attempts WHERE run_seq = ? AND task_index = ? AND attempt "
+                    "= ?",
+                    rc);
+                if (!attempt_) return db_.error(rc, "reading a stream");
+            }
+            attempt_.reset();
+            attempt_.bind(1, run_seq);
+            attempt_.bind(2, out.task_index);
+            attempt_.bind(3, *out.streams_attempt);
+            rc = attempt_.step();
+            if (rc == SQLITE_DONE)
+                return journal_error{journal_errc::corrupt, "journal " + db_.path +
+                                                                ": the attempt holding the streams of "
+                                                                "task " +
+                                                                out.task_id + " is missing"};
+            if (rc != SQLITE_ROW) return db_.error(db_.last_rc(), "reading a stream");
+            cols = &attempt_;
+            first = 0;
+        }
+        std::string text;
+        auto append = [&](std::string_view b) { text.append(b); };
+        if (auto e = journal_detail::read_stored_stream(db_, *cols, first,
+                                                        "the stdout of task " + out.task_id, append))
+            return e;
+        journal_detail::attach_stream(out.result, true, std::move(text));
+        text = std::string();
+        if (auto e = journal_detail::read_stored_stream(db_, *cols, first + 4,
+                                                        "the stderr of task " + out.task_id, append))
+            return e;
+        journal_detail::attach_stream(out.result, false, std::move(text));
+        if (out.streams_attempt) attempt_.reset();
+        return std::nullopt;
+    }
+
+private:
+    detail::journal_db& db_;
+    statement attempt_;
+};
+
+std::optional<journal_error> result_from_row(detail::journal_db& db, const statement& s,
                                              journal_task_result& out) {
     out = journal_task_result{};
     out.task_index = s.uint32(0);
@@ -289,20 +346,17 @@ std::optional<journal_error> result_from_row(detail::journal_db& db, const state
     out.recorded_ms = s.int64(3);
     out.reused = s.int64(4) != 0;
     if (!s.is_null(5)) out.streams_attempt = s.uint32(5);
-    out.stdout_bytes = s.uint64(7);
-    out.stderr_bytes = s.uint64(9);
-    if (!journal_detail::decode_result(s.text(10), out.result))
+    out.stdout_bytes = s.uint64(6);
+    out.stderr_bytes = s.uint64(7);
+    if (!journal_detail::decode_result(s.text(8), out.result))
         return journal_error{journal_errc::corrupt, "journal " + db.path + ": the result of task " +
                                                         out.task_id + " cannot be read"};
-    if (with_streams) {
-        std::string text;
-        if (auto e = journal_detail::load_stream(db, s.opt_int64(6), text)) return e;
-        journal_detail::attach_stream(out.result, true, std::move(text));
-        text = std::string();
-        if (auto e = journal_detail::load_stream(db, s.opt_int64(8), text)) return e;
-        journal_detail::attach_stream(out.result, false, std::move(text));
-    }
     return std::nullopt;
+}
+
+std::string results_query(bool with_streams, std::string_view where) {
+    return std::string("SELECT ") + result_columns + (with_streams ? own_stream_columns : "") +
+           " FROM results WHERE " + std::string(where);
 }
 
 }  // namespace
@@ -315,19 +369,23 @@ std::optional<journal_error> journal::for_each_result(std::string_view run_id, b
     if (!seq) return seq.error();
     int rc = SQLITE_OK;
     // One statement walks the primary key in order: rows are read as the callback asks.
-    statement s = db.conn.prepare(
-        std::string("SELECT ") + result_columns + " FROM results WHERE run_seq = ? ORDER BY task_index", rc);
+    statement s = db.conn.prepare(results_query(with_streams, "run_seq = ? ORDER BY task_index"), rc);
     if (!s) return db.error(rc, "reading results");
     s.bind(1, *seq);
+    stream_loader streams(db);
     journal_task_result r;
     while ((rc = s.step()) == SQLITE_ROW) {
-        if (auto e = result_from_row(db, s, with_streams, r)) return e;
+        if (auto e = result_from_row(db, s, r)) return e;
+        if (with_streams)
+            if (auto e = streams.load(*seq, s, r)) return e;
         if (!fn(r)) return std::nullopt;
     }
     if (rc != SQLITE_DONE) return db.error(db.last_rc(), "reading results");
     return std::nullopt;
 }
 
+// By id: no index on task ids (one more B-tree written per result), so a scan of the run's
+// rows, which SQLite does at some million rows a second.
 journal_result<std::optional<journal_task_result>> journal::load_result(std::string_view run_id,
                                                                         std::string_view task_id,
                                                                         bool with_streams) {
@@ -336,8 +394,7 @@ journal_result<std::optional<journal_task_result>> journal::load_result(std::str
     auto seq = run_seq_of(db, run_id);
     if (!seq) return seq.error();
     int rc = SQLITE_OK;
-    statement s = db.conn.prepare(
-        std::string("SELECT ") + result_columns + " FROM results WHERE run_seq = ? AND task_id = ?", rc);
+    statement s = db.conn.prepare(results_query(with_streams, "run_seq = ? AND task_id = ?"), rc);
     if (!s) return db.error(rc, "reading a result");
     s.bind(1, *seq);
     s.bind(2, task_id);
@@ -345,7 +402,11 @@ journal_result<std::optional<journal_task_result>> journal::load_result(std::str
     if (rc == SQLITE_DONE) return std::optional<journal_task_result>();
     if (rc != SQLITE_ROW) return db.error(db.last_rc(), "reading a result");
     journal_task_result r;
-    if (auto e = result_from_row(db, s, with_streams, r)) return *e;
+    if (auto e = result_from_row(db, s, r)) return *e;
+    if (with_streams) {
+        stream_loader streams(db);
+        if (auto e = streams.load(*seq, s, r)) return *e;
+    }
     return std::optional<journal_task_result>(std::move(r));
 }
 
@@ -357,10 +418,7 @@ std::optional<journal_error> journal::read_stream(std::string_view run_id, std::
     auto seq = run_seq_of(db, run_id);
     if (!seq) return seq.error();
     int rc = SQLITE_OK;
-    statement s = db.conn.prepare(which == journal_stream::stdout_stream
-                                      ? "SELECT stdout_stream FROM results WHERE run_seq = ? AND task_id = ?"
-                                      : "SELECT stderr_stream FROM results WHERE run_seq = ? AND task_id = ?",
-                                  rc);
+    statement s = db.conn.prepare(results_query(true, "run_seq = ? AND task_id = ?"), rc);
     if (!s) return db.error(rc, "reading a stream");
     s.bind(1, *seq);
     s.bind(2, task_id);
@@ -370,10 +428,26 @@ std::optional<journal_error> journal::read_stream(std::string_view run_id, std::
                              "journal " + db.path + ": run " + std::string(run_id) +
                                  " has no result for task \"" + std::string(task_id) + "\""};
     if (rc != SQLITE_ROW) return db.error(db.last_rc(), "reading a stream");
-    auto id = s.opt_int64(0);
-    s.reset();
-    if (!id) return std::nullopt;  // empty
-    return journal_detail::read_stream_bytes(db, *id, chunk);
+    int offset = which == journal_stream::stdout_stream ? 0 : 4;
+    std::string what = std::string(which == journal_stream::stdout_stream ? "the stdout" : "the stderr") +
+                       " of task " + std::string(task_id);
+    if (s.is_null(5)) return journal_detail::read_stored_stream(db, s, own_streams_at + offset, what, chunk);
+    statement a = db.conn.prepare(
+        "SELECT stdout_length, stdout_crc, stdout_file, stdout_blob, stderr_length, stderr_crc, stderr_file, "
+        "stderr_blob FROM attempts WHERE run_seq = ? AND task_index = ? AND attempt = ?",
+        rc);
+    if (!a) return db.error(rc, "reading a stream");
+    a.bind(1, *seq);
+    a.bind(2, s.int64(0));
+    a.bind(3, s.int64(5));
+    rc = a.step();
+    if (rc != SQLITE_ROW) {
+        if (rc == SQLITE_DONE)
+            return journal_error{journal_errc::corrupt,
+                                 "journal " + db.path + ": the attempt holding " + what + " is missing"};
+        return db.error(db.last_rc(), "reading a stream");
+    }
+    return journal_detail::read_stored_stream(db, a, offset, what, chunk);
 }
 
 std::optional<journal_error> journal::for_each_attempt(std::string_view run_id,
@@ -384,18 +458,12 @@ std::optional<journal_error> journal::for_each_attempt(std::string_view run_id,
     if (!seq) return seq.error();
     int rc = SQLITE_OK;
     statement s = db.conn.prepare(
-        "SELECT a.task_index, a.attempt, a.segment, a.task_id, a.intent_ms, a.backend, a.isolation, "
-        "a.argv_json, "
-        "a.env_names_json, a.cwd, a.limits_json, "
-        "h.run_seq IS NOT NULL, h.handle_ms, h.pid, h.pid_start, h.cgroup, h.container, h.container_engine, "
-        "h.slurm_job_id, "
-        "e.run_seq IS NOT NULL, e.ended_ms, e.cleanup_failed, e.stdout_length, e.stderr_length, "
-        "e.result_json "
-        "FROM attempts a "
-        "LEFT JOIN handles h ON h.run_seq = a.run_seq AND h.task_index = a.task_index AND h.attempt = "
-        "a.attempt "
-        "LEFT JOIN ends e ON e.run_seq = a.run_seq AND e.task_index = a.task_index AND e.attempt = a.attempt "
-        "WHERE a.run_seq = ? ORDER BY a.task_index, a.attempt",
+        "SELECT task_index, attempt, segment, task_id, intent_ms, backend, isolation, argv_json, "
+        "env_names_json, cwd, "
+        "limits_json, handle_ms, pid, pid_start, cgroup, container, container_engine, slurm_job_id, "
+        "ended_ms, "
+        "cleanup_failed, stdout_length, stderr_length, result_json FROM attempts WHERE run_seq = ? "
+        "ORDER BY task_index, attempt",
         rc);
     if (!s) return db.error(rc, "reading attempts");
     s.bind(1, *seq);
@@ -412,26 +480,26 @@ std::optional<journal_error> journal::for_each_attempt(std::string_view run_id,
         a.intent.env_names = journal_detail::decode_strings(s.text(8));
         if (!s.is_null(9)) a.intent.cwd = std::string(s.text(9));
         a.intent.limits = journal_detail::decode_object(s.text(10));
-        if (s.int64(11)) {
+        if (!s.is_null(11)) {
             attempt_handle h;
             h.task_index = a.intent.task_index;
             h.attempt = a.intent.attempt;
-            a.handle_ms = s.int64(12);
-            h.pid = s.opt_int64(13);
-            if (!s.is_null(14)) h.pid_start_time = s.uint64(14);
-            h.cgroup = s.text(15);
-            h.container = s.text(16);
-            h.container_engine = s.text(17);
-            h.slurm_job_id = s.text(18);
+            a.handle_ms = s.int64(11);
+            h.pid = s.opt_int64(12);
+            if (!s.is_null(13)) h.pid_start_time = s.uint64(13);
+            h.cgroup = s.text(14);
+            h.container = s.text(15);
+            h.container_engine = s.text(16);
+            h.slurm_job_id = s.text(17);
             a.handle = std::move(h);
         }
-        if (s.int64(19)) {
-            a.ended_ms = s.int64(20);
-            a.cleanup_failed = s.int64(21) != 0;
-            a.stdout_bytes = s.uint64(22);
-            a.stderr_bytes = s.uint64(23);
+        if (!s.is_null(18)) {
+            a.ended_ms = s.int64(18);
+            a.cleanup_failed = s.int64(19) != 0;
+            a.stdout_bytes = s.uint64(20);
+            a.stderr_bytes = s.uint64(21);
             task_result r;
-            if (!journal_detail::decode_result(s.text(24), r))
+            if (!journal_detail::decode_result(s.text(22), r))
                 return journal_error{journal_errc::corrupt,
                                      "journal " + db.path + ": the end of task " + a.intent.task_id +
                                          " attempt " + std::to_string(a.intent.attempt) + " cannot be read"};
@@ -496,11 +564,10 @@ journal_result<std::vector<journal_dead_run>> journal::dead_runs(const owner_ali
         if (rc != SQLITE_DONE) return db.error(db.last_rc(), "finding dead runs");
     }
     statement h = db.conn.prepare(
-        "SELECT h.task_index, h.attempt, h.pid, h.pid_start, h.cgroup, h.container, h.container_engine, "
-        "h.slurm_job_id FROM handles h "
-        "LEFT JOIN ends e ON e.run_seq = h.run_seq AND e.task_index = h.task_index AND e.attempt = h.attempt "
-        "WHERE h.run_seq = ? AND (e.run_seq IS NULL OR e.cleanup_failed = 1) ORDER BY h.task_index, "
-        "h.attempt",
+        "SELECT task_index, attempt, pid, pid_start, cgroup, container, container_engine, slurm_job_id "
+        "FROM attempts WHERE run_seq = ? AND handle_ms IS NOT NULL AND (ended_ms IS NULL OR cleanup_failed = "
+        "1) "
+        "ORDER BY task_index, attempt",
         rc);
     if (!h) return db.error(rc, "finding dead runs");
     std::vector<journal_dead_run> out;
@@ -633,8 +700,26 @@ journal_result<journal_gc_report> journal::gc(std::size_t keep, const owner_aliv
                 }
                 if (rc != SQLITE_DONE) return db.error(db.last_rc(), "removing old runs");
             }
-            static constexpr const char* tables[] = {"attempts", "handles", "ends",
-                                                     "results",  "streams", "runs"};
+            // Inline stream bytes first, found through the rows about to go.
+            {
+                statement d = db.conn.prepare(
+                    "DELETE FROM streams WHERE stream_id IN ("
+                    "SELECT stdout_blob FROM attempts WHERE run_seq = ?1 AND stdout_blob IS NOT NULL "
+                    "UNION ALL SELECT stderr_blob FROM attempts WHERE run_seq = ?1 AND stderr_blob IS NOT "
+                    "NULL "
+                    "UNION ALL SELECT stdout_blob FROM results WHERE run_seq = ?1 AND stdout_blob IS NOT "
+                    "NULL "
+                    "UNION ALL SELECT stderr_blob FROM results WHERE run_seq = ?1 AND stderr_blob IS NOT "
+                    "NULL)",
+                    rc);
+                if (!d) return db.error(rc, "removing old runs");
+                for (auto seq : removed) {
+                    reset_guard guard(d);
+                    d.bind(1, seq);
+                    if (d.step() != SQLITE_DONE) return db.error(db.last_rc(), "removing old runs");
+                }
+            }
+            static constexpr const char* tables[] = {"attempts", "results", "runs"};
             for (const char* table : tables) {
                 statement d = db.conn.prepare(std::string("DELETE FROM ") + table + " WHERE run_seq = ?", rc);
                 if (!d) return db.error(rc, "removing old runs");
@@ -648,8 +733,12 @@ journal_result<journal_gc_report> journal::gc(std::size_t keep, const owner_aliv
             // Stream files no row refers to. Writers write their files inside their write
             // transaction, so while this one holds the lock no file is written but not committed.
             if (journal_detail::streams_dir(db, false) != 0) return std::nullopt;
-            statement files =
-                db.conn.prepare("SELECT file FROM streams WHERE run_seq = ? AND file IS NOT NULL", rc);
+            statement files = db.conn.prepare(
+                "SELECT stdout_file FROM attempts WHERE run_seq = ?1 AND stdout_file IS NOT NULL "
+                "UNION ALL SELECT stderr_file FROM attempts WHERE run_seq = ?1 AND stderr_file IS NOT NULL "
+                "UNION ALL SELECT stdout_file FROM results WHERE run_seq = ?1 AND stdout_file IS NOT NULL "
+                "UNION ALL SELECT stderr_file FROM results WHERE run_seq = ?1 AND stderr_file IS NOT NULL",
+                rc);
             if (!files) return db.error(rc, "removing old runs");
             for (const auto& name : exec::list_directory(db.streams_dir.get())) {
                 auto seq = parse_seq(name);
@@ -713,13 +802,22 @@ std::optional<journal_error> journal::verify() {
                 journal_errc::corrupt,
                 "journal " + db.path + ": damaged (integrity_check: " + std::string(s.text(0)) + ")"};
     }
-    statement s = db.conn.prepare("SELECT stream_id FROM streams ORDER BY stream_id", rc);
-    if (!s) return db.error(rc, "checking streams");
-    std::vector<std::int64_t> ids;
-    while ((rc = s.step()) == SQLITE_ROW) ids.push_back(s.int64(0));
-    if (rc != SQLITE_DONE) return db.error(db.last_rc(), "checking streams");
-    for (auto id : ids)
-        if (auto e = journal_detail::read_stream_bytes(db, id, [](std::string_view) {})) return e;
+    // Every stored stream: attempts', and results' own (not those that name an attempt's).
+    for (const char* table : {"attempts", "results"}) {
+        statement s = db.conn.prepare(
+            std::string("SELECT task_id, stdout_length, stdout_crc, stdout_file, stdout_blob, "
+                        "stderr_length, stderr_crc, stderr_file, stderr_blob FROM ") +
+                table + (std::string_view(table) == "results" ? " WHERE streams_attempt IS NULL" : ""),
+            rc);
+        if (!s) return db.error(rc, "checking streams");
+        while ((rc = s.step()) == SQLITE_ROW) {
+            std::string what = std::string("a stream of task ") + std::string(s.text(0)) + " (" + table + ")";
+            for (int first : {1, 5})
+                if (auto e = journal_detail::read_stored_stream(db, s, first, what, [](std::string_view) {}))
+                    return e;
+        }
+        if (rc != SQLITE_DONE) return db.error(db.last_rc(), "checking streams");
+    }
     return std::nullopt;
 }
 

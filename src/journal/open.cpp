@@ -16,8 +16,10 @@ namespace {
 // "agct": PRAGMA application_id of every agentctl journal.
 constexpr std::int64_t application_id = 0x61676374;
 
-// Schema version 1. Stream bytes live in `streams` (small ones inline, large ones in files),
-// so every other row stays small. docs/JOURNAL.md describes every column.
+// Schema version 1. One row per attempt (its intent, then its handle and its end filled in),
+// one per task's final result; a stream below the file threshold is a row of `streams` (a
+// rowid table, so a few KiB stay on their page), a larger one a file named by the row.
+// docs/JOURNAL.md describes every column.
 constexpr const char* schema_v1 = R"sql(
 CREATE TABLE meta(
   key TEXT PRIMARY KEY NOT NULL,
@@ -65,38 +67,30 @@ CREATE TABLE attempts(
   env_names_json TEXT NOT NULL,
   cwd TEXT,
   limits_json TEXT NOT NULL,
-  PRIMARY KEY(run_seq, task_index, attempt)
-) WITHOUT ROWID;
-CREATE TABLE handles(
-  run_seq INTEGER NOT NULL,
-  task_index INTEGER NOT NULL,
-  attempt INTEGER NOT NULL,
-  handle_ms INTEGER NOT NULL,
+  handle_ms INTEGER,
   pid INTEGER,
   pid_start INTEGER,
   cgroup TEXT,
   container TEXT,
   container_engine TEXT,
   slurm_job_id TEXT,
-  PRIMARY KEY(run_seq, task_index, attempt)
-) WITHOUT ROWID;
-CREATE TABLE ends(
-  run_seq INTEGER NOT NULL,
-  task_index INTEGER NOT NULL,
-  attempt INTEGER NOT NULL,
-  ended_ms INTEGER NOT NULL,
-  state TEXT NOT NULL,
+  ended_ms INTEGER,
+  state TEXT,
   exit_code INTEGER,
   signal INTEGER,
-  duration_ms INTEGER NOT NULL,
+  duration_ms INTEGER,
   error_code TEXT,
   error_message TEXT,
-  cleanup_failed INTEGER NOT NULL,
-  stdout_stream INTEGER,
-  stdout_length INTEGER NOT NULL,
-  stderr_stream INTEGER,
-  stderr_length INTEGER NOT NULL,
-  result_json TEXT NOT NULL,
+  cleanup_failed INTEGER,
+  result_json TEXT,
+  stdout_length INTEGER,
+  stdout_crc INTEGER,
+  stdout_file TEXT,
+  stderr_length INTEGER,
+  stderr_crc INTEGER,
+  stderr_file TEXT,
+  stdout_blob INTEGER,
+  stderr_blob INTEGER,
   PRIMARY KEY(run_seq, task_index, attempt)
 ) WITHOUT ROWID;
 CREATE TABLE results(
@@ -114,23 +108,21 @@ CREATE TABLE results(
   error_message TEXT,
   reused INTEGER NOT NULL,
   streams_attempt INTEGER,
-  stdout_stream INTEGER,
-  stdout_length INTEGER NOT NULL,
-  stderr_stream INTEGER,
-  stderr_length INTEGER NOT NULL,
   result_json TEXT NOT NULL,
+  stdout_length INTEGER NOT NULL,
+  stdout_crc INTEGER,
+  stdout_file TEXT,
+  stderr_length INTEGER NOT NULL,
+  stderr_crc INTEGER,
+  stderr_file TEXT,
+  stdout_blob INTEGER,
+  stderr_blob INTEGER,
   PRIMARY KEY(run_seq, task_index)
 ) WITHOUT ROWID;
-CREATE INDEX results_by_id ON results(run_seq, task_id);
 CREATE TABLE streams(
   stream_id INTEGER PRIMARY KEY,
-  run_seq INTEGER NOT NULL,
-  length INTEGER NOT NULL,
-  crc32c INTEGER NOT NULL,
-  file TEXT,
-  data BLOB
+  data BLOB NOT NULL
 );
-CREATE INDEX streams_by_run ON streams(run_seq);
 )sql";
 
 // Migrations: migrations[v - 1] turns schema version v into v + 1, inside one write
@@ -177,6 +169,10 @@ std::optional<journal_error> apply_pragmas(detail::journal_db& db) {
     const char* sync = db.options.durability == journal_durability::full ? "PRAGMA synchronous=FULL;"
                                                                          : "PRAGMA synchronous=NORMAL;";
     if (int rc = db.conn.exec(sync); rc != SQLITE_OK) return db.error(rc, "setting synchronous");
+    std::string checkpoint =
+        "PRAGMA wal_autocheckpoint=" + std::to_string(db.options.wal_autocheckpoint) + ";";
+    if (int rc = db.conn.exec(checkpoint.c_str()); rc != SQLITE_OK)
+        return db.error(rc, "setting wal_autocheckpoint");
     // A checkpoint leaves the WAL at its largest size unless this caps it.
     if (int rc = db.conn.exec("PRAGMA journal_size_limit=67108864;"); rc != SQLITE_OK)
         return db.error(rc, "setting journal_size_limit");
@@ -200,8 +196,9 @@ std::optional<journal_error> initialise(detail::journal_db& db, bool& raced) {
     raced = false;
     // Before the first table: the page size cannot change once in WAL mode, and auto_vacuum
     // only takes effect on an empty database.
-    if (int rc = db.conn.exec("PRAGMA page_size=4096; PRAGMA auto_vacuum=INCREMENTAL;"); rc != SQLITE_OK)
-        return db.error(rc, "creating the journal");
+    std::string pragmas =
+        "PRAGMA page_size=" + std::to_string(db.options.page_size) + "; PRAGMA auto_vacuum=INCREMENTAL;";
+    if (int rc = db.conn.exec(pragmas.c_str()); rc != SQLITE_OK) return db.error(rc, "creating the journal");
     if (auto e = ensure_wal(db)) return e;
     return in_write_transaction(db, "creating the journal", [&]() -> std::optional<journal_error> {
         int rc = SQLITE_OK;
@@ -322,35 +319,35 @@ int streams_dir(detail::journal_db& db, bool create) {
     return exec::open_directory(AT_FDCWD, db.streams_path, create, db.streams_dir);
 }
 
-std::optional<journal_error> read_stream_bytes(detail::journal_db& db, std::int64_t id,
-                                               const std::function<void(std::string_view)>& chunk) {
-    int rc = SQLITE_OK;
-    statement s = db.conn.prepare("SELECT length, crc32c, file, data FROM streams WHERE stream_id = ?", rc);
-    if (!s) return db.error(rc, "reading a stream");
-    s.bind(1, id);
-    rc = s.step();
-    if (rc != SQLITE_ROW) {
-        if (rc == SQLITE_DONE)
-            return make_error(journal_errc::corrupt, "journal " + db.path + ": stream " + std::to_string(id) +
-                                                         " is referred to but missing");
-        return db.error(db.last_rc(), "reading a stream");
-    }
-    std::uint64_t length = s.uint64(0);
-    auto crc = static_cast<std::uint32_t>(s.int64(1));
+std::optional<journal_error> read_stored_stream(detail::journal_db& db, const statement& s, int first,
+                                                std::string_view what,
+                                                const std::function<void(std::string_view)>& chunk) {
+    if (s.is_null(first) || s.uint64(first) == 0) return std::nullopt;  // empty: nothing stored
+    std::uint64_t length = s.uint64(first);
+    auto crc = static_cast<std::uint32_t>(s.int64(first + 1));
     std::uint64_t got = 0;
     std::uint32_t sum = 0;
     std::string where;
-    if (s.is_null(2)) {
-        std::string_view data = s.blob(3);
+    if (s.is_null(first + 2)) {
+        int rc = SQLITE_OK;
+        if (!db.blob_query)
+            db.blob_query = db.conn.prepare("SELECT data FROM streams WHERE stream_id = ?", rc);
+        if (!db.blob_query) return db.error(rc, "reading a stream");
+        reset_guard guard(db.blob_query);
+        db.blob_query.bind(1, s.int64(first + 3));
+        rc = db.blob_query.step();
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE) return db.error(db.last_rc(), "reading a stream");
+        std::string_view data = rc == SQLITE_ROW ? db.blob_query.blob(0) : std::string_view();
         got = data.size();
         sum = crc32c(data);
         chunk(data);
-        where = "stream " + std::to_string(id) + " of journal " + db.path;
+        where = std::string(what) + " in journal " + db.path;
     } else {
-        std::string file(s.text(2));
-        where = "stream file " + db.streams_path + "/" + file;
+        std::string file(s.text(first + 2));
+        where = std::string(what) + " (file " + db.streams_path + "/" + file + ")";
         if (int err = streams_dir(db, false); err != 0)
-            return make_error(journal_errc::corrupt, where + ": " + errno_message(err));
+            return make_error(journal_errc::corrupt,
+                              "journal " + db.path + ": " + where + ": " + errno_message(err));
         int err = exec::read_file(db.streams_dir.get(), file, [&](std::string_view bytes) {
             got += bytes.size();
             sum = crc32c(bytes, sum);
@@ -358,20 +355,14 @@ std::optional<journal_error> read_stream_bytes(detail::journal_db& db, std::int6
         });
         if (err != 0)
             return make_error(err == ENOENT ? journal_errc::corrupt : journal_errc::io_error,
-                              where + ": " + errno_message(err));
+                              "journal " + db.path + ": " + where + ": " + errno_message(err));
     }
     if (got != length || sum != crc)
-        return make_error(journal_errc::corrupt, where + " is damaged: " + std::to_string(got) + " bytes, " +
+        return make_error(journal_errc::corrupt, "journal " + db.path + ": " + where +
+                                                     " is damaged: " + std::to_string(got) + " bytes, " +
                                                      std::to_string(length) + " recorded" +
                                                      (got == length ? " (checksum differs)" : ""));
     return std::nullopt;
-}
-
-std::optional<journal_error> load_stream(detail::journal_db& db, std::optional<std::int64_t> id,
-                                         std::string& out) {
-    out.clear();
-    if (!id) return std::nullopt;
-    return read_stream_bytes(db, *id, [&](std::string_view bytes) { out.append(bytes); });
 }
 
 journal_result<std::unique_ptr<detail::journal_db>> open_db(const std::string& path, journal_access access,

@@ -204,8 +204,8 @@ private:
     void close_connection() {
         if (!db_) return;
         // Statements first: a connection with live statements closes only when they go.
-        for (statement* s : {&insert_run_, &insert_intent_, &insert_handle_, &insert_end_, &insert_final_,
-                             &find_end_streams_, &update_run_end_, &insert_stream_})
+        for (statement* s : {&insert_run_, &insert_intent_, &update_handle_, &update_end_, &insert_final_,
+                             &find_end_streams_, &update_run_end_, &insert_blob_})
             *s = statement();
         run_dir_.reset();
         // A passive checkpoint moves what this run wrote into the database file; another
@@ -271,53 +271,65 @@ private:
 
     journal_error step_error(std::string_view what) const { return db_->error(db_->last_rc(), what); }
 
-    // A stream's row (and, when large, its file first). nullopt id for an empty stream.
-    std::optional<journal_error> put_stream(std::string_view bytes, std::optional<std::int64_t>& id) {
-        id.reset();
+    // How a stream is stored: inline, or (large) in a file written now, inside the
+    // transaction that commits the row naming it.
+    struct stored_stream {
+        std::uint64_t length = 0;
+        std::uint32_t crc = 0;
+        std::string file;       // relative to the streams folder
+        std::int64_t blob = 0;  // else the `streams` row holding the bytes
+    };
+
+    std::optional<journal_error> put_stream(std::string_view bytes, stored_stream& out) {
+        out = stored_stream{};
         if (bytes.empty()) return std::nullopt;
         auto& db = *db_;
-        int rc = SQLITE_OK;
-        std::uint32_t crc = journal_detail::crc32c(bytes);
-        std::string file;
-        if (bytes.size() >= threshold_) {
-            if (!run_dir_ || run_dir_seq_ != run_seq_) {
-                if (int err = journal_detail::streams_dir(db, true); err != 0) return file_error(err, "");
-                if (int err =
-                        exec::open_directory(db.streams_dir.get(), std::to_string(run_seq_), true, run_dir_);
-                    err != 0)
-                    return file_error(err, std::to_string(run_seq_));
-                run_dir_seq_ = run_seq_;
-                if (db.options.durability == journal_durability::full)
-                    exec::sync_directory(db.streams_dir.get());
-            }
-            std::string name = std::to_string(segment_pending_) + "-" + std::to_string(++file_counter_);
-            file = std::to_string(run_seq_) + "/" + name;
-            if (int err = exec::write_file(run_dir_.get(), name, bytes,
-                                           db.options.durability == journal_durability::full);
-                err != 0)
-                return file_error(err, file);
-            files_written_ = true;
-            ++batch_stream_files_;
-        }
-        statement& s =
-            prepared(insert_stream_,
-                     "INSERT INTO streams(run_seq, length, crc32c, file, data) VALUES(?, ?, ?, ?, ?)", rc);
-        if (!s) return db.error(rc, "recording a stream");
-        reset_guard guard(s);
-        s.bind(1, run_seq_);
-        s.bind(2, static_cast<std::uint64_t>(bytes.size()));
-        s.bind(3, static_cast<std::int64_t>(crc));
-        if (file.empty()) {
-            s.bind_null(4);
-            s.bind_blob(5, bytes);
-        } else {
-            s.bind(4, file);
-            s.bind_null(5);
-        }
-        if (s.step() != SQLITE_DONE) return step_error("recording a stream");
-        id = sqlite3_last_insert_rowid(db.conn.get());
+        out.length = bytes.size();
+        out.crc = journal_detail::crc32c(bytes);
         batch_stream_bytes_ += bytes.size();
+        if (bytes.size() < threshold_) {
+            int rc = SQLITE_OK;
+            statement& s = prepared(insert_blob_, "INSERT INTO streams(data) VALUES(?)", rc);
+            if (!s) return db.error(rc, "recording a stream");
+            reset_guard guard(s);
+            s.bind_blob(1, bytes);
+            if (s.step() != SQLITE_DONE) return step_error("recording a stream");
+            out.blob = sqlite3_last_insert_rowid(db.conn.get());
+            return std::nullopt;
+        }
+        if (!run_dir_ || run_dir_seq_ != run_seq_) {
+            if (int err = journal_detail::streams_dir(db, true); err != 0) return file_error(err, "");
+            if (int err =
+                    exec::open_directory(db.streams_dir.get(), std::to_string(run_seq_), true, run_dir_);
+                err != 0)
+                return file_error(err, std::to_string(run_seq_));
+            run_dir_seq_ = run_seq_;
+            if (db.options.durability == journal_durability::full) exec::sync_directory(db.streams_dir.get());
+        }
+        // Unique across resumes: a segment has one writer, and its counter only grows.
+        std::string name = std::to_string(segment_pending_) + "-" + std::to_string(++file_counter_);
+        out.file = std::to_string(run_seq_) + "/" + name;
+        if (int err = exec::write_file(run_dir_.get(), name, bytes,
+                                       db.options.durability == journal_durability::full);
+            err != 0)
+            return file_error(err, out.file);
+        files_written_ = true;
+        ++batch_stream_files_;
         return std::nullopt;
+    }
+
+    // LENGTH, CRC, FILE at `first`..`first + 2`, BLOB at `blob_col`.
+    static void bind_stream(statement& s, int first, int blob_col, const stored_stream& st) {
+        s.bind(first, st.length);
+        if (st.length)
+            s.bind(first + 1, static_cast<std::int64_t>(st.crc));
+        else
+            s.bind_null(first + 1);
+        s.bind_nonempty(first + 2, st.file);
+        if (st.blob)
+            s.bind(blob_col, st.blob);
+        else
+            s.bind_null(blob_col);
     }
 
     std::optional<journal_error> apply_one(journal_run& r, std::int64_t ms) {
@@ -398,32 +410,41 @@ private:
         return std::nullopt;
     }
 
+    journal_error missing_attempt(std::string_view what, std::uint32_t task, std::uint32_t attempt) const {
+        return journal_error{journal_errc::internal,
+                             "journal " + db_->path + ": " + std::string(what) + " of task index " +
+                                 std::to_string(task) + " attempt " + std::to_string(attempt) +
+                                 ": no intent was recorded for it, or it already ended"};
+    }
+
     std::optional<journal_error> apply_one(attempt_handle& h, std::int64_t ms) {
         if (!run_seq_) return no_run();
         int rc = SQLITE_OK;
         statement& s =
-            prepared(insert_handle_,
-                     "INSERT OR REPLACE INTO handles(run_seq, task_index, attempt, handle_ms, pid, "
-                     "pid_start, cgroup, container, container_engine, slurm_job_id) "
-                     "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            prepared(update_handle_,
+                     "UPDATE attempts SET handle_ms = ?, pid = ?, pid_start = ?, cgroup = ?, container = ?, "
+                     "container_engine = ?, slurm_job_id = ? "
+                     "WHERE run_seq = ? AND task_index = ? AND attempt = ? AND ended_ms IS NULL",
                      rc);
         if (!s) return db_->error(rc, "recording a handle");
         reset_guard guard(s);
-        s.bind(1, run_seq_);
-        s.bind(2, h.task_index);
-        s.bind(3, h.attempt);
-        s.bind(4, ms);
-        s.bind(5, h.pid);
-        s.bind(6, h.pid_start_time);
-        s.bind_nonempty(7, h.cgroup);
-        s.bind_nonempty(8, h.container);
-        s.bind_nonempty(9, h.container_engine);
-        s.bind_nonempty(10, h.slurm_job_id);
+        s.bind(1, ms);
+        s.bind(2, h.pid);
+        s.bind(3, h.pid_start_time);
+        s.bind_nonempty(4, h.cgroup);
+        s.bind_nonempty(5, h.container);
+        s.bind_nonempty(6, h.container_engine);
+        s.bind_nonempty(7, h.slurm_job_id);
+        s.bind(8, run_seq_);
+        s.bind(9, h.task_index);
+        s.bind(10, h.attempt);
         if (s.step() != SQLITE_DONE) return step_error("recording a handle");
+        if (sqlite3_changes(db_->conn.get()) != 1)
+            return missing_attempt("the handle", h.task_index, h.attempt);
         return std::nullopt;
     }
 
-    // The columns that results and ends share: state, exit, duration, error.
+    // The columns that results and attempts share: state, exit, duration, error.
     static void bind_outcome(statement& s, int first, const task_result& r) {
         s.bind(first, to_string(r.state));
         s.bind(first + 1, r.exit_code);
@@ -438,51 +459,51 @@ private:
         }
     }
 
+    // The end fills in the attempt's row in one statement: whole or not at all.
     std::optional<journal_error> apply_one(attempt_end& a, std::int64_t ms) {
         if (!run_seq_) return no_run();
         auto streams = journal_detail::streams_of(a.result);
-        std::optional<std::int64_t> out_id, err_id;
-        if (auto e = put_stream(streams.out, out_id)) return e;
-        if (auto e = put_stream(streams.err, err_id)) return e;
+        stored_stream out, err;
+        if (auto e = put_stream(streams.out, out)) return e;
+        if (auto e = put_stream(streams.err, err)) return e;
         int rc = SQLITE_OK;
-        statement& s =
-            prepared(insert_end_,
-                     "INSERT INTO ends(run_seq, task_index, attempt, ended_ms, state, exit_code, signal, "
-                     "duration_ms, error_code, error_message, cleanup_failed, stdout_stream, stdout_length, "
-                     "stderr_stream, stderr_length, result_json) "
-                     "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                     rc);
+        statement& s = prepared(
+            update_end_,
+            "UPDATE attempts SET ended_ms = ?, state = ?, exit_code = ?, signal = ?, duration_ms = ?, "
+            "error_code = ?, error_message = ?, cleanup_failed = ?, result_json = ?, "
+            "stdout_length = ?, stdout_crc = ?, stdout_file = ?, stderr_length = ?, stderr_crc = ?, "
+            "stderr_file = ?, stdout_blob = ?, stderr_blob = ? "
+            "WHERE run_seq = ? AND task_index = ? AND attempt = ? AND ended_ms IS NULL",
+            rc);
         if (!s) return db_->error(rc, "recording an end");
         std::string json = journal_detail::encode_result(a.result);
         reset_guard guard(s);
-        s.bind(1, run_seq_);
-        s.bind(2, a.task_index);
-        s.bind(3, a.attempt);
-        s.bind(4, ms);
-        bind_outcome(s, 5, a.result);
-        s.bind(11, a.cleanup_failed);
-        s.bind(12, out_id);
-        s.bind(13, static_cast<std::uint64_t>(streams.out.size()));
-        s.bind(14, err_id);
-        s.bind(15, static_cast<std::uint64_t>(streams.err.size()));
-        s.bind(16, json);
+        s.bind(1, ms);
+        bind_outcome(s, 2, a.result);
+        s.bind(8, a.cleanup_failed);
+        s.bind(9, json);
+        bind_stream(s, 10, 16, out);
+        bind_stream(s, 13, 17, err);
+        s.bind(18, run_seq_);
+        s.bind(19, a.task_index);
+        s.bind(20, a.attempt);
         if (s.step() != SQLITE_DONE)
             return step_error("recording the end of task index " + std::to_string(a.task_index) +
                               " attempt " + std::to_string(a.attempt));
+        if (sqlite3_changes(db_->conn.get()) != 1) return missing_attempt("the end", a.task_index, a.attempt);
         return std::nullopt;
     }
 
     std::optional<journal_error> apply_one(task_final& f, std::int64_t ms) {
         if (!run_seq_) return no_run();
         int rc = SQLITE_OK;
-        std::optional<std::int64_t> out_id, err_id;
-        std::uint64_t out_len = 0, err_len = 0;
+        stored_stream out, err;
         bool from_attempt = false;
         if (f.streams_attempt) {
             statement& q =
                 prepared(find_end_streams_,
-                         "SELECT stdout_stream, stdout_length, stderr_stream, stderr_length FROM ends "
-                         "WHERE run_seq = ? AND task_index = ? AND attempt = ?",
+                         "SELECT stdout_length, stderr_length FROM attempts "
+                         "WHERE run_seq = ? AND task_index = ? AND attempt = ? AND ended_ms IS NOT NULL",
                          rc);
             if (!q) return db_->error(rc, "recording a result");
             reset_guard guard(q);
@@ -491,28 +512,25 @@ private:
             q.bind(3, *f.streams_attempt);
             rc = q.step();
             if (rc == SQLITE_ROW) {
-                out_id = q.opt_int64(0);
-                out_len = q.uint64(1);
-                err_id = q.opt_int64(2);
-                err_len = q.uint64(3);
+                out.length = q.uint64(0);
+                err.length = q.uint64(1);
                 from_attempt = true;
             } else if (rc != SQLITE_DONE) {
                 return step_error("recording a result");
             }
         }
-        if (!from_attempt) {  // the result's own streams
+        if (!from_attempt) {  // no such end: the result's own streams
             auto streams = journal_detail::streams_of(f.result);
-            if (auto e = put_stream(streams.out, out_id)) return e;
-            if (auto e = put_stream(streams.err, err_id)) return e;
-            out_len = streams.out.size();
-            err_len = streams.err.size();
+            if (auto e = put_stream(streams.out, out)) return e;
+            if (auto e = put_stream(streams.err, err)) return e;
         }
         statement& s =
             prepared(insert_final_,
                      "INSERT OR REPLACE INTO results(run_seq, task_index, task_id, segment, recorded_ms, "
                      "state, exit_code, signal, duration_ms, error_code, error_message, attempts, reused, "
-                     "streams_attempt, stdout_stream, stdout_length, stderr_stream, stderr_length, "
-                     "result_json) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     "streams_attempt, result_json, stdout_length, stdout_crc, stdout_file, stderr_length, "
+                     "stderr_crc, stderr_file, stdout_blob, stderr_blob) "
+                     "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                      rc);
         if (!s) return db_->error(rc, "recording a result");
         std::string json = journal_detail::encode_result(f.result);
@@ -525,15 +543,16 @@ private:
         bind_outcome(s, 6, f.result);
         s.bind(12, f.result.attempts);
         s.bind(13, f.reused);
-        if (from_attempt)
+        if (from_attempt) {
             s.bind(14, *f.streams_attempt);
-        else
+            s.bind(16, out.length);  // the lengths, for listings; the bytes stay with the attempt
+            s.bind(19, err.length);
+        } else {
             s.bind_null(14);
-        s.bind(15, out_id);
-        s.bind(16, out_len);
-        s.bind(17, err_id);
-        s.bind(18, err_len);
-        s.bind(19, json);
+            bind_stream(s, 16, 22, out);
+            bind_stream(s, 19, 23, err);
+        }
+        s.bind(15, json);
         if (s.step() != SQLITE_DONE) return step_error("recording the result of task " + f.task_id);
         return std::nullopt;
     }
@@ -599,8 +618,8 @@ private:
     bool files_written_ = false;
     std::uint64_t batch_stream_bytes_ = 0;
     std::uint64_t batch_stream_files_ = 0;
-    statement insert_run_, insert_intent_, insert_handle_, insert_end_, insert_final_, find_end_streams_,
-        update_run_end_, insert_stream_;
+    statement insert_run_, insert_intent_, update_handle_, update_end_, insert_final_, find_end_streams_,
+        update_run_end_, insert_blob_;
 };
 
 void journal_async_sync(journal_writer_impl& w, sync_handler h) {

@@ -61,7 +61,7 @@ void check_committed_ends(const std::string& path, std::uint32_t committed, std:
     BOOST_TEST(ends >= committed, "every end whose sync succeeded is there");
     BOOST_TEST(ends <= committed + 4, "and at most those of the failing sync");
     BOOST_TEST(whole == ends);
-    BOOST_TEST(count_rows(path, "ends") == ends);
+    BOOST_TEST(count_rows(path, "attempts", "ended_ms IS NOT NULL") == ends);
     BOOST_TEST(!j.verify().has_value(), "every stream has its length and checksum");
     // And the bytes of every stream of a final result.
     std::uint32_t finals = 0, right = 0;
@@ -140,14 +140,17 @@ BOOST_AUTO_TEST_CASE(sigkill_never_tears_a_record) {
         BOOST_TEST(!e.has_value());
         BOOST_TEST(ends >= 8u, "round " << round << ": " << ends << " results");
         BOOST_TEST(bad == 0u);
-        // An intent may be there without its end (killed in between), never an end without
-        // its intent or a result without its end.
-        BOOST_TEST(count_rows(path, "ends e",
-                              "NOT EXISTS (SELECT 1 FROM attempts a WHERE a.run_seq = e.run_seq AND "
-                              "a.task_index = e.task_index AND a.attempt = e.attempt)") == 0);
+        // An intent may be there without its end (killed in between); an end is whole (all
+        // of its columns or none), and a result never names an attempt that has not ended.
+        BOOST_TEST(
+            count_rows(
+                path, "attempts",
+                "(ended_ms IS NULL) != (state IS NULL) OR (ended_ms IS NULL) != (result_json IS NULL) OR "
+                "(ended_ms IS NOT NULL AND stdout_length IS NULL)") == 0);
         BOOST_TEST(count_rows(path, "results r",
-                              "NOT EXISTS (SELECT 1 FROM ends e WHERE e.run_seq = r.run_seq AND "
-                              "e.task_index = r.task_index)") == 0);
+                              "NOT EXISTS (SELECT 1 FROM attempts a WHERE a.run_seq = r.run_seq AND "
+                              "a.task_index = r.task_index AND a.attempt = r.streams_attempt AND "
+                              "a.ended_ms IS NOT NULL)") == 0);
         BOOST_TEST_MESSAGE("round " << round << ": " << ends << " whole results after SIGKILL");
     }
 }
@@ -172,6 +175,7 @@ BOOST_AUTO_TEST_CASE(scanner_finds_what_was_written_and_secrets_are_nowhere) {
         env.writer->record_end(make_end(0, 1, small));
         env.writer->record_final(make_final(0, small, 1));
         auto large = make_result(task_state::succeeded, big, "", false);
+        env.writer->record_intent(make_intent(1));
         env.writer->record_end(make_end(1, 1, large));
         env.writer->record_final(make_final(1, large, 1));
         BOOST_TEST_REQUIRE(!env.sync().has_value());

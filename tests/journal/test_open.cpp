@@ -165,8 +165,10 @@ BOOST_AUTO_TEST_CASE(damaged_pages_fail_the_quick_check) {
     {
         writer_env env(open_or_fail(path, journal_access::write));
         env.writer->record_run(make_run("run-1", 500));
-        for (std::uint32_t i = 0; i < 500; ++i)
+        for (std::uint32_t i = 0; i < 500; ++i) {
+            env.writer->record_intent(make_intent(i));
             env.writer->record_end(make_end(i, 1, make_result(task_state::succeeded, pattern(i, 1, 500))));
+        }
         BOOST_TEST_REQUIRE(!env.close().has_value());
     }
     std::string bytes = read_file(path);

@@ -317,9 +317,13 @@ BOOST_AUTO_TEST_CASE(gc_keeps_the_newest_runs) {
     BOOST_TEST(!std::filesystem::exists(path + "-streams/2"));
     BOOST_TEST(!std::filesystem::exists(path + "-streams/3"));  // run-2 was the third run: key 3
     BOOST_TEST(!std::filesystem::exists(orphan));
-    for (const char* table : {"attempts", "ends", "results", "streams"})
+    for (const char* table : {"attempts", "results"})
         BOOST_TEST(count_rows(path, table, "run_seq IN (2, 3)") == 0, table);
     BOOST_TEST(count_rows(path, "results") == 60);
+    BOOST_TEST(count_rows(path, "streams") == 30, "the inline streams of the kept runs' ends");
+    BOOST_TEST(count_rows(path, "streams",
+                          "stream_id NOT IN (SELECT stdout_blob FROM attempts WHERE stdout_blob IS NOT NULL "
+                          "UNION SELECT stderr_blob FROM attempts WHERE stderr_blob IS NOT NULL)") == 0);
     BOOST_TEST(!j.verify().has_value(), "what is kept is whole");
     BOOST_TEST(count_rows(path, "pragma_freelist_count", "freelist_count > 0") == 0,
                "free pages were returned");
