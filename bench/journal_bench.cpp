@@ -8,9 +8,12 @@
 //          options: --threshold B (streams >= B go to files; 0: never), --page-size N,
 //          --checkpoint PAGES (wal_autocheckpoint), --gc incremental|vacuum (then remove the run)
 //   open   journal_bench open --db PATH [--no-check]  time to open (and quick_check) a journal
+//   raw    journal_bench raw -n 2000 -s 1048576      the ceiling: one thread writes the same bytes
+//          to files with write(2), no journal (with --full, fdatasync each)
 //   both:  --full (synchronous=FULL, stream files fdatasync'ed), --db PATH (default: a fresh
 //          file in a temporary folder under $TMPDIR or /tmp, removed afterwards), --burst K
-//          (small: tasks finishing per refill, default 1: every start waits for its own sync)
+//          (tasks finishing per refill, default 1), --serial (the loop itself waits for each sync,
+//          so nothing finishes meanwhile; default: started tasks run on while a sync is pending)
 //
 // Tasks are instantaneous: everything measured is the journal's cost, never a process's.
 #include <agentctl/journal.hpp>
@@ -54,6 +57,7 @@ struct options {
     int checkpoint = 1000;
     bool full = false;
     bool check = true;
+    bool serial = false;
     std::string gc;  // "", "incremental", "vacuum"
     std::string db;
 };
@@ -61,9 +65,9 @@ struct options {
 [[noreturn]] void usage() {
     std::fprintf(
         stderr,
-        "usage: journal_bench small|big|open [-n N] [-j J] [-s BYTES] [--burst K] [--threshold B]\n"
+        "usage: journal_bench small|big|open|raw [-n N] [-j J] [-s BYTES] [--burst K] [--threshold B]\n"
         "                     [--page-size N] [--checkpoint PAGES] [--full] [--gc incremental|vacuum]\n"
-        "                     [--db PATH] [--no-check]\n");
+        "                     [--db PATH] [--no-check] [--serial]\n");
     std::exit(2);
 }
 
@@ -71,9 +75,9 @@ options parse(int argc, char** argv) {
     if (argc < 2) usage();
     options o;
     o.mode = argv[1];
-    if (o.mode != "small" && o.mode != "big" && o.mode != "open") usage();
+    if (o.mode != "small" && o.mode != "big" && o.mode != "open" && o.mode != "raw") usage();
     o.n = o.mode == "small" ? 10000 : 2000;
-    o.size = o.mode == "small" ? 0 : 1024 * 1024;  // /bin/true prints nothing
+    o.size = o.mode == "small" ? 0 : 1024 * 1024;  // raw and big: 1 MiB  // /bin/true prints nothing
     for (int i = 2; i < argc; ++i) {
         std::string a = argv[i];
         auto value = [&]() -> std::string {
@@ -98,6 +102,8 @@ options parse(int argc, char** argv) {
             o.full = true;
         else if (a == "--no-check")
             o.check = false;
+        else if (a == "--serial")
+            o.serial = true;
         else if (a == "--gc")
             o.gc = value();
         else if (a == "--db")
@@ -252,18 +258,44 @@ int run_workload(const options& o, const std::string& path) {
     std::deque<std::uint32_t> in_flight;
     std::uint32_t next = 0, done = 0;
     auto n = static_cast<std::uint32_t>(o.n);
+    std::size_t waiting = 0;  // tasks whose intents are recorded, waiting for their sync
+    auto start_batch = [&](std::uint32_t first, std::uint32_t last) {
+        for (std::uint32_t i = first; i < last; ++i) {
+            writer->record_handle(attempt_handle{i, 1, 100000 + i, 1,
+                                                 "/sys/fs/cgroup/agentctl-" + std::to_string(i), "", "", ""});
+            in_flight.push_back(i);
+        }
+    };
+    io.restart();
     while (done < n) {
-        // Fill the slots: intents, one sync, then "start" (the handles).
+        // Fill the free slots: their intents, one sync, and they start once it completes.
         std::uint32_t first = next;
-        while (in_flight.size() + (next - first) < static_cast<std::size_t>(o.j) && next < n)
+        while (in_flight.size() + waiting + (next - first) < static_cast<std::size_t>(o.j) && next < n)
             writer->record_intent(make_intent(next++));
         if (next > first) {
-            latencies.push_back(sync(*writer, io));
-            for (std::uint32_t i = first; i < next; ++i) {
-                writer->record_handle(attempt_handle{
-                    i, 1, 100000 + i, 1, "/sys/fs/cgroup/agentctl-" + std::to_string(i), "", "", ""});
-                in_flight.push_back(i);
+            if (o.serial) {
+                latencies.push_back(sync(*writer, io));
+                start_batch(first, next);
+            } else {
+                // Meanwhile the tasks already started run on and finish.
+                std::uint32_t last = next;
+                waiting += last - first;
+                auto t = clock_type::now();
+                writer->async_sync([&, first, last, t](std::optional<journal_error> e) {
+                    if (e) {
+                        std::fprintf(stderr, "journal_bench: %s\n", e->message.c_str());
+                        std::exit(1);
+                    }
+                    latencies.push_back(seconds_since(t));
+                    waiting -= last - first;
+                    start_batch(first, last);
+                });
             }
+        }
+        if (in_flight.empty()) {  // nothing runs until a sync completes
+            if (io.stopped()) io.restart();
+            io.run_one();
+            continue;
         }
         // The oldest tasks finish: their ends and finals are recorded without waiting,
         // unless the writer says too much is queued.
@@ -278,6 +310,8 @@ int run_workload(const options& o, const std::string& path) {
             if (full) sync(*writer, io);
             ++done;
         }
+        if (io.stopped()) io.restart();
+        io.poll();
     }
     writer->record_run_end(journal_run_end{journal_run_state::succeeded, 0, std::nullopt});
     sync(*writer, io);
@@ -303,14 +337,15 @@ int run_workload(const options& o, const std::string& path) {
     };
     double mb = big ? static_cast<double>(stats.stream_bytes) / 1e6 : 0.0;
     std::printf(
-        "{\"mode\":\"%s\",\"tasks\":%ld,\"jobs\":%ld,\"burst\":%ld,\"stream_bytes\":%zu,\"durability\":\"%"
+        "{\"mode\":\"%s\",\"serial\":%s,\"tasks\":%ld,\"jobs\":%ld,\"burst\":%ld,\"stream_bytes\":%zu,"
+        "\"durability\":\"%"
         "s\","
         "\"threshold\":%lld,\"page_size\":%d,\"checkpoint\":%d,\"wall_s\":%.3f,\"close_s\":%.3f,\"records\":%"
         "llu,"
         "\"commits\":%llu,\"largest_batch\":%llu,\"syncs\":%zu,\"sync_p50_us\":%.0f,\"sync_p99_us\":%.0f,"
         "\"writer_cpu_s\":%.3f,\"run_cpu_s\":%.3f,\"mb_per_s\":%.0f,\"stream_files\":%llu,"
         "\"peak_queued_mib\":%.1f,\"max_rss_mib\":%.1f,\"journal_mib\":%.1f,\"journal_mib_closed\":%.1f",
-        o.mode.c_str(), o.n, o.j, o.burst, o.size, o.full ? "full" : "normal",
+        o.mode.c_str(), o.serial ? "true" : "false", o.n, o.j, o.burst, o.size, o.full ? "full" : "normal",
         o.threshold == SIZE_MAX ? -1LL : static_cast<long long>(o.threshold), o.page_size, o.checkpoint, wall,
         close_s, static_cast<unsigned long long>(stats.records),
         static_cast<unsigned long long>(stats.commits), static_cast<unsigned long long>(stats.largest_batch),
@@ -332,12 +367,16 @@ int run_workload(const options& o, const std::string& path) {
         } else {
             // The alternative: delete the rows, then rewrite the whole database with VACUUM.
             sqlite3* db = nullptr;
-            sqlite3_open(path.c_str(), &db);
-            sqlite3_exec(
-                db,
-                "BEGIN; DELETE FROM attempts; DELETE FROM handles; DELETE FROM ends; DELETE FROM results; "
-                "DELETE FROM streams; DELETE FROM runs; COMMIT; VACUUM; PRAGMA wal_checkpoint(TRUNCATE);",
-                nullptr, nullptr, nullptr);
+            char* err = nullptr;
+            if (sqlite3_open(path.c_str(), &db) != SQLITE_OK ||
+                sqlite3_exec(db,
+                             "BEGIN; DELETE FROM streams; DELETE FROM attempts; DELETE FROM results; DELETE "
+                             "FROM runs; "
+                             "COMMIT; VACUUM; PRAGMA wal_checkpoint(TRUNCATE);",
+                             nullptr, nullptr, &err) != SQLITE_OK) {
+                std::fprintf(stderr, "journal_bench: VACUUM: %s\n", err ? err : sqlite3_errmsg(db));
+                return 1;
+            }
             sqlite3_close(db);
             std::filesystem::remove_all(path + "-streams");
         }
@@ -345,6 +384,35 @@ int run_workload(const options& o, const std::string& path) {
                     seconds_since(t), static_cast<double>(journal_bytes(path)) / 1048576.0);
     }
     std::printf("}\n");
+    return 0;
+}
+
+// write(2) of the stream bytes to files, as fast as one thread can: what "into the page
+// cache" means on this machine at this moment.
+int raw_workload(const options& o, const std::string& dir) {
+    std::string data(o.size, 'x');
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>('a' + (i * 7) % 26);
+    auto started = clock_type::now();
+    double cpu0 = cpu_seconds(CLOCK_THREAD_CPUTIME_ID);
+    for (long i = 0; i < o.n; ++i) {
+        std::string name = dir + "/raw-" + std::to_string(i);
+        FILE* f = std::fopen(name.c_str(), "wbe");
+        if (!f) return 1;
+        int fd = fileno(f);
+        for (std::size_t off = 0; off < data.size();) {
+            ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+            if (n <= 0) return 1;
+            off += static_cast<std::size_t>(n);
+        }
+        if (o.full) ::fdatasync(fd);
+        std::fclose(f);
+    }
+    double wall = seconds_since(started);
+    std::printf(
+        "{\"mode\":\"raw\",\"tasks\":%ld,\"stream_bytes\":%zu,\"durability\":\"%s\",\"wall_s\":%.3f,"
+        "\"writer_cpu_s\":%.3f,\"mb_per_s\":%.0f}\n",
+        o.n, o.size, o.full ? "full" : "normal", wall, cpu_seconds(CLOCK_THREAD_CPUTIME_ID) - cpu0,
+        static_cast<double>(o.n) * static_cast<double>(o.size) / 1e6 / wall);
     return 0;
 }
 
@@ -382,7 +450,9 @@ int main(int argc, char** argv) {
         dir = buf.data();
         path = dir + "/journal.db";
     }
-    int rc = run_workload(o, path);
+    int rc = o.mode == "raw"
+                 ? raw_workload(o, dir.empty() ? std::filesystem::path(path).parent_path().string() : dir)
+                 : run_workload(o, path);
     if (!dir.empty()) std::filesystem::remove_all(dir);
     return rc;
 }
