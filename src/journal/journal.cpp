@@ -517,19 +517,21 @@ journal_result<std::vector<journal_attempt>> journal::uncertain_attempts(std::st
     auto seq = run_seq_of(db, run_id);
     if (!seq) return seq.error();
     int rc = SQLITE_OK;
-    std::set<std::uint32_t> succeeded;
+    std::vector<std::uint32_t> succeeded;  // in task_index order: the primary key's
     {
-        statement s =
-            db.conn.prepare("SELECT task_index FROM results WHERE run_seq = ? AND state = 'succeeded'", rc);
+        statement s = db.conn.prepare(
+            "SELECT task_index FROM results WHERE run_seq = ? AND state = 'succeeded' ORDER BY task_index",
+            rc);
         if (!s) return db.error(rc, "reading results");
         s.bind(1, *seq);
-        while ((rc = s.step()) == SQLITE_ROW) succeeded.insert(s.uint32(0));
+        while ((rc = s.step()) == SQLITE_ROW) succeeded.push_back(s.uint32(0));
         if (rc != SQLITE_DONE) return db.error(db.last_rc(), "reading results");
     }
     std::vector<journal_attempt> out;
     std::optional<journal_attempt> last;  // the latest attempt of the task being walked
     auto settle = [&] {
-        if (last && !succeeded.count(last->intent.task_index) && last->uncertain())
+        if (last && !std::binary_search(succeeded.begin(), succeeded.end(), last->intent.task_index) &&
+            last->uncertain())
             out.push_back(std::move(*last));
         last.reset();
     };
