@@ -8,8 +8,8 @@
 //          options: --threshold B (streams >= B go to files; 0: never), --page-size N,
 //          --checkpoint PAGES (wal_autocheckpoint), --gc incremental|vacuum (then remove the run)
 //   open   journal_bench open --db PATH [--no-check]  time to open (and quick_check) a journal
-//   raw    journal_bench raw -n 2000 -s 1048576      the ceiling: one thread writes the same bytes
-//          to files with write(2), no journal (with --full, fdatasync each)
+//   raw    journal_bench raw -n 2000 -s 1048576      the ceiling: one thread writes J distinct
+//          buffers in turn to files with write(2), no journal (with --full, fdatasync each)
 //   both:  --full (synchronous=FULL, stream files fdatasync'ed), --db PATH (default: a fresh
 //          file in a temporary folder under $TMPDIR or /tmp, removed afterwards), --burst K
 //          (tasks finishing per refill, default 1), --serial (the loop itself waits for each sync,
@@ -140,7 +140,10 @@ std::uint64_t journal_bytes(const std::string& db) {
 struct worker_thread {
     asio::io_context io;
     std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard{io.get_executor()};
-    std::thread thread{[this] { io.run(); }};
+    std::thread thread{[this] {
+        pthread_setname_np(pthread_self(), "journal-writer");  // for perf --comm
+        io.run();
+    }};
 
     double cpu() {  // the worker thread's CPU time so far
         std::promise<double> p;
@@ -390,8 +393,13 @@ int run_workload(const options& o, const std::string& path) {
 // write(2) of the stream bytes to files, as fast as one thread can: what "into the page
 // cache" means on this machine at this moment.
 int raw_workload(const options& o, const std::string& dir) {
-    std::string data(o.size, 'x');
-    for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>('a' + (i * 7) % 26);
+    // As many distinct buffers as tasks in flight, so that the bytes come from memory, not
+    // from a cache-hot template.
+    std::vector<std::string> buffers(static_cast<std::size_t>(std::max(1L, o.j)));
+    for (auto& b : buffers) {
+        b.assign(o.size, 'x');
+        for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<char>('a' + (i * 7) % 26);
+    }
     auto started = clock_type::now();
     double cpu0 = cpu_seconds(CLOCK_THREAD_CPUTIME_ID);
     for (long i = 0; i < o.n; ++i) {
@@ -399,6 +407,7 @@ int raw_workload(const options& o, const std::string& dir) {
         FILE* f = std::fopen(name.c_str(), "wbe");
         if (!f) return 1;
         int fd = fileno(f);
+        const std::string& data = buffers[static_cast<std::size_t>(i) % buffers.size()];
         for (std::size_t off = 0; off < data.size();) {
             ssize_t n = ::write(fd, data.data() + off, data.size() - off);
             if (n <= 0) return 1;
