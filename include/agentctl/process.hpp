@@ -25,6 +25,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -55,6 +56,16 @@ enum class exit_watch {
     polling,     ///< glibc clone(), no pidfd: waitid(WNOHANG|WNOWAIT) every 1 ms doubling to 50 ms
 };
 
+/// What identifies a started process for a record that outlives this one (a run journal).
+struct process_started {
+    int pid = 0;
+    /// Its start time (clock ticks after boot, field 22 of /proc/PID/stat) is within
+    /// [start_lo, start_hi]: the boot clock around the clone (no /proc read per spawn).
+    std::uint64_t start_lo = 0;
+    std::uint64_t start_hi = 0;
+    std::string cgroup;  ///< its cgroup leaf, an absolute path; empty when its process group holds it
+};
+
 /// What to run. Every field is final: no lookup, no shell, no inherited environment.
 struct process_request {
     std::string executable;          ///< absolute path, already resolved
@@ -72,6 +83,9 @@ struct process_request {
     std::chrono::milliseconds drain_grace{250};  ///< after the leader exits, how long pipes held by descendants are read
     containment_policy containment = containment_policy::automatic;
     exit_watch watch = exit_watch::automatic;
+    /// Called once, on the run's executor, when the process was spawned (not for a spawn
+    /// failure). Empty: nothing is called.
+    std::function<void(const process_started&)> on_started;
 };
 
 enum class process_outcome {

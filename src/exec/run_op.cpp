@@ -320,6 +320,8 @@ bool run_op::prepare_and_clone() {
     }
     spawn_failure_.reset();
     pid_ = c.pid;
+    start_lo_ = clone_ticks;
+    start_hi_ = boot_ticks_now();
     if (!pidfd && req_.watch != exit_watch::polling && svc_.pidfd_supported()) {
         // The pid cannot be reused before we reap it, so this pidfd is the child's.
         pidfd.reset(sys_pidfd_open(pid_));
@@ -331,7 +333,7 @@ bool run_op::prepare_and_clone() {
     if (!leaf_) {
         // No cgroup holds this tree: a watchdog can only find it by its leader.
         observer_ = svc_.observer();
-        if (observer_) observer_->group_started(pid_, clone_ticks, boot_ticks_now());
+        if (observer_) observer_->group_started(pid_, start_lo_, start_hi_);
     }
     return true;
 }
@@ -350,6 +352,14 @@ void run_op::continue_after_spawn() {
         return;
     }
     phase_ = phase::running;
+    if (req_.on_started) {
+        process_started started;
+        started.pid = pid_;
+        started.start_lo = start_lo_;
+        started.start_hi = start_hi_;
+        if (leaf_) started.cgroup = svc_.leaf_path(*leaf_);
+        req_.on_started(started);
+    }
     boost::system::error_code ec;
     auto adopt = [&ec](boost::asio::posix::stream_descriptor& sd, unique_fd& fd) {
         sd.assign(fd.get(), ec);

@@ -146,6 +146,7 @@ private:
     std::chrono::steady_clock::time_point started_;
 
     pid_t pid_ = -1;
+    std::uint64_t start_lo_ = 0, start_hi_ = 0;  ///< the boot clock around the clone
     bool use_pidfd_ = true;
     bool exited_ = false;
     bool reaped_ = false;  ///< by us, or (ECHILD) by someone else: the pgid may be reused now

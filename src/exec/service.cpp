@@ -212,6 +212,11 @@ void exec_service::release_leaf(cgroup_leaf leaf, bool reusable) {
         stuck_leaves_.push_back(leaf.name);
 }
 
+std::string exec_service::leaf_path(const cgroup_leaf& leaf) {
+    std::lock_guard lock(mutex_);
+    return cgroup_parent_ ? cgroup_parent_->path + "/" + leaf.name : leaf.name;
+}
+
 void exec_service::disable_cgroups() {
     std::lock_guard lock(mutex_);
     cgroup_usable_ = false;

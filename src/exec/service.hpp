@@ -103,6 +103,8 @@ public:
     std::optional<cgroup_leaf> acquire_leaf();
     /// Pools the leaf if `reusable` (empty and never killed), else removes it.
     void release_leaf(cgroup_leaf leaf, bool reusable);
+    /// The absolute path of a leaf handed out by acquire_leaf().
+    std::string leaf_path(const cgroup_leaf& leaf);
     /// Joining a leaf failed (no permission on this host): stop trying.
     void disable_cgroups();
 
