@@ -22,6 +22,10 @@ namespace agentctl {
 /// Limits shared by the parser and the plan compiler.
 namespace limits {
 inline constexpr std::uint64_t max_document_bytes = 1024 * 1024;  ///< larger files are refused unread
+/// `--inputs-file` is data, not the workflow: JSON up to this size (a guard against naming
+/// the wrong file, not a budget), YAML up to the smaller one (its parser is ~50x slower).
+inline constexpr std::uint64_t max_inputs_file_bytes = 256ull * 1024 * 1024;
+inline constexpr std::uint64_t max_yaml_inputs_file_bytes = 16ull * 1024 * 1024;
 inline constexpr int max_timeout_seconds = 86400;
 inline constexpr std::int64_t max_timeout_ms = 86400ll * 1000;
 inline constexpr int max_kill_grace_seconds = 3600;
