@@ -20,19 +20,40 @@ constexpr std::size_t max_env_name_bytes = 256;
 // (its values are set on the client, which passes them on by name). The reference's list,
 // plus whole families the engines, their Go runtime and the dynamic loader read: a value
 // there could redirect or subvert a privileged client (RELIABILITY T-ENV-02).
-constexpr std::array<std::string_view, 27> engine_variables = {
-    "CONTAINER_CONNECTION", "CONTAINER_HOST",  "DOCKER_CERT_PATH", "DOCKER_CONFIG",     "DOCKER_CONTEXT",
-    "DOCKER_HOST",          "DOCKER_TLS_VERIFY", "HOME",           "PATH",              "PODMAN_CONNECTIONS_CONF",
-    "TEMP",                 "TMP",             "TMPDIR",           "XDG_CONFIG_HOME",   "XDG_RUNTIME_DIR",
-    "STORAGE_DRIVER",       "STORAGE_OPTS",    "REGISTRY_AUTH_FILE", "REGISTRIES_CONFIG_PATH", "NOTIFY_SOCKET",
-    "GODEBUG",              "GOTRACEBACK",     "HTTP_PROXY",       "HTTPS_PROXY",       "NO_PROXY",
-    "ALL_PROXY",            "SSL_CERT_FILE"};
+constexpr std::array<std::string_view, 27> engine_variables = {"CONTAINER_CONNECTION",
+                                                               "CONTAINER_HOST",
+                                                               "DOCKER_CERT_PATH",
+                                                               "DOCKER_CONFIG",
+                                                               "DOCKER_CONTEXT",
+                                                               "DOCKER_HOST",
+                                                               "DOCKER_TLS_VERIFY",
+                                                               "HOME",
+                                                               "PATH",
+                                                               "PODMAN_CONNECTIONS_CONF",
+                                                               "TEMP",
+                                                               "TMP",
+                                                               "TMPDIR",
+                                                               "XDG_CONFIG_HOME",
+                                                               "XDG_RUNTIME_DIR",
+                                                               "STORAGE_DRIVER",
+                                                               "STORAGE_OPTS",
+                                                               "REGISTRY_AUTH_FILE",
+                                                               "REGISTRIES_CONFIG_PATH",
+                                                               "NOTIFY_SOCKET",
+                                                               "GODEBUG",
+                                                               "GOTRACEBACK",
+                                                               "HTTP_PROXY",
+                                                               "HTTPS_PROXY",
+                                                               "NO_PROXY",
+                                                               "ALL_PROXY",
+                                                               "SSL_CERT_FILE"};
 constexpr std::array<std::string_view, 12> engine_variable_prefixes = {
-    "DOCKER_", "CONTAINER_", "CONTAINERS_", "PODMAN_", "BUILDAH_", "BUILDKIT_", "LD_", "XDG_", "SSL_CERT_",
-    "http_proxy", "https_proxy", "no_proxy"};
+    "DOCKER_", "CONTAINER_", "CONTAINERS_", "PODMAN_",    "BUILDAH_",    "BUILDKIT_",
+    "LD_",     "XDG_",       "SSL_CERT_",   "http_proxy", "https_proxy", "no_proxy"};
 
 bool steers_engine(std::string_view name) {
-    if (std::find(engine_variables.begin(), engine_variables.end(), name) != engine_variables.end()) return true;
+    if (std::find(engine_variables.begin(), engine_variables.end(), name) != engine_variables.end())
+        return true;
     if (name == "all_proxy") return true;
     return std::any_of(engine_variable_prefixes.begin(), engine_variable_prefixes.end(),
                        [&](std::string_view prefix) { return name.substr(0, prefix.size()) == prefix; });
@@ -591,11 +612,12 @@ void workflow_reader::read_action(const std::string& name, const place& p, actio
         for (std::size_t i = 0; i < a.env.size(); ++i) {
             const auto& name = a.env[i].name;
             if (steers_engine(name))
-                r_.error(env_places[i], "engine_variable_not_allowed",
-                         name + " controls the container engine and cannot be set by a container action",
-                         "rename the variable (DOCKER_*, CONTAINER_*, CONTAINERS_*, PODMAN_*, BUILDAH_*, "
-                         "BUILDKIT_*, LD_*, XDG_*, proxies, HOME, PATH, TMPDIR and a few others steer the engine "
-                         "client)");
+                r_.error(
+                    env_places[i], "engine_variable_not_allowed",
+                    name + " controls the container engine and cannot be set by a container action",
+                    "rename the variable (DOCKER_*, CONTAINER_*, CONTAINERS_*, PODMAN_*, BUILDAH_*, "
+                    "BUILDKIT_*, LD_*, XDG_*, proxies, HOME, PATH, TMPDIR and a few others steer the engine "
+                    "client)");
         }
     }
 }
@@ -748,11 +770,11 @@ void workflow_reader::read_task(const place& p, task_spec& t) {
     if (!f.ok()) return;
     if (auto v = f.require("id")) {
         if (auto s = r_.string(*v)) {
-            if (is_task_id(*s))
-                t.id = std::move(*s);
-            else
+            if (!is_task_id(*s))
                 r_.error(*v, "invalid_task_id", "task id \"" + *s + "\" must match [a-z0-9_-]+",
                          "use lowercase letters, digits, '_' and '-'");
+            // Kept as written even when invalid: the partial model's needs can still find it.
+            t.id = std::move(*s);
         }
     }
     if (auto v = f.require("uses")) read_uses(*v, t);

@@ -352,6 +352,73 @@ BOOST_AUTO_TEST_CASE(every_problem_is_reported_at_once) {
     BOOST_TEST(ds.exit_code() == 2);
 }
 
+// check_document: a parse error hides the semantic findings it could have caused, and no
+// other. Each case: a document with one parse error and the semantic codes still expected.
+BOOST_AUTO_TEST_CASE(parse_errors_hide_only_what_they_explain) {
+    const std::string head =
+        "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: t}\nspec:\n"
+        "  inputs: {n: [1, 2]}\n  policy: {processAllowlist: [echo], approval: never}\n"
+        "  actions:\n    run: {kind: builtin.shell.exec, command: ls}\n    set: {kind: builtin.assign}\n"
+        "  tasks:\n";
+    struct example {
+        std::string what;
+        std::string tasks;
+        std::string extra;               // replaces the inputs and policy lines when set
+        std::vector<std::string> codes;  // every code, in order of position
+    };
+    const std::vector<example> examples = {
+        {"an unrelated field of the task",
+         "    - {id: a, uses: action:set, needs: [ghost], timeoutSeconds: x}\n",
+         "",
+         {"policy_process_not_allowed", "unknown_need", "invalid_type"}},
+        {"the task's needs: its template findings could be repeats",
+         "    - {id: a, uses: action:set}\n"
+         "    - {id: b, uses: action:set, needs: [a, 5], with: {x: \"${{ tasks.a.output }}\"}}\n",
+         "",
+         {"policy_process_not_allowed", "invalid_type"}},
+        {"the task's foreach: vars are unknown then",
+         "    - {id: a, uses: action:set, foreach: {items: [1], as: 7}, with: {x: \"${{ vars.item }}\"}}\n",
+         "",
+         {"policy_process_not_allowed", "invalid_type"}},
+        {"another task's fields",
+         "    - {id: a, uses: action:set, retry: {maxAttempts: 0}}\n"
+         "    - {id: b, uses: action:nope, needs: [a]}\n",
+         "",
+         {"policy_process_not_allowed", "out_of_range", "unknown_action"}},
+        {"an invalid id is kept, so needs still find it",
+         "    - {id: A, uses: action:set}\n    - {id: b, uses: action:set, needs: [A, ghost]}\n",
+         "",
+         {"policy_process_not_allowed", "invalid_task_id", "unknown_need"}},
+        {"a missing id hides the graph",
+         "    - {uses: action:set}\n    - {id: b, uses: action:set, needs: [ghost]}\n",
+         "",
+         {"policy_process_not_allowed", "missing_field"}},
+        {"the policy section hides policy findings only",
+         "    - {id: a, uses: action:run, needs: [ghost]}\n",
+         "  inputs: {}\n  policy: {processAllowlist: echo, approval: never}\n",
+         {"invalid_type", "unknown_need"}},
+        {"inputs hide rendering, not the graph",
+         "    - {id: a, uses: action:set, needs: [ghost], with: {x: \"${{ inputs.m }}\"}}\n",
+         "  inputs: {n: .inf}\n  policy: {processAllowlist: [ls], approval: never}\n",
+         {"invalid_value", "unknown_need"}},
+    };
+    for (const auto& e : examples) {
+        std::string text = head + e.tasks;
+        if (!e.extra.empty()) {
+            auto at = text.find("  inputs:");
+            auto end = text.find('\n', text.find("  policy:")) + 1;
+            text.replace(at, end - at, e.extra);
+        }
+        auto r = check_document(parse_workflow(text, "wf.yaml"));
+        std::vector<std::string> codes;
+        for (const auto& d : r.diags.items()) codes.push_back(d.code);
+        BOOST_TEST_CONTEXT(e.what << "\n" << diag_text(r.diags)) {
+            BOOST_TEST(!r.compiled.has_value());
+            BOOST_TEST(codes == e.codes, boost::test_tools::per_element());
+        }
+    }
+}
+
 BOOST_AUTO_TEST_CASE(vars_need_an_expansion_and_paths_must_exist) {
     workflow wf = base_workflow();
     task_spec t = make_task("t");
