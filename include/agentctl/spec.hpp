@@ -1,4 +1,4 @@
-// The workflow document model (SPEC section 2), exactly as written by the author.
+// The workflow document model, exactly as written by the author.
 //
 // Values here are what the document says, after type checking; defaults that depend on
 // other fields (timeouts, concurrency) are resolved later by the plan compiler. JSON-typed

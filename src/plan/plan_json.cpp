@@ -1,4 +1,4 @@
-// Canonical plan JSON (SPEC section 3). Members always come in this order:
+// Canonical plan JSON (docs/DESIGN.md, "Plan"). Members always come in this order:
 //
 //   formatVersion, workflowName, workflowDigest, planDigest, maxConcurrency,
 //   killGraceSeconds, approval, workspaceRoot, budgets{present ones}, inputs, order,

@@ -1,4 +1,5 @@
-// The workflow schema (SPEC section 2): tree -> workflow model, one diagnostic per problem.
+// The workflow schema (docs/DESIGN.md, "Parser"): tree -> workflow model, one diagnostic per
+// problem.
 // Semantic checks (references between tasks and actions, templates, policy) are the plan
 // compiler's.
 #include "spec/reader.hpp"
@@ -19,7 +20,7 @@ constexpr std::size_t max_env_name_bytes = 256;
 // Variables that steer the container engine client; a container action may not set them
 // (its values are set on the client, which passes them on by name). The reference's list,
 // plus whole families the engines, their Go runtime and the dynamic loader read: a value
-// there could redirect or subvert a privileged client (RELIABILITY T-ENV-02).
+// there could redirect or subvert a privileged client.
 constexpr std::array<std::string_view, 27> engine_variables = {"CONTAINER_CONNECTION",
                                                                "CONTAINER_HOST",
                                                                "DOCKER_CERT_PATH",
