@@ -63,6 +63,10 @@ struct plan_task {
     output_limits limits;
     bool requires_approval = false;       ///< a process task under approval != never
     std::vector<std::uint32_t> children;  ///< aggregate: plan indices of its children, in item order
+    /// Something reads this task's output later in the run: a template of another task (with,
+    /// args, cwd, when; deferred or not) or spec.outputs, directly or through an aggregate (an
+    /// aggregate's output holds every child's). Internal: not in the plan JSON or text.
+    bool output_referenced = false;
 };
 
 /// The isolation contract of one process action (`processes[]` of the plan).

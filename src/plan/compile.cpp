@@ -108,6 +108,7 @@ compile_result compiler::run() {
     check_outputs();
     if (diags_.has_errors()) return {std::nullopt, std::move(diags_)};
     order();
+    mark_referenced_outputs();
     list_processes();
     out_.inputs = std::move(inputs_.get_object());
     out_.plan_digest = detail::compute_plan_digest(out_);

@@ -147,6 +147,7 @@ private:
     void render_node(plan_task& n, std::size_t i, const boost::json::value& vars);
     void order();
     void check_outputs();
+    void mark_referenced_outputs();
     void list_processes();
 
     const workflow& wf_;
@@ -160,6 +161,7 @@ private:
     std::unordered_map<std::string, std::uint32_t> action_ids_;
     std::unordered_set<std::string> reported_;  ///< keys of diagnostics already given
     std::vector<plan_task> nodes_;              ///< generation order
+    std::vector<std::string> output_refs_;      ///< task ids spec.outputs reads
     bool generated_ = false;
 };
 

@@ -195,4 +195,33 @@ void compiler::order() {
     nodes_.clear();
 }
 
+// Which outputs are read later in the run, so the engine may drop the others once recorded.
+// Task templates name declared tasks (they must be in needs); spec.outputs may name any plan
+// task. Reading an expanded task's output reads its aggregate, which holds every child's.
+void compiler::mark_referenced_outputs() {
+    std::vector<bool> declared(wf_.tasks.size(), false);
+    auto mark_declared = [&](const std::vector<site>& sites) {
+        for (const auto& s : sites) {
+            if (s.ref.root != template_root::tasks) continue;
+            if (auto it = declared_ids_.find(std::string(s.ref.task_id())); it != declared_ids_.end())
+                declared[it->second] = true;
+        }
+    };
+    for (std::size_t i = 0; i < tasks_.size(); ++i) {
+        const declared_task& t = tasks_[i];
+        if (t.skip) continue;
+        mark_declared(t.with_sites);
+        mark_declared(t.when_sites);
+        if (t.action && actions_[*t.action].templated) mark_declared(actions_[*t.action].sites);
+    }
+    for (auto& n : out_.tasks)
+        if (n.kind != plan_task::kind_t::child && declared[n.declared_index]) n.output_referenced = true;
+    for (const auto& id : output_refs_)
+        if (auto it = out_.index.find(id); it != out_.index.end())
+            out_.tasks[it->second].output_referenced = true;
+    for (auto& n : out_.tasks)
+        if (n.kind == plan_task::kind_t::aggregate && n.output_referenced)
+            for (auto c : n.children) out_.tasks[c].output_referenced = true;
+}
+
 }  // namespace agentctl::plan_compiler

@@ -366,6 +366,7 @@ void compiler::check_outputs() {
         render_context ctx;
         ctx.inputs = &inputs_;
         for (const auto& s : sites) {
+            if (s.ref.root == template_root::tasks) output_refs_.emplace_back(s.ref.task_id());
             detail::template_error e;
             if (s.ref.root == template_root::inputs && !detail::resolve(s.ref, ctx, e)) {
                 error("template_missing_path", s.path, e.message, "declare the input in spec.inputs");

@@ -306,6 +306,56 @@ BOOST_AUTO_TEST_CASE(task_outputs_defer_rendering_to_run_time) {
     BOOST_TEST(!doc.at("tasks").at("static_with").as_object().contains("deferred"));
 }
 
+// The engine may drop a finished task's output once recorded, unless this says it is read.
+BOOST_AUTO_TEST_CASE(plan_tasks_say_whether_their_output_is_read_later) {
+    const std::string text = R"(apiVersion: agentctl.dev/v1
+kind: Workflow
+metadata: {name: refs}
+spec:
+  policy: {processAllowlist: [echo], approval: never}
+  actions:
+    set: {kind: builtin.assign}
+    show: {kind: builtin.shell.exec, command: echo, args: ["${{ tasks.by-args.output.stdout }}"]}
+  tasks:
+    - {id: by-with, uses: action:set}
+    - {id: by-args, uses: action:set}
+    - {id: by-when, uses: action:set}
+    - {id: by-outputs, uses: action:set}
+    - {id: unread, uses: action:set}
+    - {id: fan, uses: action:set, foreach: {items: [1, 2, 3]}}
+    - {id: other-fan, uses: action:set, foreach: {items: [1, 2, 3]}}
+    - id: reader
+      uses: action:set
+      needs: [by-with, by-when, unread, fan]
+      with: {a: "${{ tasks.by-with.output }}", all: "${{ tasks.fan.output.items }}"}
+      when: "tasks.by-when.output.x == 1"
+    - {id: argv, uses: action:show, needs: [by-args]}
+  outputs:
+    one: "${{ tasks.by-outputs.output }}"
+    child: "text ${{ tasks.other-fan--0001.output.x }}"
+)";
+    auto parsed = parse_workflow(text, "wf.yaml");
+    BOOST_TEST_REQUIRE(parsed.document.has_value(), diag_text(parsed.diags));
+    plan p = must_compile(*parsed.document);
+    auto read = [&](std::string_view id) { return task_of(p, id).output_referenced; };
+    BOOST_TEST(read("by-with"));     // a dependant's with
+    BOOST_TEST(read("by-args"));     // a dependant's args, through its action
+    BOOST_TEST(read("by-when"));     // a dependant's when
+    BOOST_TEST(read("by-outputs"));  // spec.outputs
+    BOOST_TEST(read("fan"));         // the aggregate...
+    for (auto id : {"fan--0000", "fan--0001", "fan--0002"})
+        BOOST_TEST(read(id), id);         // ...holds its children
+    BOOST_TEST(read("other-fan--0001"));  // one child named by spec.outputs
+    BOOST_TEST(!read("other-fan--0000"));
+    BOOST_TEST(!read("other-fan--0002"));
+    BOOST_TEST(!read("other-fan"));
+    BOOST_TEST(!read("unread"));  // needed, but its output is never read
+    BOOST_TEST(!read("reader"));
+    BOOST_TEST(!read("argv"));
+    // Internal only: the plan JSON does not carry it.
+    BOOST_TEST(plan_json(p).find("eferenced") == std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(action_with_is_a_default_under_the_task_with) {
     workflow wf = base_workflow();
     wf.actions[0].with = json::parse(R"({"level":1,"name":"default"})");
