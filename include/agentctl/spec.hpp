@@ -69,6 +69,8 @@ public:
     /// The location of `path`, or of its nearest recorded ancestor; {file,0,0} if none.
     /// A scan: recording is on every parse, looking up only for diagnostics.
     source_location find(std::string_view path) const;
+    /// Whether `path` itself was recorded (written in the document).
+    bool contains(std::string_view path) const;
     const std::string& file() const { return file_; }
     void set_file(std::string file) { file_ = std::move(file); }
 
@@ -131,8 +133,11 @@ struct env_source {
     kind_t kind = kind_t::env;
     std::string text;  ///< env: source variable name; file: path; value: the literal
     secret_process_spec process;  ///< kind == process only
-    /// env, file and process values are secrets and are redacted; value is not.
-    bool is_secret() const { return kind != kind_t::value; }
+    /// env only: false for `{env: NAME, secret: false}`, a host variable passed through as is.
+    bool secret = true;
+    /// file and process values are secrets and are redacted, env values unless `secret: false`;
+    /// value literals never are.
+    bool is_secret() const { return kind != kind_t::value && secret; }
 };
 
 struct env_entry {

@@ -83,6 +83,33 @@ void compiler::list_processes() {
     }
 }
 
+// A valid plan whose process tasks need approval cannot run unattended: `run` without
+// --interactive on a terminal refuses it before anything starts. Said at `check` (and
+// `doctor`), not first at `run`.
+void compiler::warn_about_approval() {
+    std::size_t needing = 0;
+    std::string first;
+    for (const auto& t : out_.tasks) {
+        if (!t.requires_approval) continue;
+        if (needing++ == 0) first = t.id;
+    }
+    if (needing == 0) return;
+    const bool written = wf_.locations.contains("spec.policy.approval");
+    const std::string path = written                                 ? "spec.policy.approval"
+                             : wf_.locations.contains("spec.policy") ? "spec.policy"
+                                                                     : "spec";
+    std::string mode(to_string(wf_.policy.approval));
+    std::string message =
+        "approval is \"" + mode + "\"" + (written ? "" : " (the default)") + ": " + std::to_string(needing) +
+        (needing == 1 ? " process task needs" : " process tasks need") + " approval (`" + first + "`" +
+        (needing > 1 ? " and more" : "") +
+        "), so `agentctl run` refuses to start unless it runs with --interactive on a terminal";
+    diags_.warning("approval_blocks_unattended_run", path, std::move(message),
+                   "for unattended runs set `approval: never` in spec.policy; to approve each task, run with "
+                   "--interactive on a terminal",
+                   wf_.where(path));
+}
+
 compile_result compiler::run() {
     out_.workflow_name = wf_.metadata.name;
     out_.workflow_digest = wf_.source_digest;
@@ -110,6 +137,7 @@ compile_result compiler::run() {
     order();
     mark_referenced_outputs();
     list_processes();
+    warn_about_approval();
     out_.inputs = std::move(inputs_.get_object());
     out_.plan_digest = detail::compute_plan_digest(out_);
     return {std::move(out_), std::move(diags_)};

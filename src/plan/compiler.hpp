@@ -148,6 +148,7 @@ private:
     void order();
     void check_outputs();
     void mark_referenced_outputs();
+    void warn_about_approval();
     void list_processes();
 
     const workflow& wf_;

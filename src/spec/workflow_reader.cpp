@@ -340,7 +340,7 @@ std::optional<env_source> workflow_reader::read_env_source(const place& p) {
                      : "use {env: NAME}, {file: PATH}, {process: {...}} or {value: TEXT}");
         return std::nullopt;
     }
-    fields f(r_, p, {"env", "file", "process", "value"});
+    fields f(r_, p, {"env", "file", "process", "value", "secret"});
     if (!f.ok()) return std::nullopt;
     int count = f.has("env") + f.has("file") + f.has("process") + f.has("value");
     if (count != 1) {
@@ -348,6 +348,14 @@ std::optional<env_source> workflow_reader::read_env_source(const place& p) {
             p, "invalid_value",
             "an env source has exactly one of env, file, process or value; found " + std::to_string(count),
             "e.g. {env: NAME} or {value: \"text\"}");
+        return std::nullopt;
+    }
+    if (auto secret = f.get("secret"); secret && !f.has("env")) {
+        r_.error(*secret, "invalid_value",
+                 std::string("secret applies to {env: NAME} only: ") +
+                     (f.has("value") ? "a {value} literal is never redacted"
+                                     : "file and process values are always secrets"),
+                 "remove `secret`");
         return std::nullopt;
     }
     env_source src;
@@ -360,6 +368,11 @@ std::optional<env_source> workflow_reader::read_env_source(const place& p) {
             return std::nullopt;
         }
         src.text = std::move(*s);
+        if (auto secret = f.get("secret")) {
+            auto b = r_.boolean(*secret);
+            if (!b) return std::nullopt;
+            src.secret = *b;
+        }
     } else if (auto v = f.get("file")) {
         src.kind = env_source::kind_t::file;
         auto s = r_.string(*v);

@@ -563,6 +563,36 @@ BOOST_AUTO_TEST_CASE(env_names) {
     BOOST_TEST(has(src, "invalid_env_name", 10));
 }
 
+BOOST_AUTO_TEST_CASE(env_sources_may_pass_a_host_variable_through) {
+    auto source = [](const std::string& text) {
+        auto r = parse(with_action("      command: git\n      env:\n        A: " + text + "\n"));
+        return r;
+    };
+    auto plain = source("{env: PATH}");
+    BOOST_TEST_REQUIRE(plain.document.has_value(), codes(plain));
+    BOOST_TEST(plain.document->actions[0].env[0].source.is_secret());
+    auto through = source("{env: PATH, secret: false}");
+    BOOST_TEST_REQUIRE(through.document.has_value(), codes(through));
+    const env_source& s = through.document->actions[0].env[0].source;
+    BOOST_TEST((s.kind == env_source::kind_t::env));
+    BOOST_TEST(s.text == "PATH");
+    BOOST_TEST(!s.is_secret());
+    auto explicit_secret = source("{env: PATH, secret: true}");
+    BOOST_TEST_REQUIRE(explicit_secret.document.has_value(), codes(explicit_secret));
+    BOOST_TEST(explicit_secret.document->actions[0].env[0].source.is_secret());
+    BOOST_TEST(source("{value: x}").document->actions[0].env[0].source.is_secret() == false);
+    // Only a boolean, only on env sources.
+    auto quoted = source("{env: PATH, secret: \"false\"}");
+    BOOST_TEST(has(quoted, "invalid_type", 10), codes(quoted));
+    BOOST_TEST(find(quoted, "invalid_type")->path == "spec.actions.a.env.A.secret");
+    BOOST_TEST(has(source("{env: PATH, secret: no}"), "invalid_type", 10));
+    auto file = source("{file: secrets/x, secret: false}");
+    BOOST_TEST(has(file, "invalid_value", 10), codes(file));
+    BOOST_TEST(find(file, "invalid_value")->message.find("always secrets") != std::string::npos);
+    BOOST_TEST(has(source("{value: x, secret: true}"), "invalid_value", 10));
+    BOOST_TEST(has(source("{secret: false}"), "invalid_value", 10));
+}
+
 BOOST_AUTO_TEST_CASE(container_rules) {
     auto engine = parse(with_action(
         "      command: w\n      env:\n        HOME: {value: /tmp}\n        OK: {value: x}\n"

@@ -563,6 +563,44 @@ BOOST_AUTO_TEST_CASE(approval_applies_to_process_tasks_only) {
     BOOST_TEST(p.processes.size() == 1u);  // assign is not a process action
 }
 
+// `run` refuses a plan whose process tasks need approval unless it is interactive; `check`
+// (and `doctor`, which compiles the same way) say so first, as a warning.
+BOOST_AUTO_TEST_CASE(check_warns_when_approval_would_block_an_unattended_run) {
+    auto check = [](const std::string& policy,
+                    const std::string& action = "builtin.shell.exec, command: echo") {
+        std::string text = "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: t}\nspec:\n" +
+                           policy + "  actions:\n    a: {kind: " + action +
+                           "}\n  tasks:\n    - {id: one, uses: action:a}\n"
+                           "    - {id: two, uses: action:a}\n";
+        return check_document(parse_workflow(text, "wf.yaml"));
+    };
+    auto absent = check("  policy:\n    processAllowlist: [echo]\n");
+    BOOST_TEST_REQUIRE(absent.compiled.has_value(), diag_text(absent.diags));  // a warning, not an error
+    BOOST_TEST_REQUIRE(absent.diags.size() == 1u, diag_text(absent.diags));
+    const diagnostic& d = absent.diags.items()[0];
+    BOOST_TEST(d.code == "approval_blocks_unattended_run");
+    BOOST_TEST((d.level == severity::warning));
+    BOOST_TEST(d.path == "spec.policy");
+    BOOST_TEST(d.location.line == 5);
+    BOOST_TEST(d.message.find("(the default)") != std::string::npos, d.message);
+    BOOST_TEST(d.message.find("2 process tasks") != std::string::npos, d.message);
+    BOOST_TEST(d.help.find("approval: never") != std::string::npos, d.help);
+
+    auto written = check("  policy:\n    processAllowlist: [echo]\n    approval: always\n");
+    BOOST_TEST_REQUIRE(written.diags.size() == 1u, diag_text(written.diags));
+    BOOST_TEST(written.diags.items()[0].path == "spec.policy.approval");
+    BOOST_TEST(written.diags.items()[0].location.line == 7);
+    BOOST_TEST(written.diags.items()[0].message.find("\"always\"") != std::string::npos);
+
+    // Nothing to say: approval never, or no process task.
+    BOOST_TEST(check("  policy:\n    processAllowlist: [echo]\n    approval: never\n").diags.empty());
+    BOOST_TEST(check("  policy:\n    approval: mutations\n", "builtin.assign").diags.empty());
+    // Said about runnable plans only: with errors, those come first.
+    auto broken = check("  policy:\n    processAllowlist: [ls]\n");
+    BOOST_TEST(!broken.compiled.has_value());
+    BOOST_TEST(count_code(broken.diags, "approval_blocks_unattended_run") == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(processes_describe_sources_and_engines_never_values) {
     workflow wf = base_workflow();
     wf.policy.environment_allowlist = {"TOKEN", "PATH", "KEY", "MODE", "HELP"};
