@@ -6,6 +6,7 @@
 
 #include <agentctl/diagnostic.hpp>
 #include <agentctl/events.hpp>
+#include <agentctl/journal.hpp>
 #include <agentctl/plan.hpp>
 #include <agentctl/runner.hpp>
 #include <agentctl/watchdog.hpp>
@@ -50,6 +51,16 @@ public:
     static constexpr std::chrono::milliseconds recheck{10};
 };
 
+/// What a resumed run takes over from the earlier segments of its journal (async_resume()
+/// fills it from the journal; indexed like plan::tasks).
+struct resume_state {
+    /// A final result to reuse instead of running the task; it is reused only while none of
+    /// the task's needs runs again in this segment (dependants of what runs again run).
+    std::vector<std::optional<task_result>> reuse;
+    /// The highest attempt number recorded for each task: this segment numbers on from it.
+    std::vector<std::uint32_t> attempts_before;
+};
+
 struct run_options {
     /// Overrides plan::max_concurrency; 1..4096. The engine lowers it to what the descriptor
     /// limit can hold (raising the soft limit first) and says so in a warning.
@@ -71,6 +82,19 @@ struct run_options {
     /// Containers that dead owners left on the engines this run uses, removed before anything
     /// starts, are added here (the caller prints them with its own cgroup sweep).
     sweep_report* leftovers = nullptr;
+    /// Records the run (docs/JOURNAL.md, docs/DESIGN.md "Journal"): the run before any effect,
+    /// each attempt's intent (committed before the attempt starts), its handle, its end, each
+    /// task's final result, the run's end. With a journal, a finished task's captured output
+    /// leaves memory once recorded unless something reads it later (plan_task::
+    /// output_referenced): its result in run_report::tasks is then `streams_released`.
+    /// nullptr: nothing is recorded and every result stays whole in memory.
+    journal_writer* journal = nullptr;
+    /// The run's record as the caller knows it (workflow source and path, argv, inputs,
+    /// options); the engine fills in the run id, the digests, the task count and the owner.
+    /// Not used when resuming (the run is recorded already).
+    journal_run record;
+    /// Resuming a run of the journal (async_resume() sets it); nullptr for a new run.
+    const resume_state* resume = nullptr;
 };
 
 /// What a run produced. `tasks` is indexed like plan::tasks.
@@ -83,6 +107,7 @@ struct run_report {
     std::chrono::milliseconds duration{0};
 
     std::vector<diagnostic> warnings;  ///< e.g. jobs lowered to fit the descriptor limit
+    bool resumed = false;  ///< a resume: results say whether they were `reused`
 
     /// 0 succeeded, 3 approval or policy, 4 failed, 130 cancelled (exit_status).
     int exit_code() const;

@@ -67,6 +67,8 @@ enum class error_code : std::uint8_t {
     run_stopped,
     run_cancelled,
     not_started,
+    // The run journal.
+    journal_failed,  ///< the journal could not be written or read: the run cannot go on safely
     internal_error,
 };
 
@@ -84,6 +86,9 @@ bool is_permanent(error_code code);
 
 /// A policy decision: the run exits with status 3.
 bool is_policy(error_code code);
+
+/// A persistence failure (the journal): the run exits with status 5.
+bool is_persistence(error_code code);
 
 /// Exit statuses of the CLI, stable (docs/CLI.md, "Exit statuses").
 enum class exit_status : int {

@@ -70,6 +70,9 @@ admission admit(const run_view& view, std::uint32_t index) {
         out.result = std::move(r);
         return std::move(out);
     };
+    // An aggregate lists every child with its state and output, failed ones included: one
+    // failed item must not hide its siblings' results.
+    if (t.kind == plan_task::kind_t::aggregate) return record(aggregate_result(view, t));
     for (auto need : t.needs) {
         const task_result* r = view.result_of(need);
         if (!r || r->state != task_state::succeeded)
@@ -77,8 +80,6 @@ admission admit(const run_view& view, std::uint32_t index) {
                                          "dependency \"" + p.tasks[need].id + "\" " +
                                              std::string(to_string(r ? r->state : task_state::skipped))));
     }
-    if (t.kind == plan_task::kind_t::aggregate) return record(aggregate_result(view, t));
-
     if (t.when) {
         json::value vars(t.vars);
         render_context ctx = context_for(view, vars, nullptr);

@@ -237,6 +237,12 @@ private:
         req.drain_grace = ctx_.options->drain_grace;
         req.containment = containment_policy::process_group_only;
 
+        if (attempt.on_started) {  // the container's name is its handle, known before it exists
+            attempt_started started;
+            started.container = settings.name;
+            started.container_engine = eng.name;
+            attempt.on_started(started);
+        }
         if (!engines_[ei].used && ctx_.options->watch)  // its containers die with us (crash safety)
             ctx_.options->watch->announce_engine({eng.name, eng.path, engine_env(), owner_});
         engines_[ei].used = true;

@@ -65,6 +65,7 @@ constexpr code_info table[] = {
     {error_code::run_stopped, "run_stopped", none_ran},
     {error_code::run_cancelled, "run_cancelled", none_ran},
     {error_code::not_started, "not_started", none_ran},
+    {error_code::journal_failed, "journal_failed", none_ran, true},
     {error_code::internal_error, "internal_error"},
 };
 constexpr std::size_t table_size = sizeof table / sizeof table[0];
@@ -100,6 +101,10 @@ bool is_permanent(error_code code) {
 }
 bool is_policy(error_code code) {
     return info(code).policy;
+}
+
+bool is_persistence(error_code code) {
+    return code == error_code::journal_failed;
 }
 
 }  // namespace agentctl

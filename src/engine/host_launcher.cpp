@@ -103,6 +103,15 @@ private:
         req.kill_grace = std::chrono::seconds(ctx_.compiled->kill_grace_seconds);
         req.drain_grace = options.drain_grace;
         req.containment = options.containment;
+        if (request.on_started)
+            req.on_started = [report = request.on_started](const process_started& p) {
+                attempt_started a;
+                a.pid = p.pid;
+                a.start_lo = p.start_lo;
+                a.start_hi = p.start_hi;
+                a.cgroup = p.cgroup;
+                report(a);
+            };
         return std::nullopt;
     }
 };

@@ -21,6 +21,41 @@ task_result failed_result(error_code code, std::string message) {
     return r;
 }
 
+task_result without_streams(const task_result& r) {
+    task_result out;
+    // Every member but the streams, spelled out so that a new member is not forgotten silently.
+    out.state = r.state;
+    out.attempts = r.attempts;
+    out.exit_code = r.exit_code;
+    out.signal = r.signal;
+    out.stdout_lossy = r.stdout_lossy;
+    out.stderr_lossy = r.stderr_lossy;
+    out.duration_ms = r.duration_ms;
+    out.command = r.command;
+    out.argv = r.argv;
+    out.isolation = r.isolation;
+    out.engine = r.engine;
+    out.containment = r.containment;
+    out.descendants_killed = r.descendants_killed;
+    out.usage = r.usage;
+    out.limit_stream = r.limit_stream;
+    out.limit_bytes = r.limit_bytes;
+    out.output_bytes = r.output_bytes;
+    out.error = r.error;
+    out.streams_in_output = r.streams_in_output;
+    out.reused = r.reused;
+    out.streams_released = r.streams_released;
+    if (r.streams_in_output && r.output.is_object()) {
+        json::object o;
+        for (const auto& m : r.output.get_object())
+            if (m.key() != "stdout" && m.key() != "stderr") o.emplace(m.key(), m.value());
+        out.output = std::move(o);
+    } else {
+        out.output = r.output;
+    }
+    return out;
+}
+
 bool is_failure(task_state s) {
     return s != task_state::succeeded && s != task_state::skipped && s != task_state::cancelled;
 }
@@ -30,11 +65,12 @@ task_result aggregate_result(const run_view& view, const plan_task& t) {
     task_result r;
     json::array items;
     items.reserve(t.children.size());
-    bool any_failed = false, any_cancelled = false, all_skipped = true;
+    bool any_cancelled = false, all_skipped = true;
+    std::size_t failed = 0;
     for (auto child : t.children) {
         const task_result* c = view.result_of(child);
         task_state state = c ? c->state : task_state::skipped;
-        any_failed |= is_failure(state);
+        failed += is_failure(state);
         any_cancelled |= state == task_state::cancelled;
         all_skipped &= state == task_state::skipped;
         json::object item;
@@ -48,12 +84,13 @@ task_result aggregate_result(const run_view& view, const plan_task& t) {
             item["error"] = nullptr;
         items.push_back(std::move(item));
     }
-    r.state = any_failed                             ? task_state::failed
+    r.state = failed > 0                             ? task_state::failed
               : any_cancelled                        ? task_state::cancelled
               : (all_skipped && !t.children.empty()) ? task_state::skipped
                                                      : task_state::succeeded;
     if (r.state == task_state::failed)
-        r.error = task_error{error_code::child_failed, "at least one item failed"};
+        r.error = task_error{error_code::child_failed, std::to_string(failed) + " of " + std::to_string(t.children.size()) +
+                                                           (t.children.size() == 1 ? " item failed" : " items failed")};
     r.output = json::object{{"items", std::move(items)}};
     return r;
 }

@@ -13,6 +13,10 @@ namespace agentctl {
 task_result skipped_result(error_code code, std::string message);
 task_result failed_result(error_code code, std::string message);
 
+/// A copy of `r` without its captured streams: stdout_text, stderr_text, and the output's
+/// `stdout` and `stderr` where the output holds them (streams_in_output).
+task_result without_streams(const task_result& r);
+
 /// A task is a failure unless it succeeded, was skipped or was cancelled.
 bool is_failure(task_state s);
 

@@ -69,6 +69,9 @@ public:
         std::size_t n = p.tasks.size();
         results_.resize(n);
         state_.assign(n, node::pending);
+        ended_.assign(n, false);
+        executed_.assign(n, false);
+        report_.resumed = options_.resume != nullptr;
         unfinished_needs_.resize(n);
         dependants_.resize(n);
         for (std::uint32_t i = 0; i < n; ++i) {
@@ -115,6 +118,44 @@ public:
         started_ = std::chrono::steady_clock::now();
         wake_.expires_at(asio::steady_timer::time_point::max());
         for (const auto& w : report_.warnings) emit_warning(w);
+        if (co_await record_run_start()) co_await run_tasks();
+        else close_unstarted();
+        co_await record_run_end();
+    }
+
+    // The run's record is committed before any effect (a resumed run is recorded already).
+    asio::awaitable<bool> record_run_start() {
+        if (!options_.journal || options_.resume) co_return true;
+        journal_run run = options_.record;
+        run.run_id = report_.run_id;
+        run.workflow_name = plan_.workflow_name;
+        run.workflow_digest = plan_.workflow_digest;
+        run.plan_digest = plan_.plan_digest;
+        run.task_count = static_cast<std::uint32_t>(plan_.tasks.size());
+        run.owner = this_process_owner();
+        options_.journal->record_run(std::move(run));
+        auto error = co_await options_.journal->async_sync(asio::use_awaitable);
+        if (!error) co_return true;
+        journal_broke(*error);
+        co_return false;
+    }
+
+    // The run's end, and everything queued before it, committed before the run completes.
+    asio::awaitable<void> record_run_end() {
+        if (!options_.journal) co_return;
+        journal_run_end end;
+        end.state = final_state() == run_state::succeeded ? journal_run_state::succeeded
+                    : final_state() == run_state::cancelled ? journal_run_state::cancelled
+                                                            : journal_run_state::failed;
+        end.duration_ms = static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started_).count());
+        end.error = report_.error;
+        options_.journal->record_run_end(std::move(end));
+        auto error = co_await options_.journal->async_sync(asio::use_awaitable);
+        if (error) journal_broke(*error);
+    }
+
+    asio::awaitable<void> run_tasks() {
         if (!options_.approvals) {
             auto needing = tasks_requiring_approval(plan_);
             if (!needing.empty()) {
@@ -185,16 +226,18 @@ public:
                 task_error{error_code::budget_exceeded,
                            "the run exceeded budgets.maxWallTimeSeconds (" +
                                std::to_string(*plan_.budgets.max_wall_time_seconds) + " s) and was stopped"};
-        bool any_failure = std::any_of(report_.tasks.begin(), report_.tasks.end(),
-                                       [](const task_result& r) { return is_failure(r.state); });
-        if (cancelling_ && !cancelled_by_budget_)
-            report_.state = run_state::cancelled;
-        else if (any_failure || report_.error)
-            report_.state = run_state::failed;
-        else
-            report_.state = run_state::succeeded;
+        report_.state = final_state(report_.tasks);
         return std::move(report_);
     }
+
+    run_state final_state(const std::vector<task_result>& results) const {
+        bool any_failure =
+            std::any_of(results.begin(), results.end(), [](const task_result& r) { return is_failure(r.state); });
+        if (cancelling_ && !cancelled_by_budget_) return run_state::cancelled;
+        if (any_failure || report_.error || denied_ || cancelled_by_budget_) return run_state::failed;
+        return run_state::succeeded;
+    }
+    run_state final_state() const { return final_state(results_); }
 
 private:
     enum class node { pending, running, done };
@@ -246,6 +289,10 @@ private:
 
     // Acts on the admission decision for a ready task; only approval needs a wait here.
     asio::awaitable<void> dispatch(std::uint32_t idx) {
+        if (auto reused = reusable(idx)) {
+            record(idx, std::move(*reused));
+            co_return;
+        }
         view_.output_reserved = output_reserved_;
         admission a = admit(view_, idx);
         if (a.kind == admission::kind_t::record) {
@@ -276,7 +323,18 @@ private:
         start(idx, std::move(a.request));
     }
 
+    // Resume: an earlier segment's result stands unless a need of the task runs again.
+    std::optional<task_result> reusable(std::uint32_t idx) const {
+        if (!options_.resume || idx >= options_.resume->reuse.size() || !options_.resume->reuse[idx]) return std::nullopt;
+        for (auto need : plan_.tasks[idx].needs)
+            if (executed_[need]) return std::nullopt;
+        task_result r = *options_.resume->reuse[idx];
+        r.reused = true;
+        return r;
+    }
+
     void start(std::uint32_t idx, attempt_request request) {
+        executed_[idx] = true;
         state_[idx] = node::running;
         ++running_;
         auto signal = std::make_unique<asio::cancellation_signal>();
@@ -305,21 +363,49 @@ private:
         co_await asio::this_coro::throw_if_cancelled(false);
         const plan_task& t = plan_.tasks[idx];
         auto begun = std::chrono::steady_clock::now();
+        std::uint32_t before = attempts_before(idx);
         task_result result;
         for (std::uint32_t attempt = 1;; ++attempt) {
-            request.attempt = attempt;
-            emit_started(idx, attempt);
+            request.attempt = before + attempt;
+            if (options_.journal) {
+                // The intent is durable before the attempt starts: after a crash, an intent
+                // without an end is an attempt that may have had its effect.
+                options_.journal->record_intent(intent_of(request));
+                auto error = co_await options_.journal->async_sync(asio::use_awaitable);
+                if (error) {
+                    journal_broke(*error);
+                    result = failed_result(error_code::journal_failed, "the attempt was not started: " + error->message);
+                    result.attempts = request.attempt - 1;
+                    break;
+                }
+                request.on_started = [this, idx, n = request.attempt](const attempt_started& s) {
+                    record_handle(idx, n, s);
+                };
+            }
+            emit_started(idx, request.attempt);
             result = co_await asio::async_initiate<decltype(asio::use_awaitable), void(task_result)>(
                 [this](auto handler, const attempt_request* r) {
                     runner_->async_run(*r, std::move(handler));
                 },
                 asio::use_awaitable, &request);
-            result.attempts = attempt;
+            result.attempts = request.attempt;
+            result.argv.clear();
+            result.argv.reserve(request.args.size() + 1);
+            result.argv.push_back(plan_.action_of(t).command);
+            result.argv.insert(result.argv.end(), request.args.begin(), request.args.end());
             bool cancelled =
                 (co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none;
             if (cancelled || attempt >= static_cast<std::uint32_t>(t.retry.max_attempts) ||
                 !retry_allowed(t.retry, plan_.action_of(t), result))
                 break;
+            // Retried: this attempt's end (with its streams) goes to the journal now; the last
+            // attempt's end is recorded with the task's final result (finish()).
+            if (options_.journal) {
+                task_result kept = without_streams(result);
+                options_.journal->record_end(attempt_end{idx, request.attempt, std::move(result), false});
+                result = std::move(kept);
+                ended_[idx] = true;
+            }
             if (t.retry.backoff_ms > 0) {
                 asio::steady_timer backoff(ex_, std::chrono::milliseconds(t.retry.backoff_ms));
                 co_await backoff.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -329,6 +415,7 @@ private:
                     break;
                 }
             }
+            ended_[idx] = false;
         }
         result.duration_ms = static_cast<std::uint64_t>(
             std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - begun)
@@ -356,11 +443,12 @@ private:
             output_reserved_ += r.output_bytes;
             reservations_.erase(reserved);
         }
-        record(idx, std::move(r));
+        record(idx, std::move(r), /*ran=*/true);
     }
 
-    // A task reached its final state: store it, tell the sink, release dependants.
-    void record(std::uint32_t idx, task_result r) {
+    // A task reached its final state: store it, tell the sink, journal it, release dependants.
+    // `ran`: it comes from attempts (the last one's end is recorded here, with the final).
+    void record(std::uint32_t idx, task_result r, bool ran = false) {
         const plan_task& t = plan_.tasks[idx];
         state_[idx] = node::done;
         results_[idx] = std::move(r);
@@ -382,14 +470,93 @@ private:
             e.finished = static_cast<std::uint32_t>(finished_);
             options_.events->on_event(e);
         }
+        if (options_.journal && !results_[idx].reused) journal_final(idx, ran);
         for (auto d : dependants_[idx])
             if (--unfinished_needs_[d] == 0) ready_.push(d);
+    }
+
+    // The task's final result into the journal. Unless something reads its output later in
+    // the run, its streams leave memory now: the journal has them, reports read them there.
+    void journal_final(std::uint32_t idx, bool ran) {
+        task_result& r = results_[idx];
+        const plan_task& t = plan_.tasks[idx];
+        const bool keep = t.output_referenced;
+        task_result light = without_streams(r);
+        std::optional<std::uint32_t> streams_attempt;
+        bool unstarted = r.error && r.error->code == error_code::journal_failed;
+        if (ran && ended_[idx]) {
+            streams_attempt = r.attempts;  // retried, then cancelled during its backoff: that end is recorded
+        } else if (ran && r.attempts > 0 && !unstarted) {
+            // The last attempt's end holds the streams; the final names it.
+            bool cleanup_failed = r.error && r.error->code == error_code::container_cleanup_failed;
+            options_.journal->record_end(
+                attempt_end{idx, r.attempts, keep ? task_result(r) : std::move(r), cleanup_failed});
+            streams_attempt = light.attempts;
+        }
+        if (streams_attempt)
+            options_.journal->record_final(task_final{idx, t.id, light, streams_attempt, false});
+        else
+            options_.journal->record_final(task_final{idx, t.id, keep ? task_result(r) : std::move(r), std::nullopt, false});
+        if (!keep) {
+            light.streams_released = true;
+            r = std::move(light);
+        }
+    }
+
+    void record_handle(std::uint32_t idx, std::uint32_t attempt, const attempt_started& s) {
+        attempt_handle h;
+        h.task_index = idx;
+        h.attempt = attempt;
+        h.pid = s.pid;
+        if (s.pid) h.pid_start_time = s.start_lo;
+        h.cgroup = s.cgroup;
+        h.container = s.container;
+        h.container_engine = s.container_engine;
+        h.slurm_job_id = s.slurm_job_id;
+        options_.journal->record_handle(std::move(h));
+    }
+
+    attempt_intent intent_of(const attempt_request& request) const {
+        const plan_task& t = request.task();
+        const action_spec& a = request.action();
+        attempt_intent i;
+        i.task_index = request.task_index;
+        i.task_id = t.id;
+        i.attempt = request.attempt;
+        i.backend = "local";
+        i.isolation = std::string(to_string(a.isolation));
+        i.argv.push_back(a.command);
+        i.argv.insert(i.argv.end(), request.args.begin(), request.args.end());
+        for (const auto& e : a.env) i.env_names.push_back(e.name);
+        i.cwd = request.cwd;
+        i.limits = json::object{{"timeoutMs", t.timeout_ms},
+                                {"stdoutBytes", t.limits.stdout_bytes},
+                                {"stderrBytes", t.limits.stderr_bytes},
+                                {"combinedBytes", t.limits.combined_bytes}};
+        return i;
+    }
+
+    std::uint32_t attempts_before(std::uint32_t idx) const {
+        if (!options_.resume || idx >= options_.resume->attempts_before.size()) return 0;
+        return options_.resume->attempts_before[idx];
+    }
+
+    // A journal write failed: nothing more can be recorded, so nothing more may start.
+    void journal_broke(const journal_error& e) {
+        if (!report_.error)
+            report_.error = task_error{error_code::journal_failed, "the run journal failed: " + e.message};
+        wake_.cancel();
     }
 
     // Tasks that never started: cancelled when the run was cancelled, skipped otherwise.
     void close_unstarted() {
         for (std::uint32_t i = 0; i < plan_.tasks.size(); ++i) {
             if (state_[i] == node::done) continue;
+            if (plan_.tasks[i].kind == plan_task::kind_t::aggregate) {
+                // Its children come before it in plan order, so they are all final by now.
+                record(i, aggregate_result(view_, plan_.tasks[i]));
+                continue;
+            }
             if (report_.error && !stop_after_failure_) {
                 record(i, skipped_result(error_code::not_started, "not started: " + report_.error->message));
             } else if (cancelling_) {
@@ -418,6 +585,8 @@ private:
 
     std::vector<task_result> results_;
     std::vector<node> state_;
+    std::vector<bool> ended_;     // the journal has the end of the task's last attempt already
+    std::vector<bool> executed_;  // resume: the task runs again in this segment
     std::vector<std::uint32_t> unfinished_needs_;
     std::vector<std::vector<std::uint32_t>> dependants_;
     // Ready tasks in plan order (plan order is topological with declaration tie-breaks).

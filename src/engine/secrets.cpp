@@ -146,7 +146,7 @@ asio::awaitable<resolved_environment> resolve_environment(const std::vector<env_
                 if (!v)
                     co_return fail(e, error_code::secret_unavailable,
                                    "environment variable " + e.source.text + " is not set");
-                add(e, *v, true);
+                add(e, *v, e.source.is_secret());  // `{env: NAME, secret: false}`: a plain host variable
                 break;
             }
             case env_source::kind_t::file: {

@@ -3,7 +3,12 @@
 
 #include <agentctl/version.hpp>
 
+#include <boost/json/object.hpp>
 #include <boost/version.hpp>
+
+#include <cstring>
+
+namespace json = boost::json;
 
 namespace agentctl {
 
@@ -43,6 +48,7 @@ int run_report::exit_code() const {
     if (state == run_state::succeeded) return static_cast<int>(exit_status::success);
     if (state == run_state::cancelled) return static_cast<int>(exit_status::cancelled);
     if (error && is_policy(error->code)) return static_cast<int>(exit_status::policy);
+    if (error && is_persistence(error->code)) return static_cast<int>(exit_status::persistence);
     return static_cast<int>(exit_status::run_failed);
 }
 
@@ -122,14 +128,14 @@ void write_sweep_report(json_writer& w, const sweep_report& r) {
 }
 
 void write_run_outcome(json_sink& out, const plan& p, const run_report& report, const diagnostics& diags,
-                       const sweep_report* leftovers) {
+                       const sweep_report* leftovers, stream_source* streams) {
     json_writer w(out);
     w.begin_object();
     w.member("apiVersion", cli_api_version);
     w.member("kind", "RunOutcome");
     w.member("ok", report.state == run_state::succeeded);
     w.key("data");
-    write_run_report(w, p, report, leftovers);
+    write_run_report(w, p, report, leftovers, streams);
     w.key("diagnostics");
     write_diagnostics(w, diags);
     w.end_object();
@@ -140,24 +146,108 @@ void write_run_outcome(json_sink& out, const plan& p, const run_report& report, 
 void write_event(json_writer& w, const plan& p, const run_event& e) {
     w.begin_object();
     w.member("event", e.kind == run_event::kind_t::task_started ? "taskStarted" : "taskFinished");
-    w.member("task", p.tasks[e.task_index].id);
+    w.member("taskId", p.tasks[e.task_index].id);
     w.member("attempt", static_cast<std::uint64_t>(e.attempt));
     w.member("elapsedMs", static_cast<std::uint64_t>(
                               std::chrono::duration_cast<std::chrono::milliseconds>(e.elapsed).count()));
     if (e.result) {
         w.key("result");
-        write_task_result(w, *e.result);
+        write_task_result(w, p, e.task_index, *e.result);
     }
     w.end_object();
 }
 
-void write_task_result(json_writer& w, const task_result& r) {
+namespace {
+
+std::string signal_name(int sig) {
+    const char* abbrev = ::sigabbrev_np(sig);
+    return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+// A builtin.shell.exec output holds copies of the task's streams.
+bool output_holds_streams(const plan& p, std::uint32_t index) {
+    const plan_task& t = p.tasks[index];
+    return t.kind != plan_task::kind_t::aggregate && p.action_of(t).kind == action_kind::shell_exec;
+}
+
+// A task's output as it appears in a document: without the copies of its streams, and for an
+// aggregate, its items without their children's.
+void write_output(json_writer& w, const plan& p, std::uint32_t index, const json::value& output) {
+    const plan_task& t = p.tasks[index];
+    if (t.kind == plan_task::kind_t::aggregate && output.is_object()) {
+        const json::object& o = output.get_object();
+        w.begin_object();
+        for (const auto& m : o) {
+            w.key(m.key());
+            if (m.key() != "items" || !m.value().is_array()) {
+                w.value(m.value());
+                continue;
+            }
+            w.begin_array();
+            for (const auto& item : m.value().get_array()) {
+                const json::object* io = item.if_object();
+                const json::value* n = io ? io->if_contains("index") : nullptr;
+                std::optional<std::uint32_t> child;
+                if (n && n->is_number()) {
+                    auto k = n->to_number<std::uint64_t>();
+                    if (k < t.children.size()) child = t.children[k];
+                }
+                if (!io || !child) {
+                    w.value(item);
+                    continue;
+                }
+                w.begin_object();
+                for (const auto& im : *io) {
+                    w.key(im.key());
+                    if (im.key() == "output") write_output(w, p, *child, im.value());
+                    else w.value(im.value());
+                }
+                w.end_object();
+            }
+            w.end_array();
+        }
+        w.end_object();
+        return;
+    }
+    if (output_holds_streams(p, index) && output.is_object()) {
+        w.begin_object();
+        for (const auto& m : output.get_object()) {
+            if (m.key() == "stdout" || m.key() == "stderr") continue;
+            w.key(m.key());
+            w.value(m.value());
+        }
+        w.end_object();
+        return;
+    }
+    w.value(output);
+}
+
+}  // namespace
+
+void write_task_result(json_writer& w, const plan& p, std::uint32_t index, const task_result& r,
+                       const std::string* stdout_text, const std::string* stderr_text) {
+    const plan_task& t = p.tasks[index];
     w.begin_object();
     w.member("state", to_string(r.state));
     w.member("attempts", static_cast<std::uint64_t>(r.attempts));
-    if (r.exit_code) w.member("exitCode", *r.exit_code);
-    if (r.signal) w.member("signal", *r.signal);
+    w.key("exitCode");
+    if (r.exit_code) w.number(*r.exit_code);
+    else w.null();
+    w.key("signal");
+    if (r.signal) w.string(signal_name(*r.signal));
+    else w.null();
     w.member("durationMs", r.duration_ms);
+    if (r.reused) w.member("reused", true);
+    if (!r.argv.empty()) {
+        w.key("argv");
+        w.begin_array();
+        for (const auto& a : r.argv) w.string(a);
+        w.end_array();
+    }
+    if (!t.vars.empty()) {
+        w.key("vars");
+        w.value(json::value(t.vars));
+    }
     if (!r.command.empty()) w.member("command", r.command);
     if (!r.isolation.empty()) w.member("isolation", r.isolation);
     if (!r.engine.empty()) w.member("engine", r.engine);
@@ -166,8 +256,8 @@ void write_task_result(json_writer& w, const task_result& r) {
         w.member("descendantsKilled", static_cast<std::uint64_t>(r.descendants_killed));
     }
     if (!r.isolation.empty()) {
-        w.member("stdout", stdout_of(r));
-        w.member("stderr", stderr_of(r));
+        w.member("stdout", stdout_text ? std::string_view(*stdout_text) : stdout_of(r));
+        w.member("stderr", stderr_text ? std::string_view(*stderr_text) : stderr_of(r));
         if (r.stdout_lossy) w.member("stdoutLossy", true);
         if (r.stderr_lossy) w.member("stderrLossy", true);
         w.key("usage");
@@ -185,11 +275,13 @@ void write_task_result(json_writer& w, const task_result& r) {
         w.key("error");
         write_error(w, *r.error);
     }
-    w.member("output", r.output);
+    w.key("output");
+    write_output(w, p, index, r.output);
     w.end_object();
 }
 
-void write_run_report(json_writer& w, const plan& p, const run_report& report, const sweep_report* leftovers) {
+void write_run_report(json_writer& w, const plan& p, const run_report& report, const sweep_report* leftovers,
+                      stream_source* streams) {
     w.begin_object();
     w.member("runId", report.run_id);
     w.member("state", to_string(report.state));
@@ -200,12 +292,34 @@ void write_run_report(json_writer& w, const plan& p, const run_report& report, c
     }
     w.key("tasks");
     w.begin_object();
-    for (std::size_t i = 0; i < p.tasks.size() && i < report.tasks.size(); ++i) {
+    std::string out, err;
+    for (std::uint32_t i = 0; i < p.tasks.size() && i < report.tasks.size(); ++i) {
+        const task_result& r = report.tasks[i];
         w.key(p.tasks[i].id);
-        write_task_result(w, report.tasks[i]);
+        if (r.streams_released && streams && !r.isolation.empty()) {
+            // One task's streams at a time: the document streams out, memory stays flat.
+            out.clear();
+            err.clear();
+            streams->streams(i, out, err);
+            write_task_result(w, p, i, r, &out, &err);
+        } else {
+            write_task_result(w, p, i, r);
+        }
     }
     w.end_object();
-    w.member("output", report.output);
+    w.key("output");
+    if (p.outputs.empty() && report.output.is_object()) {
+        // task id -> output: the streams are in `tasks` already.
+        w.begin_object();
+        for (const auto& m : report.output.get_object()) {
+            w.key(m.key());
+            if (auto i = p.find(m.key())) write_output(w, p, *i, m.value());
+            else w.value(m.value());
+        }
+        w.end_object();
+    } else {
+        w.value(report.output);
+    }
     if (leftovers && !leftovers->empty()) {
         w.key("leftovers");
         write_sweep_report(w, *leftovers);

@@ -233,9 +233,9 @@ BOOST_AUTO_TEST_CASE(jsonl_streams_events_then_the_outcome) {
     for (std::string line; std::getline(in, line);) lines.push_back(parse_json(line));
     BOOST_REQUIRE(lines.size() == 5u);
     BOOST_TEST(lines[0].at("event").as_string() == "taskStarted");
-    BOOST_TEST(lines[0].at("task").as_string() == "a");
+    BOOST_TEST(lines[0].at("taskId").as_string() == "a");
     BOOST_TEST(lines[1].at("event").as_string() == "taskFinished");
-    BOOST_TEST(lines[3].at("task").as_string() == "b");
+    BOOST_TEST(lines[3].at("taskId").as_string() == "b");
     BOOST_TEST(lines[4].at("kind").as_string() == "RunOutcome");
 }
 

@@ -221,7 +221,7 @@ spec:
     string_sink sink;
     {
         json_writer w(sink);
-        write_task_result(w, t);
+        write_task_result(w, *compiled.compiled, 0, t);
     }
     BOOST_TEST(boost::json::parse(sink.text).at("stdout") == t.output.at("stdout"));
 }
