@@ -41,6 +41,14 @@ constexpr const char* usage_text =
     "  --interactive               ask for approval on the terminal\n"
     "  --keep-going                treat every task as failure: continue\n"
     "\n"
+    "backend options (run, doctor):\n"
+    "  --backend local|slurm       where process tasks run (default local; slurm: one srun job each)\n"
+    "  --slurm-partition P         with --backend slurm: the partition (a,b: any of these)\n"
+    "  --slurm-account A           the account to charge\n"
+    "  --slurm-qos Q               the quality of service\n"
+    "  --slurm-cpus-per-task N     CPUs of each job\n"
+    "  --slurm-mem MIB             memory of each job, in MiB\n"
+    "\n"
     "See agentctl(1).\n";
 
 // --output json must shape even the usage errors, so look for it before parsing.
@@ -83,10 +91,14 @@ int main(int argc, char** argv) {
     run.add_options()("jobs,j", po::value<int>())("workspace", po::value<std::string>())(
         "timeout-seconds", po::value<double>())("interactive", po::bool_switch(&cl.interactive))(
         "keep-going", po::bool_switch(&cl.keep_going));
+    po::options_description backend("backend");
+    backend.add_options()("backend", po::value<std::string>())("slurm-partition", po::value<std::string>())(
+        "slurm-account", po::value<std::string>())("slurm-qos", po::value<std::string>())(
+        "slurm-cpus-per-task", po::value<std::string>())("slurm-mem", po::value<std::string>());
     po::options_description hidden("hidden");
     hidden.add_options()("args", po::value<std::vector<std::string>>());
     po::options_description all;
-    all.add(global).add(inputs).add(run).add(hidden);
+    all.add(global).add(inputs).add(run).add(backend).add(hidden);
     po::positional_options_description positional;
     positional.add("args", -1);
 
@@ -148,6 +160,26 @@ int main(int argc, char** argv) {
         return usage_error(cl, "--interactive and --keep-going apply to run only");
     if (vm.count("workspace") && !(is_run || cl.command == "doctor"))
         return usage_error(cl, "--workspace applies to run and doctor only");
+    static const char* const slurm_flags[] = {"partition", "account", "qos", "cpus-per-task", "mem"};
+    bool any_slurm_flag = false;
+    for (const char* name : slurm_flags) any_slurm_flag |= vm.count(std::string("slurm-") + name) > 0;
+    if ((vm.count("backend") || any_slurm_flag) && !(is_run || cl.command == "doctor"))
+        return usage_error(cl, "--backend and --slurm-* apply to run and doctor only");
+    if (vm.count("backend")) {
+        auto b = agentctl::backend_from_string(vm["backend"].as<std::string>());
+        if (!b)
+            return usage_error(
+                cl, "--backend must be local or slurm, not \"" + vm["backend"].as<std::string>() + "\"");
+        cl.backend = *b;
+    }
+    if (any_slurm_flag && cl.backend != agentctl::backend_kind::slurm)
+        return usage_error(cl, "--slurm-* options need --backend slurm");
+    for (const char* name : slurm_flags) {
+        std::string flag = std::string("slurm-") + name;
+        if (!vm.count(flag)) continue;
+        std::string why = agentctl::set_slurm_option(cl.slurm, name, vm[flag].as<std::string>());
+        if (!why.empty()) return usage_error(cl, why);
+    }
     if (cl.command == "version" && (vm.count("input") || vm.count("inputs-file")))
         return usage_error(cl, "version takes no inputs");
     if (cl.jobs && (*cl.jobs < 1 || *cl.jobs > agentctl::limits::max_concurrency))
