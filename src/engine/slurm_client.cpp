@@ -143,10 +143,10 @@ asio::awaitable<removal> cancel_and_confirm(const tools& t, const std::vector<st
                                             std::vector<queue_entry> jobs, std::chrono::milliseconds bound) {
     removal out;
     auto deadline = std::chrono::steady_clock::now() + bound;
-    auto last_cancel = std::chrono::steady_clock::time_point::min();
+    std::optional<std::chrono::steady_clock::time_point> last_cancel;
     std::chrono::milliseconds pause = 100ms;
     while (!jobs.empty()) {
-        if (std::chrono::steady_clock::now() - last_cancel >= 5s) {
+        if (!last_cancel || std::chrono::steady_clock::now() - *last_cancel >= 5s) {
             // SIGKILL to each step ends the program at once (plain scancel waits KillWait for a
             // program that ignores SIGTERM); scancel of the job releases the allocation.
             for (const auto& j : jobs) co_await call(scancel_kill_step(t.scancel, j.job_id), env);
