@@ -222,7 +222,7 @@ std::optional<std::string> default_partition(std::string_view output) {
         std::string_view line = output.substr(0, nl);
         output = nl == std::string_view::npos ? std::string_view() : output.substr(nl + 1);
         auto bar = line.find('|');
-        if (bar == std::string_view::npos || bar == 0) continue;
+        if (bar == std::string_view::npos || bar < 2) continue;  // a name, then '*'
         if (line[bar - 1] == '*') return std::string(line.substr(0, bar - 1));
     }
     return std::nullopt;
