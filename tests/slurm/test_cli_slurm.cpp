@@ -92,7 +92,7 @@ std::string workflow(const std::string& policy, const std::string& actions, cons
            "  tasks:\n" + tasks;
 }
 
-std::string quoted(const std::string& s) {
+std::string yaml_quoted(const std::string& s) {
     return json::serialize(json::value(s));
 }
 
@@ -100,9 +100,9 @@ std::string quoted(const std::string& s) {
 std::string probe_action(const std::string& name, const std::vector<std::string>& args,
                          const std::string& extra = "") {
     std::string list;
-    for (const auto& a : args) list += (list.empty() ? "" : ", ") + quoted(a);
+    for (const auto& a : args) list += (list.empty() ? "" : ", ") + yaml_quoted(a);
     return "    " + name +
-           ":\n      kind: builtin.shell.exec\n      command: " + quoted(cluster::get().probe) +
+           ":\n      kind: builtin.shell.exec\n      command: " + yaml_quoted(cluster::get().probe) +
            "\n      args: [" + list + "]\n" + extra;
 }
 
@@ -533,6 +533,39 @@ BOOST_AUTO_TEST_CASE(backend_flags_are_checked) {
     BOOST_TEST(sv.at("data").at("error").at("code").as_string() == "engine_variable_not_allowed");
 }
 
+BOOST_AUTO_TEST_CASE(an_extension_runs_as_two_jobs_with_its_request_on_stdin) {
+    std::string textstats = env_or_empty("AGENTCTL_TEXTSTATS");
+    BOOST_TEST_REQUIRE(fs::exists(textstats),
+                       "AGENTCTL_TEXTSTATS is not the sample extension: " << textstats);
+    cli_test::temp_dir dir;
+    std::string actions =
+        "    textstats:\n      kind: extension.process\n      command: " + yaml_quoted(textstats) +
+        "\n      protocolVersion: agentctl.dev/process-extension/v1\n      idempotency: pure\n"
+        "      capabilities: [text.count]\n"
+        "      inputSchema: {type: object, required: [text], additionalProperties: false,\n"
+        "                    properties: {text: {type: string}}}\n"
+        "      outputSchema: {type: object, required: [words, lines, bytes, longest], additionalProperties: "
+        "false,\n"
+        "                     properties: {words: {type: integer, minimum: 0}, lines: {type: integer, "
+        "minimum: 0},\n"
+        "                                  bytes: {type: integer, minimum: 0},\n"
+        "                                  longest: {type: string}}}\n";
+    auto wf = dir.write(
+        "wf.yaml",
+        workflow("    processAllowlist: [agentctl-textstats]\n", actions,
+                 "    - {id: count, uses: action:textstats, with: {text: \"the quick brown fox\"}}\n"));
+    auto r = cli({"--output", "json", "run", "--backend", "slurm", wf});
+    BOOST_TEST_REQUIRE(r.exit_code == 0, r.out << r.err);
+    json::value v = parse_json(r.out);
+    const auto& t = task_of(v, "count");
+    BOOST_TEST(t.at("output").at("words").as_int64() == 4);
+    BOOST_TEST(t.at("output").at("longest").as_string() == "quick");
+    BOOST_TEST(t.at("backend").as_string() == "slurm");
+    BOOST_TEST(t.at("slurm").at("state").as_string() == "COMPLETED");
+    auto left = active_jobs_of_run(std::string(v.at("data").at("runId").as_string()));
+    BOOST_TEST(left.empty(), names_of(left));
+}
+
 // Stops the controller (and restarts it).
 BOOST_AUTO_TEST_CASE(a_stopped_controller_fails_closed) {
     cli_test::temp_dir dir;
@@ -665,6 +698,69 @@ BOOST_AUTO_TEST_CASE(a_dead_runs_jobs_are_cancelled_and_no_one_elses) {
         BOOST_TEST_REQUIRE((std::chrono::steady_clock::now() < until), "the test's jobs are still listed");
         slurm_test::pause(100ms);
     }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// Last: the node goes down while a task runs (and is brought back).
+BOOST_AUTO_TEST_SUITE(node_failure)
+
+BOOST_AUTO_TEST_CASE(a_node_failure_is_reported_as_slurms_not_the_programs) {
+    const auto& c = cluster::get();
+    cli_test::temp_dir dir;
+    std::string marker = dir.path() + "/started";
+    auto wf = dir.write(
+        "wf.yaml", workflow(allow_probe, probe_action("hold", {"trap-term", "exit", "0", "--marker", marker}),
+                            "    - {id: hold, uses: action:hold}\n"));
+    bool downed = false;
+    cli_test::command_options o;
+    o.poll = [&](pid_t) {
+        if (!fs::exists(marker)) return false;
+        auto down = slurm_test::run({slurm_test::tool("scontrol"), "update", "nodename=" + c.node,
+                                     "state=down", "reason=agentctl-cli-test"},
+                                    slurm_test::client_env(), 20s);
+        downed = down.exited && down.code == 0;
+        return true;
+    };
+    auto r = cli({"--output", "json", "run", "--backend", "slurm", wf}, o);
+    // ReturnToService=2 brings the node back once slurmd answers; resume it if not.
+    slurm_test::run({slurm_test::tool("scontrol"), "update", "nodename=" + c.node, "state=resume"},
+                    slurm_test::client_env(), 20s);
+    wait_node_idle();
+    BOOST_TEST_REQUIRE(downed, "the node could not be set down");
+    BOOST_TEST_REQUIRE(r.exit_code == 4, r.out << r.err);  // srun itself said 0
+    json::value v = parse_json(r.out);
+    const auto& t = task_of(v, "hold");
+    BOOST_TEST(t.at("state").as_string() == "failed", t);
+    BOOST_TEST(error_code_of(t) == "slurm_node_failure", t);
+    BOOST_TEST(t.at("slurm").at("state").as_string() == "NODE_FAIL");
+    BOOST_TEST(!t.contains("exitCode"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// Needs the fixture's cgroup mode (AGENTCTL_SLURM_CGROUP=v1): meson test slurm-cli-oom.
+BOOST_AUTO_TEST_SUITE(oom_cli)
+
+BOOST_AUTO_TEST_CASE(an_out_of_memory_kill_is_reported_as_such) {
+    BOOST_TEST_REQUIRE(
+        env_or_empty("AGENTCTL_SLURM_CGROUP") == "v1",
+        "run through tools/slurm-fixture with AGENTCTL_SLURM_CGROUP=v1 (meson test slurm-cli-oom)");
+    cli_test::temp_dir dir;
+    auto wf = dir.write(
+        "wf.yaml",
+        workflow(allow_probe, probe_action("big", {"alloc", "200"}) + probe_action("small", {"alloc", "10"}),
+                 "    - {id: big, uses: action:big, failure: continue}\n"
+                 "    - {id: small, uses: action:small}\n"));
+    auto r = cli({"--output", "json", "run", "--backend", "slurm", "--slurm-mem", "50", wf});
+    BOOST_TEST_REQUIRE(r.exit_code == 4, r.out << r.err);
+    json::value v = parse_json(r.out);
+    const auto& big = task_of(v, "big");
+    BOOST_TEST(big.at("state").as_string() == "failed", big);
+    BOOST_TEST(error_code_of(big) == "oom_killed", big);
+    BOOST_TEST(big.at("slurm").at("state").as_string() == "OUT_OF_MEMORY");
+    const auto& small = task_of(v, "small");
+    BOOST_TEST(small.at("state").as_string() == "succeeded", small);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
