@@ -566,6 +566,32 @@ BOOST_AUTO_TEST_CASE(an_extension_runs_as_two_jobs_with_its_request_on_stdin) {
     BOOST_TEST(left.empty(), names_of(left));
 }
 
+BOOST_AUTO_TEST_CASE(slurm_commands_missing_from_the_path_fail_closed) {
+    cli_test::temp_dir dir;
+    auto wf = dir.write("wf.yaml", workflow(allow_probe, probe_action("ok", {"exit", "0"}),
+                                            "    - {id: ok, uses: action:ok}\n"));
+    // A PATH without Slurm: the probe is named by its absolute path, srun is looked up.
+    std::vector<std::string> env = {"PATH=" + dir.path(), "HOME=/root", "SLURM_CONF=" + cluster::get().conf};
+    auto r = slurm_test::run({cli_test::agentctl_bin(), "--output", "json", "run", "--backend", "slurm", wf},
+                             env, 60s);
+    BOOST_TEST_REQUIRE((r.exited && r.code == 4), slurm_test::describe(r));
+    json::value v = parse_json(r.out);
+    BOOST_TEST(v.at("data").at("error").at("code").as_string() == "backend_unavailable");
+    std::string message(v.at("data").at("error").at("message").as_string());
+    for (const char* tool : {"srun", "squeue", "scancel", "scontrol", "sinfo"})
+        BOOST_TEST(message.find(tool) != std::string::npos, tool << ": " << message);
+    BOOST_TEST(message.find(dir.path()) != std::string::npos, message);  // where it looked
+    BOOST_TEST(task_of(v, "ok").at("state").as_string() == "skipped");
+    auto d = slurm_test::run(
+        {cli_test::agentctl_bin(), "--output", "json", "doctor", "--backend", "slurm", wf}, env, 60s);
+    BOOST_TEST((d.exited && d.code == 4), slurm_test::describe(d));
+    json::value dv = parse_json(d.out);
+    std::size_t missing = 0;
+    for (const auto& c : dv.at("data").at("checks").as_array())
+        missing += c.at("check").as_string() == "backend" && c.at("status").as_string() == "missing";
+    BOOST_TEST(missing == 5u, d.out);
+}
+
 // Stops the controller (and restarts it).
 BOOST_AUTO_TEST_CASE(a_stopped_controller_fails_closed) {
     cli_test::temp_dir dir;
