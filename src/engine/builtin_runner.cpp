@@ -12,6 +12,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <array>
 #include <memory>
 
 namespace asio = boost::asio;
@@ -130,7 +131,9 @@ private:
     // Every launcher finishes, whatever the others said; the first error fails the run.
     asio::awaitable<std::optional<task_error>> finish() {
         std::optional<task_error> first;
-        for (launcher* l : {host_.get(), container_.get()}) {
+        // A named array: GCC 12 trips over a braced list's backing array inside a coroutine.
+        std::array<launcher*, 2> launchers{host_.get(), container_.get()};
+        for (launcher* l : launchers) {
             auto error =
                 co_await asio::async_initiate<decltype(asio::use_awaitable), void(std::optional<task_error>)>(
                     [l](auto handler) { l->async_finish(std::move(handler)); }, asio::use_awaitable);
