@@ -211,6 +211,16 @@ def section(results, chart_rel="docs/bench/performance.png", results_rel="docs/b
             f"(spread {c['agentctl_spread_s']:.2f} s), the same `podman run` flags from `xargs -P {c['jobs']}` "
             f"{c['podman_loop_median_s']:.2f} s (spread {c['podman_loop_spread_s']:.2f} s); medians of "
             f"{c['runs']} interleaved runs: {c['ratio']:.3f}×.")
+    sl = results.get("slurm")
+    if sl:
+        cpu = sl.get("agentctl_cpu_ms_per_attempt")
+        notes.append(
+            f"Slurm backend (`bench/slurm_bench.py` under `tools/slurm-fixture`, 8 CPUs): {sl['n']} × `/bin/true` "
+            f"at `--jobs {sl['jobs']}` through `agentctl run --backend slurm` took {sl['agentctl_median_s']:.2f} s "
+            f"(spread {sl['agentctl_spread_s']:.2f} s), `xargs -P {sl['jobs']} srun /bin/true` "
+            f"{sl['srun_loop_median_s']:.2f} s (spread {sl['srun_loop_spread_s']:.2f} s); medians of {sl['runs']} "
+            f"interleaved runs: {sl['ratio']:.3f}×"
+            + (f"; agentctl's own CPU {cpu:.2f} ms per attempt" if cpu is not None else "") + ".")
     for s in results["skipped"]:
         notes.append(f"Skipped {s['what']}: {s['reason']}.")
     for n in results["notes"]:

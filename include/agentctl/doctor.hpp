@@ -5,6 +5,7 @@
 // each candidate container engine to inspect the pinned image.
 #pragma once
 
+#include <agentctl/backend.hpp>
 #include <agentctl/plan.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
@@ -22,7 +23,7 @@ namespace agentctl {
 /// One prerequisite of one process action.
 struct doctor_check {
     std::string action;   ///< the action's name
-    std::string check;    ///< "executable" | "cwd" | "env" | "engine"
+    std::string check;    ///< "executable" | "cwd" | "env" | "engine" | "backend"
     std::string subject;  ///< what was looked at: a path, a variable name, an engine
     std::string status;   ///< "ok" | "missing" | "unavailable" | "unchecked"
     std::string detail;   ///< why, for people; never a secret value
@@ -44,6 +45,8 @@ struct doctor_options {
     std::string search_path;  ///< PATH for bare command names and engines
     /// agentctl's own environment: `{env: NAME}` sources (presence only) and engine clients.
     std::function<std::optional<std::string>(std::string_view)> host_env;
+    backend_kind backend = backend_kind::local;  ///< slurm: the Slurm commands, controller and partition too
+    slurm_options slurm;
 };
 
 namespace detail {

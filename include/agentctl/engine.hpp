@@ -4,6 +4,7 @@
 // global state. Everything runs on the executor given to async_run().
 #pragma once
 
+#include <agentctl/backend.hpp>
 #include <agentctl/diagnostic.hpp>
 #include <agentctl/events.hpp>
 #include <agentctl/journal.hpp>
@@ -72,6 +73,10 @@ struct run_options {
     /// Reads agentctl's own environment for `{env: NAME}` sources and engine clients.
     std::function<std::optional<std::string>(std::string_view)> host_env;
     containment_policy containment = containment_policy::automatic;
+    /// Where host-process attempts run; `slurm`: one srun job each (docs/DESIGN.md, "Slurm
+    /// backend"), and container actions are refused before any effect.
+    backend_kind backend = backend_kind::local;
+    slurm_options slurm;  ///< backend slurm: resource options of every job
     std::chrono::milliseconds drain_grace{250};
     task_runner* runner = nullptr;  ///< nullptr: the built-in host/container runner
     event_sink* events = nullptr;   ///< optional

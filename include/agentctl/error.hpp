@@ -45,6 +45,16 @@ enum class error_code : std::uint8_t {
     engine_variable_not_allowed,
     container_engine_error,
     container_cleanup_failed,
+    // The Slurm backend: Slurm, not the program, ended the job; or its removal is unconfirmed.
+    slurm_time_limit,
+    slurm_node_failure,
+    slurm_preempted,
+    slurm_cancelled,
+    slurm_boot_failure,
+    slurm_deadline,
+    slurm_launch_failed,
+    slurm_unknown_end,
+    slurm_cleanup_failed,
     // Policy.
     policy_process_not_allowed,
     policy_secret_process_not_allowed,

@@ -54,7 +54,11 @@ struct task_result {
     std::vector<std::string> argv;  ///< the command line the task asked for: command, then rendered args
     std::string isolation;     ///< "process" | "container" | "" for pure actions
     std::string engine;        ///< container: "docker" | "podman"
-    std::string containment;   ///< "cgroup" | "process-group" | "engine"
+    std::string containment;   ///< "cgroup" | "process-group" | "engine" | "slurm"
+    std::string backend = "local";              ///< where the last attempt ran: "local" | "slurm"
+    std::optional<std::uint64_t> slurm_job_id;  ///< slurm: the last attempt's job, once squeue listed it
+    std::string slurm_node;                     ///< slurm: the node it ran on, as squeue printed it
+    std::string slurm_state;  ///< slurm: the job's final state ("COMPLETED", "NODE_FAIL", ...), if seen
     std::uint32_t descendants_killed = 0;
     resource_usage usage;
     std::string limit_stream;  ///< output_limit_exceeded: "stdout" | "stderr" | "combined output"

@@ -33,6 +33,10 @@ task_result to_task_result(launch_result r, const resolved_environment& env, std
     t.engine = r.engine;
     t.command = r.command;
     t.containment = r.containment;
+    t.backend = r.backend;
+    t.slurm_job_id = r.slurm_job_id;
+    t.slurm_node = r.slurm_node;
+    t.slurm_state = r.slurm_state;
     t.exit_code = p.exit_code;
     t.signal = p.signal;
     t.usage = p.usage;

@@ -14,6 +14,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
+#include <array>
 #include <memory>
 
 namespace asio = boost::asio;
@@ -57,7 +58,7 @@ public:
         ctx_.options = &options;
         ctx_.run_id = std::move(run_id);
         ctx_.actions.resize(p.actions.size());
-        host_ = make_host_launcher(ctx_);
+        host_ = options.backend == backend_kind::slurm ? make_slurm_launcher(ctx_) : make_host_launcher(ctx_);
         container_ = make_container_launcher(ctx_);
     }
 
@@ -86,10 +87,13 @@ public:
                 })));
     }
 
-    // The run's leftover containers are swept before the run reports.
+    // The run's leftover containers and Slurm jobs are swept before the run reports.
     void async_finish(asio::any_io_executor,
                       asio::any_completion_handler<void(std::optional<task_error>)> handler) override {
-        container_->async_finish(std::move(handler));
+        asio::co_spawn(ctx_.ex, finish(), deliver<std::optional<task_error>>(ctx_.ex, std::move(handler), [] {
+                           return std::optional<task_error>(task_error{
+                               error_code::internal_error, "the run's cleanup failed unexpectedly"});
+                       }));
     }
 
 private:
@@ -101,9 +105,12 @@ private:
         settings.search_path = ctx_.options->search_path;
         settings.host_env = ctx_.options->host_env;
         settings.containment = ctx_.options->containment;
+        settings.backend = ctx_.options->backend;
+        settings.slurm = ctx_.options->slurm;
         preflight_result r = co_await run_preflight(*ctx_.compiled, settings);
         if (r.workspace) ctx_.workspace = std::move(*r.workspace);
         ctx_.actions = std::move(r.actions);
+        ctx_.slurm = std::move(r.slurm);
         if (r.error) co_return std::move(r.error);
         co_await remove_dead_owners_containers();
         co_return std::nullopt;
@@ -136,6 +143,20 @@ private:
         const plan_task& task = request.task();
         co_return to_task_result(std::move(r), ctx_.environment_of(task.action_index), task.timeout_ms,
                                  /*streams_once=*/true);
+    }
+
+    // Every launcher finishes, whatever the others said; the first error fails the run.
+    asio::awaitable<std::optional<task_error>> finish() {
+        std::optional<task_error> first;
+        // A named array: GCC 12 trips over a braced list's backing array inside a coroutine.
+        std::array<launcher*, 2> launchers{host_.get(), container_.get()};
+        for (launcher* l : launchers) {
+            auto error =
+                co_await asio::async_initiate<decltype(asio::use_awaitable), void(std::optional<task_error>)>(
+                    [l](auto handler) { l->async_finish(std::move(handler)); }, asio::use_awaitable);
+            if (error && !first) first = std::move(error);
+        }
+        co_return first;
     }
 
     launch_context ctx_;

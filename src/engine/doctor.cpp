@@ -21,6 +21,8 @@ asio::awaitable<doctor_report> survey(const plan& p, doctor_options options) {
     settings.base_dir = options.base_dir;
     settings.search_path = options.search_path;
     settings.host_env = options.host_env;
+    settings.backend = options.backend;
+    settings.slurm = options.slurm;
     preflight_result r = co_await run_preflight(p, settings);
     doctor_report report;
     if (r.workspace) report.workspace = r.workspace->path();

@@ -14,6 +14,8 @@
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,6 +34,10 @@ struct launch_context {
     exec::directory workspace;                    ///< the canonical workspace root, held open
     std::vector<prepared_action> actions;         ///< per action, from the strict preflight
     std::shared_ptr<extension_cache> extensions;  ///< made by the first extension.process attempt
+    std::optional<slurm::tools> slurm;            ///< backend slurm: the commands, from the strict preflight
+    /// Backend slurm: called once per launch when the poller first learns the job's id
+    /// (before it ends), so that the job can be recorded as the attempt's handle. Optional.
+    std::function<void(const attempt_request&, std::uint64_t job_id)> on_slurm_job;
 
     const resolved_environment& environment_of(std::uint32_t action_index) const {
         return actions[action_index].environment;
@@ -57,6 +63,11 @@ struct launch_result {
     /// failed (container cleanup); the task fails with this error.
     std::optional<task_error> error;
     bool oom_killed = false;  ///< container: the engine says the memory limit killed it
+    std::string backend = "local";  ///< "local" | "slurm"
+    std::optional<std::uint64_t>
+        slurm_job_id;         ///< slurm: the job, once squeue listed it (slurm_launcher.cpp)
+    std::string slurm_node;   ///< slurm: the node, as squeue printed it
+    std::string slurm_state;  ///< slurm: the job state last seen (final once confirmed)
 };
 
 /// Starts programs under one isolation mode.
@@ -89,5 +100,7 @@ task_result to_task_result(launch_result r, const resolved_environment& env, std
 std::unique_ptr<launcher> make_host_launcher(launch_context& ctx);
 /// isolation: container (Docker or Podman).
 std::unique_ptr<launcher> make_container_launcher(launch_context& ctx);
+/// isolation: process on the Slurm backend: one srun job per launch.
+std::unique_ptr<launcher> make_slurm_launcher(launch_context& ctx);
 
 }  // namespace agentctl

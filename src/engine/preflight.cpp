@@ -3,9 +3,11 @@
 
 #include "engine/container_client.hpp"
 #include "exec/host.hpp"
+#include "slurm/command.hpp"
 
 #include <boost/asio/this_coro.hpp>
 
+#include <iterator>
 #include <map>
 
 namespace asio = boost::asio;
@@ -25,6 +27,14 @@ public:
 
     asio::awaitable<preflight_result> run() {
         if (!open_workspace()) co_return std::move(result_);
+        // The backend before any environment: a run that cannot reach Slurm runs no secret
+        // helper either.
+        if (settings_.backend == backend_kind::slurm) {
+            co_await check_slurm();
+            if (result_.error) co_return std::move(result_);
+            if (cancelled((co_await asio::this_coro::cancellation_state).cancelled()))
+                co_return std::move(result_);
+        }
         for (const auto& proc : plan_.processes) {
             const action_spec& a = plan_.actions[proc.action_index];
             prepared_action& prepared = result_.actions[proc.action_index];
@@ -33,7 +43,8 @@ public:
             if (survey()) {
                 // Doctor reports each action's checks together, engines included.
                 for (const auto& e : a.env) survey_env(a, e);
-                if (a.isolation == isolation_mode::container && a.container) co_await choose_engine(proc, a);
+                if (a.isolation == isolation_mode::container && a.container && !on_slurm())
+                    co_await choose_engine(proc, a);
                 continue;
             }
             prepared.environment = co_await resolve_environment(a.env, env_context());
@@ -61,6 +72,150 @@ public:
 
 private:
     bool survey() const { return settings_.mode == preflight_mode::survey; }
+    bool on_slurm() const { return settings_.backend == backend_kind::slurm; }
+
+    // Strict: the first problem stops the run. Survey: reported, and the checks go on.
+    void slurm_problem(error_code code, std::string action, std::string subject, std::string status,
+                       std::string detail, std::string message) {
+        add(std::move(action), "backend", std::move(subject), std::move(status), std::move(detail));
+        if (!survey() && !result_.error)
+            result_.error =
+                task_error{code, "the Slurm backend cannot run this workflow: " + std::move(message) +
+                                     "; nothing was run"};
+    }
+
+    // docs/DESIGN.md, "Slurm backend": what is refused, the commands, `scontrol ping`, the
+    // partitions (or the default one), each call bounded.
+    asio::awaitable<void> check_slurm() {
+        if (auto e = slurm_options_error(settings_.slurm); !e.empty()) {
+            slurm_problem(error_code::invalid_request, "", "options", "unavailable", e, e);
+            if (!survey()) co_return;
+        }
+        for (const auto& proc : plan_.processes) {
+            const action_spec& a = plan_.actions[proc.action_index];
+            if (a.isolation == isolation_mode::container) {
+                std::string why =
+                    "isolation: container is not supported on the Slurm backend; run this "
+                    "workflow with --backend local";
+                slurm_problem(error_code::backend_unavailable, a.name, "isolation: container", "unavailable",
+                              why, "action \"" + a.name + "\" has " + why);
+                if (!survey()) co_return;
+                continue;
+            }
+            for (const auto& e : a.env) {
+                std::string why = slurm::env_name_error(e.name);
+                if (why.empty()) continue;
+                add(a.name, "env", e.name, "unavailable", why);
+                if (!survey() && !result_.error)
+                    result_.error = task_error{error_code::engine_variable_not_allowed,
+                                               "action \"" + a.name + "\": " + why + "; nothing was run"};
+                if (!survey()) co_return;
+            }
+        }
+        slurm::tools tools;
+        std::string* slots[] = {&tools.srun, &tools.squeue, &tools.scancel, &tools.scontrol, &tools.sinfo};
+        std::vector<std::string> missing;
+        for (std::size_t i = 0; i < std::size(slurm::tool_names); ++i) {
+            std::string name(slurm::tool_names[i]), error;
+            if (auto path = slurm::find_tool(name, settings_.search_path, error)) {
+                *slots[i] = *path;
+                add("", "backend", name, "ok", *path);
+            } else {
+                missing.push_back(name);
+                add("", "backend", name, "missing", error);
+            }
+        }
+        if (!missing.empty()) {
+            std::string list;
+            for (std::size_t i = 0; i < missing.size(); ++i) list += (i ? ", " : "") + missing[i];
+            if (!survey())
+                result_.error = task_error{error_code::backend_unavailable,
+                                           "the Slurm backend is unavailable: " + list +
+                                               " not found in agentctl's PATH (" + settings_.search_path +
+                                               "); install the Slurm client commands; nothing was run"};
+            co_return;
+        }
+        auto env = slurm::client_environment(settings_.host_env, {});
+
+        // The controller: `scontrol ping` fails in milliseconds when nothing listens.
+        process_result ping = co_await slurm::call(slurm::scontrol_ping(tools.scontrol), env, true);
+        if (cancelled((co_await asio::this_coro::cancellation_state).cancelled())) co_return;
+        bool up = ping.outcome == process_outcome::exited && ping.exit_code == 0 &&
+                  slurm::ping_says_up(ping.stdout_bytes);
+        std::string said = slurm::excerpt(ping.stdout_bytes + " " + ping.stderr_bytes);
+        if (!up) {
+            std::string detail = tools.scontrol + " ping: " + slurm::describe(ping) + ": " + said;
+            add("", "backend", "controller", "unavailable", detail);
+            if (!survey())
+                result_.error =
+                    task_error{error_code::backend_unavailable,
+                               "the Slurm backend is unavailable: the controller did not answer (" + detail +
+                                   "); nothing was run"};
+            co_return;
+        }
+        add("", "backend", "controller", "ok", tools.scontrol + " ping: " + said);
+
+        // The partitions named, or the cluster's default one.
+        std::vector<std::string> partitions = slurm::split_partitions(settings_.slurm.partition);
+        if (partitions.empty()) {
+            process_result all = co_await slurm::call(slurm::sinfo_partitions(tools.sinfo), env, true);
+            if (cancelled((co_await asio::this_coro::cancellation_state).cancelled())) co_return;
+            std::optional<std::string> def;
+            if (all.outcome == process_outcome::exited && all.exit_code == 0)
+                def = slurm::default_partition(all.stdout_bytes);
+            if (!def) {
+                std::string detail =
+                    all.outcome == process_outcome::exited && all.exit_code == 0
+                        ? "the cluster has no default partition; name one with --slurm-partition"
+                        : tools.sinfo + ": " + slurm::describe(all) + ": " + slurm::excerpt(all.stderr_bytes);
+                slurm_problem(error_code::backend_unavailable, "", "partition", "unavailable", detail,
+                              detail);
+                co_return;
+            }
+            partitions.push_back(*def);
+        }
+        bool any_up = false;
+        std::vector<std::string> down;
+        for (const auto& name : partitions) {
+            process_result r = co_await slurm::call(slurm::sinfo_partition(tools.sinfo, name), env, true);
+            if (cancelled((co_await asio::this_coro::cancellation_state).cancelled())) co_return;
+            std::string subject = "partition " + name;
+            if (r.outcome != process_outcome::exited || r.exit_code != 0) {
+                std::string detail = tools.sinfo + " --partition=" + name + ": " + slurm::describe(r) + ": " +
+                                     slurm::excerpt(r.stderr_bytes);
+                slurm_problem(error_code::backend_unavailable, "", subject, "unavailable", detail, detail);
+                if (!survey()) co_return;
+                continue;
+            }
+            slurm::partition_status st = slurm::parse_partition(r.stdout_bytes, name);
+            if (!st.found) {
+                std::string detail = "partition \"" + name + "\" does not exist (sinfo --partition=" + name +
+                                     " listed nothing)";
+                slurm_problem(error_code::backend_unavailable, "", subject, "missing", detail, detail);
+                if (!survey()) co_return;
+                continue;
+            }
+            if (!st.up) {
+                down.push_back(name);
+                add("", "backend", subject, "unavailable",
+                    "partition \"" + name + "\" is not up: " + slurm::excerpt(r.stdout_bytes));
+                continue;
+            }
+            any_up = true;
+            add("", "backend", subject, "ok",
+                std::string("partition \"") + name + "\" is up" + (st.is_default ? " (the default)" : ""));
+        }
+        if (!any_up) {
+            std::string list;
+            for (std::size_t i = 0; i < down.size(); ++i) list += (i ? ", " : "") + down[i];
+            if (!survey() && !result_.error)
+                result_.error = task_error{error_code::backend_unavailable,
+                                           "the Slurm backend cannot run this workflow: no partition of " +
+                                               list + " is up; nothing was run"};
+            co_return;
+        }
+        if (!survey() && !result_.error) result_.slurm = std::move(tools);
+    }
 
     void add(std::string action, std::string check, std::string subject, std::string status,
              std::string detail, bool blocking = true) {

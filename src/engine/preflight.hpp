@@ -2,15 +2,19 @@
 //
 // strict (the runner's prepare): opens the workspace root, resolves every host action's
 // executable, resolves every environment (running `{process}` secret helpers) and picks the
-// container engine that has each pinned image; the first failure stops the run.
+// container engine that has each pinned image; the first failure stops the run. With the
+// Slurm backend it first checks the Slurm commands, the controller and the partition, and
+// refuses container actions.
 // survey (doctor): the same checks without effects (no helper runs, no value is read),
 // every one of them reported.
 #pragma once
 
 #include "container/container.hpp"
 #include "engine/secrets.hpp"
+#include "engine/slurm_client.hpp"
 #include "exec/workspace.hpp"
 
+#include <agentctl/backend.hpp>
 #include <agentctl/doctor.hpp>
 #include <agentctl/plan.hpp>
 #include <agentctl/runner.hpp>
@@ -33,6 +37,8 @@ struct preflight_settings {
     std::string search_path;  ///< PATH for bare command names and engines
     std::function<std::optional<std::string>(std::string_view)> host_env;
     containment_policy containment = containment_policy::automatic;  ///< for secret helpers
+    backend_kind backend = backend_kind::local;
+    slurm_options slurm;  ///< backend slurm: the partition to check
 };
 
 /// The engine and the exact image a container action runs with.
@@ -53,6 +59,7 @@ struct preflight_result {
     std::optional<exec::directory> workspace;  ///< the canonical workspace root, held open
     std::string workspace_path;                ///< as named, when it could not be opened
     std::vector<prepared_action> actions;
+    std::optional<slurm::tools> slurm;  ///< backend slurm, strict: the commands, all checks passed
     std::vector<doctor_check> checks;  ///< survey: every check, per process action in plan order
     std::optional<task_error> error;   ///< strict: what stops the run before any task starts
 };

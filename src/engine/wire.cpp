@@ -54,6 +54,19 @@ int run_report::exit_code() const {
 
 namespace {
 
+// `"backend": "slurm", "slurm": {jobId?, node?, state?}`; nothing for the local backend, so
+// that local results keep their shape.
+void write_backend(json_writer& w, const task_result& r) {
+    w.member("backend", r.backend);
+    if (r.backend != "slurm") return;
+    w.key("slurm");
+    w.begin_object();
+    if (r.slurm_job_id) w.member("jobId", *r.slurm_job_id);
+    if (!r.slurm_node.empty()) w.member("node", r.slurm_node);
+    if (!r.slurm_state.empty()) w.member("state", r.slurm_state);
+    w.end_object();
+}
+
 void write_error(json_writer& w, const task_error& e) {
     w.begin_object();
     w.member("code", to_string(e.code));
@@ -251,6 +264,7 @@ void write_task_result(json_writer& w, const plan& p, std::uint32_t index, const
     if (!r.command.empty()) w.member("command", r.command);
     if (!r.isolation.empty()) w.member("isolation", r.isolation);
     if (!r.engine.empty()) w.member("engine", r.engine);
+    if (!r.backend.empty() && r.backend != "local") write_backend(w, r);
     if (!r.containment.empty()) {
         w.member("containment", r.containment);
         w.member("descendantsKilled", static_cast<std::uint64_t>(r.descendants_killed));

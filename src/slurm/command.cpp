@@ -124,15 +124,15 @@ argv_result srun_argv(const srun_request& r) {
         "--ntasks=1",
         "--nodes=1",
         "--job-name=" + *name,
-        // stdin reads end-of-file at once; without it srun forwards its own.
-        "--input=none",
-        // Partial lines reach us when written, as from a local process.
-        "--unbuffered",
-        // One task needs no MPI wiring, whatever the cluster's MpiDefault.
-        "--mpi=none",
-        "--chdir=" + r.cwd,
-        "--export=" + (exports.empty() ? std::string("NONE") : exports),
     };
+    // stdin reads end-of-file at once; without it srun forwards its own (to the one task).
+    if (!r.forward_stdin) out.argv.push_back("--input=none");
+    // Partial lines reach us when written, as from a local process.
+    out.argv.push_back("--unbuffered");
+    // One task needs no MPI wiring, whatever the cluster's MpiDefault.
+    out.argv.push_back("--mpi=none");
+    out.argv.push_back("--chdir=" + r.cwd);
+    out.argv.push_back("--export=" + (exports.empty() ? std::string("NONE") : exports));
     if (auto minutes = time_limit_minutes(r.timeout_ms, r.kill_grace_ms))
         out.argv.push_back("--time=" + std::to_string(*minutes));
     if (!res.partition.empty()) out.argv.push_back("--partition=" + res.partition);
@@ -191,6 +191,10 @@ std::vector<std::string> scancel_jobs(std::string_view scancel, const std::vecto
     return argv;
 }
 
+std::vector<std::string> scancel_by_name(std::string_view scancel, std::string_view name) {
+    return {std::string(scancel), "--name=" + std::string(name)};
+}
+
 std::vector<std::string> scontrol_show_job(std::string_view scontrol, std::uint64_t job_id) {
     return {std::string(scontrol), "show", "job", "-o", std::to_string(job_id)};
 }
@@ -206,6 +210,34 @@ bool ping_says_up(std::string_view output) {
 
 std::vector<std::string> sinfo_partition(std::string_view sinfo, std::string_view partition) {
     return {std::string(sinfo), "--noheader", "--partition=" + std::string(partition), "--format=%P|%a"};
+}
+
+std::vector<std::string> sinfo_partitions(std::string_view sinfo) {
+    return {std::string(sinfo), "--noheader", "--format=%P|%a"};
+}
+
+std::optional<std::string> default_partition(std::string_view output) {
+    while (!output.empty()) {
+        auto nl = output.find('\n');
+        std::string_view line = output.substr(0, nl);
+        output = nl == std::string_view::npos ? std::string_view() : output.substr(nl + 1);
+        auto bar = line.find('|');
+        if (bar == std::string_view::npos || bar < 2) continue;  // a name, then '*'
+        if (line[bar - 1] == '*') return std::string(line.substr(0, bar - 1));
+    }
+    return std::nullopt;
+}
+
+std::vector<std::string> split_partitions(std::string_view partition) {
+    std::vector<std::string> out;
+    while (!partition.empty()) {
+        auto comma = partition.find(',');
+        std::string_view one = partition.substr(0, comma);
+        if (!one.empty()) out.emplace_back(one);
+        if (comma == std::string_view::npos) break;
+        partition.remove_prefix(comma + 1);
+    }
+    return out;
 }
 
 partition_status parse_partition(std::string_view output, std::string_view partition) {

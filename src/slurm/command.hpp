@@ -37,6 +37,8 @@ struct srun_request {
     std::optional<std::uint64_t> timeout_ms;  ///< agentctl's own timeout of the attempt
     std::uint64_t kill_grace_ms = 0;          ///< killGraceSeconds, in ms
     resource_options resources;
+    /// srun forwards its own stdin to the task (extension requests) instead of --input=none.
+    bool forward_stdin = false;
 };
 
 /// An argument vector, or why none could be made.
@@ -100,6 +102,10 @@ std::vector<std::string> scancel_kill_step(std::string_view scancel, std::uint64
 /// nothing about whether they existed; confirm with squeue.
 std::vector<std::string> scancel_jobs(std::string_view scancel, const std::vector<std::uint64_t>& ids);
 
+/// `scancel --name=NAME`: the job of one attempt whose id is not known yet. One name only:
+/// scancel reads `a,b` as a single name.
+std::vector<std::string> scancel_by_name(std::string_view scancel, std::string_view name);
+
 /// `scontrol show job -o ID`.
 std::vector<std::string> scontrol_show_job(std::string_view scontrol, std::uint64_t job_id);
 
@@ -112,6 +118,15 @@ bool ping_says_up(std::string_view output);
 /// `sinfo --noheader --partition=P --format=%P|%a` (sinfo exits 0 for an unknown partition,
 /// printing nothing).
 std::vector<std::string> sinfo_partition(std::string_view sinfo, std::string_view partition);
+
+/// `sinfo --noheader --format=%P|%a`: every partition, the default one marked with '*'.
+std::vector<std::string> sinfo_partitions(std::string_view sinfo);
+
+/// The default partition named in sinfo_partitions output, if any.
+std::optional<std::string> default_partition(std::string_view sinfo_output);
+
+/// The partitions of a --partition value: Slurm reads `a,b` as "any of these".
+std::vector<std::string> split_partitions(std::string_view partition);
 
 /// What sinfo_partition output says about `partition`.
 struct partition_status {

@@ -243,6 +243,37 @@ std::vector<queue_entry> parse_squeue(std::string_view output) {
     return entries;
 }
 
+std::vector<queue_entry> jobs_of_run(const std::vector<queue_entry>& entries, std::string_view run_id,
+                                     const job_owner& owner) {
+    std::vector<queue_entry> out;
+    const std::string host = job_name_host(owner.host);
+    for (const auto& e : entries) {
+        if (!is_active(e.state)) continue;
+        auto f = parse_job_name(e.name);
+        if (!f || f->run_id != run_id) continue;
+        if (f->owner.host != host || f->owner.pid != owner.pid || f->owner.start_time != owner.start_time)
+            continue;
+        out.push_back(e);
+    }
+    return out;
+}
+
+std::vector<queue_entry> jobs_of_dead_runs(const std::vector<queue_entry>& entries, std::string_view our_host,
+                                           const start_time_reader& start_time_of,
+                                           const std::vector<std::string>& run_ids) {
+    std::vector<queue_entry> out;
+    for (const auto& e : entries) {
+        if (!is_active(e.state)) continue;
+        auto f = parse_job_name(e.name);
+        if (!f) continue;
+        if (!run_ids.empty() && std::find(run_ids.begin(), run_ids.end(), f->run_id) == run_ids.end())
+            continue;
+        if (!owner_is_dead(f->owner, our_host, start_time_of)) continue;
+        out.push_back(e);
+    }
+    return out;
+}
+
 std::optional<exit_pair> parse_exit_pair(std::string_view text) {
     auto colon = text.find(':');
     if (colon == std::string_view::npos) return std::nullopt;

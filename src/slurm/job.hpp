@@ -111,6 +111,19 @@ struct queue_entry {
 /// headers, blanks) are skipped.
 std::vector<queue_entry> parse_squeue(std::string_view output);
 
+/// The entries of run `run_id` submitted by exactly `owner` that are not final: what a run
+/// must cancel before it ends (also when it never learnt their ids).
+std::vector<queue_entry> jobs_of_run(const std::vector<queue_entry>& entries, std::string_view run_id,
+                                     const job_owner& owner);
+
+/// The entries, not final, of agentctl runs whose owner is dead on `our_host`
+/// (owner_is_dead) and, when `run_ids` is not empty, whose run is one of them: the leftovers
+/// a later agentctl cancels. A name that does not parse, another host, or a live or unknown
+/// owner: never selected.
+std::vector<queue_entry> jobs_of_dead_runs(const std::vector<queue_entry>& entries, std::string_view our_host,
+                                           const start_time_reader& start_time_of,
+                                           const std::vector<std::string>& run_ids = {});
+
 /// "X:Y" of scontrol's ExitCode=: the exit status and the signal.
 struct exit_pair {
     int status = 0;

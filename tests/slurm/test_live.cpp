@@ -1,5 +1,6 @@
 // The behaviour the Slurm launcher will rely on, against the real Slurm of
 // tools/slurm-fixture: the commands src/slurm builds, run as they are (docs/SLURM.md).
+#include "slurm_names.hpp"
 #include "spawn.hpp"
 
 #include "slurm/classify.hpp"
@@ -207,50 +208,6 @@ struct temp_folder {
     temp_folder& operator=(const temp_folder&) = delete;
     const std::string path;
 };
-
-// What Slurm 22.05 added to the task's environment with --export=NAMES (docs/SLURM.md, 3).
-const std::set<std::string> slurm_names = {"SLURMD_NODENAME",
-                                           "SLURM_CLUSTER_NAME",
-                                           "SLURM_CONF",
-                                           "SLURM_CPUS_ON_NODE",
-                                           "SLURM_GTIDS",
-                                           "SLURM_JOBID",
-                                           "SLURM_JOB_CPUS_PER_NODE",
-                                           "SLURM_JOB_GID",
-                                           "SLURM_JOB_ID",
-                                           "SLURM_JOB_NAME",
-                                           "SLURM_JOB_NODELIST",
-                                           "SLURM_JOB_NUM_NODES",
-                                           "SLURM_JOB_PARTITION",
-                                           "SLURM_JOB_UID",
-                                           "SLURM_JOB_USER",
-                                           "SLURM_LAUNCH_NODE_IPADDR",
-                                           "SLURM_LOCALID",
-                                           "SLURM_NNODES",
-                                           "SLURM_NODEID",
-                                           "SLURM_NODELIST",
-                                           "SLURM_NPROCS",
-                                           "SLURM_NTASKS",
-                                           "SLURM_PRIO_PROCESS",
-                                           "SLURM_PROCID",
-                                           "SLURM_SRUN_COMM_HOST",
-                                           "SLURM_SRUN_COMM_PORT",
-                                           "SLURM_STEPID",
-                                           "SLURM_STEP_ID",
-                                           "SLURM_STEP_LAUNCHER_PORT",
-                                           "SLURM_STEP_NODELIST",
-                                           "SLURM_STEP_NUM_NODES",
-                                           "SLURM_STEP_NUM_TASKS",
-                                           "SLURM_STEP_TASKS_PER_NODE",
-                                           "SLURM_SUBMIT_DIR",
-                                           "SLURM_SUBMIT_HOST",
-                                           "SLURM_TASKS_PER_NODE",
-                                           "SLURM_TASK_PID",
-                                           "SLURM_TOPOLOGY_ADDR",
-                                           "SLURM_TOPOLOGY_ADDR_PATTERN",
-                                           "SLURM_UMASK",
-                                           "SLURM_WORKING_CLUSTER",
-                                           "TMPDIR"};
 
 }  // namespace
 

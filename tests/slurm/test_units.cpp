@@ -304,6 +304,93 @@ BOOST_AUTO_TEST_CASE(cancel_and_probe_commands) {
     BOOST_TEST(!parse_partition("mainly|up\n", "main").found);
 }
 
+BOOST_AUTO_TEST_CASE(stdin_forwarding_leaves_out_input_none) {
+    auto r = basic_request();
+    r.forward_stdin = true;
+    auto a = srun_argv(r);
+    BOOST_TEST_REQUIRE(bool(a), a.error);
+    BOOST_TEST(!has(a.argv, "--input=none"));
+    BOOST_TEST(has(a.argv, "--unbuffered"));
+    BOOST_TEST(a.argv.size() + 1 == srun_argv(basic_request()).argv.size());
+}
+
+BOOST_AUTO_TEST_CASE(partition_and_name_commands) {
+    BOOST_TEST(scancel_by_name("/s", "agentctl:r:h:1:2:t:1") ==
+                   (std::vector<std::string>{"/s", "--name=agentctl:r:h:1:2:t:1"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(sinfo_partitions("/i") == (std::vector<std::string>{"/i", "--noheader", "--format=%P|%a"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(default_partition("second|up\nmain*|up\n").value_or("") == "main");
+    BOOST_TEST(!default_partition("second|up\nmain|up\n").has_value());
+    BOOST_TEST(!default_partition("").has_value());
+    BOOST_TEST(!default_partition("*|up\n").has_value());
+    BOOST_TEST(split_partitions("a,b") == (std::vector<std::string>{"a", "b"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(split_partitions("a,,b,") == (std::vector<std::string>{"a", "b"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(split_partitions("").empty());
+    BOOST_TEST(split_partitions(",").empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_runs_jobs_and_dead_runs_jobs) {
+    std::string error;
+    auto named = [&](std::string run, const job_owner& o, std::string task, job_state st, std::uint64_t id) {
+        queue_entry e;
+        e.job_id = id;
+        e.state = st;
+        e.state_text = std::string(to_string(st));
+        e.name = *job_name(run, o, task, 1, error);
+        return e;
+    };
+    const job_owner live{"vm", 100, "5000"};
+    const job_owner dead{"vm", 200, "6000"};
+    const job_owner reused{"vm", 300, "7000"};
+    const job_owner other_host{"elsewhere", 200, "6000"};
+    const job_owner unknown{"vm", 400, "8000"};
+    // pid 100 lives with its start time, 200 is gone, 300 now has another start time, 400 exists
+    // with an unreadable start time.
+    start_time_reader start_of = [](long pid) -> std::optional<std::string> {
+        if (pid == 100) return std::string("5000");
+        if (pid == 300) return std::string("7001");
+        if (pid == 400) return std::string();
+        return std::nullopt;
+    };
+    std::vector<queue_entry> entries = {
+        named("run-a", live, "t", job_state::running, 1),
+        named("run-a", live, "u", job_state::completed, 2),  // final: nothing to cancel
+        named("run-b", live, "t", job_state::pending, 3),
+        named("run-a", dead, "t", job_state::running, 4),
+        named("run-a", reused, "t", job_state::completing, 5),
+        named("run-c", other_host, "t", job_state::running, 6),
+        named("run-c", unknown, "t", job_state::running, 7),
+        named("run-d", dead, "t", job_state::unknown, 8),  // an unknown state counts as active
+    };
+    queue_entry foreign;
+    foreign.job_id = 9;
+    foreign.state = job_state::running;
+    foreign.name = "somebody-elses-job";
+    entries.push_back(foreign);
+    auto ids = [](const std::vector<queue_entry>& v) {
+        std::vector<std::uint64_t> out;
+        for (const auto& e : v) out.push_back(e.job_id);
+        return out;
+    };
+    BOOST_TEST(ids(jobs_of_run(entries, "run-a", live)) == (std::vector<std::uint64_t>{1}),
+               boost::test_tools::per_element());
+    BOOST_TEST(ids(jobs_of_run(entries, "run-a", dead)) == (std::vector<std::uint64_t>{4}),
+               boost::test_tools::per_element());
+    BOOST_TEST(jobs_of_run(entries, "run-z", live).empty());
+    BOOST_TEST(ids(jobs_of_dead_runs(entries, "vm", start_of)) == (std::vector<std::uint64_t>{4, 5, 8}),
+               boost::test_tools::per_element());
+    BOOST_TEST(ids(jobs_of_dead_runs(entries, "vm", start_of, {"run-d"})) == (std::vector<std::uint64_t>{8}),
+               boost::test_tools::per_element());
+    BOOST_TEST(jobs_of_dead_runs(entries, "vm", start_of, {"run-b"}).empty());  // its owner lives
+    BOOST_TEST(jobs_of_dead_runs(entries, "vm", nullptr).empty());              // no way to tell: nothing
+    // From the other host's point of view, only its own dead owner counts.
+    BOOST_TEST(ids(jobs_of_dead_runs(entries, "elsewhere", start_of)) == (std::vector<std::uint64_t>{6}),
+               boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(job_states) {
     BOOST_TEST((parse_job_state("PENDING") == job_state::pending));
     BOOST_TEST((parse_job_state("CANCELLED by 0") == job_state::cancelled));

@@ -1,6 +1,7 @@
 // The CLI: argv -> library call -> print -> exit code. One file per command.
 #pragma once
 
+#include <agentctl/backend.hpp>
 #include <agentctl/diagnostic.hpp>
 #include <agentctl/error.hpp>
 #include <agentctl/json.hpp>
@@ -33,6 +34,8 @@ struct command_line {
     std::optional<double> timeout_seconds;
     bool interactive = false;
     bool keep_going = false;
+    backend_kind backend = backend_kind::local;  ///< --backend
+    slurm_options slurm;                         ///< --slurm-*
 
     session_request request() const { return {file, inputs, inputs_file, workspace}; }
 };

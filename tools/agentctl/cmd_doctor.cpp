@@ -23,6 +23,8 @@ int run_doctor(const command_line& cl) {
     options.base_dir = *base;
     options.search_path = host.search_path;
     options.host_env = host.lookup;
+    options.backend = cl.backend;
+    options.slurm = cl.slurm;
 
     boost::asio::io_context io(1);
     std::optional<doctor_report> report;

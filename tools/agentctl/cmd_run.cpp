@@ -354,6 +354,8 @@ int run_run(const command_line& cl, watchdog* watch) {
     options.base_dir = *base;
     options.search_path = host.search_path;
     options.host_env = host.lookup;
+    options.backend = cl.backend;
+    options.slurm = cl.slurm;
     progress_printer progress(io, cl, p);
     progress.set_behind([&err_queue] { return err_queue.backlog() > 0; });
     options.events = &progress;

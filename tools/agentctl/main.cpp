@@ -68,6 +68,13 @@ const std::vector<option_info>& options() {
         {"timeout-seconds", 0, "S", "cancel the whole run after S seconds", {"run"}},
         {"interactive", 0, "", "ask for approval on the terminal", {"run"}},
         {"keep-going", 0, "", "treat every task as failure: continue", {"run"}},
+        {"backend", 0, "local|slurm", "where process tasks run (default local; slurm: one srun job each)",
+         {"run", "doctor"}},
+        {"slurm-partition", 0, "P", "with --backend slurm: the partition (a,b: any of these)", {"run", "doctor"}},
+        {"slurm-account", 0, "A", "with --backend slurm: the account to charge", {"run", "doctor"}},
+        {"slurm-qos", 0, "Q", "with --backend slurm: the quality of service", {"run", "doctor"}},
+        {"slurm-cpus-per-task", 0, "N", "with --backend slurm: CPUs of each job", {"run", "doctor"}},
+        {"slurm-mem", 0, "MIB", "with --backend slurm: memory of each job, in MiB", {"run", "doctor"}},
     };
     return table;
 }
@@ -301,6 +308,18 @@ int main(int argc, char** argv) {
     if (vm.count("workspace")) cl.workspace = text("workspace");
     cl.interactive = vm.count("interactive") > 0;
     cl.keep_going = vm.count("keep-going") > 0;
+    if (vm.count("backend")) {
+        auto b = agentctl::backend_from_string(text("backend"));
+        if (!b) return usage_error(cl, "--backend must be local or slurm, not \"" + text("backend") + "\"");
+        cl.backend = *b;
+    }
+    for (const char* name : {"partition", "account", "qos", "cpus-per-task", "mem"}) {
+        std::string flag = std::string("slurm-") + name;
+        if (!vm.count(flag)) continue;
+        if (cl.backend != agentctl::backend_kind::slurm) return usage_error(cl, "--" + flag + " needs --backend slurm");
+        std::string why = agentctl::set_slurm_option(cl.slurm, name, text(flag.c_str()));
+        if (!why.empty()) return usage_error(cl, why);
+    }
     if (vm.count("jobs")) {
         cl.jobs = number_of<int>(text("jobs"));
         if (!cl.jobs || *cl.jobs < 1 || *cl.jobs > agentctl::limits::max_concurrency)

@@ -1,0 +1,89 @@
+// Where task attempts run: on this machine (`local`) or on a Slurm cluster through `srun`
+// (`slurm`), and the Slurm resource options. docs/DESIGN.md, "Slurm backend".
+#pragma once
+
+#include <agentctl/error.hpp>
+#include <agentctl/runner.hpp>
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/async_result.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace agentctl {
+
+/// Where host-process attempts run.
+enum class backend_kind {
+    local,  ///< on this machine (the default)
+    slurm,  ///< one `srun` job per attempt on a Slurm cluster
+};
+std::string_view to_string(backend_kind);  ///< "local" | "slurm"
+/// "local" or "slurm"; nothing for any other text.
+std::optional<backend_kind> backend_from_string(std::string_view text);
+
+/// Resource options of every Slurm job of a run; empty or absent ones are not passed, so the
+/// cluster's defaults apply.
+struct slurm_options {
+    std::string partition;                       ///< --partition (a,b means any of these)
+    std::string account;                         ///< --account
+    std::string qos;                             ///< --qos
+    std::optional<std::uint32_t> cpus_per_task;  ///< --cpus-per-task, >= 1
+    std::optional<std::uint64_t> mem_mib;        ///< --mem in MiB, >= 1
+};
+
+/// Sets the option called `name` ("partition", "account", "qos", "cpus-per-task", "mem": the
+/// command line's `--slurm-NAME`) from its text. Returns why the value is refused (empty, a
+/// control character, not a whole number >= 1), or an empty string when it was set.
+std::string set_slurm_option(slurm_options& options, std::string_view name, std::string_view value);
+
+/// Why `options` cannot be used, or empty (what set_slurm_option checks, for options made
+/// in code).
+std::string slurm_options_error(const slurm_options& options);
+
+/// What cancel_slurm_leftovers looks for.
+struct slurm_leftover_options {
+    std::string search_path;  ///< agentctl's PATH, where squeue and scancel are found
+    /// agentctl's environment (SLURM_CONF is passed on to the Slurm commands).
+    std::function<std::optional<std::string>(std::string_view)> host_env;
+    /// Only these runs' jobs; empty: every dead run's (`runs gc`).
+    std::vector<std::string> run_ids;
+};
+
+/// What cancel_slurm_leftovers did.
+struct slurm_leftover_report {
+    bool slurm_found = false;            ///< squeue and scancel are in the PATH
+    std::vector<std::string> cancelled;  ///< "JOBID NAME" of each job cancelled and confirmed gone
+    std::vector<std::string> left;       ///< "JOBID NAME STATE" of each job that could not be shown gone
+    std::optional<task_error> error;     ///< slurm_cleanup_failed: the listing or a removal failed
+};
+
+namespace detail {
+void async_cancel_slurm_leftovers_impl(
+    boost::asio::any_io_executor ex, slurm_leftover_options options,
+    boost::asio::any_completion_handler<void(slurm_leftover_report)> handler);
+}
+
+/// Finds the Slurm jobs of dead agentctl runs by their names (this user's jobs that are not
+/// final, `squeue --me`) and cancels them: only jobs whose name says they were submitted
+/// from this host by an agentctl process that is gone (its pid no longer exists, or now has
+/// another start time), of one of `run_ids` when given. A live owner's, another host's, or a
+/// job named otherwise is never touched. Each cancelled job is confirmed gone with squeue.
+/// For `resume` and `runs gc`. Without Slurm commands in the PATH it completes at once with
+/// `slurm_found` false. Completion signature: void(slurm_leftover_report). Not cancellable.
+template <typename Token>
+auto async_cancel_slurm_leftovers(boost::asio::any_io_executor ex, slurm_leftover_options options,
+                                  Token&& token) {
+    return boost::asio::async_initiate<Token, void(slurm_leftover_report)>(
+        [](auto handler, boost::asio::any_io_executor e, slurm_leftover_options o) {
+            detail::async_cancel_slurm_leftovers_impl(std::move(e), std::move(o), std::move(handler));
+        },
+        token, std::move(ex), std::move(options));
+}
+
+}  // namespace agentctl

@@ -1,0 +1,65 @@
+// The backend choice and the Slurm options as the library reads them (no Slurm needed).
+#include <agentctl/backend.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+using namespace agentctl;
+
+BOOST_AUTO_TEST_SUITE(backend)
+
+BOOST_AUTO_TEST_CASE(backend_names) {
+    BOOST_TEST((backend_from_string("local") == backend_kind::local));
+    BOOST_TEST((backend_from_string("slurm") == backend_kind::slurm));
+    BOOST_TEST(!backend_from_string("Slurm").has_value());
+    BOOST_TEST(!backend_from_string("").has_value());
+    BOOST_TEST(to_string(backend_kind::slurm) == "slurm");
+    BOOST_TEST(to_string(backend_kind::local) == "local");
+}
+
+BOOST_AUTO_TEST_CASE(slurm_options_are_checked) {
+    slurm_options o;
+    BOOST_TEST(set_slurm_option(o, "partition", "main,second").empty());
+    BOOST_TEST(o.partition == "main,second");
+    BOOST_TEST(set_slurm_option(o, "account", "physics").empty());
+    BOOST_TEST(set_slurm_option(o, "qos", "low").empty());
+    BOOST_TEST(set_slurm_option(o, "cpus-per-task", "4").empty());
+    BOOST_TEST(set_slurm_option(o, "mem", "2048").empty());
+    BOOST_TEST(o.account == "physics");
+    BOOST_TEST(o.qos == "low");
+    BOOST_TEST(*o.cpus_per_task == 4u);
+    BOOST_TEST(*o.mem_mib == 2048u);
+    BOOST_TEST(slurm_options_error(o).empty());
+
+    for (auto [name, value] :
+         std::vector<std::pair<std::string, std::string>>{{"partition", ""},
+                                                          {"partition", ","},
+                                                          {"partition", "a\nb"},
+                                                          {"account", ""},
+                                                          {"qos", "x\ty"},
+                                                          {"cpus-per-task", "0"},
+                                                          {"cpus-per-task", "-1"},
+                                                          {"cpus-per-task", "1.5"},
+                                                          {"cpus-per-task", "4x"},
+                                                          {"cpus-per-task", ""},
+                                                          {"cpus-per-task", "99999999999"},
+                                                          {"mem", "0"},
+                                                          {"mem", "10G"},
+                                                          {"mem", "18446744073709551616"},
+                                                          {"time", "5"}}) {
+        slurm_options before = o;
+        std::string why = set_slurm_option(o, name, value);
+        BOOST_TEST(!why.empty(), name << "=" << value << " was accepted");
+        BOOST_TEST(o.partition == before.partition);
+        BOOST_TEST((o.mem_mib == before.mem_mib));
+        BOOST_TEST((o.cpus_per_task == before.cpus_per_task));
+    }
+    slurm_options bad;
+    bad.cpus_per_task = 0;
+    BOOST_TEST(!slurm_options_error(bad).empty());
+    bad = {};
+    bad.partition = "a\x01";
+    BOOST_TEST(!slurm_options_error(bad).empty());
+    BOOST_TEST(slurm_options_error(slurm_options{}).empty());
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,792 @@
+// `agentctl run --backend slurm` and `agentctl doctor --backend slurm` end to end, through the
+// real CLI against the Slurm of tools/slurm-fixture (meson test slurm-cli), and the library's
+// hook that cancels a dead run's jobs. Every case that starts jobs ends by proving that no
+// job of its run is pending, running or completing.
+#include "../cli/command.hpp"
+#include "slurm_names.hpp"
+#include "spawn.hpp"
+
+#include "slurm/command.hpp"
+#include "slurm/job.hpp"
+
+#include <agentctl/backend.hpp>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/json.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+using namespace std::chrono_literals;
+using agentctl::slurm::queue_entry;
+
+namespace {
+
+std::string env_or_empty(const char* name) {
+    const char* v = std::getenv(name);
+    return v ? v : "";
+}
+
+// The fixture's facts; fails loudly outside it.
+struct cluster {
+    std::string conf, partition, partition2, node, fixture, dir, probe, squeue, scancel, srun;
+
+    static const cluster& get() {
+        static const cluster c = [] {
+            cluster c;
+            c.conf = env_or_empty("SLURM_CONF");
+            BOOST_TEST_REQUIRE(!c.conf.empty(),
+                               "SLURM_CONF is not set: run this suite through tools/slurm-fixture "
+                               "(meson test slurm-cli)");
+            c.partition = env_or_empty("AGENTCTL_SLURM_PARTITION");
+            c.partition2 = env_or_empty("AGENTCTL_SLURM_PARTITION2");
+            c.node = env_or_empty("AGENTCTL_SLURM_NODE");
+            c.fixture = env_or_empty("AGENTCTL_SLURM_FIXTURE");
+            c.dir = env_or_empty("AGENTCTL_SLURM_DIR");
+            c.probe = cli_test::probe_bin();
+            c.squeue = slurm_test::tool("squeue");
+            c.scancel = slurm_test::tool("scancel");
+            c.srun = slurm_test::tool("srun");
+            BOOST_TEST_REQUIRE(!c.partition.empty());
+            BOOST_TEST_REQUIRE(!c.node.empty());
+            return c;
+        }();
+        return c;
+    }
+};
+
+json::value parse_json(const std::string& text) {
+    json::error_code ec;
+    json::value v = json::parse(text, ec);
+    BOOST_TEST_REQUIRE(!ec, "not JSON: " << text);
+    return v;
+}
+
+// agentctl with the fixture's SLURM_CONF (and `env`) added to the minimal environment.
+cli_test::command_result cli(const std::vector<std::string>& args, cli_test::command_options options = {}) {
+    options.env.push_back("SLURM_CONF=" + cluster::get().conf);
+    if (options.bound == std::chrono::milliseconds(60000)) options.bound = 180s;
+    return cli_test::agentctl(args, options);
+}
+
+// A workflow: `policy` lines under spec.policy (approval is never), `runtime` lines under
+// spec.runtime, actions and tasks as YAML blocks at their usual indentation.
+std::string workflow(const std::string& policy, const std::string& actions, const std::string& tasks,
+                     const std::string& runtime = "") {
+    return "apiVersion: agentctl.dev/v1\n"
+           "kind: Workflow\n"
+           "metadata: {name: slurm-cli}\n"
+           "spec:\n"
+           "  policy:\n"
+           "    approval: never\n" +
+           policy + (runtime.empty() ? "" : "  runtime:\n" + runtime) + "  actions:\n" + actions +
+           "  tasks:\n" + tasks;
+}
+
+std::string yaml_quoted(const std::string& s) {
+    return json::serialize(json::value(s));
+}
+
+// A probe action: `extra` are more action lines (6-space indented).
+std::string probe_action(const std::string& name, const std::vector<std::string>& args,
+                         const std::string& extra = "") {
+    std::string list;
+    for (const auto& a : args) list += (list.empty() ? "" : ", ") + yaml_quoted(a);
+    return "    " + name +
+           ":\n      kind: builtin.shell.exec\n      command: " + yaml_quoted(cluster::get().probe) +
+           "\n      args: [" + list + "]\n" + extra;
+}
+
+// Every job of this user that is not final, from `squeue --me`.
+std::vector<queue_entry> my_active_jobs() {
+    auto o =
+        slurm_test::run(agentctl::slurm::squeue_mine(cluster::get().squeue), slurm_test::client_env(), 30s);
+    BOOST_TEST_REQUIRE((o.exited && o.code == 0), "squeue: " << slurm_test::describe(o));
+    return agentctl::slurm::parse_squeue(o.out);
+}
+
+// The jobs, not final, submitted by the agentctl with pid `pid` (the owner in their names).
+std::vector<queue_entry> active_jobs_of(pid_t pid) {
+    std::vector<queue_entry> out;
+    for (auto& e : my_active_jobs()) {
+        auto f = agentctl::slurm::parse_job_name(e.name);
+        if (f && f->owner.pid == pid) out.push_back(e);
+    }
+    return out;
+}
+
+// The same by run id (any owner).
+std::vector<queue_entry> active_jobs_of_run(const std::string& run_id) {
+    std::vector<queue_entry> out;
+    for (auto& e : my_active_jobs()) {
+        auto f = agentctl::slurm::parse_job_name(e.name);
+        if (f && f->run_id == run_id) out.push_back(e);
+    }
+    return out;
+}
+
+std::string names_of(const std::vector<queue_entry>& jobs) {
+    std::string s;
+    for (const auto& e : jobs) s += " " + std::to_string(e.job_id) + ":" + e.state_text + ":" + e.name;
+    return s;
+}
+
+const json::object& task_of(const json::value& run, const std::string& id) {
+    return run.at("data").at("tasks").at(id).as_object();
+}
+
+std::string error_code_of(const json::object& t) {
+    if (!t.contains("error")) return "";
+    return std::string(t.at("error").at("code").as_string());
+}
+
+// Runs the fixture's `controller stop|start`.
+void controller(const std::string& what) {
+    const auto& c = cluster::get();
+    BOOST_TEST_REQUIRE(!c.fixture.empty(), "AGENTCTL_SLURM_FIXTURE is not set");
+    auto o = slurm_test::run(
+        {"/bin/sh", c.fixture, "controller", what},
+        {"PATH=/usr/bin:/bin:/usr/sbin:/sbin", "AGENTCTL_FIXTURE_DIR=" + c.dir, "SLURM_CONF=" + c.conf}, 60s);
+    BOOST_TEST_REQUIRE((o.exited && o.code == 0), "controller " << what << ": " << slurm_test::describe(o));
+}
+
+void wait_node_idle() {
+    const auto& c = cluster::get();
+    auto until = std::chrono::steady_clock::now() + 30s;
+    std::string state;
+    for (;;) {
+        auto o =
+            slurm_test::run({slurm_test::tool("sinfo"), "--noheader", "--nodes=" + c.node, "--format=%T"},
+                            slurm_test::client_env(), 20s);
+        state = o.out;
+        if (state == "idle\n") return;
+        BOOST_TEST_REQUIRE((std::chrono::steady_clock::now() < until), "the node is not idle: " << state);
+        slurm_test::pause(100ms);
+    }
+}
+
+const std::string allow_probe = "    processAllowlist: [probe, sh]\n";
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(backend_cli)
+
+BOOST_AUTO_TEST_CASE(results_exit_codes_signals_and_streams) {
+    const auto& c = cluster::get();
+    cli_test::temp_dir dir;
+    std::string actions = probe_action("ok", {"exit", "0"}) + probe_action("three", {"exit", "3"}) +
+                          probe_action("segv", {"signal-self", "SEGV"}) +
+                          "    streams:\n      kind: builtin.shell.exec\n      command: /bin/sh\n"
+                          "      args: [-c, 'printf \"to out\"; printf \"to err\" >&2']\n"
+                          "      stdoutLimitBytes: 64\n      stderrLimitBytes: 64\n";
+    std::string tasks =
+        "    - {id: ok, uses: action:ok}\n"
+        "    - {id: three, uses: action:three, failure: continue}\n"
+        "    - {id: segv, uses: action:segv, failure: continue}\n"
+        "    - {id: streams, uses: action:streams}\n";
+    auto wf = dir.write("wf.yaml", workflow(allow_probe, actions, tasks));
+    auto r = cli({"--output", "json", "run", "--backend", "slurm", "--jobs", "4", wf});
+    BOOST_TEST_REQUIRE(r.exit_code == 4, r.out << r.err);  // a task failed
+    json::value v = parse_json(r.out);
+    std::string run_id(v.at("data").at("runId").as_string());
+
+    auto slurm_fields = [&](const json::object& t, const std::string& state) {
+        BOOST_TEST(t.at("backend").as_string() == "slurm");
+        BOOST_TEST(t.at("containment").as_string() == "slurm");
+        BOOST_TEST(t.at("isolation").as_string() == "process");
+        const auto& s = t.at("slurm").as_object();
+        BOOST_TEST(s.at("jobId").as_int64() > 0);
+        BOOST_TEST(s.at("node").as_string() == c.node);
+        BOOST_TEST(s.at("state").as_string() == state);
+    };
+    const auto& ok = task_of(v, "ok");
+    BOOST_TEST(ok.at("state").as_string() == "succeeded");
+    BOOST_TEST(ok.at("exitCode").as_int64() == 0);
+    BOOST_TEST(ok.at("command").as_string() == c.probe);
+    slurm_fields(ok, "COMPLETED");
+
+    const auto& three = task_of(v, "three");
+    BOOST_TEST(three.at("state").as_string() == "failed");
+    BOOST_TEST(three.at("exitCode").as_int64() == 3);
+    BOOST_TEST(error_code_of(three) == "exit_nonzero");
+    slurm_fields(three, "FAILED");
+
+    const auto& segv = task_of(v, "segv");
+    BOOST_TEST(segv.at("state").as_string() == "failed");
+    BOOST_TEST(!segv.contains("exitCode"));
+    BOOST_TEST(segv.at("signal").as_int64() == 11);
+    BOOST_TEST(error_code_of(segv) == "signaled");
+    slurm_fields(segv, "FAILED");
+
+    const auto& streams = task_of(v, "streams");
+    BOOST_TEST(streams.at("state").as_string() == "succeeded", streams);
+    BOOST_TEST(streams.at("stdout").as_string() == "to out");
+    BOOST_TEST(streams.at("stderr").as_string() == "to err");
+    slurm_fields(streams, "COMPLETED");
+
+    // Distinct jobs, and none of the run left.
+    std::set<std::int64_t> ids;
+    for (const char* t : {"ok", "three", "segv", "streams"})
+        ids.insert(task_of(v, t).at("slurm").at("jobId").as_int64());
+    BOOST_TEST(ids.size() == 4u);
+    auto left = active_jobs_of_run(run_id);
+    BOOST_TEST(left.empty(), names_of(left));
+
+    // A local run of the same workflow keeps the local shape: no backend members at all.
+    auto local = cli({"--output", "json", "run", "--jobs", "4", wf});
+    json::value lv = parse_json(local.out);
+    BOOST_TEST(!task_of(lv, "ok").contains("backend"));
+    BOOST_TEST(!task_of(lv, "ok").contains("slurm"));
+}
+
+BOOST_AUTO_TEST_CASE(a_timeout_leaves_no_job) {
+    cli_test::temp_dir dir;
+    // Ignores SIGTERM: the grace passes, then the step is killed.
+    std::string actions = probe_action("stubborn", {"trap-term", "ignore"}, "      timeoutSeconds: 2\n") +
+                          probe_action("slow", {"sleep", "300"}, "      timeoutSeconds: 2\n");
+    std::string tasks =
+        "    - {id: stubborn, uses: action:stubborn, failure: continue}\n"
+        "    - {id: slow, uses: action:slow, failure: continue}\n";
+    auto wf = dir.write("wf.yaml", workflow(allow_probe, actions, tasks, "    killGraceSeconds: 1\n"));
+    auto r = cli({"--output", "json", "run", "--backend", "slurm", "--jobs", "2", wf});
+    BOOST_TEST_REQUIRE(r.exit_code == 4, r.out << r.err);
+    BOOST_TEST(r.wall < 40s, "the run took " << r.wall.count() << " ms");
+    json::value v = parse_json(r.out);
+    for (const char* id : {"stubborn", "slow"}) {
+        const auto& t = task_of(v, id);
+        BOOST_TEST(t.at("state").as_string() == "timed_out", id << ": " << t);
+        BOOST_TEST(error_code_of(t) == "timeout", id);
+        BOOST_TEST(t.at("slurm").at("jobId").as_int64() > 0);
+        std::string state(t.at("slurm").at("state").as_string());
+        BOOST_TEST((state == "CANCELLED" || state == "FAILED"), id << ": " << state);
+    }
+    auto left = active_jobs_of_run(std::string(v.at("data").at("runId").as_string()));
+    BOOST_TEST(left.empty(), names_of(left));
+}
+
+BOOST_AUTO_TEST_CASE(sigint_cancels_pending_and_running_jobs) {
+    // More long tasks than the node has CPUs, all submitted at once: some run, the others pend.
+    auto cpus_out = slurm_test::run(
+        {slurm_test::tool("sinfo"), "--noheader", "--nodes=" + cluster::get().node, "--format=%c"},
+        slurm_test::client_env(), 20s);
+    int cpus = std::atoi(cpus_out.out.c_str());
+    BOOST_TEST_REQUIRE(cpus > 0, "sinfo: " << slurm_test::describe(cpus_out));
+    const int n = cpus + 2;
+    std::string items;
+    for (int i = 0; i < n; ++i) items += (i ? ", " : "") + std::to_string(i);
+    cli_test::temp_dir dir;
+    auto wf = dir.write("wf.yaml",
+                        workflow(allow_probe, probe_action("long", {"sleep", "300"}),
+                                 "    - {id: long, uses: action:long, foreach: {items: [" + items + "]}}\n"));
+    std::size_t seen_running = 0, seen_pending = 0;
+    bool interrupted = false;
+    pid_t agent = -1;
+    cli_test::command_options o;
+    o.poll = [&](pid_t pid) {
+        agent = pid;
+        auto jobs = active_jobs_of(pid);
+        std::size_t running = 0, pending = 0;
+        for (const auto& j : jobs) {
+            running += j.state == agentctl::slurm::job_state::running;
+            pending += j.state == agentctl::slurm::job_state::pending;
+        }
+        if (jobs.size() < static_cast<std::size_t>(n) || running == 0 || pending == 0) return false;
+        seen_running = running;
+        seen_pending = pending;
+        ::kill(pid, SIGINT);
+        interrupted = true;
+        return true;
+    };
+    o.bound = 120s;
+    auto r = cli({"--output", "json", "run", "--backend", "slurm", "--jobs", std::to_string(n), wf}, o);
+    BOOST_TEST_REQUIRE(interrupted,
+                       "never saw " << n << " jobs, some running and some pending: " << r.out << r.err);
+    BOOST_TEST_MESSAGE("SIGINT with " << seen_running << " running and " << seen_pending << " pending");
+    BOOST_TEST(r.exit_code == 130, r.out << r.err);
+    json::value v = parse_json(r.out);
+    BOOST_TEST(v.at("data").at("state").as_string() == "cancelled");
+    for (const auto& [id, t] : v.at("data").at("tasks").as_object()) {
+        BOOST_TEST(t.at("state").as_string() == "cancelled", std::string(id) << ": " << t);
+    }
+    auto left = active_jobs_of(agent);
+    BOOST_TEST(left.empty(), names_of(left));
+}
+
+BOOST_AUTO_TEST_CASE(an_output_flood_is_stopped_and_its_job_cancelled) {
+    cli_test::temp_dir dir;
+    auto wf = dir.write("wf.yaml", workflow(allow_probe,
+                                            probe_action("flood", {"flood", "--fd", "1", "--ignore-signals"},
+                                                         "      stdoutLimitBytes: 100000\n"),
+                                            "    - {id: flood, uses: action:flood}\n"));
+    auto r = cli({"--output", "json", "run", "--backend", "slurm", wf});
+    BOOST_TEST_REQUIRE(r.exit_code == 4, r.out << r.err);
+    json::value v = parse_json(r.out);
+    const auto& t = task_of(v, "flood");
+    BOOST_TEST(t.at("state").as_string() == "output_limit_exceeded", t);
+    BOOST_TEST(error_code_of(t) == "output_limit_exceeded");
+    BOOST_TEST(t.at("limitStream").as_string() == "stdout");
+    BOOST_TEST(t.at("stdout").as_string().size() == 100000u);
+    BOOST_TEST(t.at("slurm").at("jobId").as_int64() > 0);
+    auto left = active_jobs_of_run(std::string(v.at("data").at("runId").as_string()));
+    BOOST_TEST(left.empty(), names_of(left));
+}
+
+BOOST_AUTO_TEST_CASE(the_environment_is_the_declared_names_plus_slurms_own) {
+    cli_test::temp_dir dir;
+    const std::string secret = "secret value, with = and spaces " + cli_test::make_nonce();
+    std::string actions = probe_action("env", {"report-env"},
+                                       "      env:\n"
+                                       "        FOO: {value: bar}\n"
+                                       "        TOKEN: {env: AGENTCTL_TEST_TOKEN}\n");
+    auto wf = dir.write(
+        "wf.yaml", workflow(allow_probe + "    environmentAllowlist: [FOO, TOKEN, AGENTCTL_TEST_TOKEN]\n",
+                            actions, "    - {id: env, uses: action:env}\n"));
+    cli_test::command_options o;
+    // agentctl's own variables, SLURM_* ones included, must not reach the task (or steer srun).
+    o.env = {"AGENTCTL_TEST_TOKEN=" + secret, "SLURM_JOB_ID=999999", "SLURM_MY_OWN=x", "OTHER=y"};
+    auto r = cli({"--output", "json", "run", "--backend", "slurm", wf}, o);
+    BOOST_TEST_REQUIRE(r.exit_code == 0, r.out << r.err);
+    json::value v = parse_json(r.out);
+    const auto& t = task_of(v, "env");
+    std::map<std::string, std::string> seen;
+    std::istringstream lines(std::string(t.at("stdout").as_string()));
+    std::string line;
+    while (std::getline(lines, line)) seen[line.substr(0, line.find('='))] = line.substr(line.find('=') + 1);
+    std::set<std::string> names;
+    for (const auto& [k, val] : seen) names.insert(k);
+    std::set<std::string> expected = slurm_test::slurm_names;
+    expected.insert({"FOO", "TOKEN"});
+    BOOST_TEST(names == expected, boost::test_tools::per_element());
+    BOOST_TEST(seen["FOO"] == "bar");
+    BOOST_TEST(seen["TOKEN"] == "[REDACTED]");  // the value arrived; the report redacts it
+    BOOST_TEST(seen["SLURM_JOB_ID"] == std::to_string(t.at("slurm").at("jobId").as_int64()));
+    BOOST_TEST(seen["SLURM_JOB_PARTITION"] == cluster::get().partition);
+    BOOST_TEST(r.out.find(secret) == std::string::npos);
+
+    // The second partition, by name.
+    auto r2 = cli({"--output", "json", "run", "--backend", "slurm", "--slurm-partition",
+                   cluster::get().partition2, "--slurm-cpus-per-task", "1", "--slurm-mem", "64", wf},
+                  o);
+    BOOST_TEST_REQUIRE(r2.exit_code == 0, r2.out << r2.err);
+    json::value v2 = parse_json(r2.out);
+    std::string out2(task_of(v2, "env").at("stdout").as_string());
+    BOOST_TEST(out2.find("SLURM_JOB_PARTITION=" + cluster::get().partition2 + "\n") != std::string::npos,
+               out2);
+}
+
+BOOST_AUTO_TEST_CASE(secret_values_never_appear_in_any_argv) {
+    cli_test::temp_dir dir;
+    const std::string secret = "agentctl-argv-secret-" + cli_test::make_nonce();
+    std::string marker = dir.path() + "/started";
+    std::string actions = probe_action("hold", {"trap-term", "exit", "0", "--marker", marker},
+                                       "      env:\n        TOKEN: {env: AGENTCTL_TEST_TOKEN}\n");
+    auto wf = dir.write(
+        "wf.yaml", workflow(allow_probe + "    environmentAllowlist: [TOKEN, AGENTCTL_TEST_TOKEN]\n", actions,
+                            "    - {id: hold, uses: action:hold}\n"));
+    std::size_t scanned = 0, srun_seen = 0;
+    std::vector<std::string> leaks;
+    cli_test::command_options o;
+    o.env = {"AGENTCTL_TEST_TOKEN=" + secret};
+    o.poll = [&](pid_t pid) {
+        if (!fs::exists(marker)) return false;
+        // The program runs: agentctl, srun (both of its processes), slurmstepd and the task.
+        for (pid_t p : slurm_test::all_pids()) {
+            auto cmd = slurm_test::cmdline_of(p);
+            if (!cmd) continue;
+            ++scanned;
+            if (cmd->find(secret) != std::string::npos) leaks.push_back(std::to_string(p));
+            if (cmd->rfind(cluster::get().srun, 0) == 0 && cmd->find("--export=TOKEN") != std::string::npos)
+                ++srun_seen;
+        }
+        ::kill(pid, SIGINT);
+        return true;
+    };
+    auto r = cli({"--output", "json", "run", "--backend", "slurm", wf}, o);
+    BOOST_TEST(r.exit_code == 130, r.out << r.err);
+    BOOST_TEST(scanned > 10u);
+    BOOST_TEST(srun_seen >= 1u, "no srun client with --export=TOKEN was running");
+    BOOST_TEST(
+        leaks.empty(), "the secret is in the argv of pids" << [&] {
+            std::string s;
+            for (auto& l : leaks) s += " " + l;
+            return s;
+        }());
+}
+
+BOOST_AUTO_TEST_CASE(jobs_bounds_the_submitted_jobs) {
+    cli_test::temp_dir dir;
+    auto wf = dir.write("wf.yaml",
+                        workflow(allow_probe, probe_action("nap", {"sleep", "1"}),
+                                 "    - {id: nap, uses: action:nap, foreach: {items: [1, 2, 3, 4, 5]}}\n"));
+    std::size_t most = 0;
+    cli_test::command_options o;
+    o.poll = [&](pid_t pid) {
+        most = std::max(most, active_jobs_of(pid).size());
+        return false;
+    };
+    auto r = cli({"--output", "json", "run", "--backend", "slurm", "--jobs", "2", wf}, o);
+    BOOST_TEST_REQUIRE(r.exit_code == 0, r.out << r.err);
+    BOOST_TEST(most >= 1u);
+    BOOST_TEST(most <= 2u, most << " jobs of the run were in the queue at once");
+}
+
+BOOST_AUTO_TEST_CASE(an_unknown_partition_fails_closed_and_doctor_says_so) {
+    cli_test::temp_dir dir;
+    auto wf = dir.write("wf.yaml", workflow(allow_probe, probe_action("ok", {"exit", "0"}),
+                                            "    - {id: ok, uses: action:ok}\n"));
+    auto before = my_active_jobs().size();
+    auto r = cli({"--output", "json", "run", "--backend", "slurm", "--slurm-partition", "nope", wf});
+    BOOST_TEST_REQUIRE(r.exit_code == 4, r.out << r.err);
+    json::value v = parse_json(r.out);
+    const auto& error = v.at("data").at("error").as_object();
+    BOOST_TEST(error.at("code").as_string() == "backend_unavailable");
+    std::string message(error.at("message").as_string());
+    BOOST_TEST(message.find("\"nope\"") != std::string::npos, message);
+    BOOST_TEST(message.find("nothing was run") != std::string::npos, message);
+    BOOST_TEST(task_of(v, "ok").at("state").as_string() == "skipped");
+    BOOST_TEST(!task_of(v, "ok").contains("slurm"));
+    BOOST_TEST(my_active_jobs().size() == before);
+
+    auto d = cli({"--output", "json", "doctor", "--backend", "slurm", "--slurm-partition", "nope", wf});
+    BOOST_TEST(d.exit_code == 4, d.out << d.err);
+    json::value dv = parse_json(d.out);
+    BOOST_TEST(!dv.at("data").at("ready").as_bool());
+    std::map<std::string, std::string> backend;
+    for (const auto& c : dv.at("data").at("checks").as_array())
+        if (c.at("check").as_string() == "backend")
+            backend[std::string(c.at("subject").as_string())] = std::string(c.at("status").as_string());
+    BOOST_TEST(backend["srun"] == "ok");
+    BOOST_TEST(backend["controller"] == "ok");
+    BOOST_TEST(backend["partition nope"] == "missing");
+
+    auto ready = cli({"--output", "json", "doctor", "--backend", "slurm", "--slurm-partition",
+                      cluster::get().partition2, wf});
+    BOOST_TEST(ready.exit_code == 0, ready.out << ready.err);
+    json::value rv = parse_json(ready.out);
+    BOOST_TEST(rv.at("data").at("ready").as_bool());
+    auto human = cli({"doctor", "--backend", "slurm", wf});
+    BOOST_TEST(human.exit_code == 0, human.out << human.err);
+    BOOST_TEST(human.out.find("backend controller: ok") != std::string::npos, human.out);
+}
+
+BOOST_AUTO_TEST_CASE(container_actions_are_refused) {
+    cli_test::temp_dir dir;
+    std::string actions =
+        "    boxed:\n      kind: builtin.shell.exec\n      command: /bin/true\n      isolation: container\n"
+        "      container:\n        image: \"sha256:" +
+        std::string(64, 'f') + "\"\n        runtime: podman\n";
+    auto wf = dir.write("wf.yaml", workflow("    processAllowlist: [\"true\"]\n", actions,
+                                            "    - {id: boxed, uses: action:boxed}\n"));
+    auto r = cli({"--output", "json", "run", "--backend", "slurm", wf});
+    BOOST_TEST_REQUIRE(r.exit_code == 4, r.out << r.err);
+    json::value v = parse_json(r.out);
+    BOOST_TEST(v.at("data").at("error").at("code").as_string() == "backend_unavailable");
+    std::string message(v.at("data").at("error").at("message").as_string());
+    BOOST_TEST(message.find("isolation: container") != std::string::npos, message);
+    BOOST_TEST(task_of(v, "boxed").at("state").as_string() == "skipped");
+    auto d = cli({"--output", "json", "doctor", "--backend", "slurm", wf});
+    BOOST_TEST(d.exit_code == 4, d.out << d.err);
+    bool refused = false;
+    json::value dv = parse_json(d.out);
+    for (const auto& c : dv.at("data").at("checks").as_array())
+        refused |= c.at("action").as_string() == "boxed" && c.at("check").as_string() == "backend" &&
+                   c.at("status").as_string() == "unavailable";
+    BOOST_TEST(refused, d.out);
+}
+
+BOOST_AUTO_TEST_CASE(backend_flags_are_checked) {
+    cli_test::temp_dir dir;
+    auto wf = dir.write("wf.yaml", workflow(allow_probe, probe_action("ok", {"exit", "0"}),
+                                            "    - {id: ok, uses: action:ok}\n"));
+    for (const auto& args : std::vector<std::vector<std::string>>{
+             {"run", "--slurm-partition", "main", wf},
+             {"doctor", "--slurm-mem", "10", wf},
+             {"check", "--backend", "slurm", wf},
+             {"plan", "--backend", "local", wf},
+             {"run", "--backend", "kubernetes", wf},
+             {"run", "--backend", "slurm", "--slurm-mem", "0", wf},
+             {"run", "--backend", "slurm", "--slurm-cpus-per-task", "-1", wf},
+             {"run", "--backend", "slurm", "--slurm-partition", "", wf}}) {
+        auto r = cli(args);
+        std::string what;
+        for (const auto& a : args) what += a + " ";
+        BOOST_TEST(r.exit_code == 2, what << ": " << r.out << r.err);
+    }
+    // Slurm's variables cannot be declared: srun reads them as its own options.
+    auto steer =
+        dir.write("steer.yaml",
+                  workflow(allow_probe + "    environmentAllowlist: [SLURM_PARTITION]\n",
+                           probe_action("ok", {"exit", "0"}, "      env: {SLURM_PARTITION: {value: x}}\n"),
+                           "    - {id: ok, uses: action:ok}\n"));
+    auto r = cli({"--output", "json", "run", "--backend", "slurm", steer});
+    BOOST_TEST_REQUIRE(r.exit_code == 4, r.out << r.err);
+    json::value sv = parse_json(r.out);
+    BOOST_TEST(sv.at("data").at("error").at("code").as_string() == "engine_variable_not_allowed");
+}
+
+BOOST_AUTO_TEST_CASE(an_extension_runs_as_two_jobs_with_its_request_on_stdin) {
+    std::string textstats = env_or_empty("AGENTCTL_TEXTSTATS");
+    BOOST_TEST_REQUIRE(fs::exists(textstats),
+                       "AGENTCTL_TEXTSTATS is not the sample extension: " << textstats);
+    cli_test::temp_dir dir;
+    std::string actions =
+        "    textstats:\n      kind: extension.process\n      command: " + yaml_quoted(textstats) +
+        "\n      protocolVersion: agentctl.dev/process-extension/v1\n      idempotency: pure\n"
+        "      capabilities: [text.count]\n"
+        "      inputSchema: {type: object, required: [text], additionalProperties: false,\n"
+        "                    properties: {text: {type: string}}}\n"
+        "      outputSchema: {type: object, required: [words, lines, bytes, longest], additionalProperties: "
+        "false,\n"
+        "                     properties: {words: {type: integer, minimum: 0}, lines: {type: integer, "
+        "minimum: 0},\n"
+        "                                  bytes: {type: integer, minimum: 0},\n"
+        "                                  longest: {type: string}}}\n";
+    auto wf = dir.write(
+        "wf.yaml",
+        workflow("    processAllowlist: [agentctl-textstats]\n", actions,
+                 "    - {id: count, uses: action:textstats, with: {text: \"the quick brown fox\"}}\n"));
+    auto r = cli({"--output", "json", "run", "--backend", "slurm", wf});
+    BOOST_TEST_REQUIRE(r.exit_code == 0, r.out << r.err);
+    json::value v = parse_json(r.out);
+    const auto& t = task_of(v, "count");
+    BOOST_TEST(t.at("output").at("words").as_int64() == 4);
+    BOOST_TEST(t.at("output").at("longest").as_string() == "quick");
+    BOOST_TEST(t.at("backend").as_string() == "slurm");
+    BOOST_TEST(t.at("slurm").at("state").as_string() == "COMPLETED");
+    auto left = active_jobs_of_run(std::string(v.at("data").at("runId").as_string()));
+    BOOST_TEST(left.empty(), names_of(left));
+}
+
+BOOST_AUTO_TEST_CASE(slurm_commands_missing_from_the_path_fail_closed) {
+    cli_test::temp_dir dir;
+    auto wf = dir.write("wf.yaml", workflow(allow_probe, probe_action("ok", {"exit", "0"}),
+                                            "    - {id: ok, uses: action:ok}\n"));
+    // A PATH without Slurm: the probe is named by its absolute path, srun is looked up.
+    std::vector<std::string> env = {"PATH=" + dir.path(), "HOME=/root", "SLURM_CONF=" + cluster::get().conf};
+    auto r = slurm_test::run({cli_test::agentctl_bin(), "--output", "json", "run", "--backend", "slurm", wf},
+                             env, 60s);
+    BOOST_TEST_REQUIRE((r.exited && r.code == 4), slurm_test::describe(r));
+    json::value v = parse_json(r.out);
+    BOOST_TEST(v.at("data").at("error").at("code").as_string() == "backend_unavailable");
+    std::string message(v.at("data").at("error").at("message").as_string());
+    for (const char* tool : {"srun", "squeue", "scancel", "scontrol", "sinfo"})
+        BOOST_TEST(message.find(tool) != std::string::npos, tool << ": " << message);
+    BOOST_TEST(message.find(dir.path()) != std::string::npos, message);  // where it looked
+    BOOST_TEST(task_of(v, "ok").at("state").as_string() == "skipped");
+    auto d = slurm_test::run(
+        {cli_test::agentctl_bin(), "--output", "json", "doctor", "--backend", "slurm", wf}, env, 60s);
+    BOOST_TEST((d.exited && d.code == 4), slurm_test::describe(d));
+    json::value dv = parse_json(d.out);
+    std::size_t missing = 0;
+    for (const auto& c : dv.at("data").at("checks").as_array())
+        missing += c.at("check").as_string() == "backend" && c.at("status").as_string() == "missing";
+    BOOST_TEST(missing == 5u, d.out);
+}
+
+// Stops the controller (and restarts it).
+BOOST_AUTO_TEST_CASE(a_stopped_controller_fails_closed) {
+    cli_test::temp_dir dir;
+    auto wf = dir.write("wf.yaml", workflow(allow_probe, probe_action("ok", {"exit", "0"}),
+                                            "    - {id: ok, uses: action:ok}\n"));
+    controller("stop");
+    auto r = cli({"--output", "json", "run", "--backend", "slurm", wf});
+    auto d = cli({"--output", "json", "doctor", "--backend", "slurm", wf});
+    controller("start");
+    wait_node_idle();
+    BOOST_TEST_REQUIRE(r.exit_code == 4, r.out << r.err);
+    BOOST_TEST(r.wall < 10s, "the run took " << r.wall.count() << " ms to fail");
+    json::value v = parse_json(r.out);
+    BOOST_TEST(v.at("data").at("error").at("code").as_string() == "backend_unavailable");
+    std::string message(v.at("data").at("error").at("message").as_string());
+    BOOST_TEST(message.find("scontrol ping") != std::string::npos, message);
+    BOOST_TEST(message.find("nothing was run") != std::string::npos, message);
+    BOOST_TEST(task_of(v, "ok").at("state").as_string() == "skipped");
+    BOOST_TEST(d.exit_code == 4, d.out << d.err);
+    bool down = false;
+    json::value dv = parse_json(d.out);
+    for (const auto& c : dv.at("data").at("checks").as_array())
+        down |= c.at("subject").as_string() == "controller" && c.at("status").as_string() == "unavailable";
+    BOOST_TEST(down, d.out);
+    auto left = active_jobs_of_run(std::string(v.at("data").at("runId").as_string()));
+    BOOST_TEST(left.empty(), names_of(left));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(leftovers)
+
+// Jobs named as agentctl names them, for owners dead and alive, cancelled by the library's hook.
+BOOST_AUTO_TEST_CASE(a_dead_runs_jobs_are_cancelled_and_no_one_elses) {
+    const auto& c = cluster::get();
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    std::ifstream stat("/proc/self/stat");
+    std::string line;
+    std::getline(stat, line);
+    auto at = line.rfind(')');
+    for (int field = 2; at != std::string::npos && field < 22; ++field) at = line.find(' ', at + 1);
+    std::string start = line.substr(at + 1, line.find(' ', at + 1) - at - 1);
+    using agentctl::slurm::job_owner;
+    const job_owner alive{host, static_cast<long>(::getpid()), start};
+    const job_owner reused{host, static_cast<long>(::getpid()), start + "1"};  // same pid, other start
+    const job_owner elsewhere{"another-host", 4242, "1"};
+    const std::string run = "run-leftover" + std::to_string(::getpid());
+    const std::string other_run = "run-other" + std::to_string(::getpid());
+    struct job {
+        std::string run;
+        job_owner owner;
+        bool cancelled;  // by the hook, asked for `run` only
+    };
+    const std::vector<job> jobs = {
+        {run, reused, true}, {run, alive, false}, {run, elsewhere, false}, {other_run, reused, false}};
+    std::vector<std::unique_ptr<slurm_test::child>> sruns;
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+        agentctl::slurm::srun_request r;
+        r.srun = c.srun;
+        r.run_id = jobs[i].run;
+        r.owner = jobs[i].owner;
+        r.task_id = "left-" + std::to_string(i);
+        r.executable = c.probe;
+        r.args = {"sleep", "300"};
+        r.cwd = "/tmp";
+        auto argv = agentctl::slurm::srun_argv(r);
+        BOOST_TEST_REQUIRE(bool(argv), argv.error);
+        std::string error;
+        names.push_back(*agentctl::slurm::job_name(r.run_id, r.owner, r.task_id, r.attempt, error));
+        sruns.push_back(std::make_unique<slurm_test::child>(argv.argv, slurm_test::client_env()));
+    }
+    auto listed = [&] {
+        std::map<std::string, queue_entry> m;
+        for (auto& e : my_active_jobs()) m[e.name] = e;
+        return m;
+    };
+    auto until = std::chrono::steady_clock::now() + 60s;
+    while (listed().size() < jobs.size()) {
+        BOOST_TEST_REQUIRE((std::chrono::steady_clock::now() < until), "the jobs never appeared in squeue");
+        slurm_test::pause(100ms);
+    }
+
+    boost::asio::io_context io;
+    agentctl::slurm_leftover_options options;
+    options.search_path = "/usr/local/bin:/usr/bin:/bin";
+    options.host_env = [](std::string_view name) -> std::optional<std::string> {
+        if (name == "SLURM_CONF") return env_or_empty("SLURM_CONF");
+        return std::nullopt;
+    };
+    options.run_ids = {run};
+    std::optional<agentctl::slurm_leftover_report> report;
+    agentctl::async_cancel_slurm_leftovers(io.get_executor(), options,
+                                           [&](agentctl::slurm_leftover_report r) { report = std::move(r); });
+    io.run();
+    BOOST_TEST_REQUIRE(report.has_value());
+    BOOST_TEST(report->slurm_found);
+    BOOST_TEST(!report->error.has_value(), (report->error ? report->error->message : ""));
+    BOOST_TEST_REQUIRE(report->cancelled.size() == 1u);
+    BOOST_TEST(report->cancelled[0].find(names[0]) != std::string::npos, report->cancelled[0]);
+    auto now = listed();
+    for (std::size_t i = 0; i < jobs.size(); ++i)
+        BOOST_TEST((now.count(names[i]) == 0) == jobs[i].cancelled, names[i]);
+
+    // Without run ids every dead owner's job goes: the other run's too, never the live one's.
+    options.run_ids.clear();
+    report.reset();
+    io.restart();
+    agentctl::async_cancel_slurm_leftovers(io.get_executor(), options,
+                                           [&](agentctl::slurm_leftover_report r) { report = std::move(r); });
+    io.run();
+    BOOST_TEST_REQUIRE(report.has_value());
+    now = listed();
+    BOOST_TEST(now.count(names[3]) == 0u);
+    BOOST_TEST(now.count(names[1]) == 1u);
+    BOOST_TEST(now.count(names[2]) == 1u);
+
+    // Ours to clean up: the live owner's and the other host's.
+    std::vector<std::uint64_t> ids;
+    for (auto& [n, e] : now)
+        if (n == names[1] || n == names[2]) ids.push_back(e.job_id);
+    slurm_test::run(agentctl::slurm::scancel_jobs(c.scancel, ids), slurm_test::client_env(), 30s);
+    for (auto& s : sruns) s->wait(30s);
+    until = std::chrono::steady_clock::now() + 30s;
+    for (;;) {
+        bool any = false;
+        for (auto& [n, e] : listed()) any |= std::find(names.begin(), names.end(), n) != names.end();
+        if (!any) break;
+        BOOST_TEST_REQUIRE((std::chrono::steady_clock::now() < until), "the test's jobs are still listed");
+        slurm_test::pause(100ms);
+    }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// Last: the node goes down while a task runs (and is brought back).
+BOOST_AUTO_TEST_SUITE(node_failure)
+
+BOOST_AUTO_TEST_CASE(a_node_failure_is_reported_as_slurms_not_the_programs) {
+    const auto& c = cluster::get();
+    cli_test::temp_dir dir;
+    std::string marker = dir.path() + "/started";
+    auto wf = dir.write(
+        "wf.yaml", workflow(allow_probe, probe_action("hold", {"trap-term", "exit", "0", "--marker", marker}),
+                            "    - {id: hold, uses: action:hold}\n"));
+    bool downed = false;
+    cli_test::command_options o;
+    o.poll = [&](pid_t) {
+        if (!fs::exists(marker)) return false;
+        auto down = slurm_test::run({slurm_test::tool("scontrol"), "update", "nodename=" + c.node,
+                                     "state=down", "reason=agentctl-cli-test"},
+                                    slurm_test::client_env(), 20s);
+        downed = down.exited && down.code == 0;
+        return true;
+    };
+    auto r = cli({"--output", "json", "run", "--backend", "slurm", wf}, o);
+    // ReturnToService=2 brings the node back once slurmd answers; resume it if not.
+    slurm_test::run({slurm_test::tool("scontrol"), "update", "nodename=" + c.node, "state=resume"},
+                    slurm_test::client_env(), 20s);
+    wait_node_idle();
+    BOOST_TEST_REQUIRE(downed, "the node could not be set down");
+    BOOST_TEST_REQUIRE(r.exit_code == 4, r.out << r.err);  // srun itself said 0
+    json::value v = parse_json(r.out);
+    const auto& t = task_of(v, "hold");
+    BOOST_TEST(t.at("state").as_string() == "failed", t);
+    BOOST_TEST(error_code_of(t) == "slurm_node_failure", t);
+    BOOST_TEST(t.at("slurm").at("state").as_string() == "NODE_FAIL");
+    BOOST_TEST(!t.contains("exitCode"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// Needs the fixture's cgroup mode (AGENTCTL_SLURM_CGROUP=v1): meson test slurm-cli-oom.
+BOOST_AUTO_TEST_SUITE(oom_cli)
+
+BOOST_AUTO_TEST_CASE(an_out_of_memory_kill_is_reported_as_such) {
+    BOOST_TEST_REQUIRE(
+        env_or_empty("AGENTCTL_SLURM_CGROUP") == "v1",
+        "run through tools/slurm-fixture with AGENTCTL_SLURM_CGROUP=v1 (meson test slurm-cli-oom)");
+    cli_test::temp_dir dir;
+    auto wf = dir.write(
+        "wf.yaml",
+        workflow(allow_probe, probe_action("big", {"alloc", "200"}) + probe_action("small", {"alloc", "10"}),
+                 "    - {id: big, uses: action:big, failure: continue}\n"
+                 "    - {id: small, uses: action:small}\n"));
+    auto r = cli({"--output", "json", "run", "--backend", "slurm", "--slurm-mem", "50", wf});
+    BOOST_TEST_REQUIRE(r.exit_code == 4, r.out << r.err);
+    json::value v = parse_json(r.out);
+    const auto& big = task_of(v, "big");
+    BOOST_TEST(big.at("state").as_string() == "failed", big);
+    BOOST_TEST(error_code_of(big) == "oom_killed", big);
+    BOOST_TEST(big.at("slurm").at("state").as_string() == "OUT_OF_MEMORY");
+    const auto& small = task_of(v, "small");
+    BOOST_TEST(small.at("state").as_string() == "succeeded", small);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
