@@ -73,6 +73,9 @@ struct c_strings {
 pid_t spawn(const std::vector<std::string>& argv, std::vector<std::string> extra_env, posix_spawn_file_actions_t& fa,
             posix_spawnattr_t& attr) {
     std::vector<std::string> env = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/root", "LANG=C.UTF-8"};
+    // A sanitizer build's agentctl reports as the test setup asks (tests/meson.build).
+    for (const char* name : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"})
+        if (const char* v = std::getenv(name)) env.push_back(std::string(name) + "=" + v);
     env.insert(env.end(), extra_env.begin(), extra_env.end());
     c_strings args(argv), envp(std::move(env));
     pid_t pid = -1;
