@@ -1,5 +1,7 @@
 #include "command.hpp"
 
+#include "../support/skips.hpp"
+
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
 
@@ -273,7 +275,10 @@ std::string normalise_run_json(const std::string& json) {
 
 void check_golden(const std::string& golden, const std::string& actual) {
     std::string path = data_dir() + "/golden/" + golden;
-    if (const char* update = std::getenv("AGENTCTL_UPDATE_GOLDEN"); update && std::string(update) == "1") {
+    if (const char* update = std::getenv("AGENTCTL_UPDATE_GOLDEN"); update && *update) {
+        // A golden file rewritten by CI would make the comparison pass by definition.
+        BOOST_REQUIRE_MESSAGE(!test_support::in_ci(), "AGENTCTL_UPDATE_GOLDEN is set and CI=true: refused");
+        BOOST_REQUIRE_MESSAGE(std::string(update) == "1", "AGENTCTL_UPDATE_GOLDEN must be 1 or unset");
         std::ofstream(path, std::ios::binary) << actual;
         return;
     }

@@ -1,6 +1,8 @@
 // Process trees, timeouts and the termination ladder (RELIABILITY §4.1, §4.2, §4.3).
 #include "harness.hpp"
 
+#include "../support/skips.hpp"
+
 #include "exec/tree.hpp"
 
 #include <boost/test/unit_test.hpp>
@@ -33,7 +35,7 @@ BOOST_AUTO_TEST_CASE(automatic_containment_uses_cgroup_v2_where_available) {
     auto r = run_one(probe_request(nonce, {"exit", "0"}));
     BOOST_TEST(r.used == expected_mechanism(containment_policy::automatic));
     if (!host_has_cgroup_v2())
-        BOOST_TEST_MESSAGE("no writable cgroup v2 here: process-group containment only");
+        test_support::cannot_check("no writable cgroup v2 here: cgroup containment is not exercised");
     auto req = probe_request(nonce, {"exit", "0"});
     req.containment = containment_policy::process_group_only;
     BOOST_TEST(run_one(req).used == containment::process_group);
@@ -66,11 +68,9 @@ BOOST_AUTO_TEST_CASE(runs_after_a_kill_are_not_killed) {
 
 // Leaves left behind by a process that died without destroying its io_context are removed
 // by the next one that uses cgroups; a leaf whose owner lives is left alone.
-BOOST_AUTO_TEST_CASE(stale_leaves_of_dead_owners_are_removed) {
-    if (!host_has_cgroup_v2()) {
-        BOOST_TEST_MESSAGE("no writable cgroup v2 here: nothing to sweep");
-        return;
-    }
+BOOST_AUTO_TEST_CASE(stale_leaves_of_dead_owners_are_removed,
+                     *boost::unit_test::precondition(test_support::needs("a writable cgroup v2 hierarchy",
+                                                                         host_has_cgroup_v2))) {
     std::string why;
     auto parent = agentctl::exec::discover_cgroup_parent(why);
     BOOST_REQUIRE(parent.has_value());
