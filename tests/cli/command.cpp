@@ -252,7 +252,8 @@ std::string make_nonce() {
 }
 
 namespace {
-void normalise(boost::json::value& v, const std::string& key) {
+void normalise(boost::json::value& v, const std::string& key, const std::vector<std::string>& keys,
+               const std::vector<std::pair<std::string, std::string>>& replace) {
     // containment depends on the host (a writable cgroup v2 tree or not): tested elsewhere.
     static const char* volatile_keys[] = {"runId", "durationMs", "elapsedMs", "usage", "command", "containment"};
     for (const char* k : volatile_keys)
@@ -260,16 +261,34 @@ void normalise(boost::json::value& v, const std::string& key) {
             v = std::string("<") + k + ">";
             return;
         }
-    if (v.is_object())
-        for (auto& m : v.as_object()) normalise(m.value(), std::string(m.key()));
-    else if (v.is_array())
-        for (auto& e : v.as_array()) normalise(e, "");
+    for (const auto& k : keys)
+        if (key == k) {
+            v = "<" + k + ">";
+            return;
+        }
+    if (v.is_object()) {
+        for (auto& m : v.as_object()) normalise(m.value(), std::string(m.key()), keys, replace);
+    } else if (v.is_array()) {
+        for (auto& e : v.as_array()) normalise(e, "", keys, replace);
+    } else if (v.is_string() && !replace.empty()) {
+        std::string text(v.as_string());
+        for (const auto& [from, to] : replace)
+            for (auto at = text.find(from); !from.empty() && at != std::string::npos;
+                 at = text.find(from, at + to.size()))
+                text.replace(at, from.size(), to);
+        v = text;
+    }
 }
 }  // namespace
 
 std::string normalise_run_json(const std::string& json) {
+    return normalise_json(json, {}, {});
+}
+
+std::string normalise_json(const std::string& json, const std::vector<std::string>& keys,
+                           const std::vector<std::pair<std::string, std::string>>& replace) {
     boost::json::value v = boost::json::parse(json);
-    normalise(v, "");
+    normalise(v, "", keys, replace);
     return boost::json::serialize(v);
 }
 

@@ -72,6 +72,11 @@ std::string make_nonce();
 /// JSON output can be compared with a golden file.
 std::string normalise_run_json(const std::string& json);
 
+/// normalise_run_json(), plus: the values of `keys` become "<key>", and in every string each
+/// `replace` pair's first text (a temporary folder, the probe's path) becomes its second.
+std::string normalise_json(const std::string& json, const std::vector<std::string>& keys,
+                           const std::vector<std::pair<std::string, std::string>>& replace);
+
 /// Compares `actual` with the file `golden` under data_dir()/golden; with
 /// AGENTCTL_UPDATE_GOLDEN=1 rewrites the file instead.
 void check_golden(const std::string& golden, const std::string& actual);

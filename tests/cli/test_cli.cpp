@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 using namespace cli_test;
 using namespace std::chrono_literals;
@@ -44,18 +45,62 @@ bool nothing_left(const std::string& nonce) {
     return processes_with(nonce).empty();
 }
 
+/// The member names of a JSON object, in order.
+std::vector<std::string> keys_of(const json::value& v) {
+    std::vector<std::string> out;
+    for (const auto& m : v.as_object()) out.emplace_back(m.key());
+    return out;
+}
+
+/// The envelope of a failure (stderr under --output json), as specified.
+void check_error_envelope(const std::string& text, int exit_code) {
+    json::value v = parse_json(text);
+    BOOST_TEST((keys_of(v) == std::vector<std::string>{"apiVersion", "kind", "ok", "error", "diagnostics"}),
+               text);
+    BOOST_TEST(v.at("apiVersion").as_string() == "agentctl.dev/cli/v1");
+    BOOST_TEST(v.at("kind").as_string() == "Error");
+    BOOST_TEST(v.at("ok").as_bool() == false);
+    BOOST_TEST((keys_of(v.at("error")) == std::vector<std::string>{"message", "exitCode"}), text);
+    BOOST_TEST(!v.at("error").at("message").as_string().empty());
+    BOOST_TEST(v.at("error").at("exitCode").as_int64() == exit_code);
+    BOOST_TEST(v.at("diagnostics").is_array());
+}
+
+/// Golden form of a document printed for a workflow in `dir`: digests, the folder and the
+/// probe's path replaced (the digests after checking their form).
+std::string golden_form(const std::string& text, const temp_dir& dir) {
+    json::value v = parse_json(text);
+    if (v.is_object() && v.as_object().contains("data") && v.at("data").is_object())
+        for (const char* key : {"workflowDigest", "planDigest"})
+            if (const auto* d = v.at("data").as_object().if_contains(key)) {
+                std::string digest(d->as_string());
+                BOOST_TEST(digest.size() == 71u, key << ": " << digest);
+                BOOST_TEST(digest.rfind("sha256:", 0) == 0u, key << ": " << digest);
+            }
+    return normalise_json(text, {"workflowDigest", "planDigest"},
+                          {{dir.path(), "<dir>"}, {probe_bin(), "<probe>"}}) +
+           "\n";
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(version_in_both_forms) {
     auto human = agentctl({"version"});
     BOOST_TEST(human.exit_code == 0);
     BOOST_TEST(human.out.rfind("agentctl ", 0) == 0u);
+    BOOST_TEST(human.out.find('\n') == human.out.size() - 1, human.out);  // one line
     auto machine = agentctl({"--output", "json", "version"});
     BOOST_TEST(machine.exit_code == 0);
+    BOOST_TEST(machine.err.empty(), machine.err);
+    BOOST_TEST(machine.out.back() == '\n');
     json::value v = parse_json(machine.out);
+    // Exactly one document, in the specified envelope.
+    BOOST_TEST((keys_of(v) == std::vector<std::string>{"apiVersion", "kind", "ok", "data", "diagnostics"}));
     BOOST_TEST(v.at("apiVersion").as_string() == "agentctl.dev/cli/v1");
     BOOST_TEST(v.at("kind").as_string() == "Version");
     BOOST_TEST(v.at("ok").as_bool());
+    BOOST_TEST(v.at("diagnostics").as_array().empty());
+    BOOST_TEST(human.out == "agentctl " + std::string(v.at("data").at("version").as_string()) + "\n");
 }
 
 BOOST_AUTO_TEST_CASE(usage_errors_exit_2_and_honour_json) {
@@ -71,10 +116,7 @@ BOOST_AUTO_TEST_CASE(usage_errors_exit_2_and_honour_json) {
         auto rj = agentctl(j);
         BOOST_TEST(rj.exit_code == 2);
         BOOST_TEST(rj.out.empty());
-        json::value v = parse_json(rj.err);
-        BOOST_TEST(v.at("kind").as_string() == "Error");
-        BOOST_TEST(v.at("ok").as_bool() == false);
-        BOOST_TEST(v.at("error").at("exitCode").as_int64() == 2);
+        check_error_envelope(rj.err, 2);
     }
 }
 
@@ -84,11 +126,10 @@ BOOST_AUTO_TEST_CASE(check_valid_and_invalid_documents) {
     auto r = agentctl({"check", good});
     BOOST_TEST(r.exit_code == 0);
     BOOST_TEST(r.out == "valid: cli-test (1 task)\n");
+    BOOST_TEST(r.err.empty(), r.err);
     auto j = agentctl({"--output", "json", "check", good});
-    json::value v = parse_json(j.out);
-    BOOST_TEST(v.at("kind").as_string() == "CheckResult");
-    BOOST_TEST(v.at("data").at("valid").as_bool());
-    BOOST_TEST(v.at("data").at("planDigest").as_string().subview().substr(0, 7) == "sha256:");
+    BOOST_TEST(j.exit_code == 0);
+    check_golden("check.valid.json", golden_form(j.out, dir));
 
     // Two problems at once, each located.
     auto bad = dir.write("bad.yaml", probe_workflow("", "    - {id: a, uses: action:ok, timeoutSecond: 5}\n"
@@ -100,21 +141,31 @@ BOOST_AUTO_TEST_CASE(check_valid_and_invalid_documents) {
     BOOST_TEST(rb.err.find("did you mean \"timeoutSeconds\"") != std::string::npos, rb.err);
     BOOST_TEST(rb.err.find("unknown_action") != std::string::npos);
     auto jb = agentctl({"--output", "json", "check", bad});
+    BOOST_TEST(jb.exit_code == 2);
+    BOOST_TEST(jb.out.empty());
+    check_error_envelope(jb.err, 2);
+    // Both problems, each with every specified member, and nothing else.
     json::value e = parse_json(jb.err);
-    BOOST_TEST(e.at("kind").as_string() == "Error");
-    BOOST_TEST(e.at("diagnostics").as_array().size() >= 2u);
-    const auto& d0 = e.at("diagnostics").as_array()[0].as_object();
-    for (auto key : {"code", "severity", "message", "file", "line", "column", "path", "help"})
-        BOOST_TEST(d0.contains(key), key);
+    BOOST_TEST(e.at("diagnostics").as_array().size() == 2u);
+    for (const auto& d : e.at("diagnostics").as_array())
+        BOOST_TEST((keys_of(d) == std::vector<std::string>{"code", "severity", "message", "file", "line",
+                                                           "column", "path", "help"}));
+    check_golden("check.invalid.json", golden_form(jb.err, dir));
 }
 
 BOOST_AUTO_TEST_CASE(policy_violation_exits_3) {
     temp_dir dir;
     std::string wf = probe_workflow("    cat: {kind: builtin.shell.exec, command: /bin/cat}\n",
                                     "    - {id: a, uses: action:cat}\n");
-    auto r = agentctl({"check", dir.write("wf.yaml", wf)});
+    auto path = dir.write("wf.yaml", wf);
+    auto r = agentctl({"check", path});
     BOOST_TEST(r.exit_code == 3);
     BOOST_TEST(r.err.find("policy_process_not_allowed") != std::string::npos, r.err);
+    auto j = agentctl({"--output", "json", "check", path});
+    BOOST_TEST(j.exit_code == 3);
+    BOOST_TEST(j.out.empty());
+    check_error_envelope(j.err, 3);
+    check_golden("check.policy.json", golden_form(j.err, dir));
 }
 
 BOOST_AUTO_TEST_CASE(plan_json_is_byte_stable) {
@@ -152,12 +203,8 @@ BOOST_AUTO_TEST_CASE(failed_task_exits_4_and_shows_escaped_stderr_tail) {
     BOOST_TEST(r.err.find("\x1b[") == std::string::npos);
     BOOST_TEST(r.err.find("\\x1b[") != std::string::npos, r.err);
     auto j = agentctl({"--output", "json", "run", wf});
-    json::value v = parse_json(j.out);
-    BOOST_TEST(v.at("kind").as_string() == "RunOutcome");
-    BOOST_TEST(v.at("ok").as_bool() == false);
-    BOOST_TEST(v.at("data").at("state").as_string() == "failed");
-    BOOST_TEST(v.at("data").at("tasks").at("broken").at("exitCode").as_int64() == 3);
-    BOOST_TEST(v.at("data").at("tasks").at("after").at("state").as_string() == "skipped");
+    BOOST_TEST(j.exit_code == 4);
+    check_golden("run.failed.json", golden_form(j.out, dir));
 }
 
 BOOST_AUTO_TEST_CASE(approval_required_stops_before_any_effect) {
@@ -175,7 +222,9 @@ BOOST_AUTO_TEST_CASE(approval_required_stops_before_any_effect) {
     BOOST_TEST(!std::filesystem::exists(marker));
     auto j = agentctl({"--output", "json", "run", path});
     BOOST_TEST(j.exit_code == 3);
-    BOOST_TEST(parse_json(j.err).at("diagnostics").as_array()[0].at("code").as_string() == "policy_approval_required");
+    BOOST_TEST(j.out.empty());
+    check_error_envelope(j.err, 3);
+    check_golden("run.approval.json", golden_form(j.err, dir));
     // --interactive without a terminal is refused too, before anything runs.
     auto i = agentctl({"run", "--interactive", path});
     BOOST_TEST(i.exit_code == 3);
@@ -189,11 +238,9 @@ BOOST_AUTO_TEST_CASE(timeout_seconds_cancels_the_run_with_130) {
                                                       "    - {id: long, uses: action:sleep, needs: [done], with: {nonce: " + nonce + "}}\n"));
     auto r = agentctl({"--output", "json", "run", "--timeout-seconds", "0.5", wf});
     BOOST_TEST(r.exit_code == 130);
-    BOOST_TEST(r.wall < 10s);
-    json::value v = parse_json(r.out);
-    BOOST_TEST(v.at("data").at("state").as_string() == "cancelled");
-    BOOST_TEST(v.at("data").at("tasks").at("done").at("state").as_string() == "succeeded");
-    BOOST_TEST(v.at("data").at("tasks").at("long").at("state").as_string() == "cancelled");
+    BOOST_TEST(r.wall < 20s);  // not the sleeper's 30 s
+    // The finished task's result, the cancelled one's (SIGKILL: killGraceSeconds is 0).
+    check_golden("run.cancelled.json", golden_form(r.out, dir));
     BOOST_TEST(nothing_left(nonce));
 }
 
@@ -228,15 +275,11 @@ BOOST_AUTO_TEST_CASE(jsonl_streams_events_then_the_outcome) {
     auto wf = dir.write("wf.yaml", probe_workflow("", "    - {id: a, uses: action:ok}\n    - {id: b, uses: action:ok, needs: [a]}\n"));
     auto r = agentctl({"--output", "jsonl", "run", wf});
     BOOST_TEST(r.exit_code == 0);
-    std::vector<json::value> lines;
+    // One JSON document per line: the events in order, then the outcome.
+    std::string normalised;
     std::istringstream in(r.out);
-    for (std::string line; std::getline(in, line);) lines.push_back(parse_json(line));
-    BOOST_REQUIRE(lines.size() == 5u);
-    BOOST_TEST(lines[0].at("event").as_string() == "taskStarted");
-    BOOST_TEST(lines[0].at("task").as_string() == "a");
-    BOOST_TEST(lines[1].at("event").as_string() == "taskFinished");
-    BOOST_TEST(lines[3].at("task").as_string() == "b");
-    BOOST_TEST(lines[4].at("kind").as_string() == "RunOutcome");
+    for (std::string line; std::getline(in, line);) normalised += golden_form(line, dir);
+    check_golden("run.events.jsonl", normalised);
 }
 
 BOOST_AUTO_TEST_CASE(inputs_from_file_and_flags_in_order) {

@@ -1,4 +1,4 @@
-// Exit statuses, capture, and what the child inherits (RELIABILITY §4.2, §4.6, §4.7, T-CON-05).
+// Exit statuses, capture, and what the child inherits (docs/TESTING.md).
 #include "harness.hpp"
 
 #include <boost/test/unit_test.hpp>

@@ -1,5 +1,5 @@
 // Executable resolution, spawn errors, working directories, input hygiene, redaction
-// (RELIABILITY §4.7, §4.9, §4.10, T-CON-04).
+// (docs/TESTING.md).
 #include "harness.hpp"
 
 #include "exec/paths.hpp"
