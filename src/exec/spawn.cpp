@@ -66,6 +66,18 @@ AGENTCTL_CHILD_CODE int child_main(void* arg) {
     if (::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &empty, nullptr, 8) != 0) {
         child_fail(plan, spawn_step::signals);
     }
+    if (plan.exe_fd >= 0) {
+        ::syscall(SYS_execveat, plan.exe_fd, "", plan.argv, plan.envp, AT_EMPTY_PATH);
+        // ENOENT is what the kernel says for a #! script behind a close-on-exec fd (and for a
+        // missing ELF loader, which execve() below reports the same way).
+        if (errno != ENOENT) child_fail(plan, spawn_step::exec);
+        struct stat opened, named;
+        if (::fstat(plan.exe_fd, &opened) != 0 || ::stat(plan.path, &named) != 0 ||
+            opened.st_dev != named.st_dev || opened.st_ino != named.st_ino) {
+            errno = ESTALE;
+            child_fail(plan, spawn_step::identity);
+        }
+    }
     ::execve(plan.path, plan.argv, plan.envp);
     child_fail(plan, spawn_step::exec);
     return 127;
@@ -183,6 +195,10 @@ spawn_failure describe_child_failure(spawn_step step, int err, const std::string
             return {"spawn_error", "cannot mark the child's file descriptors close-on-exec: " + reason};
         case spawn_step::signals:
             return {"spawn_error", "cannot reset the child's signal mask: " + reason};
+        case spawn_step::identity:
+            return {"executable_changed",
+                    quoted(path) +
+                        " changed while it was being started: it no longer names the file that was opened"};
         case spawn_step::none:
         case spawn_step::exec:
             break;
