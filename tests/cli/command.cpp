@@ -150,7 +150,8 @@ command_result run(const std::vector<std::string>& argv, const command_options& 
 
 command_result run_on_terminal(const std::vector<std::string>& argv,
                                const std::vector<std::pair<std::string, std::string>>& answers,
-                               std::chrono::milliseconds bound) {
+                               std::chrono::milliseconds bound,
+                               const std::function<std::string(pid_t)>& poll) {
     int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
     if (master < 0 || ::grantpt(master) != 0 || ::unlockpt(master) != 0) throw std::runtime_error("posix_openpt");
     std::string slave = ::ptsname(master);
@@ -187,6 +188,10 @@ command_result run_on_terminal(const std::vector<std::string>& argv,
             }
         }
         if (::waitpid(pid, &status, WNOHANG) == pid) exited = true;
+        if (!exited && poll) {
+            std::string text = poll(pid);
+            if (!text.empty()) (void)!::write(master, text.data(), text.size());
+        }
         if (!exited && std::chrono::steady_clock::now() - begun > bound) {
             r.timed_out = true;
             ::kill(-pid, SIGKILL);

@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <signal.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -405,4 +406,177 @@ BOOST_AUTO_TEST_CASE(second_sigint_kills_at_once) {
     BOOST_TEST(r.wall < 20s);  // neither the 30 s grace nor the 60 s slow exit
     BOOST_TEST(parse_json(r.out).at("data").at("state").as_string() == "cancelled");
     BOOST_TEST(nothing_left(nonce));
+}
+
+namespace {
+
+/// Field `n` (1-based, as in proc(5)) of /proc/PID/stat; empty if the process is gone.
+std::string stat_field(pid_t pid, int n) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(in, line);
+    auto close = line.rfind(')');
+    if (close == std::string::npos) return "";
+    std::istringstream fields(line.substr(close + 2));
+    std::string field;
+    for (int i = 3; i <= n && fields >> field;) ++i;
+    return field;
+}
+
+std::string sleepers_workflow(const temp_dir& dir, const std::string& nonce) {
+    return dir.write("wf.yaml",
+                     probe_workflow("",
+                                    "    - {id: done, uses: action:ok}\n"
+                                    "    - id: sleepers\n      uses: action:sleep\n      needs: [done]\n"
+                                    "      with: {nonce: " +
+                                        nonce +
+                                        "}\n"
+                                        "      foreach: {items: [1, 2, 3, 4]}\n"));
+}
+
+/// The outcome of one cancellation: the finished task kept, every sleeper cancelled by
+/// agentctl (SIGKILL, killGraceSeconds being 0), none dead of a signal of its own.
+void check_cancelled_sleepers(const json::value& v) {
+    BOOST_TEST(v.at("data").at("state").as_string() == "cancelled");
+    const auto& tasks = v.at("data").at("tasks").as_object();
+    BOOST_TEST(tasks.at("done").at("state").as_string() == "succeeded");
+    int sleepers = 0;
+    for (const auto& t : tasks) {
+        if (!t.key().starts_with("sleepers--")) continue;
+        ++sleepers;
+        BOOST_TEST(t.value().at("state").as_string() == "cancelled", t.key());
+        BOOST_TEST(t.value().at("signal").as_int64() == SIGKILL, t.key());
+        BOOST_TEST(t.value().at("error").at("code").as_string() == "cancelled", t.key());
+    }
+    BOOST_TEST(sleepers == 4);
+}
+
+}  // namespace
+
+// T-SIG-07: SIGTERM, and SIGHUP (its terminal closed), cancel the run as SIGINT does: what had
+// finished keeps its result, the running tasks are cancelled and their trees are gone, and
+// agentctl exits 130 (README and man page: "130 cancelled").
+BOOST_AUTO_TEST_CASE(sigterm_and_sighup_cancel_like_sigint) {
+    for (int sig : {SIGTERM, SIGHUP}) {
+        temp_dir dir;
+        std::string nonce = make_nonce();
+        auto wf = sleepers_workflow(dir, nonce);
+        bool sent = false;
+        command_options o;
+        o.bound = 30s;
+        o.poll = [&](pid_t pid) {
+            if (processes_with(nonce).size() < 4) return false;  // all four are running
+            ::kill(pid, sig);
+            sent = true;
+            return true;
+        };
+        auto r = agentctl({"--output", "json", "run", "--jobs", "4", wf}, o);
+        BOOST_TEST(sent, sigabbrev_np(sig));
+        BOOST_TEST(!r.timed_out);
+        BOOST_TEST(r.signal == 0, sigabbrev_np(sig) << ": agentctl died of signal " << r.signal);
+        BOOST_TEST(r.exit_code == 130, sigabbrev_np(sig) << ": " << r.err);
+        check_cancelled_sleepers(parse_json(r.out));
+        BOOST_TEST(nothing_left(nonce), sigabbrev_np(sig));
+    }
+}
+
+// T-CAN-03: Ctrl-C on agentctl's terminal. The terminal sends SIGINT to its whole foreground
+// process group; every task runs in a session of its own without a controlling terminal, so
+// agentctl alone gets it, and the outcome is that of one SIGINT: exit 130, the tasks cancelled
+// by agentctl (not dead of SIGINT), nothing left.
+BOOST_AUTO_TEST_CASE(ctrl_c_on_the_terminal_is_one_cancellation) {
+    temp_dir dir;
+    std::string nonce = make_nonce();
+    auto wf = sleepers_workflow(dir, nonce);
+    std::string out = dir.path() + "/out.json";
+    // sh execs agentctl: it is then the terminal's session leader and foreground group, its
+    // stdout in a file, its stderr on the terminal.
+    std::vector<std::string> argv = {
+        "/bin/sh", "-c", "exec \"$0\" --output json run --jobs 4 \"$1\" > \"$2\"", agentctl_bin(), wf, out};
+    bool sent = false;
+    std::vector<std::string> problems;
+    auto r = run_on_terminal(argv, {}, 30s, [&](pid_t agentctl_pid) -> std::string {
+        if (sent) return "";
+        auto children = processes_with(nonce);
+        if (children.size() < 4) return "";
+        for (pid_t c : children) {
+            if (stat_field(c, 6) == std::to_string(agentctl_pid)) problems.push_back("in agentctl's session");
+            if (stat_field(c, 7) != "0") problems.push_back("has a controlling terminal");
+        }
+        sent = true;
+        return "\x03";  // the interrupt character
+    });
+    BOOST_TEST(sent);
+    BOOST_TEST(problems.empty(), "a task " << (problems.empty() ? "" : problems.front()));
+    BOOST_TEST(!r.timed_out, r.out);
+    BOOST_TEST(r.exit_code == 130, r.out);
+    std::ifstream in(out);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    check_cancelled_sleepers(parse_json(text));
+    BOOST_TEST(nothing_left(nonce));
+}
+
+// T-FS-03: the workspace reached through a symlink (as /var -> /private/var elsewhere). The
+// root is canonicalised: a cwd beneath it is accepted and the task runs in the real folder; a
+// symlink inside that leads out is still refused.
+BOOST_AUTO_TEST_CASE(a_workspace_reached_through_a_symlink) {
+    temp_dir dir;
+    std::filesystem::create_directories(dir.path() + "/real/sub");
+    std::filesystem::create_directory_symlink(dir.path() + "/real", dir.path() + "/link");
+    std::filesystem::create_directory_symlink("../..", dir.path() + "/real/sub/out");
+    std::string actions = "    where: {kind: builtin.shell.exec, command: " + probe_bin() +
+                          ", args: [report-cwd], cwd: sub}\n"
+                          "    escape: {kind: builtin.shell.exec, command: " +
+                          probe_bin() + ", args: [report-cwd], cwd: sub/out}\n";
+    auto wf =
+        dir.write("wf.yaml", probe_workflow(actions,
+                                            "    - {id: where, uses: action:where, failure: continue}\n"
+                                            "    - {id: escape, uses: action:escape, failure: continue}\n"));
+    auto r = agentctl({"--output", "json", "run", "--workspace", dir.path() + "/link", wf});
+    BOOST_TEST(r.exit_code == 4, r.err);
+    json::value v = parse_json(r.out);
+    const auto& where = v.at("data").at("tasks").at("where");
+    BOOST_TEST(where.at("state").as_string() == "succeeded");
+    BOOST_TEST(where.at("stdout").as_string() ==
+               std::filesystem::canonical(dir.path()).string() + "/real/sub\n");
+    const auto& escape = v.at("data").at("tasks").at("escape");
+    BOOST_TEST(escape.at("state").as_string() == "spawn_failed");
+    BOOST_TEST(escape.at("error").at("code").as_string() == "cwd_unavailable");
+    BOOST_TEST(
+        escape.at("error").at("message").as_string().find("outside the workspace") != std::string::npos,
+        escape.at("error").at("message").as_string());
+}
+
+// T-IN-10: agentctl hands an allow-listed program its arguments verbatim, one element each,
+// templates included: an option-shaped value stays one argument and nothing interprets it.
+// Guarding a program's own options (`--`, `--end-of-options`) is the workflow's job
+// (docs/DESIGN.md, "What the allowlist does not do").
+BOOST_AUTO_TEST_CASE(option_shaped_arguments_pass_verbatim) {
+    temp_dir dir;
+    std::string pwn = dir.path() + "/pwn";
+    std::string actions = "    argv: {kind: builtin.shell.exec, command: " + probe_bin() +
+                          ", args: [report-argv, \"--upload-pack=touch " + pwn +
+                          "\", \"${{ inputs.opt }}\", --, \"-\", "
+                          "\"--output=" +
+                          pwn + " x\", \"\"]}\n";
+    auto wf =
+        dir.write("wf.yaml", probe_workflow(actions, "    - {id: a, uses: action:argv}\n",
+                                            "  inputs: {opt: \"--upload-p=touch " + pwn + "; -rf *\"}\n"));
+    auto r = agentctl({"--output", "json", "run", wf});
+    BOOST_TEST(r.exit_code == 0, r.err);
+    std::vector<std::string> expected = {
+        probe_bin(), "report-argv", "--upload-pack=touch " + pwn, "--upload-p=touch " + pwn + "; -rf *",
+        "--",        "-",           "--output=" + pwn + " x",     ""};
+    std::string hex;
+    for (const auto& a : expected) {
+        for (unsigned char c : a) {
+            static const char* digits = "0123456789abcdef";
+            hex += digits[c >> 4];
+            hex += digits[c & 15];
+        }
+        hex += "\n";
+    }
+    json::value v = parse_json(r.out);
+    BOOST_TEST(std::string(v.at("data").at("tasks").at("a").at("stdout").as_string()) == hex);
+    BOOST_TEST(!std::filesystem::exists(pwn));
 }

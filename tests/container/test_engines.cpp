@@ -566,6 +566,162 @@ BOOST_DATA_TEST_CASE(the_end_of_run_sweep_removes_only_dead_owners_leftovers, bd
     require_no_containers_left(out);
 }
 
+// T-TIME-06: agentctl's own timeout and grace are the only limits on a container task. The
+// bound of the engine calls (10 s for inspect, kill, rm, events) does not apply to the run
+// itself: a 12 s task under a 20 s timeout succeeds; a 12 s grace (longer than the engines'
+// default stop timeout, 10 s) is waited out in full before the SIGKILL.
+BOOST_DATA_TEST_CASE(agentctls_timeout_and_grace_are_the_only_limits, bdata::make(engines), engine) {
+    temp_dir ws;
+    action_options longer;
+    longer.timeout = "20";
+    action_options stubborn;
+    stubborn.timeout = "2";
+    auto wf =
+        make_workflow(allow,
+                      container_action("longer", engine, probe, {"sleep", "12"}, longer) +
+                          container_action("stubborn", engine, probe, {"trap-term", "ignore"}, stubborn),
+                      "    - {id: longer, uses: action:longer, failure: continue}\n"
+                      "    - {id: stubborn, uses: action:stubborn, failure: continue}\n",
+                      "  runtime: {killGraceSeconds: 12}\n");
+    auto out = run_yaml(wf, in(ws.path()).with_jobs(2));
+    const auto& l = out.task("longer");
+    BOOST_TEST(l.state == task_state::succeeded, message_of(l));
+    BOOST_TEST(l.duration_ms >= 12000u);
+    const auto& st = out.task("stubborn");
+    BOOST_TEST(st.state == task_state::timed_out, message_of(st));
+    BOOST_TEST(st.duration_ms >= 2000u + 11900u);
+    BOOST_TEST(st.duration_ms < 2000u + 12000u + 15000u);
+    require_no_containers_left(out);
+}
+
+// T-FS-09: the workspace is bound by its canonical path, resolved when the run starts. Reached
+// through a symlink, the container sees the real folder (the bind source, read with inspect
+// while it runs, is that folder); moving the symlink to another folder during the run changes
+// nothing for the run's later containers. A workspace that does not exist fails the run before
+// any container exists, and nothing creates it (a bind mount, not a volume).
+BOOST_DATA_TEST_CASE(the_workspace_is_bound_by_its_canonical_path, bdata::make(engines), engine) {
+    temp_dir base;
+    std::filesystem::create_directories(base.path() + "/a");
+    std::filesystem::create_directories(base.path() + "/b");
+    base.write("a/who", "a\n");
+    base.write("b/who", "b\n");
+    std::filesystem::permissions(base.path() + "/b", std::filesystem::perms(0755));
+    std::filesystem::create_directory_symlink(base.path() + "/a", base.path() + "/link");
+    std::string real = std::filesystem::canonical(base.path() + "/a").string();
+    action_options o;
+    o.timeout = "60";
+    auto wf = make_workflow(
+        allow,
+        container_action("first", engine, "/bin/sh",
+                         {"-c", "cat /workspace/who; while [ ! -e /workspace/swapped ]; do sleep 0.05; done"},
+                         o) +
+            container_action("second", engine, "/bin/sh", {"-c", "cat /workspace/who"}),
+        "    - {id: first, uses: action:first}\n    - {id: second, uses: action:second, needs: [first]}\n");
+    std::string source;
+    bool swapped = false;
+    auto setup = in(base.path() + "/link");
+    setup.poll = [&](run_control& c) {
+        auto names = engine_cli(
+            engine, {"ps", "--format", "{{.Names}}", "--filter", "label=agentctl.run=" + c.run_id});
+        if (names.out.empty()) return false;
+        std::string name = names.out.substr(0, names.out.find('\n'));
+        auto mounts = engine_cli(
+            engine,
+            {"container", "inspect", "--format",
+             "{{range .Mounts}}{{if eq .Destination \"/workspace\"}}{{.Source}}{{end}}{{end}}", name});
+        source = mounts.out.substr(0, mounts.out.find('\n'));
+        std::filesystem::create_directory_symlink(base.path() + "/b", base.path() + "/next");
+        std::filesystem::rename(base.path() + "/next", base.path() + "/link");
+        swapped = true;
+        base.write("a/swapped", "");
+        return true;
+    };
+    auto out = run_yaml(wf, setup);
+    BOOST_TEST(swapped);
+    BOOST_TEST(source == real);
+    BOOST_TEST(out.task("first").state == task_state::succeeded, message_of(out.task("first")));
+    BOOST_TEST(std::string(stdout_of(out.task("first"))) == "a\n");
+    BOOST_TEST(out.task("second").state == task_state::succeeded, message_of(out.task("second")));
+    BOOST_TEST(std::string(stdout_of(out.task("second"))) == "a\n");
+    require_no_containers_left(out);
+
+    auto gone = run_yaml(make_workflow(allow + "    workspaceRoot: gone\n",
+                                       container_action("a", engine, probe, {"exit", "0"}), single("a")),
+                         in(base.path()));
+    BOOST_REQUIRE(gone.report.error);
+    BOOST_TEST(gone.report.error->code == "workspace_unavailable", gone.report.error->message);
+    BOOST_TEST(gone.task("t").state == task_state::skipped);
+    BOOST_TEST(!std::filesystem::exists(base.path() + "/gone"));
+    require_no_containers_left(gone);
+}
+
+// T-CTR-14, with --init (docs/TESTING.md recommends it): a graceful timeout sends SIGTERM
+// through the engine, and a command without a handler dies of it at once (143), as it would
+// outside a container. Without an init the command is PID 1, which the kernel shields from
+// every signal it does not handle: the container then outlives the whole 30 s grace until the
+// SIGKILL. Expected to fail, one assertion per engine, until the run argv has --init.
+BOOST_AUTO_TEST_CASE(a_graceful_timeout_ends_a_command_without_a_handler_at_once,
+                     *boost::unit_test::expected_failures(2)) {
+    for (const auto& engine : engines) {
+        temp_dir ws;
+        action_options o;
+        o.timeout = "2";
+        auto wf = make_workflow(allow, container_action("plain", engine, probe, {"sleep", "300"}, o),
+                                single("plain"), "  runtime: {killGraceSeconds: 30}\n");
+        auto out = run_yaml(wf, in(ws.path()));
+        const auto& t = out.task("t");
+        BOOST_TEST(t.state == task_state::timed_out, engine << ": " << message_of(t));
+        BOOST_TEST(t.duration_ms < 2000u + 15000u,
+                   engine << ": " << t.duration_ms << " ms: SIGTERM did not end the command, the grace did");
+        require_no_containers_left(out);
+    }
+}
+
+// T-CTR-13, with --init: an orphan re-parented to PID 1 is reaped when it exits. A command as
+// PID 1 rarely reaps children it did not start (the probe's leader here never does), and each
+// zombie holds one of the pidsLimit slots until the container ends. Checked from outside
+// (`exec ps`) while the container runs, then the run is cancelled. Expected to fail, one
+// assertion per engine, until the run argv has --init.
+BOOST_AUTO_TEST_CASE(orphaned_zombies_are_reaped_inside_the_container,
+                     *boost::unit_test::expected_failures(2)) {
+    for (const auto& engine : engines) {
+        temp_dir ws;
+        action_options o;
+        o.timeout = "120";
+        auto wf = make_workflow(allow,
+                                container_action("orphans", engine, probe,
+                                                 {"fork-hold", "--double-fork", "--child-sleep", "0.2",
+                                                  "--leader", "sleep", "--leader-sleep", "300"},
+                                                 o),
+                                single("orphans"));
+        int zombies = -1;
+        std::string listing;
+        auto setup = in(ws.path());
+        setup.poll = [&](run_control& c) {
+            auto names = engine_cli(
+                engine, {"ps", "--format", "{{.Names}}", "--filter", "label=agentctl.run=" + c.run_id});
+            if (names.out.empty()) return false;
+            auto ps = engine_cli(
+                engine, {"exec", names.out.substr(0, names.out.find('\n')), "ps", "-o", "stat,comm"});
+            int running = 0, dead = 0;
+            for (const auto& line : tagged(ps.out, "")) {
+                if (line.find("probe") == std::string::npos) continue;
+                (line[0] == 'Z' ? dead : running) += 1;
+            }
+            if (ps.exit_code != 0 || running != 1) return false;  // the holder still sleeps
+            zombies = dead;
+            listing = ps.out;
+            c.cancel(boost::asio::cancellation_type::terminal);
+            return true;
+        };
+        auto out = run_yaml(wf, setup);
+        BOOST_TEST(out.report.state == run_state::cancelled, engine);
+        BOOST_TEST(zombies >= 0, engine << ": the holder was never seen gone");
+        BOOST_TEST(zombies == 0, engine << ": " << zombies << " zombie(s) inside: " << listing);
+        require_no_containers_left(out);
+    }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(preflight)
