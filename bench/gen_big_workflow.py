@@ -63,8 +63,8 @@ def task(i, action_count):
 
 
 def tasks_shape(limit):
-    # Reserve a fixed share of the budget for actions; tasks fill the rest.
-    actions = 200
+    # Reserve a share of the budget for actions (about a tenth); tasks fill the rest.
+    actions = max(1, min(200, limit // 4000))
     out = [HEADER, "  actions:\n"]
     out += [action(i) for i in range(actions)]
     out.append("  tasks:\n")

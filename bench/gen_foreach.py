@@ -1,18 +1,32 @@
 #!/usr/bin/env python3
 """Generate a workflow whose one foreach task expands to N children (default 100 000).
 
-Usage: gen_foreach.py [N] > wf.yaml
+Usage: gen_foreach.py [N] [--inputs-file FILE] > wf.yaml
 
 The items are an inline list of integers in spec.inputs (it stays under the 1 MiB document
-cap up to about 120 000 items); each child renders a templated `with` and templated args,
-and one task needs the aggregate, so the plan has N + 2 tasks.
+cap up to about 120 000 items), or, with --inputs-file, a JSON inputs file FILE holding
+`{"items": [...]}` while the workflow declares `items: []`: the way large item lists are
+meant to be passed. Each child renders a templated `with` and templated args, and one task
+needs the aggregate, so the plan has N + 2 tasks.
 """
+import json
 import sys
 
 
 def main():
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 100000
-    items = ", ".join(str(i) for i in range(n))
+    args = sys.argv[1:]
+    inputs_file = None
+    if "--inputs-file" in args:
+        at = args.index("--inputs-file")
+        inputs_file = args[at + 1]
+        del args[at:at + 2]
+    n = int(args[0]) if args else 100000
+    if inputs_file:
+        with open(inputs_file, "w") as f:
+            json.dump({"items": list(range(n))}, f)
+        items = ""
+    else:
+        items = ", ".join(str(i) for i in range(n))
     sys.stdout.write(f"""\
 apiVersion: agentctl.dev/v1
 kind: Workflow

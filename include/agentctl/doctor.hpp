@@ -5,7 +5,6 @@
 // each candidate container engine to inspect the pinned image.
 #pragma once
 
-#include <agentctl/json.hpp>
 #include <agentctl/plan.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
@@ -65,9 +64,5 @@ auto async_doctor(boost::asio::any_io_executor ex, const plan& p, doctor_options
         },
         token, std::move(ex), &p, std::move(options));
 }
-
-/// The `DoctorResult` data object: `{ready, workspace, checks: [{action, check, subject,
-/// status, detail, blocking}]}`.
-void write_doctor_report(json_writer& w, const doctor_report& report);
 
 }  // namespace agentctl

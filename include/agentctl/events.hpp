@@ -1,6 +1,7 @@
 // Progress events of a run, for live output and logs.
 #pragma once
 
+#include <agentctl/diagnostic.hpp>
 #include <agentctl/runner.hpp>
 
 #include <chrono>
@@ -13,11 +14,13 @@ struct run_event {
     enum class kind_t {
         task_started,   ///< an attempt was dispatched (attempt > 1 means a retry)
         task_finished,  ///< the task reached its final state (also for skipped tasks)
+        warning,        ///< something the user should know before the run goes on (`warning`)
     };
     kind_t kind = kind_t::task_started;
     std::uint32_t task_index = 0;
     std::uint32_t attempt = 0;
     const task_result* result = nullptr;  ///< task_finished only
+    const diagnostic* warning = nullptr;  ///< warning only
     std::chrono::steady_clock::duration elapsed{};  ///< since the run started
     std::uint32_t running = 0;   ///< attempts in flight after this event
     std::uint32_t finished = 0;  ///< tasks in a final state after this event

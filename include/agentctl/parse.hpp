@@ -4,6 +4,7 @@
 #include <agentctl/diagnostic.hpp>
 #include <agentctl/spec.hpp>
 
+#include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 
 #include <optional>
@@ -35,7 +36,48 @@ struct inputs_result {
     std::optional<boost::json::object> inputs;
     diagnostics diags;
 };
+/// Reads an inputs file (`-`: standard input) of at most limits::max_inputs_file_bytes.
+/// JSON is read with Boost.JSON; text that is not JSON is read as YAML (up to
+/// limits::max_yaml_inputs_file_bytes). Duplicate keys are errors either way, located.
 inputs_result load_inputs_file(const std::string& path);
+/// The same from text already read; `file` names it in diagnostics.
+inputs_result parse_inputs(std::string_view text, const std::string& file);
+
+/// How the items of an items file are separated.
+enum class item_separator {
+    line,  ///< one item per line: `\n` ends an item, a `\r` before it is dropped
+    nul,   ///< `\0` ends an item; items are kept byte for byte
+};
+
+/// The items of `--items NAME=FILE`: a JSON array of strings, or nothing on errors.
+struct items_result {
+    std::optional<boost::json::array> items;
+    diagnostics diags;
+};
+/// Reads FILE (`-`: standard input) in chunks, without a size cap beyond memory. A last item
+/// without a separator counts; an empty file has no items. Invalid UTF-8 (and, between
+/// lines, a NUL byte) is a diagnostic naming the item's line (or number).
+items_result load_items_file(const std::string& path, item_separator separator = item_separator::line);
+
+/// Splits items arriving in chunks of any size (used by load_items_file, and by tests).
+class items_splitter {
+public:
+    items_splitter(std::string file, item_separator separator)
+        : file_(std::move(file)), separator_(separator) {}
+    void feed(std::string_view chunk);
+    /// Ends the input: the items, or the diagnostics.
+    items_result finish();
+
+private:
+    void take(std::string_view item);
+
+    std::string file_;
+    item_separator separator_;
+    std::string partial_;
+    boost::json::array items_;
+    diagnostics diags_;
+    std::size_t reported_ = 0;
+};
 
 /// `KEY=VALUE` from `--input`: VALUE parsed as JSON when it is valid JSON, else kept as a
 /// string. Returns false (with a diagnostic) when there is no `=` or the key is empty.

@@ -46,26 +46,30 @@ struct plan_task {
     std::string parent;                ///< child: the aggregate's id
     enum class expansion_t { none, foreach, matrix };
     expansion_t expansion = expansion_t::none;  ///< child and aggregate: how the declared task expands
-    std::uint32_t expansion_index = 0; ///< child: 0-based item/cell index
-    std::uint32_t action_index = 0;    ///< into plan::actions; unused for aggregates
-    std::vector<std::uint32_t> needs;  ///< indices into plan::tasks, all smaller than this one's
-    boost::json::object vars;          ///< child: foreach/matrix bindings
-    boost::json::value with;           ///< rendered input when !with_deferred, else the template
-    bool with_deferred = false;        ///< `with` refers to task outputs: rendered at run time
+    std::uint32_t expansion_index = 0;          ///< child: 0-based item/cell index
+    std::uint32_t action_index = 0;             ///< into plan::actions; unused for aggregates
+    std::vector<std::uint32_t> needs;           ///< indices into plan::tasks, all smaller than this one's
+    boost::json::object vars;                   ///< child: foreach/matrix bindings
+    boost::json::value with;                    ///< rendered input when !with_deferred, else the template
+    bool with_deferred = false;                 ///< `with` refers to task outputs: rendered at run time
     /// Process tasks whose action args/cwd hold templates: rendered here when static.
     std::optional<std::vector<std::string>> args;
     std::optional<std::string> cwd;
-    bool argv_deferred = false;  ///< args/cwd refer to task outputs: rendered at run time
+    bool argv_deferred = false;        ///< args/cwd refer to task outputs: rendered at run time
     std::int64_t timeout_ms = 120000;  ///< resolved: action, task, runtime default
     retry_spec retry;
     failure_mode failure = failure_mode::stop;
     std::optional<condition> when;
     output_limits limits;
-    bool requires_approval = false;  ///< a process task under approval != never
+    bool requires_approval = false;       ///< a process task under approval != never
     std::vector<std::uint32_t> children;  ///< aggregate: plan indices of its children, in item order
+    /// Something reads this task's output later in the run: a template of another task (with,
+    /// args, cwd, when; deferred or not) or spec.outputs, directly or through an aggregate (an
+    /// aggregate's output holds every child's). Internal: not in the plan JSON or text.
+    bool output_referenced = false;
 };
 
-/// The isolation contract of one process action (SPEC section 3, `processes[]`).
+/// The isolation contract of one process action (`processes[]` of the plan).
 struct plan_process {
     std::uint32_t action_index = 0;
     std::vector<std::string> tasks;  ///< declared task ids using the action
@@ -113,11 +117,11 @@ struct compile_result {
 /// computes both digests. Pure: no I/O, no clock, no environment.
 compile_result compile(const workflow& wf, const compile_options& options = {});
 
-/// Parse and semantic diagnostics of one document, together (SPEC: all problems at once).
-/// A valid document is compiled as usual. A document with parse errors is compiled from its
-/// partial model only to find more problems: findings about a task, an action or a policy
-/// section that already has a parse error are dropped (they would repeat it), and no plan is
-/// returned.
+/// Parse and semantic diagnostics of one document, together: every problem at once. A valid
+/// document is compiled as usual. A document with parse errors is compiled from its partial
+/// model only to find more problems, and no plan is returned: a semantic finding is dropped
+/// when a parse error could have caused it (at or around its place, in a field it depends on,
+/// or in a section its kind of finding reads; docs/DESIGN.md, "Plan").
 compile_result check_document(const parse_result& parsed, const compile_options& options = {});
 
 /// Writes the canonical plan JSON (including planDigest) to `out`.

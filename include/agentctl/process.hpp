@@ -28,6 +28,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -65,6 +66,16 @@ struct file_identity {
     friend bool operator==(const file_identity&, const file_identity&) = default;
 };
 
+/// What identifies a started process for a record that outlives this one (a run journal).
+struct process_started {
+    int pid = 0;
+    /// Its start time (clock ticks after boot, field 22 of /proc/PID/stat) is within
+    /// [start_lo, start_hi]: the boot clock around the clone (no /proc read per spawn).
+    std::uint64_t start_lo = 0;
+    std::uint64_t start_hi = 0;
+    std::string cgroup;  ///< its cgroup leaf, an absolute path; empty when its process group holds it
+};
+
 /// What to run. Every field is final: no lookup, no shell, no inherited environment.
 struct process_request {
     std::string executable;          ///< absolute path, already resolved
@@ -87,6 +98,9 @@ struct process_request {
     std::chrono::milliseconds drain_grace{250};  ///< after the leader exits, how long pipes held by descendants are read
     containment_policy containment = containment_policy::automatic;
     exit_watch watch = exit_watch::automatic;
+    /// Called once, on the run's executor, when the process was spawned (not for a spawn
+    /// failure). Empty: nothing is called.
+    std::function<void(const process_started&)> on_started;
 };
 
 enum class process_outcome {
@@ -177,11 +191,12 @@ auto async_run_process(boost::asio::any_io_executor ex, process_request request,
         token, std::move(ex), std::move(request));
 }
 
-/// Resolves `command`: an absolute path is used as is; a bare name is looked up in
-/// `search_path` (colon-separated; empty and relative entries skipped); a relative path
-/// containing '/' is refused. Returns the absolute path, or nothing with `error` set. With
-/// `identity`, also records which file the path names now (left unset if it cannot be
-/// stat'ed): pass it as process_request::executable_identity to run that file or nothing.
+/// Resolves `command` (docs/CONTRACT.md, "Host processes", step 2): an absolute path is used
+/// as is; a bare name is looked up in `search_path` (colon-separated; empty and relative
+/// entries skipped); a relative path containing '/' is refused. Returns the absolute path,
+/// or nothing with `error` set. With `identity`, also records which file the path names now
+/// (left unset if it cannot be stat'ed): pass it as process_request::executable_identity to
+/// run that file or nothing.
 std::optional<std::string> resolve_executable(std::string_view command, std::string_view search_path,
                                               std::string& error,
                                               std::optional<file_identity>* identity = nullptr);

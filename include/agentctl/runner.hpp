@@ -5,6 +5,7 @@
 // exits non-zero is a result, not an error.
 #pragma once
 
+#include <agentctl/error.hpp>
 #include <agentctl/plan.hpp>
 #include <agentctl/process.hpp>
 
@@ -21,7 +22,7 @@
 
 namespace agentctl {
 
-/// Final state of a task in a run (SPEC 5.8).
+/// Final state of a task in a run (docs/CONTRACT.md, "Results").
 enum class task_state {
     succeeded,
     failed,                 ///< non-zero exit, signal death, or an error before/after the process
@@ -34,7 +35,7 @@ enum class task_state {
 std::string_view to_string(task_state);
 
 struct task_error {
-    std::string code;     ///< stable, snake_case
+    error_code code = error_code::internal_error;
     std::string message;  ///< redacted
 };
 
@@ -50,6 +51,7 @@ struct task_result {
     bool stderr_lossy = false;
     std::uint64_t duration_ms = 0;
     std::string command;       ///< the resolved executable (host) or the engine client (container)
+    std::vector<std::string> argv;  ///< the command line the task asked for: command, then rendered args
     std::string isolation;     ///< "process" | "container" | "" for pure actions
     std::string engine;        ///< container: "docker" | "podman"
     std::string containment;   ///< "cgroup" | "process-group" | "engine"
@@ -64,6 +66,11 @@ struct task_result {
     /// output holds them anyway), and stdout_text and stderr_text are empty. Read the text
     /// through stdout_of() and stderr_of().
     bool streams_in_output = false;
+    /// A resumed run took this result over from an earlier segment instead of running the task.
+    bool reused = false;
+    /// The run's journal holds this result whole; here the captured streams (and the output's
+    /// copies of them) were let go to keep memory flat. Read them from the journal.
+    bool streams_released = false;
 };
 
 /// The task's captured stdout (redacted, valid UTF-8), wherever it is kept.
@@ -80,6 +87,18 @@ inline std::string_view stderr_of(const task_result& t) {
     return t.stderr_text;
 }
 
+/// What identifies a started attempt, as soon as it is known: what a later process needs to
+/// find it again (the journal's handle of the attempt).
+struct attempt_started {
+    std::optional<int> pid;        ///< host process leader (or engine client)
+    std::uint64_t start_lo = 0;    ///< its start time (clock ticks after boot) is in [lo, hi]
+    std::uint64_t start_hi = 0;
+    std::string cgroup;            ///< its cgroup leaf, if any
+    std::string container;         ///< container name, if any
+    std::string container_engine;  ///< "docker" | "podman"
+    std::string slurm_job_id;      ///< Slurm job, once known
+};
+
 /// Everything a runner needs for one attempt, already rendered by the engine.
 struct attempt_request {
     const plan* compiled = nullptr;
@@ -88,6 +107,9 @@ struct attempt_request {
     boost::json::value with;    ///< the task's rendered input
     std::vector<std::string> args;  ///< rendered action args
     std::optional<std::string> cwd;  ///< rendered, relative to the workspace root
+    /// Called (on the run's executor, possibly more than once as more becomes known) with
+    /// what identifies the attempt once it started. Empty: nothing is called.
+    std::function<void(const attempt_started&)> on_started;
 
     const plan_task& task() const { return compiled->tasks[task_index]; }
     const action_spec& action() const { return compiled->action_of(task()); }

@@ -1,4 +1,4 @@
-// The workflow document model (SPEC section 2), exactly as written by the author.
+// The workflow document model, exactly as written by the author.
 //
 // Values here are what the document says, after type checking; defaults that depend on
 // other fields (timeouts, concurrency) are resolved later by the plan compiler. JSON-typed
@@ -22,6 +22,10 @@ namespace agentctl {
 /// Limits shared by the parser and the plan compiler.
 namespace limits {
 inline constexpr std::uint64_t max_document_bytes = 1024 * 1024;  ///< larger files are refused unread
+/// `--inputs-file` is data, not the workflow: JSON up to this size (a guard against naming
+/// the wrong file, not a budget), YAML up to the smaller one (its parser is ~50x slower).
+inline constexpr std::uint64_t max_inputs_file_bytes = 256ull * 1024 * 1024;
+inline constexpr std::uint64_t max_yaml_inputs_file_bytes = 16ull * 1024 * 1024;
 inline constexpr int max_timeout_seconds = 86400;
 inline constexpr std::int64_t max_timeout_ms = 86400ll * 1000;
 inline constexpr int max_kill_grace_seconds = 3600;
@@ -65,6 +69,8 @@ public:
     /// The location of `path`, or of its nearest recorded ancestor; {file,0,0} if none.
     /// A scan: recording is on every parse, looking up only for diagnostics.
     source_location find(std::string_view path) const;
+    /// Whether `path` itself was recorded (written in the document).
+    bool contains(std::string_view path) const;
     const std::string& file() const { return file_; }
     void set_file(std::string file) { file_ = std::move(file); }
 
@@ -127,8 +133,11 @@ struct env_source {
     kind_t kind = kind_t::env;
     std::string text;  ///< env: source variable name; file: path; value: the literal
     secret_process_spec process;  ///< kind == process only
-    /// env, file and process values are secrets and are redacted; value is not.
-    bool is_secret() const { return kind != kind_t::value; }
+    /// env only: false for `{env: NAME, secret: false}`, a host variable passed through as is.
+    bool secret = true;
+    /// file and process values are secrets and are redacted, env values unless `secret: false`;
+    /// value literals never are.
+    bool is_secret() const { return kind != kind_t::value && secret; }
 };
 
 struct env_entry {

@@ -1,8 +1,9 @@
 // isolation: container. Engine and image preflight before any effect, one engine client
 // (`docker run` / `podman run`) per launch, termination and cleanup through the engine, and a
 // sweep of the run's containers when it ends. Decisions: docs/DESIGN.md, "Containers".
-#include "engine/container_engine.hpp"
+#include "engine/container_client.hpp"
 #include "engine/launch.hpp"
+#include "exec/host.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -14,13 +15,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include <fcntl.h>
-#include <limits.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <map>
-#include <random>
 
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
@@ -35,17 +30,6 @@ std::string basename_of(std::string_view path) {
     return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
 }
 
-// Label values and names: only characters both engines and their filters take as they are.
-std::string label_safe(std::string_view s, std::size_t max = 128) {
-    std::string out;
-    for (char c : s.substr(0, max)) {
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ||
-                  c == '_' || c == ':' || c == '/';
-        out.push_back(ok ? c : '_');
-    }
-    return out;
-}
-
 std::string alnum(std::string_view s, std::size_t max) {
     std::string out;
     for (char c : s) {
@@ -55,19 +39,10 @@ std::string alnum(std::string_view s, std::size_t max) {
     return out;
 }
 
-std::string random_hex(int digits) {
-    std::random_device rd;
-    std::uint64_t bits = (std::uint64_t(rd()) << 32) | rd();
-    static constexpr char hex[] = "0123456789abcdef";
-    std::string out;
-    for (int i = 0; i < digits; ++i) out.push_back(hex[(bits >> (4 * i)) & 15]);
-    return out;
-}
-
 // host:pid:start-time, so that a sweep can tell a dead owner from a live one (pid reuse).
 std::string owner_identity() {
-    return container::host_name() + ":" + std::to_string(::getpid()) + ":" +
-           container::process_start_time(::getpid()).value_or("");
+    return exec::host_name() + ":" + std::to_string(exec::own_pid()) + ":" +
+           exec::process_start_time(exec::own_pid()).value_or("");
 }
 
 /// One launch's shared state: what the engine client, the timeout and the caller's
@@ -82,46 +57,40 @@ struct launch_control {
     bool timed_out = false;
 
     bool stopping() const { return timed_out || cancel != asio::cancellation_type::none; }
-    bool terminal() const { return (cancel & asio::cancellation_type::terminal) != asio::cancellation_type::none; }
+    bool terminal() const {
+        return (cancel & asio::cancellation_type::terminal) != asio::cancellation_type::none;
+    }
     void notify() { wake.cancel(); }
 };
 
 /// Waits until notified or `bound` passes. Single-threaded: every event sets its flag before
 /// notifying, and flags are read before each wait, so no wake-up is lost.
-asio::awaitable<void> wait_event(launch_control& c, std::optional<std::chrono::steady_clock::duration> bound) {
-    if (bound) c.wake.expires_after(*bound);
-    else c.wake.expires_at(asio::steady_timer::time_point::max());
+asio::awaitable<void> wait_event(launch_control& c,
+                                 std::optional<std::chrono::steady_clock::duration> bound) {
+    if (bound)
+        c.wake.expires_after(*bound);
+    else
+        c.wake.expires_at(asio::steady_timer::time_point::max());
     co_await c.wake.async_wait(asio::as_tuple(asio::use_awaitable));
 }
-
-/// Closes a cwd fd unless it is the workspace's own.
-struct cwd_guard {
-    int fd = -1;
-    int workspace_fd = -1;
-    ~cwd_guard() {
-        if (fd >= 0 && fd != workspace_fd) ::close(fd);
-    }
-};
 
 /// A co_spawn completion that hands an optional error to `handler` on its executor.
 auto completion(asio::any_completion_handler<void(std::optional<task_error>)> handler) {
     return [h = std::move(handler)](std::exception_ptr e, std::optional<task_error> value) mutable {
-        if (e) value = task_error{"internal_error", "container engine handling failed unexpectedly"};
+        if (e)
+            value = task_error{error_code::internal_error, "container engine handling failed unexpectedly"};
         auto ex = asio::get_associated_executor(h);
-        asio::dispatch(ex, [h = std::move(h), v = std::move(value)]() mutable { std::move(h)(std::move(v)); });
+        asio::dispatch(ex,
+                       [h = std::move(h), v = std::move(value)]() mutable { std::move(h)(std::move(v)); });
     };
 }
 
 class container_launcher final : public launcher {
 public:
-    explicit container_launcher(run_context& ctx)
-        : launcher(ctx), instance_(random_hex(8)), owner_(label_safe(owner_identity() + ":" + instance_)) {}
-
-    void async_prepare(asio::any_completion_handler<void(std::optional<task_error>)> handler) override {
-        auto slot = asio::get_associated_cancellation_slot(handler);
-        asio::co_spawn(ctx_.ex, prepare(),
-                       asio::bind_cancellation_slot(slot, completion(std::move(handler))));
-    }
+    explicit container_launcher(launch_context& ctx)
+        : launcher(ctx),
+          instance_(exec::random_hex(8)),
+          owner_(container::label_safe(owner_identity() + ":" + instance_)) {}
 
     void async_launch(const launch_request& request,
                       asio::any_completion_handler<void(launch_result)> handler) override {
@@ -139,10 +108,13 @@ public:
                            ctl->deadline.cancel();
                            if (e) {
                                r.process.outcome = process_outcome::spawn_failed;
-                               r.error = task_error{"internal_error", "the container launch failed unexpectedly"};
+                               r.error = task_error{error_code::internal_error,
+                                                    "the container launch failed unexpectedly"};
                            }
                            auto ex = asio::get_associated_executor(h);
-                           asio::dispatch(ex, [h = std::move(h), r = std::move(r)]() mutable { std::move(h)(std::move(r)); });
+                           asio::dispatch(ex, [h = std::move(h), r = std::move(r)]() mutable {
+                               std::move(h)(std::move(r));
+                           });
                        });
     }
 
@@ -157,12 +129,6 @@ private:
         bool used = false;  ///< a container may have been created through it
     };
 
-    /// The engine and the exact image an action runs with, chosen before any effect.
-    struct selection {
-        std::size_t engine_index = 0;
-        std::string image_id;
-    };
-
     std::size_t engine_index(const engine& e) {
         for (std::size_t i = 0; i < engines_.size(); ++i)
             if (engines_[i].eng.path == e.path) return i;
@@ -170,58 +136,8 @@ private:
         return engines_.size() - 1;
     }
 
-    std::vector<std::string> engine_env() const { return container::client_environment(ctx_.options->host_env); }
-
-    // Preflight: for every container action, the first candidate engine that has the pinned
-    // image. Nothing is created; a failure stops the run before any task starts.
-    asio::awaitable<std::optional<task_error>> prepare() {
-        co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
-        co_await asio::this_coro::throw_if_cancelled(false);
-        const plan& p = *ctx_.compiled;
-        selected_.assign(p.actions.size(), std::nullopt);
-        std::map<std::pair<std::string, std::string>, container::image_probe> probed;  // (engine path, image)
-        for (const auto& proc : p.processes) {
-            const action_spec& action = p.actions[proc.action_index];
-            if (action.isolation != isolation_mode::container || !action.container) continue;
-            const container_spec& spec = *action.container;
-            std::vector<std::string> tried;
-            bool any_engine = false;
-            for (const auto& name : container::engine_names(spec.runtime)) {
-                std::string error;
-                auto eng = container::find_engine(name, ctx_.options->search_path, error);
-                if (!eng) {
-                    tried.push_back(error);
-                    continue;
-                }
-                any_engine = true;
-                auto key = std::make_pair(eng->path, spec.image);
-                auto known = probed.find(key);
-                if (known == probed.end())
-                    known = probed.emplace(key, co_await container::probe_image(*eng, spec.image,
-                                                                                 ctx_.options->host_env)).first;
-                // The run sees its own cancellation and marks every task cancelled.
-                if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none)
-                    co_return std::nullopt;
-                if (known->second.ok) {
-                    selected_[proc.action_index] = selection{engine_index(*eng), known->second.image_id};
-                    break;
-                }
-                tried.push_back(known->second.message);
-            }
-            if (selected_[proc.action_index]) continue;
-            std::string label = spec.runtime == engine_choice::docker   ? "Docker"
-                                : spec.runtime == engine_choice::podman ? "Podman"
-                                                                        : "Docker or Podman";
-            std::string why = any_engine ? label + " on linux: " : label + " container runtime was not found on linux: ";
-            for (std::size_t i = 0; i < tried.size(); ++i) why += (i ? "; " : "") + tried[i];
-            while (!why.empty() && why.back() == '.') why.pop_back();
-            co_return task_error{"isolation_unavailable",
-                                 "requested process isolation is unavailable for action \"" + action.name + "\" (image " +
-                                     spec.image + "): " + why +
-                                     ". Nothing was run: agentctl never pulls an image and never runs a container "
-                                     "action on the host"};
-        }
-        co_return std::nullopt;
+    std::vector<std::string> engine_env() const {
+        return container::client_environment(ctx_.options->host_env);
     }
 
     // `request` by value: the caller's copy may be gone once async_launch returns.
@@ -234,60 +150,64 @@ private:
         out.isolation = "container";
         out.containment = "engine";
         out.process.outcome = process_outcome::spawn_failed;
-        auto fail = [&](std::string code, std::string message) {
+        auto fail = [&](error_code code, std::string message) {
             out.error = task_error{std::move(code), std::move(message)};
             return out;
         };
 
-        if (task.action_index >= selected_.size() || !selected_[task.action_index])
-            co_return fail("isolation_unavailable",
-                           "requested process isolation is unavailable: no container engine was checked for action \"" +
-                               action.name + "\" before the run; nothing was run");
-        const selection& sel = *selected_[task.action_index];
-        engine eng = engines_[sel.engine_index].eng;
+        const auto& choice = ctx_.actions[task.action_index].container;
+        if (!choice)
+            co_return fail(
+                error_code::isolation_unavailable,
+                "requested process isolation is unavailable: no container engine was checked for action \"" +
+                    action.name + "\" before the run; nothing was run");
+        engine eng = choice->engine;
+        std::size_t ei = engine_index(eng);
         out.engine = eng.name;
         out.command = eng.path;
 
         // Fail closed before anything is created.
         const auto& allow = ctx_.compiled->policy.process_allowlist;
         if (std::find(allow.begin(), allow.end(), basename_of(action.command)) == allow.end())
-            co_return fail("policy_process_not_allowed",
+            co_return fail(error_code::policy_process_not_allowed,
                            "\"" + basename_of(action.command) + "\" is not in policy.processAllowlist");
-        cwd_guard cwd{-1, ctx_.workspace_fd};
-        std::string host_dir = ctx_.workspace_path;
-        cwd.fd = ctx_.workspace_fd;
+        std::optional<exec::directory> cwd;  // open until the client has exited
+        std::string host_dir = ctx_.workspace.path();
+        int cwd_fd = ctx_.workspace.fd();
         if (attempt.cwd && !attempt.cwd->empty() && *attempt.cwd != ".") {
             std::string error;
-            cwd.fd = open_beneath(ctx_.workspace_fd, *attempt.cwd, error);
-            if (cwd.fd < 0) co_return fail("cwd_unavailable", "cwd \"" + *attempt.cwd + "\": " + error);
+            cwd = ctx_.workspace.open_beneath(*attempt.cwd, error);
+            if (!cwd) co_return fail(error_code::cwd_unavailable, "cwd \"" + *attempt.cwd + "\": " + error);
+            cwd_fd = cwd->fd();
             // The canonical path of what was opened: this is what the engine binds.
-            char buf[PATH_MAX];
-            std::string link = "/proc/self/fd/" + std::to_string(cwd.fd);
-            ssize_t n = ::readlink(link.c_str(), buf, sizeof buf);
-            if (n <= 0 || n >= static_cast<ssize_t>(sizeof buf))
-                co_return fail("cwd_unavailable", "cwd \"" + *attempt.cwd + "\": its path cannot be read");
-            host_dir.assign(buf, static_cast<std::size_t>(n));
+            auto canonical = exec::path_of(cwd_fd);
+            if (!canonical)
+                co_return fail(error_code::cwd_unavailable,
+                               "cwd \"" + *attempt.cwd + "\": its path cannot be read");
+            host_dir = std::move(*canonical);
         }
         if (!container::mount_source_field(host_dir))
-            co_return fail("cwd_unavailable", "the working directory " + host_dir +
-                                                  " holds a control character, which the container engines cannot "
-                                                  "take in a bind mount; rename it");
+            co_return fail(error_code::cwd_unavailable,
+                           "the working directory " + host_dir +
+                               " holds a control character, which the container engines cannot "
+                               "take in a bind mount; rename it");
 
-        const auto& env = ctx_.environments[task.action_index].entries;
-        container::run_settings settings;
+        const auto& env = ctx_.environment_of(task.action_index).entries;
+        container::invocation settings;
         for (const auto& entry : env) {
             std::string name = entry.substr(0, entry.find('='));
             const auto& forwarded = container::forwarded_variables();
             if (std::find(forwarded.begin(), forwarded.end(), name) != forwarded.end())
-                co_return fail("engine_variable_not_allowed",
-                               name + " controls the container engine and cannot be set by a container action");
+                co_return fail(
+                    error_code::engine_variable_not_allowed,
+                    name + " controls the container engine and cannot be set by a container action");
             settings.env_names.push_back(std::move(name));
         }
-        settings.name = "agentctl-" + alnum(request.phase, 16) + "-" + alnum(ctx_.run_id, 32) + "-" + instance_ + "-" +
-                        std::to_string(++counter_);
-        settings.labels = {"agentctl.run=" + label_safe(ctx_.run_id), "agentctl.owner=" + owner_,
-                           "agentctl.task=" + label_safe(task.id)};
-        settings.image_id = sel.image_id;
+        settings.name = "agentctl-" + alnum(request.phase, 16) + "-" + alnum(ctx_.run_id, 32) + "-" +
+                        instance_ + "-" + std::to_string(++counter_);
+        settings.labels = {"agentctl.run=" + container::label_safe(ctx_.run_id), "agentctl.owner=" + owner_,
+                           "agentctl.task=" + container::label_safe(task.id)};
+        settings.image_id = choice->image_id;
         settings.workspace = host_dir;
         settings.interactive = request.stdin_data.has_value();
         std::vector<std::string> args = attempt.args;
@@ -302,9 +222,9 @@ private:
         process_request req;
         req.executable = eng.path;
         req.argv.push_back(eng.path);
-        for (auto& a : container::run_arguments(eng, action, settings, args)) req.argv.push_back(std::move(a));
+        for (auto& a : container::run_argv(eng, action, settings, args)) req.argv.push_back(std::move(a));
         req.env = container::client_environment(ctx_.options->host_env, env);
-        req.cwd_fd = cwd.fd;
+        req.cwd_fd = cwd_fd;
         req.cwd_display = host_dir;
         req.stdin_data = request.stdin_data;
         req.stdout_limit = task.limits.stdout_bytes;
@@ -317,7 +237,14 @@ private:
         req.drain_grace = ctx_.options->drain_grace;
         req.containment = containment_policy::process_group_only;
 
-        std::size_t ei = sel.engine_index;
+        if (attempt.on_started) {  // the container's name is its handle, known before it exists
+            attempt_started started;
+            started.container = settings.name;
+            started.container_engine = eng.name;
+            attempt.on_started(started);
+        }
+        if (!engines_[ei].used && ctx_.options->watch)  // its containers die with us (crash safety)
+            ctx_.options->watch->announce_engine({eng.name, eng.path, engine_env(), owner_});
         engines_[ei].used = true;
         auto started = std::chrono::system_clock::now();
         async_run_process(ctx_.ex, std::move(req),
@@ -345,23 +272,25 @@ private:
         } else {
             out.process = std::move(*c.client);
             switch (out.process.outcome) {
-            case process_outcome::exited:
-                co_await settle(out, ei, settings.name, action, started);
-                break;
-            case process_outcome::spawn_failed:
-                out.error = task_error{"isolation_unavailable", eng.name + " could not be started: " +
-                                                                    out.process.error_message + "; nothing was run"};
-                break;
-            default:  // output limit (or the backstop): the client was killed, the container may run
-                after = out.process.outcome == process_outcome::output_limit_exceeded ? "an output limit" : "the timeout";
-                cleanup_error = co_await remove_now(ei, settings.name);
-                break;
+                case process_outcome::exited:
+                    co_await settle(out, ei, settings.name, action, started);
+                    break;
+                case process_outcome::spawn_failed:
+                    out.error = task_error{error_code::isolation_unavailable,
+                                           eng.name + " could not be started: " + out.process.error_message +
+                                               "; nothing was run"};
+                    break;
+                default:  // output limit (or the backstop): the client was killed, the container may run
+                    after = out.process.outcome == process_outcome::output_limit_exceeded ? "an output limit"
+                                                                                          : "the timeout";
+                    cleanup_error = co_await remove_now(ei, settings.name);
+                    break;
             }
         }
         if (cleanup_error)
-            out.error = task_error{"container_cleanup_failed",
-                                   "failed to clean up container " + settings.name + " after " + after + ": " +
-                                       *cleanup_error};
+            out.error = task_error{
+                error_code::container_cleanup_failed,
+                "failed to clean up container " + settings.name + " after " + after + ": " + *cleanup_error};
         co_return out;
     }
 
@@ -381,7 +310,7 @@ private:
         }
         auto until = std::chrono::steady_clock::now() + container::call_timeout;
         while (!c.client && std::chrono::steady_clock::now() < until) {
-            std::vector<std::string> rm = container::remove_arguments(eng, {name});
+            std::vector<std::string> rm = container::remove_argv(eng, {name});
             co_await container::call(eng, std::move(rm), env);
             if (!c.client) co_await wait_event(c, 1s);
         }
@@ -397,12 +326,15 @@ private:
         auto env = engine_env();
         std::string last;
         for (int attempt = 0; attempt < 2; ++attempt) {
-            std::vector<std::string> rm_args = container::remove_arguments(eng, {name});
+            std::vector<std::string> rm_args = container::remove_argv(eng, {name});
             process_result rm = co_await container::call(eng, std::move(rm_args), env);
             bool removed = rm.outcome == process_outcome::exited &&
                            (rm.exit_code == 0 || container::says_no_such_container(rm.stderr_bytes));
-            if (!removed) last = eng.name + " rm: " + container::describe(rm) + ": " + container::excerpt(rm.stderr_bytes);
-            std::vector<std::string> inspect = {"container", "inspect", "--format", "{{.State.Status}}", name};
+            if (!removed)
+                last =
+                    eng.name + " rm: " + container::describe(rm) + ": " + container::excerpt(rm.stderr_bytes);
+            std::vector<std::string> inspect = {"container", "inspect", "--format", "{{.State.Status}}",
+                                                name};
             process_result check = co_await container::call(eng, std::move(inspect), env);
             if (check.outcome == process_outcome::exited && check.exit_code != 0 &&
                 container::says_no_such_container(check.stderr_bytes))
@@ -436,14 +368,17 @@ private:
             p.signal.reset();
             std::string detail = container::excerpt(p.stderr_bytes);
             if (client_status == 127)
-                out.error = task_error{"executable_not_found",
-                                       "the command " + action.command + " was not found in the image: " + detail};
+                out.error =
+                    task_error{error_code::executable_not_found,
+                               "the command " + action.command + " was not found in the image: " + detail};
             else if (client_status == 126)
-                out.error = task_error{"permission_denied",
-                                       "the command " + action.command + " cannot be run in the image: " + detail};
+                out.error =
+                    task_error{error_code::permission_denied,
+                               "the command " + action.command + " cannot be run in the image: " + detail};
             else
-                out.error = task_error{"container_engine_error", eng.name + " run exited with " + status_text +
-                                                                     " before the container started: " + detail};
+                out.error = task_error{error_code::container_engine_error,
+                                       eng.name + " run exited with " + status_text +
+                                           " before the container started: " + detail};
             co_return;
         }
         if (ev.known && ev.exit_code) {
@@ -451,7 +386,7 @@ private:
             p.signal.reset();
             out.oom_killed = ev.oom;
             if (!ev.oom && p.exit_code == 137)
-                out.error = task_error{"exit_nonzero",
+                out.error = task_error{error_code::exit_nonzero,
                                        "exited with status 137 (SIGKILL; the memory limit of " +
                                            std::to_string(action.container->memory_limit_bytes) +
                                            " bytes is a likely cause, but " + eng.name +
@@ -462,20 +397,23 @@ private:
             // No event log to ask (Podman with events_logger = "none"): say what we cannot tell.
             bool ambiguous = p.exit_code && *p.exit_code >= 125 && *p.exit_code <= 127;
             if (ambiguous)
-                out.error = task_error{"exit_nonzero", "exited with status " + std::to_string(*p.exit_code) + " (" +
-                                                           eng.name + " keeps no event log to tell the command's status "
-                                                           "from its own failure: " + container::excerpt(p.stderr_bytes) + ")"};
+                out.error =
+                    task_error{error_code::exit_nonzero,
+                               "exited with status " + std::to_string(*p.exit_code) + " (" + eng.name +
+                                   " keeps no event log to tell the command's status "
+                                   "from its own failure: " +
+                                   container::excerpt(p.stderr_bytes) + ")"};
             co_return;
         }
         // Started, but the client ended before the container did: an engine failure. End the
         // container now.
-        out.error = task_error{"container_engine_error", eng.name + " run exited with " + status_text +
-                                                             " while the container was running: " +
-                                                             container::excerpt(p.stderr_bytes)};
+        out.error = task_error{error_code::container_engine_error,
+                               eng.name + " run exited with " + status_text +
+                                   " while the container was running: " + container::excerpt(p.stderr_bytes)};
         if (auto error = co_await remove_now(ei, name))
-            out.error = task_error{"container_cleanup_failed", "failed to clean up container " + name +
-                                                                   " after an engine failure (" + out.error->message +
-                                                                   "): " + *error};
+            out.error = task_error{error_code::container_cleanup_failed,
+                                   "failed to clean up container " + name + " after an engine failure (" +
+                                       out.error->message + "): " + *error};
     }
 
     // The run is over: remove anything still labelled with this run and owner (a container an
@@ -488,23 +426,24 @@ private:
         for (auto& es : engines_) {
             if (!es.used) continue;
             auto env = engine_env();
-            std::vector<std::string> ours = {"ps", "--all", "--format", "{{.Names}}", "--filter",
-                                             "label=agentctl.run=" + label_safe(ctx_.run_id), "--filter",
-                                             "label=agentctl.owner=" + owner_};
+            std::vector<std::string> ours =
+                container::run_list_argv(container::label_safe(ctx_.run_id), owner_);
             // Ours (filtered by the engine, so bounded however busy the host is) and every
             // owned one (for dead owners' leftovers), side by side: the run ends sooner.
             auto [own, owned] = co_await (container::call(es.eng, ours, env) &&
-                                          container::call(es.eng, container::owned_list_arguments(es.eng), env));
+                                          container::call(es.eng, container::owned_list_argv(es.eng), env));
             std::vector<std::string> left;
             if (!listed(own, es.eng, problems, left)) continue;
             // Dead owners' leftovers are best effort (the next run tries again), and only when
             // our own start time is known, so that we can judge others'.
             std::vector<std::string> remove = left;
             if (mine && owned.outcome == process_outcome::exited && owned.exit_code == 0) {
-                auto dead = container::dead_owner_containers(owned.stdout_bytes, mine->host, container::process_start_time);
+                auto dead = container::dead_owner_containers(owned.stdout_bytes, mine->host,
+                                                             exec::process_start_time);
                 remove.insert(remove.end(), dead.begin(), dead.end());
             }
-            if (!remove.empty()) co_await container::call(es.eng, container::remove_arguments(es.eng, remove), env);
+            if (!remove.empty())
+                co_await container::call(es.eng, container::remove_argv(es.eng, remove), env);
             if (left.empty()) continue;
             process_result again = co_await container::call(es.eng, ours, env);
             if (!listed(again, es.eng, problems, left) || left.empty()) continue;
@@ -512,24 +451,20 @@ private:
             for (const auto& n : left) problems += " " + n;
         }
         if (problems.empty()) co_return std::nullopt;
-        co_return task_error{"container_cleanup_failed", "containers of this run could not be removed: " + problems};
+        co_return task_error{error_code::container_cleanup_failed,
+                             "containers of this run could not be removed: " + problems};
     }
 
     // The names a `ps --format {{.Names}}` printed, or false with the failure in `problems`.
-    static bool listed(const process_result& r, const engine& eng, std::string& problems, std::vector<std::string>& names) {
+    static bool listed(const process_result& r, const engine& eng, std::string& problems,
+                       std::vector<std::string>& names) {
         names.clear();
         if (r.outcome != process_outcome::exited || r.exit_code != 0) {
             problems += (problems.empty() ? "" : "; ") + eng.name + " could not list the run's containers (" +
                         container::describe(r) + ": " + container::excerpt(r.stderr_bytes) + ")";
             return false;
         }
-        std::string_view text = r.stdout_bytes;
-        while (!text.empty()) {
-            auto nl = text.find('\n');
-            std::string_view line = text.substr(0, nl);
-            if (!line.empty()) names.emplace_back(line);
-            text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
-        }
+        names = container::names_in(r.stdout_bytes);
         return true;
     }
 
@@ -537,12 +472,11 @@ private:
     std::string owner_;
     std::uint64_t counter_ = 0;
     std::vector<engine_state> engines_;
-    std::vector<std::optional<selection>> selected_;
 };
 
 }  // namespace
 
-std::unique_ptr<launcher> make_container_launcher(run_context& ctx) {
+std::unique_ptr<launcher> make_container_launcher(launch_context& ctx) {
     return std::make_unique<container_launcher>(ctx);
 }
 

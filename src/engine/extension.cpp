@@ -4,11 +4,11 @@
 // they have the executor's bounds and the action's isolation.
 #include "engine/extension.hpp"
 
-#include "engine/post_result.hpp"
 #include "plan/schema.hpp"
 
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
@@ -38,7 +38,7 @@ namespace {
 constexpr std::size_t max_json_depth = 128;  // the YAML side allows 100 levels
 constexpr std::size_t max_shown = 80;        // bytes of a value shown in a mismatch
 
-const extension_cache::entry& schemas_of(run_context& ctx, std::uint32_t action_index) {
+const extension_cache::entry& schemas_of(launch_context& ctx, std::uint32_t action_index) {
     if (!ctx.extensions) ctx.extensions = std::make_shared<extension_cache>();
     auto& entries = ctx.extensions->actions;
     if (entries.size() < ctx.compiled->actions.size()) entries.resize(ctx.compiled->actions.size());
@@ -198,64 +198,122 @@ json::array errors_json(const std::vector<schema_error>& errors) {
     return out;
 }
 
-/// One attempt: input check, handshake, invoke. Owned by the pending launch's handler and,
-/// while a launch runs, by the outer cancellation slot's handler (cleared before completion).
-class extension_op : public std::enable_shared_from_this<extension_op> {
+task_result early_failure(const action_spec& action, const resolved_environment& env, error_code code,
+                          std::string message, json::array errors) {
+    task_result t;
+    t.state = task_state::failed;
+    t.isolation = std::string(to_string(action.isolation));
+    redact(message, env.secrets);
+    t.error = task_error{code, std::move(message)};
+    json::object out{{"status", "failed"}, {"changed", false}, {"phase", "input"}};
+    json::value details(std::move(errors));
+    redact_json(details, env.secrets);
+    if (!details.get_array().empty()) out["errors"] = std::move(details);
+    t.output = std::move(out);
+    return t;
+}
+
+/// The runs of one attempt and what they add up to (output bytes, usage, time).
+class extension_attempt {
 public:
-    extension_op(run_context& ctx, launcher& l, const attempt_request& request,
-                 asio::any_completion_handler<void(task_result)> handler)
+    extension_attempt(launch_context& ctx, launcher& l, const attempt_request& request)
         : ctx_(ctx),
           launcher_(l),
           request_(request),
           action_(request.action()),
-          env_(ctx.environments[request.task().action_index]) {
-        // swap, not move-assign: Boost 1.81's any_completion_handler move assignment recurses forever.
-        handler_.swap(handler);
-        effect_id_ = ctx.run_id + ":" + request.task().id + ":" + std::to_string(request.attempt);
-    }
+          env_(ctx.environment_of(request.task().action_index)),
+          effect_id_(ctx.run_id + ":" + request.task().id + ":" + std::to_string(request.attempt)) {}
 
-    void start() {
+    asio::awaitable<task_result> run() {
         const auto& schemas = schemas_of(ctx_, request_.task().action_index);
         if (!schemas.error.empty())
-            return post_result(ctx_.ex, std::move(handler_),
-                               early_failure("invalid_schema", schemas.error, {}));
+            co_return early_failure(action_, env_, error_code::invalid_schema, schemas.error, {});
         auto errors = schemas.input->validate(request_.with);
         if (!errors.empty())
-            return post_result(
-                ctx_.ex, std::move(handler_),
-                early_failure("input_invalid",
-                              "the task's input does not match inputSchema: " + schema_errors_text(errors),
-                              errors_json(errors)));
+            co_return early_failure(
+                action_, env_, error_code::input_invalid,
+                "the task's input does not match inputSchema: " + schema_errors_text(errors),
+                errors_json(errors));
 
-        outer_ = asio::get_associated_cancellation_slot(handler_);
-        if (outer_.is_connected()) {
-            outer_.assign([self = shared_from_this()](asio::cancellation_type type) {
-                self->cancelled_ = self->cancelled_ | type;
-                self->inner_.emit(type);
-            });
+        launch_request launch;
+        launch.attempt = &request_;
+        launch.extra_args = {"--agentctl-handshake"};
+        launch.phase = "handshake";
+        std::optional<json::object> parsed;
+        std::string parse_error;
+        launch_result handshake = co_await launch_once(launch);
+        task_result t = take(std::move(handshake), parsed, parse_error);
+        bool cancelled = co_await was_cancelled();
+        if (cancelled) {
+            // Even if the handshake had exited by then, its output may have been cut short.
+            if (t.state != task_state::cancelled)
+                t.error = task_error{error_code::cancelled, "cancelled; the extension was not invoked"};
+            t.state = task_state::cancelled;
+            co_return finish(std::move(t), "handshake");
         }
-        launch_.attempt = &request_;
-        launch_.extra_args = {"--agentctl-handshake"};
-        launch_.phase = "handshake";
-        launcher_.async_launch(launch_, asio::bind_cancellation_slot(
-                                            inner_.slot(), [self = shared_from_this()](launch_result r) {
-                                                self->on_handshake(std::move(r));
-                                            }));
+        if (t.state != task_state::succeeded) co_return finish(std::move(t), "handshake");
+        if (!parsed) co_return co_await fail(std::move(t), "handshake", error_code::bad_json, parse_error);
+        std::string differences = handshake_differences(*parsed, action_);
+        if (!differences.empty())
+            co_return co_await fail(std::move(t), "handshake", error_code::handshake_mismatch,
+                                    "the extension does not match its declaration: " + differences);
+
+        json::object message{{"protocolVersion", action_.extension->protocol_version},
+                             {"effectId", effect_id_},
+                             {"input", request_.with}};
+        launch.extra_args = {"--agentctl-invoke"};
+        launch.phase = "invoke";
+        launch.stdin_data = json::serialize(message);
+        parsed.reset();
+        launch_result invoke = co_await launch_once(launch);
+        t = take(std::move(invoke), parsed, parse_error);
+        if (t.state != task_state::succeeded) co_return finish(std::move(t), "invoke");
+        if (!parsed) co_return co_await fail(std::move(t), "invoke", error_code::bad_json, parse_error);
+        json::object& response = *parsed;
+        for (const auto& m : response)
+            if (m.key() != "protocolVersion" && m.key() != "effectId" && m.key() != "output")
+                co_return co_await fail(
+                    std::move(t), "invoke", error_code::bad_json,
+                    "unexpected member \"" + std::string(m.key()) +
+                        "\" in the response; expected {protocolVersion, effectId, output}");
+        std::string identity;
+        for (auto [key, expected] : {std::pair<std::string_view, std::string_view>{
+                                         "protocolVersion", action_.extension->protocol_version},
+                                     std::pair<std::string_view, std::string_view>{"effectId", effect_id_}}) {
+            const json::value* got = response.if_contains(key);
+            if (!got || !got->is_string() || got->get_string() != expected)
+                identity += (identity.empty() ? "" : "; ") + std::string(key) + " is " + shown(got) +
+                            ", expected " + json::serialize(json::value(expected));
+        }
+        if (!identity.empty())
+            co_return co_await fail(std::move(t), "invoke", error_code::identity_mismatch,
+                                    "the response is not for this request: " + identity);
+        json::value* output = response.if_contains("output");
+        if (!output)
+            co_return co_await fail(std::move(t), "invoke", error_code::output_invalid,
+                                    "the response has no \"output\"");
+        auto out_errors = schemas_of(ctx_, request_.task().action_index).output->validate(*output);
+        if (!out_errors.empty()) {
+            json::value details(errors_json(out_errors));
+            co_return co_await fail(
+                std::move(t), "invoke", error_code::output_invalid,
+                "the output does not match outputSchema: " + schema_errors_text(out_errors), &details);
+        }
+        redact_json(*output, env_.secrets);
+        t.output = std::move(*output);
+        co_return finish(std::move(t), "");
     }
 
 private:
-    task_result early_failure(std::string code, std::string message, json::array errors) {
-        task_result t;
-        t.state = task_state::failed;
-        t.isolation = std::string(to_string(action_.isolation));
-        redact(message, env_.secrets);
-        t.error = task_error{std::move(code), std::move(message)};
-        json::object out{{"status", "failed"}, {"changed", false}, {"phase", "input"}};
-        json::value details(std::move(errors));
-        redact_json(details, env_.secrets);
-        if (!details.get_array().empty()) out["errors"] = std::move(details);
-        t.output = std::move(out);
-        return t;
+    // One launch; the coroutine's cancellation reaches it (terminal, total or partial).
+    asio::awaitable<launch_result> launch_once(const launch_request& launch) {
+        co_return co_await asio::async_initiate<decltype(asio::use_awaitable), void(launch_result)>(
+            [this](auto handler, const launch_request* r) { launcher_.async_launch(*r, std::move(handler)); },
+            asio::use_awaitable, &launch);
+    }
+
+    static asio::awaitable<bool> was_cancelled() {
+        co_return (co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none;
     }
 
     // The process part of a launch as a task result; `parsed` gets stdout as a JSON object when
@@ -276,83 +334,16 @@ private:
         return t;
     }
 
-    void on_handshake(launch_result r) {
-        std::optional<json::object> parsed;
-        std::string parse_error;
-        task_result t = take(std::move(r), parsed, parse_error);
-        if (cancelled_ != asio::cancellation_type::none) {
-            // Even if the handshake had exited by then, its output may have been cut short.
-            if (t.state != task_state::cancelled)
-                t.error = task_error{"cancelled", "cancelled; the extension was not invoked"};
-            t.state = task_state::cancelled;
-            return finish(std::move(t), "handshake");
-        }
-        if (t.state != task_state::succeeded) return finish(std::move(t), "handshake");
-        if (!parsed) return fail(std::move(t), "handshake", "bad_json", parse_error);
-        std::string differences = handshake_differences(*parsed, action_);
-        if (!differences.empty())
-            return fail(std::move(t), "handshake", "handshake_mismatch",
-                        "the extension does not match its declaration: " + differences);
-
-        json::object message{{"protocolVersion", action_.extension->protocol_version},
-                             {"effectId", effect_id_},
-                             {"input", request_.with}};
-        launch_.extra_args = {"--agentctl-invoke"};
-        launch_.phase = "invoke";
-        launch_.stdin_data = json::serialize(message);
-        launcher_.async_launch(launch_, asio::bind_cancellation_slot(
-                                            inner_.slot(), [self = shared_from_this()](launch_result r) {
-                                                self->on_invoke(std::move(r));
-                                            }));
-    }
-
-    void on_invoke(launch_result r) {
-        std::optional<json::object> parsed;
-        std::string parse_error;
-        task_result t = take(std::move(r), parsed, parse_error);
-        if (t.state != task_state::succeeded) return finish(std::move(t), "invoke");
-        if (!parsed) return fail(std::move(t), "invoke", "bad_json", parse_error);
-        json::object& response = *parsed;
-        for (const auto& m : response)
-            if (m.key() != "protocolVersion" && m.key() != "effectId" && m.key() != "output")
-                return fail(std::move(t), "invoke", "bad_json",
-                            "unexpected member \"" + std::string(m.key()) +
-                                "\" in the response; expected {protocolVersion, effectId, output}");
-        std::string identity;
-        for (auto [key, expected] : {std::pair<std::string_view, std::string_view>{
-                                         "protocolVersion", action_.extension->protocol_version},
-                                     std::pair<std::string_view, std::string_view>{"effectId", effect_id_}}) {
-            const json::value* got = response.if_contains(key);
-            if (!got || !got->is_string() || got->get_string() != expected)
-                identity += (identity.empty() ? "" : "; ") + std::string(key) + " is " + shown(got) +
-                            ", expected " + json::serialize(json::value(expected));
-        }
-        if (!identity.empty())
-            return fail(std::move(t), "invoke", "identity_mismatch",
-                        "the response is not for this request: " + identity);
-        json::value* output = response.if_contains("output");
-        if (!output) return fail(std::move(t), "invoke", "output_invalid", "the response has no \"output\"");
-        auto errors = schemas_of(ctx_, request_.task().action_index).output->validate(*output);
-        if (!errors.empty()) {
-            json::value details(errors_json(errors));
-            fail(std::move(t), "invoke", "output_invalid",
-                 "the output does not match outputSchema: " + schema_errors_text(errors), &details);
-            return;
-        }
-        redact_json(*output, env_.secrets);
-        t.output = std::move(*output);
-        finish(std::move(t), "");
-    }
-
-    void fail(task_result t, std::string_view phase, std::string code, std::string message,
-              json::value* details = nullptr) {
+    asio::awaitable<task_result> fail(task_result t, std::string_view phase, error_code code,
+                                      std::string message, json::value* details = nullptr) {
         t.state = task_state::failed;
-        t.error = task_error{std::move(code), std::move(message)};
-        if (cancelled_ != asio::cancellation_type::none) {
+        t.error = task_error{code, std::move(message)};
+        bool cancelled = co_await was_cancelled();
+        if (cancelled) {
             // The program had exited, but the drain of its output was cut short.
             t.state = task_state::cancelled;
-            t.error =
-                task_error{"cancelled", "cancelled; the response may be incomplete (" + t.error->code + ")"};
+            t.error = task_error{error_code::cancelled, "cancelled; the response may be incomplete (" +
+                                                            std::string(to_string(t.error->code)) + ")"};
         }
         if (details) {
             redact_json(*details, env_.secrets);
@@ -360,11 +351,11 @@ private:
         }
         t.output.get_object()["status"] = "failed";
         t.output.get_object()["changed"] = false;
-        finish(std::move(t), phase);
+        co_return finish(std::move(t), phase);
     }
 
     // `phase` empty: success. Otherwise the error names the phase, and so does the output.
-    void finish(task_result t, std::string_view phase) {
+    task_result finish(task_result t, std::string_view phase) {
         if (!phase.empty()) {
             if (t.error) {
                 t.error->message = std::string(phase) + ": " + t.error->message;
@@ -372,22 +363,15 @@ private:
             }
             if (t.output.is_object()) t.output.get_object()["phase"] = phase;
         }
-        if (outer_.is_connected()) outer_.clear();
-        auto h = std::move(handler_);
-        std::move(h)(std::move(t));
+        return t;
     }
 
-    run_context& ctx_;
+    launch_context& ctx_;
     launcher& launcher_;
     const attempt_request& request_;
     const action_spec& action_;
     const resolved_environment& env_;
-    asio::any_completion_handler<void(task_result)> handler_;
     std::string effect_id_;
-    launch_request launch_;  // outlives each launch
-    asio::cancellation_slot outer_;
-    asio::cancellation_signal inner_;
-    asio::cancellation_type cancelled_ = asio::cancellation_type::none;
     std::uint64_t output_bytes_ = 0;
     std::uint64_t duration_ms_ = 0;
     resource_usage usage_;
@@ -395,9 +379,9 @@ private:
 
 }  // namespace
 
-void async_run_extension(run_context& ctx, launcher& l, const attempt_request& request,
-                         asio::any_completion_handler<void(task_result)> handler) {
-    std::make_shared<extension_op>(ctx, l, request, std::move(handler))->start();
+asio::awaitable<task_result> run_extension(launch_context& ctx, launcher& l, const attempt_request& request) {
+    extension_attempt attempt(ctx, l, request);
+    co_return co_await attempt.run();
 }
 
 }  // namespace agentctl

@@ -3,11 +3,14 @@
 
 #include "engine/launch.hpp"
 
+#include <boost/asio/awaitable.hpp>
+
 namespace agentctl {
 
-/// Runs one attempt of an extension.process action (see docs/DESIGN.md, "Extensions").
-/// Completion signature: void(task_result); cancellation as for launcher::async_launch.
-void async_run_extension(run_context& ctx, launcher& l, const attempt_request& request,
-                         boost::asio::any_completion_handler<void(task_result)> handler);
+/// Runs one attempt of an extension.process action (see docs/DESIGN.md, "Extensions"), on
+/// the coroutine's executor. The coroutine's cancellation reaches the running launch; one
+/// that arrives while the handshake ends stops the attempt before invoke.
+boost::asio::awaitable<task_result> run_extension(launch_context& ctx, launcher& l,
+                                                  const attempt_request& request);
 
 }  // namespace agentctl

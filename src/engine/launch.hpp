@@ -5,7 +5,8 @@
 // under the action's isolation mode and reports the raw result.
 #pragma once
 
-#include "engine/secrets.hpp"
+#include "engine/preflight.hpp"
+#include "exec/workspace.hpp"
 
 #include <agentctl/engine.hpp>
 #include <agentctl/process.hpp>
@@ -23,15 +24,18 @@ namespace agentctl {
 struct extension_cache;  // engine/extension.cpp: compiled extension schemas
 
 /// What every launch of a run shares. Owned by the built-in runner; lives as long as the run.
-struct run_context {
+struct launch_context {
     boost::asio::any_io_executor ex;
     const plan* compiled = nullptr;
     const run_options* options = nullptr;
     std::string run_id;
-    int workspace_fd = -1;       ///< O_PATH fd of the canonical workspace root
-    std::string workspace_path;  ///< its canonical path
-    std::vector<resolved_environment> environments;  ///< per action, resolved before the first task
-    std::shared_ptr<extension_cache> extensions;      ///< made by the first extension.process attempt
+    exec::directory workspace;                    ///< the canonical workspace root, held open
+    std::vector<prepared_action> actions;         ///< per action, from the strict preflight
+    std::shared_ptr<extension_cache> extensions;  ///< made by the first extension.process attempt
+
+    const resolved_environment& environment_of(std::uint32_t action_index) const {
+        return actions[action_index].environment;
+    }
 };
 
 /// One program start.
@@ -60,10 +64,6 @@ class launcher {
 public:
     virtual ~launcher() = default;
 
-    /// Once per run, before the first launch: checks what every launch will need (engines,
-    /// images). Completion signature: void(std::optional<task_error>). Default: nothing.
-    virtual void async_prepare(boost::asio::any_completion_handler<void(std::optional<task_error>)> handler);
-
     /// Completion signature: void(launch_result). Cancellation through the handler's slot
     /// (terminal: kill now; total/partial: graceful), as for async_run_process.
     virtual void async_launch(const launch_request& request,
@@ -75,8 +75,8 @@ public:
     virtual void async_finish(boost::asio::any_completion_handler<void(std::optional<task_error>)> handler);
 
 protected:
-    explicit launcher(run_context& ctx) : ctx_(ctx) {}
-    run_context& ctx_;
+    explicit launcher(launch_context& ctx) : ctx_(ctx) {}
+    launch_context& ctx_;
 };
 
 /// A launch as a task result: state and error from the outcome, stdout/stderr redacted with
@@ -86,8 +86,8 @@ task_result to_task_result(launch_result r, const resolved_environment& env, std
                            bool streams_once = false);
 
 /// isolation: process.
-std::unique_ptr<launcher> make_host_launcher(run_context& ctx);
+std::unique_ptr<launcher> make_host_launcher(launch_context& ctx);
 /// isolation: container (Docker or Podman).
-std::unique_ptr<launcher> make_container_launcher(run_context& ctx);
+std::unique_ptr<launcher> make_container_launcher(launch_context& ctx);
 
 }  // namespace agentctl

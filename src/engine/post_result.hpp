@@ -16,7 +16,8 @@ template <typename Handler, typename Value>
 void post_result(const boost::asio::any_io_executor& io, Handler handler, Value value) {
     boost::asio::post(io, [io, h = std::move(handler), v = std::move(value)]() mutable {
         auto ex = boost::asio::get_associated_executor(h, io);
-        boost::asio::dispatch(ex, [h = std::move(h), v = std::move(v)]() mutable { std::move(h)(std::move(v)); });
+        boost::asio::dispatch(ex,
+                              [h = std::move(h), v = std::move(v)]() mutable { std::move(h)(std::move(v)); });
     });
 }
 

@@ -1,5 +1,7 @@
 #include "exec/run_op.hpp"
 
+#include "exec/owner.hpp"
+
 #include "exec/tree.hpp"
 
 #include <boost/asio/append.hpp>
@@ -281,6 +283,8 @@ bool run_op::prepare_and_clone() {
     // the forced fallbacks of exit_watch take the path of older kernels: glibc clone(), the
     // child joining its cgroup itself, pidfd_open() or polling.
     clone_result c;
+    // The child's start time falls between this and the moment clone returns.
+    const std::uint64_t clone_ticks = boot_ticks_now();
     bool legacy = req_.watch != exit_watch::automatic || !svc_.clone3_supported();
     if (!legacy) {
         c = clone_child(plan, svc_.stack(), exec_service::stack_size,
@@ -332,6 +336,8 @@ bool run_op::prepare_and_clone() {
     }
     spawn_failure_.reset();
     pid_ = c.pid;
+    start_lo_ = clone_ticks;
+    start_hi_ = boot_ticks_now();
     if (!pidfd && req_.watch != exit_watch::polling && svc_.pidfd_supported()) {
         // The pid cannot be reused before we reap it, so this pidfd is the child's.
         pidfd.reset(sys_pidfd_open(pid_));
@@ -340,6 +346,11 @@ bool run_op::prepare_and_clone() {
     use_pidfd_ = static_cast<bool>(pidfd);
     pidfd_fd_ = std::move(pidfd);
     result_.used = leaf_ ? containment::cgroup : containment::process_group;
+    if (!leaf_) {
+        // No cgroup holds this tree: a watchdog can only find it by its leader.
+        observer_ = svc_.observer();
+        if (observer_) observer_->group_started(pid_, start_lo_, start_hi_);
+    }
     return true;
 }
 
@@ -357,6 +368,14 @@ void run_op::continue_after_spawn() {
         return;
     }
     phase_ = phase::running;
+    if (req_.on_started) {
+        process_started started;
+        started.pid = pid_;
+        started.start_lo = start_lo_;
+        started.start_hi = start_hi_;
+        if (leaf_) started.cgroup = svc_.leaf_path(*leaf_);
+        req_.on_started(started);
+    }
     boost::system::error_code ec;
     auto adopt = [&ec](boost::asio::posix::stream_descriptor& sd, unique_fd& fd) {
         sd.assign(fd.get(), ec);
@@ -872,6 +891,8 @@ void run_op::reap_and_release() {
         }
         reaped_ = true;
     }
+    if (observer_) observer_->group_reaped(pid_);
+    observer_.reset();
     boost::system::error_code ignored;
     pidfd_sd_.close(ignored);
     if (leaf_) {
@@ -945,6 +966,8 @@ void run_op::emergency_stop() {
         }
         reaped_ = true;
     }
+    if (observer_) observer_->group_reaped(pid_);
+    observer_.reset();
     if (leaf_) {
         wait_cgroup_empty_blocking(leaf_->dir.get(), 1000);
         svc_.release_leaf(std::move(*leaf_), false);

@@ -1,4 +1,6 @@
-// One async_run_process operation: a callback state machine on the caller's executor.
+// One async_run_process operation: the one callback state machine of the library, on the
+// caller's executor. Everything above src/exec is coroutines; this stays callbacks because it
+// is the hot path (one per process, ~100 µs of budget each) and its states are few.
 //
 //   waiting ──spawn──> running ──timeout/cancel──> terminating ──grace──> killing
 //                         │  (SIGTERM+SIGCONT, grace)      │ (SIGKILL)       │
@@ -8,7 +10,24 @@
 //                                          v
 //     finishing (kill what is left, wait for the cgroup to empty, reap, complete)
 //
-// An output overflow or a terminal cancellation skips the ladder (SIGKILL at once).
+// Transitions (phase, event -> what happens, next phase):
+//
+//   waiting      cancel                 withdrawn from the spawn queue, nothing spawned   -> finishing
+//   waiting      spawned                pipes, pidfd and deadline armed                   -> running
+//   waiting      spawn failed           spawn_failed with the failing step                -> finishing
+//   running      leader exited          EOF of both pipes or drain_grace 0: finish()      -> finishing
+//                                       else the drain timer                              -> draining
+//   running      deadline / cancel      (leader not exited) kill_grace > 0: SIGTERM+SIGCONT -> terminating
+//                                       kill_grace 0, terminal cancel: SIGKILL the tree   -> killing
+//   running      output cap passed      SIGKILL the tree at once                          -> killing
+//   terminating  grace timer            SIGKILL the tree                                  -> killing
+//   terminating  leader exited          as for running                                    -> draining
+//   killing      leader exited          as for running                                    -> draining
+//   draining     both pipes at EOF, drain timer, any cancel   finish()                    -> finishing
+//   finishing    tree gone, no handler pending   reap the leader, release, complete       (end)
+//
+// A deadline that fires when waitid already shows the leader exited is an exit, not a
+// timeout. A cancellation after the leader exited only cuts the drain short.
 #pragma once
 
 #include "exec/service.hpp"
@@ -27,6 +46,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -126,6 +146,7 @@ private:
     std::chrono::steady_clock::time_point started_;
 
     pid_t pid_ = -1;
+    std::uint64_t start_lo_ = 0, start_hi_ = 0;  ///< the boot clock around the clone
     bool use_pidfd_ = true;
     bool exited_ = false;
     bool reaped_ = false;  ///< by us, or (ECHILD) by someone else: the pgid may be reused now
@@ -133,8 +154,9 @@ private:
     bool leaf_empty_ = false;
     bool leaf_killed_ = false;   ///< cgroup.kill was written to it: never reuse it (see reap_and_release)
     std::vector<pid_t> killed_;  ///< distinct processes other than the leader we signalled
-    std::vector<proc_stat> members_;  ///< process-group mode: tree members found, not yet SIGKILLed
-    std::vector<unique_fd> dying_;    ///< pidfds of SIGKILLed members, until they are gone
+    std::vector<proc_stat> members_;           ///< process-group mode: tree members found, not yet SIGKILLed
+    std::vector<unique_fd> dying_;             ///< pidfds of SIGKILLed members, until they are gone
+    std::shared_ptr<tree_observer> observer_;  ///< told of a process-group leader until it is reaped
 
     stream_state out_;
     stream_state err_;

@@ -1,10 +1,13 @@
 #include "exec/service.hpp"
 
+#include "exec/owner.hpp"
 #include "exec/run_op.hpp"
+#include "exec/sweep.hpp"
 
 #include <boost/asio/post.hpp>
 
 #include <chrono>
+#include <cstdio>
 
 namespace agentctl::exec {
 
@@ -14,8 +17,11 @@ exec_service::exec_service(boost::asio::execution_context& ctx)
     : boost::asio::execution_context::service(ctx),
       proc_fd_(::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC)),
       children_files_(children_files_exist(proc_fd_.get())) {
-    leaf_prefix_ = "agentctl-" + std::to_string(::getpid()) + "-" +
-                   std::to_string(reinterpret_cast<std::uintptr_t>(this) & 0xffffff) + "-";
+    // Leaves of several exec_services of one process share the owner directory.
+    char tag[16];
+    std::snprintf(tag, sizeof tag, "%06x-",
+                  static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(this) & 0xffffff));
+    leaf_prefix_ = tag;
 }
 
 exec_service::~exec_service() = default;
@@ -121,14 +127,52 @@ int exec_service::dev_null(int& err) {
     return dev_null_.get();
 }
 
+void exec_service::set_observer(std::shared_ptr<tree_observer> observer) {
+    std::lock_guard lock(mutex_);
+    observer_ = std::move(observer);
+    if (cgroup_parent_ && observer_) observer_->owner_cgroup_created(cgroup_parent_->path);
+}
+
+std::shared_ptr<tree_observer> exec_service::observer() {
+    std::lock_guard lock(mutex_);
+    return observer_;
+}
+
+// Under mutex_. Creates (or, when another exec_service of this process made it, opens) the
+// owner directory beneath our own cgroup.
+bool exec_service::open_owner_dir() {
+    cgroup_parent owner;
+    int err = open_cgroup_dir(*cgroup_base_, owner_dir_name_, true, owner);
+    if (err != 0) {
+        if (err == EACCES || err == EPERM || err == EROFS || err == ENOENT) cgroup_usable_ = false;
+        return false;
+    }
+    cgroup_parent_ = std::move(owner);
+    if (observer_) observer_->owner_cgroup_created(cgroup_parent_->path);
+    return true;
+}
+
+// Under mutex_. Fails harmlessly (EBUSY) while another exec_service of this process has leaves.
+void exec_service::remove_owner_dir() {
+    if (!cgroup_parent_) return;
+    cgroup_parent_.reset();
+    ::unlinkat(cgroup_base_->dir.get(), owner_dir_name_.c_str(), AT_REMOVEDIR);
+}
+
 std::optional<cgroup_leaf> exec_service::acquire_leaf() {
     std::lock_guard lock(mutex_);
     if (!cgroup_probed_) {
         cgroup_probed_ = true;
         std::string why;
-        cgroup_parent_ = discover_cgroup_parent(why);
-        cgroup_usable_ = cgroup_parent_.has_value();
-        if (cgroup_parent_) remove_stale_leaves(*cgroup_parent_);
+        auto self = self_owner();
+        cgroup_base_ = discover_cgroup_parent(why);
+        cgroup_usable_ = cgroup_base_.has_value() && self.has_value();
+        if (cgroup_usable_) {
+            owner_dir_name_ = owner_cgroup_name(*self);
+            // Empty leftovers of owners that died are removed on the way; populated ones are
+            // for sweep_dead_owners(), which reports what it kills.
+            sweep_owner_dirs(cgroup_base_->dir.get(), false, 0, self->pidns, probe_process);
+        }
     }
     if (!cgroup_usable_) return std::nullopt;
     if (!free_leaves_.empty()) {
@@ -136,13 +180,21 @@ std::optional<cgroup_leaf> exec_service::acquire_leaf() {
         free_leaves_.pop_back();
         return leaf;
     }
+    if (!cgroup_parent_ && !open_owner_dir()) return std::nullopt;
     for (int attempt = 0; attempt < 100; ++attempt) {
         cgroup_leaf leaf;
         int err = make_cgroup_leaf(*cgroup_parent_, leaf_prefix_ + std::to_string(next_leaf_++), leaf);
         if (err == 0) return leaf;
+        if (err == ENOENT) {
+            // Another exec_service of this process removed the owner directory when it shut
+            // down, between our opening it and now: make it again.
+            cgroup_parent_.reset();
+            if (!open_owner_dir()) return std::nullopt;
+            continue;
+        }
         if (err != EEXIST) {
             // Not writable (or no cgroup.kill): this host has no usable cgroup v2 for us.
-            if (err == EACCES || err == EPERM || err == EROFS || err == ENOENT) cgroup_usable_ = false;
+            if (err == EACCES || err == EPERM || err == EROFS) cgroup_usable_ = false;
             return std::nullopt;
         }
     }
@@ -156,7 +208,13 @@ void exec_service::release_leaf(cgroup_leaf leaf, bool reusable) {
         return;
     }
     leaf.dir.reset();
-    if (remove_cgroup_leaf(*cgroup_parent_, leaf.name) != 0) stuck_leaves_.push_back(leaf.name);
+    if (!cgroup_parent_ || remove_cgroup_leaf(*cgroup_parent_, leaf.name) != 0)
+        stuck_leaves_.push_back(leaf.name);
+}
+
+std::string exec_service::leaf_path(const cgroup_leaf& leaf) {
+    std::lock_guard lock(mutex_);
+    return cgroup_parent_ ? cgroup_parent_->path + "/" + leaf.name : leaf.name;
 }
 
 void exec_service::disable_cgroups() {
@@ -192,6 +250,7 @@ void exec_service::shutdown() {
     }
     free_leaves_.clear();
     stuck_leaves_.clear();
+    remove_owner_dir();
 }
 
 }  // namespace agentctl::exec

@@ -3,6 +3,7 @@
 // (so that destroying the io_context still kills and reaps every child).
 #pragma once
 
+#include "exec/observer.hpp"
 #include "exec/spawn.hpp"
 #include "exec/sys.hpp"
 #include "exec/tree.hpp"
@@ -96,12 +97,20 @@ public:
     /// A buffer for bytes read past a cap: their content is never looked at.
     std::span<char> discard_buffer() { return {discard_.get(), discard_size}; }
 
-    // Cgroup leaves (thread-safe).
+    // Cgroup leaves (thread-safe). They live in one owner directory, agentctl@PID-START-PIDNS,
+    // beneath our own cgroup (shared by every exec_service of this process), so that one
+    // cgroup.kill on it ends every tree should the process die (docs/CRASH_SAFETY.md).
     std::optional<cgroup_leaf> acquire_leaf();
     /// Pools the leaf if `reusable` (empty and never killed), else removes it.
     void release_leaf(cgroup_leaf leaf, bool reusable);
+    /// The absolute path of a leaf handed out by acquire_leaf().
+    std::string leaf_path(const cgroup_leaf& leaf);
     /// Joining a leaf failed (no permission on this host): stop trying.
     void disable_cgroups();
+
+    /// Who is told about the trees started from now on (the watchdog); null: nobody.
+    void set_observer(std::shared_ptr<tree_observer> observer);
+    std::shared_ptr<tree_observer> observer();
 
     /// Whether Asio's reactor exists for this context (see async_run_process_impl).
     bool reactor_ready() const { return reactor_ready_.load(std::memory_order_acquire); }
@@ -136,9 +145,15 @@ private:
     bool children_files_ = false;
     std::shared_ptr<const proc_table> snapshot_;
 
+    bool open_owner_dir();
+    void remove_owner_dir();
+
     bool cgroup_probed_ = false;
-    std::optional<cgroup_parent> cgroup_parent_;  ///< set once a leaf was handed out, so it can be removed
+    std::optional<cgroup_parent> cgroup_base_;    ///< our own cgroup
+    std::optional<cgroup_parent> cgroup_parent_;  ///< the owner directory beneath it, holding the leaves
+    std::string owner_dir_name_;
     bool cgroup_usable_ = false;
+    std::shared_ptr<tree_observer> observer_;
     std::vector<cgroup_leaf> free_leaves_;
     std::vector<std::string> stuck_leaves_;  ///< could not be removed when released; retried at shutdown
     std::string leaf_prefix_;

@@ -311,6 +311,19 @@ std::optional<cgroup_parent> discover_cgroup_parent(std::string& why) {
     return parent;
 }
 
+int open_cgroup_dir(const cgroup_parent& base, const std::string& name, bool create, cgroup_parent& out) {
+    if (create && ::mkdirat(base.dir.get(), name.c_str(), 0755) != 0 && errno != EEXIST) return errno;
+    out.dir.reset(::openat(base.dir.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!out.dir) return errno;
+    out.path = base.path + "/" + name;
+    if (::faccessat(out.dir.get(), "cgroup.kill", W_OK, 0) != 0) {
+        int err = errno;
+        out.dir.reset();
+        return err;
+    }
+    return 0;
+}
+
 int make_cgroup_leaf(const cgroup_parent& parent, const std::string& name, cgroup_leaf& out) {
     if (::mkdirat(parent.dir.get(), name.c_str(), 0755) != 0) return errno;
     out.name = name;
@@ -328,27 +341,125 @@ int remove_cgroup_leaf(const cgroup_parent& parent, const std::string& name) {
     return ::unlinkat(parent.dir.get(), name.c_str(), AT_REMOVEDIR) == 0 ? 0 : errno;
 }
 
-void remove_stale_leaves(const cgroup_parent& parent) {
-    int dup_fd = ::openat(parent.dir.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dup_fd < 0) return;
-    DIR* dir = ::fdopendir(dup_fd);
-    if (dir == nullptr) {
+std::uint32_t cgroup_tree_procs(int dir) {
+    std::uint32_t n = static_cast<std::uint32_t>(cgroup_procs(dir).size());
+    int dup_fd = ::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dup_fd < 0) return n;
+    DIR* d = ::fdopendir(dup_fd);
+    if (d == nullptr) {
         ::close(dup_fd);
-        return;
+        return n;
     }
-    std::vector<std::string> stale;
-    constexpr std::string_view prefix = "agentctl-";
-    while (dirent* entry = ::readdir(dir)) {
-        std::string_view name(entry->d_name);
-        if (!name.starts_with(prefix)) continue;
-        pid_t owner = 0;
-        auto digits = name.substr(prefix.size());
-        auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), owner);
-        if (ec != std::errc{} || owner <= 0 || end == digits.data() + digits.size() || *end != '-') continue;
-        if (::kill(owner, 0) != 0 && errno == ESRCH) stale.emplace_back(name);
+    while (dirent* e = ::readdir(d)) {
+        if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
+        unique_fd sub(::openat(::dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        if (sub) n += cgroup_tree_procs(sub.get());
     }
-    ::closedir(dir);
-    for (auto& name : stale) remove_cgroup_leaf(parent, name);
+    ::closedir(d);
+    return n;
+}
+
+namespace {
+
+// rmdir of an emptied cgroup can fail with EBUSY for a moment while the last exits are
+// accounted; retried with 1 ms pauses until `deadline`.
+int remove_dir_retrying(int parent_fd, const char* name, std::chrono::steady_clock::time_point deadline) {
+    while (true) {
+        if (::unlinkat(parent_fd, name, AT_REMOVEDIR) == 0 || errno == ENOENT) return 0;
+        int err = errno;
+        if (err != EBUSY || std::chrono::steady_clock::now() >= deadline) return err;
+        timespec pause{0, 1000000};
+        ::nanosleep(&pause, nullptr);
+    }
+}
+
+// Removes every directory beneath `dir`, deepest first. Returns 0 or the first errno.
+int remove_below(int dir, std::chrono::steady_clock::time_point deadline, std::string& failed) {
+    int dup_fd = ::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dup_fd < 0) return errno == ENOENT ? 0 : errno;
+    DIR* d = ::fdopendir(dup_fd);
+    if (d == nullptr) {
+        int err = errno;
+        ::close(dup_fd);
+        return err;
+    }
+    std::vector<std::string> subdirs;
+    while (dirent* e = ::readdir(d)) {
+        if (e->d_type == DT_DIR && e->d_name[0] != '.') subdirs.emplace_back(e->d_name);
+    }
+    int result = 0;
+    for (auto& name : subdirs) {
+        unique_fd sub(::openat(::dirfd(d), name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        int err = sub ? remove_below(sub.get(), deadline, failed) : 0;
+        if (err == 0) err = remove_dir_retrying(::dirfd(d), name.c_str(), deadline);
+        if (err != 0 && result == 0) {
+            result = err;
+            if (failed.empty()) failed = name;
+        }
+    }
+    ::closedir(d);
+    return result;
+}
+
+}  // namespace
+
+cgroup_teardown teardown_cgroup(int base_dir, const std::string& name, int bound_ms, bool kill) {
+    cgroup_teardown out;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(bound_ms);
+    unique_fd dir(::openat(base_dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!dir) {
+        if (errno == ENOENT) {
+            out.removed = true;
+        } else {
+            out.error = "cannot open " + name + ": " + errno_text(errno);
+        }
+        return out;
+    }
+    out.processes = cgroup_tree_procs(dir.get());
+    auto populated = cgroup_populated(dir.get());
+    if (!populated) {
+        out.error = "cannot read " + name + "/cgroup.events";
+        return out;
+    }
+    if (*populated) {
+        if (!kill) {
+            out.error = name + " is populated";
+            return out;
+        }
+        if (int err = cgroup_kill(dir.get())) {
+            out.error = "cannot write " + name + "/cgroup.kill: " + errno_text(err);
+            return out;
+        }
+        out.killed = true;
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                          std::chrono::steady_clock::now());
+        if (!wait_cgroup_empty_blocking(dir.get(), static_cast<int>(std::max<long>(left.count(), 0)))) {
+            int wait_err = errno;
+            // Another sweeper (the next run, our owner's watchdog) may have removed it
+            // meanwhile: then cgroup.events cannot be read any more, and that is success.
+            if (::faccessat(base_dir, name.c_str(), F_OK, 0) != 0 && errno == ENOENT) {
+                out.removed = true;
+                return out;
+            }
+            out.error =
+                std::chrono::steady_clock::now() >= deadline
+                    ? name + " still has processes " + std::to_string(bound_ms) + " ms after cgroup.kill"
+                    : "cannot watch " + name + "/cgroup.events: " + errno_text(wait_err);
+            return out;
+        }
+    }
+    std::string failed;
+    if (int err = remove_below(dir.get(), deadline, failed)) {
+        out.error = "cannot remove " + name + "/" + failed + ": " + errno_text(err);
+        return out;
+    }
+    dir.reset();
+    if (int err = remove_dir_retrying(base_dir, name.c_str(), deadline)) {
+        out.error = "cannot remove " + name + ": " + errno_text(err);
+        return out;
+    }
+    out.removed = true;
+    return out;
 }
 
 }  // namespace agentctl::exec

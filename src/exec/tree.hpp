@@ -71,6 +71,24 @@ int cgroup_kill(int leaf_dir);
 /// change). Only for shutdown, when nothing asynchronous can run any more.
 bool wait_cgroup_empty_blocking(int leaf_dir, int bound_ms);
 
+/// Processes in a cgroup and every cgroup beneath it (their cgroup.procs summed).
+std::uint32_t cgroup_tree_procs(int dir);
+
+/// What teardown_cgroup did.
+struct cgroup_teardown {
+    std::uint32_t processes = 0;  ///< members found before the kill, in all its descendants
+    bool killed = false;          ///< cgroup.kill was written
+    bool removed = false;         ///< the directory and every directory beneath it are gone
+    std::string error;            ///< what failed, for a report; empty when removed
+};
+
+/// Blocking, for the dead-owner sweep and the watchdog only. SIGKILLs everything in the
+/// cgroup `name` beneath `base_dir` and in its descendants (cgroup.kill is recursive, and
+/// catches processes forked meanwhile), waits at most `bound_ms` until it is empty, then
+/// removes the directories beneath it deepest first, and itself. With `kill` false, a
+/// populated tree is left as it is. A directory already gone counts as removed.
+cgroup_teardown teardown_cgroup(int base_dir, const std::string& name, int bound_ms, bool kill);
+
 /// Where our cgroup v2 leaves go: the cgroup agentctl itself runs in, on the cgroup2 mount.
 struct cgroup_parent {
     unique_fd dir;
@@ -81,14 +99,14 @@ struct cgroup_parent {
 /// there with a cgroup.kill file (Linux >= 5.14). On failure says why in `why`.
 std::optional<cgroup_parent> discover_cgroup_parent(std::string& why);
 
+/// Opens the directory `name` beneath `base` (creating it if `create`; an existing one is
+/// fine) and checks that it has a writable cgroup.kill. Returns 0 or an errno value.
+int open_cgroup_dir(const cgroup_parent& base, const std::string& name, bool create, cgroup_parent& out);
+
 /// Creates a leaf named `name` beneath `parent`. Returns 0 or an errno value.
 int make_cgroup_leaf(const cgroup_parent& parent, const std::string& name, cgroup_leaf& out);
 
 /// Removes an empty leaf. Returns 0 or an errno value.
 int remove_cgroup_leaf(const cgroup_parent& parent, const std::string& name);
-
-/// Removes the empty leaves "agentctl-<pid>-..." left by processes that no longer exist (they
-/// died without destroying their io_context). A populated leaf is left alone.
-void remove_stale_leaves(const cgroup_parent& parent);
 
 }  // namespace agentctl::exec

@@ -1,4 +1,4 @@
-// Canonical plan JSON (SPEC section 3). Members always come in this order:
+// Canonical plan JSON (docs/DESIGN.md, "Plan"). Members always come in this order:
 //
 //   formatVersion, workflowName, workflowDigest, planDigest, maxConcurrency,
 //   killGraceSeconds, approval, workspaceRoot, budgets{present ones}, inputs, order,
@@ -8,7 +8,7 @@
 //            retry{maxAttempts,backoffMs,on}, failure, when?, limits{stdoutBytes,stderrBytes,
 //            combinedBytes}, requiresApproval, expansion?, args?, cwd?, deferred?
 //   aggregate: id, uses, needs (its children), expansion{kind,count}
-//   process: action, kind, tasks, isolation, command, args, cwd?, env[{name,source}],
+//   process: action, kind, tasks, isolation, command, args, cwd?, env[{name,source,secret?}],
 //            timeoutSeconds?, limits, container?{image,runtime,engines,memoryLimitBytes,
 //            cpuLimitMillis,pidsLimit,controls}, extension?{protocolVersion,idempotency,
 //            capabilities,inputSchema,outputSchema}
@@ -164,6 +164,7 @@ void write_process(json_writer& w, const plan& p, const plan_process& proc) {
         w.begin_object();
         w.member("name", e.name);
         w.member("source", env_source_text(e.source));
+        if (e.source.kind == env_source::kind_t::env && !e.source.secret) w.member("secret", false);
         w.end_object();
     }
     w.end_array();

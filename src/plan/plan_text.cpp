@@ -151,7 +151,7 @@ std::string process_lines(const plan& p, const plan_process& proc) {
             std::string source;
             switch (e.source.kind) {
                 case env_source::kind_t::env:
-                    source = "env:" + e.source.text;
+                    source = "env:" + e.source.text + (e.source.secret ? "" : " (not secret)");
                     break;
                 case env_source::kind_t::file:
                     source = "file:" + e.source.text;

@@ -460,6 +460,74 @@ std::unique_ptr<json_schema> json_schema::compile(const json::value& document, s
     return std::unique_ptr<json_schema>(new json_schema(std::move(p)));
 }
 
+namespace {
+
+// Unescapes the last token of a JSON pointer.
+std::string last_token(const std::string& pointer) {
+    std::string key;
+    for (std::size_t i = pointer.rfind('/') + 1; i < pointer.size(); ++i) {
+        if (pointer[i] == '~' && i + 1 < pointer.size())
+            key += pointer[++i] == '0' ? '~' : '/';
+        else
+            key += pointer[i];
+    }
+    return key;
+}
+
+// Sets the part at `pointer` aside so that the rest of the schema can be checked: a subschema
+// becomes `{}` (valid in every draft), a keyword (or a subschema already set aside, e.g. under
+// a patternProperties key that is no regular expression) is removed from its object. False
+// when nothing can be set aside: the root, or a place that does not resolve.
+bool set_aside(json::value& document, const std::string& pointer) {
+    if (pointer.empty()) return false;
+    auto* parent = const_cast<json::value*>(resolve(document, pointer.substr(0, pointer.rfind('/'))));
+    auto* at = const_cast<json::value*>(resolve(document, pointer));
+    if (!parent || !at) return false;
+    const bool set_aside_already = at->is_object() && at->get_object().empty();
+    if ((at->is_object() || at->is_bool()) && !set_aside_already) {
+        *at = json::object();
+        return true;
+    }
+    if (parent->is_object()) return parent->get_object().erase(last_token(pointer)) > 0;
+    if (!set_aside_already) {
+        *at = json::object();
+        return true;
+    }
+    return false;
+}
+
+// The keyword of the subschema at `pointer` that makes it fail with `error` on its own: the
+// first member whose removal changes the outcome. "" when none does alone.
+std::string faulty_keyword(const json::value& document, const std::string& pointer,
+                           const std::string& error) {
+    const json::value* at = resolve(document, pointer);
+    if (!at || !at->is_object()) return {};
+    for (const auto& m : at->get_object()) {
+        json::value without = *at;
+        without.get_object().erase(m.key());
+        std::string e, p;
+        if (json_schema::compile(without, e, p) || e != error) return std::string(m.key());
+    }
+    return {};
+}
+
+}  // namespace
+
+std::vector<json_schema::problem> json_schema::problems(const json::value& document, std::size_t max) {
+    std::vector<problem> out;
+    json::value copy = document;
+    while (out.size() < max) {
+        std::string error, pointer;
+        if (compile(copy, error, pointer)) break;
+        out.push_back({error, pointer});
+        // valijson names the subschema; setting aside only its keyword at fault keeps the rest
+        // of that subschema checked.
+        std::string keyword = faulty_keyword(copy, pointer, error);
+        if (!set_aside(copy, keyword.empty() ? pointer : pointer + "/" + pointer_token(keyword))) break;
+    }
+    return out;
+}
+
 std::vector<schema_error> json_schema::validate(const json::value& value) const {
     std::vector<schema_error> out;
     check_regex_inputs(value, "", {impl_->pattern_properties, impl_->date_formats}, out);
@@ -504,15 +572,15 @@ void check_extension_schemas(const workflow& wf, diagnostics& diags) {
         if (!a.extension) continue;
         for (auto [key, document] : {std::pair{"inputSchema", &a.extension->input_schema},
                                      std::pair{"outputSchema", &a.extension->output_schema}}) {
-            std::string error, pointer;
-            if (json_schema::compile(*document, error, pointer)) continue;
-            std::string base = "spec.actions." + a.name + "." + key;
-            std::string path = path_of(*document, base, pointer);
-            diags.error("invalid_schema", path,
-                        std::string(key) + (pointer.empty() ? "" : " at " + pointer) +
-                            " is not a valid JSON Schema: " + error,
-                        "write a draft 7 JSON Schema whose $refs point inside it (\"#/definitions/...\")",
-                        wf.where(path));
+            for (const auto& p : json_schema::problems(*document)) {
+                std::string base = "spec.actions." + a.name + "." + key;
+                std::string path = path_of(*document, base, p.pointer);
+                diags.error("invalid_schema", path,
+                            std::string(key) + (p.pointer.empty() ? "" : " at " + p.pointer) +
+                                " is not a valid JSON Schema: " + p.error,
+                            "write a draft 7 JSON Schema whose $refs point inside it (\"#/definitions/...\")",
+                            wf.where(path));
+            }
         }
     }
 }

@@ -32,6 +32,16 @@ public:
     static std::unique_ptr<json_schema> compile(const boost::json::value& document, std::string& error,
                                                 std::string& pointer);
 
+    /// A place in a schema document that is at fault, and why.
+    struct problem {
+        std::string error;
+        std::string pointer;  ///< JSON pointer into the document; "" for the root
+    };
+    /// Every problem of `document` (at most `max`), not only the first: once one is found, the
+    /// part at fault is set aside (the keyword removed, or the subschema replaced by `{}`) in a
+    /// copy, and the rest is checked again. Empty when compile() would succeed.
+    static std::vector<problem> problems(const boost::json::value& document, std::size_t max = 20);
+
     ~json_schema();
     json_schema(const json_schema&) = delete;
     json_schema& operator=(const json_schema&) = delete;
@@ -50,7 +60,7 @@ private:
 std::string schema_errors_text(const std::vector<schema_error>& errors, std::size_t max = 5);
 
 /// Front-end rule: every extension.process `inputSchema` and `outputSchema` compiles
-/// (`invalid_schema`, located at the part of the schema at fault when known).
+/// (`invalid_schema`, one per problem, located at the part of the schema at fault when known).
 void check_extension_schemas(const workflow& wf, diagnostics& diags);
 
 }  // namespace agentctl

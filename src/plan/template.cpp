@@ -1,4 +1,4 @@
-// `${{ path }}` templates and `when` conditions (SPEC section 2, REFERENCE 1.7-1.8).
+// `${{ path }}` templates and `when` conditions (docs/DESIGN.md, "Plan").
 //
 // A template string is parsed once into literal and reference parts; rendering walks those
 // parts and copies values out. Nothing rendered is ever parsed again, so a value that itself

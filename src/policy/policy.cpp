@@ -1,4 +1,4 @@
-// Policy rules (SPEC section 2 and 5, REFERENCE 1.3-1.4). Everything here is lexical: the
+// Policy rules (docs/DESIGN.md, "Plan"). Everything here is lexical: the
 // front end reads no file system, so symlinks and existence are checked again at run time.
 #include "policy/policy.hpp"
 

@@ -265,6 +265,15 @@ std::optional<std::string> tree_reader::string(const place& p, bool allow_empty)
     return text;
 }
 
+std::optional<bool> tree_reader::boolean(const place& p) {
+    const auto& n = node(p);
+    if (n.kind == kind_t::scalar && n.plain && !n.bad_tag && resolve_plain(n.text) == scalar_type::boolean)
+        return n.text == "true";
+    error(p, "invalid_type", std::string(label(p.path)) + " must be true or false, found " + describe(p),
+          n.kind == kind_t::scalar && !n.plain ? "remove the quotes: a quoted value is a string" : "");
+    return std::nullopt;
+}
+
 std::optional<std::int64_t> tree_reader::integer(const place& p, std::int64_t min, std::int64_t max) {
     auto range = "in " + std::to_string(min) + ".." + std::to_string(max);
     const auto& n = node(p);
@@ -289,7 +298,8 @@ std::optional<std::int64_t> tree_reader::integer(const place& p, std::int64_t mi
     return value;
 }
 
-std::optional<std::int64_t> tree_reader::duration_ms(const place& p, std::int64_t min_ms, std::int64_t max_ms) {
+std::optional<std::int64_t> tree_reader::duration_ms(const place& p, std::int64_t min_ms,
+                                                     std::int64_t max_ms) {
     auto as_seconds = [](std::int64_t ms) { return seconds_text(ms).substr(0, seconds_text(ms).size() - 1); };
     auto range = "in " + as_seconds(min_ms) + ".." + as_seconds(max_ms) + " seconds";
     const auto& n = node(p);
@@ -298,8 +308,8 @@ std::optional<std::int64_t> tree_reader::duration_ms(const place& p, std::int64_
         std::string help = n.kind == kind_t::scalar && !n.plain && is_integer_text(n.text)
                                ? "remove the quotes: a quoted value is a string"
                                : "write a number of seconds " + range + ", e.g. 10 or 0.5";
-        error(p, "invalid_type", std::string(label(p.path)) + " must be a number of seconds, found " + describe(p),
-              help);
+        error(p, "invalid_type",
+              std::string(label(p.path)) + " must be a number of seconds, found " + describe(p), help);
         return std::nullopt;
     }
     // Digits, then at most three decimals: milliseconds are exact, no float rounding.
@@ -324,7 +334,8 @@ std::optional<std::int64_t> tree_reader::duration_ms(const place& p, std::int64_
     std::int64_t ms = whole * 1000 + frac;
     if (!ok || ms < min_ms || ms > max_ms) {
         std::string help = ok ? "" : "use plain decimal notation with at most three decimals (milliseconds)";
-        error(p, "out_of_range", std::string(label(p.path)) + " must be " + range + ", found " + n.text, help);
+        error(p, "out_of_range", std::string(label(p.path)) + " must be " + range + ", found " + n.text,
+              help);
         return std::nullopt;
     }
     return ms;
@@ -428,7 +439,8 @@ std::optional<std::vector<std::pair<std::string, place>>> tree_reader::entries(
                     : std::any_of(out.begin(), out.end(), [&](const auto& e) { return e.first == *key; });
         if (duplicate) {
             // Not recorded in the source map: the path keeps the first key's location.
-            place key_place{n.items[i], p.path.empty() ? *key : p.path + "." + *key, key_node.line, key_node.column};
+            place key_place{n.items[i], p.path.empty() ? *key : p.path + "." + *key, key_node.line,
+                            key_node.column};
             error(key_place, std::string(duplicate_code),
                   "duplicate key " + quoted(*key) + " in " + std::string(label(p.path)),
                   "each key may appear once; remove or rename one");

@@ -60,6 +60,8 @@ public:
     /// A string (quoted, or plain text that resolves to no other type). Reports
     /// invalid_type, nul_byte, and empty_value unless `allow_empty`.
     std::optional<std::string> string(const place& p, bool allow_empty = false);
+    /// `true` or `false` (plain); reports invalid_type for anything else.
+    std::optional<bool> boolean(const place& p);
     std::optional<std::int64_t> integer(const place& p, std::int64_t min, std::int64_t max);
     std::optional<std::uint64_t> unsigned_integer(const place& p, std::uint64_t min, std::uint64_t max);
     /// Seconds written as a whole or decimal number with at most three decimals (`10`,

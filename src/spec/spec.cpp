@@ -6,7 +6,8 @@ namespace agentctl {
 
 void source_map::set(std::string_view path, int line, int column) {
     if (paths_.size() + path.size() > UINT32_MAX) return;  // its ancestors' places stand in
-    entries_.push_back({static_cast<std::uint32_t>(paths_.size()), static_cast<std::uint32_t>(path.size()), line, column});
+    entries_.push_back(
+        {static_cast<std::uint32_t>(paths_.size()), static_cast<std::uint32_t>(path.size()), line, column});
     paths_.append(path);
 }
 
@@ -22,6 +23,12 @@ source_location source_map::find(std::string_view path) const {
         auto cut = key.find_last_of(".[");
         key = key.substr(0, cut == std::string_view::npos ? 0 : cut);
     }
+}
+
+bool source_map::contains(std::string_view path) const {
+    for (const auto& e : entries_)
+        if (e.size == path.size() && std::string_view(paths_).substr(e.offset, e.size) == path) return true;
+    return false;
 }
 
 const action_spec* workflow::find_action(std::string_view name) const {

@@ -1,4 +1,5 @@
-// The workflow schema (SPEC section 2): tree -> workflow model, one diagnostic per problem.
+// The workflow schema (docs/DESIGN.md, "Parser"): tree -> workflow model, one diagnostic per
+// problem.
 // Semantic checks (references between tasks and actions, templates, policy) are the plan
 // compiler's.
 #include "spec/reader.hpp"
@@ -19,20 +20,41 @@ constexpr std::size_t max_env_name_bytes = 256;
 // Variables that steer the container engine client; a container action may not set them
 // (its values are set on the client, which passes them on by name). The reference's list,
 // plus whole families the engines, their Go runtime and the dynamic loader read: a value
-// there could redirect or subvert a privileged client (RELIABILITY T-ENV-02).
-constexpr std::array<std::string_view, 27> engine_variables = {
-    "CONTAINER_CONNECTION", "CONTAINER_HOST",  "DOCKER_CERT_PATH", "DOCKER_CONFIG",     "DOCKER_CONTEXT",
-    "DOCKER_HOST",          "DOCKER_TLS_VERIFY", "HOME",           "PATH",              "PODMAN_CONNECTIONS_CONF",
-    "TEMP",                 "TMP",             "TMPDIR",           "XDG_CONFIG_HOME",   "XDG_RUNTIME_DIR",
-    "STORAGE_DRIVER",       "STORAGE_OPTS",    "REGISTRY_AUTH_FILE", "REGISTRIES_CONFIG_PATH", "NOTIFY_SOCKET",
-    "GODEBUG",              "GOTRACEBACK",     "HTTP_PROXY",       "HTTPS_PROXY",       "NO_PROXY",
-    "ALL_PROXY",            "SSL_CERT_FILE"};
+// there could redirect or subvert a privileged client.
+constexpr std::array<std::string_view, 27> engine_variables = {"CONTAINER_CONNECTION",
+                                                               "CONTAINER_HOST",
+                                                               "DOCKER_CERT_PATH",
+                                                               "DOCKER_CONFIG",
+                                                               "DOCKER_CONTEXT",
+                                                               "DOCKER_HOST",
+                                                               "DOCKER_TLS_VERIFY",
+                                                               "HOME",
+                                                               "PATH",
+                                                               "PODMAN_CONNECTIONS_CONF",
+                                                               "TEMP",
+                                                               "TMP",
+                                                               "TMPDIR",
+                                                               "XDG_CONFIG_HOME",
+                                                               "XDG_RUNTIME_DIR",
+                                                               "STORAGE_DRIVER",
+                                                               "STORAGE_OPTS",
+                                                               "REGISTRY_AUTH_FILE",
+                                                               "REGISTRIES_CONFIG_PATH",
+                                                               "NOTIFY_SOCKET",
+                                                               "GODEBUG",
+                                                               "GOTRACEBACK",
+                                                               "HTTP_PROXY",
+                                                               "HTTPS_PROXY",
+                                                               "NO_PROXY",
+                                                               "ALL_PROXY",
+                                                               "SSL_CERT_FILE"};
 constexpr std::array<std::string_view, 12> engine_variable_prefixes = {
-    "DOCKER_", "CONTAINER_", "CONTAINERS_", "PODMAN_", "BUILDAH_", "BUILDKIT_", "LD_", "XDG_", "SSL_CERT_",
-    "http_proxy", "https_proxy", "no_proxy"};
+    "DOCKER_", "CONTAINER_", "CONTAINERS_", "PODMAN_",    "BUILDAH_",    "BUILDKIT_",
+    "LD_",     "XDG_",       "SSL_CERT_",   "http_proxy", "https_proxy", "no_proxy"};
 
 bool steers_engine(std::string_view name) {
-    if (std::find(engine_variables.begin(), engine_variables.end(), name) != engine_variables.end()) return true;
+    if (std::find(engine_variables.begin(), engine_variables.end(), name) != engine_variables.end())
+        return true;
     if (name == "all_proxy") return true;
     return std::any_of(engine_variable_prefixes.begin(), engine_variable_prefixes.end(),
                        [&](std::string_view prefix) { return name.substr(0, prefix.size()) == prefix; });
@@ -318,7 +340,7 @@ std::optional<env_source> workflow_reader::read_env_source(const place& p) {
                      : "use {env: NAME}, {file: PATH}, {process: {...}} or {value: TEXT}");
         return std::nullopt;
     }
-    fields f(r_, p, {"env", "file", "process", "value"});
+    fields f(r_, p, {"env", "file", "process", "value", "secret"});
     if (!f.ok()) return std::nullopt;
     int count = f.has("env") + f.has("file") + f.has("process") + f.has("value");
     if (count != 1) {
@@ -326,6 +348,14 @@ std::optional<env_source> workflow_reader::read_env_source(const place& p) {
             p, "invalid_value",
             "an env source has exactly one of env, file, process or value; found " + std::to_string(count),
             "e.g. {env: NAME} or {value: \"text\"}");
+        return std::nullopt;
+    }
+    if (auto secret = f.get("secret"); secret && !f.has("env")) {
+        r_.error(*secret, "invalid_value",
+                 std::string("secret applies to {env: NAME} only: ") +
+                     (f.has("value") ? "a {value} literal is never redacted"
+                                     : "file and process values are always secrets"),
+                 "remove `secret`");
         return std::nullopt;
     }
     env_source src;
@@ -338,6 +368,11 @@ std::optional<env_source> workflow_reader::read_env_source(const place& p) {
             return std::nullopt;
         }
         src.text = std::move(*s);
+        if (auto secret = f.get("secret")) {
+            auto b = r_.boolean(*secret);
+            if (!b) return std::nullopt;
+            src.secret = *b;
+        }
     } else if (auto v = f.get("file")) {
         src.kind = env_source::kind_t::file;
         auto s = r_.string(*v);
@@ -591,11 +626,12 @@ void workflow_reader::read_action(const std::string& name, const place& p, actio
         for (std::size_t i = 0; i < a.env.size(); ++i) {
             const auto& name = a.env[i].name;
             if (steers_engine(name))
-                r_.error(env_places[i], "engine_variable_not_allowed",
-                         name + " controls the container engine and cannot be set by a container action",
-                         "rename the variable (DOCKER_*, CONTAINER_*, CONTAINERS_*, PODMAN_*, BUILDAH_*, "
-                         "BUILDKIT_*, LD_*, XDG_*, proxies, HOME, PATH, TMPDIR and a few others steer the engine "
-                         "client)");
+                r_.error(
+                    env_places[i], "engine_variable_not_allowed",
+                    name + " controls the container engine and cannot be set by a container action",
+                    "rename the variable (DOCKER_*, CONTAINER_*, CONTAINERS_*, PODMAN_*, BUILDAH_*, "
+                    "BUILDKIT_*, LD_*, XDG_*, proxies, HOME, PATH, TMPDIR and a few others steer the engine "
+                    "client)");
         }
     }
 }
@@ -748,11 +784,11 @@ void workflow_reader::read_task(const place& p, task_spec& t) {
     if (!f.ok()) return;
     if (auto v = f.require("id")) {
         if (auto s = r_.string(*v)) {
-            if (is_task_id(*s))
-                t.id = std::move(*s);
-            else
+            if (!is_task_id(*s))
                 r_.error(*v, "invalid_task_id", "task id \"" + *s + "\" must match [a-z0-9_-]+",
                          "use lowercase letters, digits, '_' and '-'");
+            // Kept as written even when invalid: the partial model's needs can still find it.
+            t.id = std::move(*s);
         }
     }
     if (auto v = f.require("uses")) read_uses(*v, t);

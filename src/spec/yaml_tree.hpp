@@ -40,6 +40,7 @@ struct tree_error {
     std::string message;
     int line = 0;
     int column = 0;
+    std::string help;  ///< empty: the caller chooses one by code
 };
 
 struct tree {
@@ -63,7 +64,9 @@ public:
     /// How the YAML library reports a tag: `?` none (plain), `!` non-specific (quoted).
     enum class tag_t { none, non_specific, string, other };
 
-    void start_document(int line, int column);
+    /// `marker`: the document starts with `---` (a second document without one is text
+    /// that does not continue the first, and is reported as such).
+    void start_document(int line, int column, bool marker = true);
     void null_value(int line, int column, std::size_t anchor);
     void scalar(int line, int column, std::size_t anchor, tag_t tag, std::string_view tag_text,
                 std::string value);
@@ -82,9 +85,11 @@ public:
     /// Hint for the number of nodes, to size storage once.
     void reserve(std::size_t nodes) { tree_.nodes.reserve(nodes); }
 
+    /// Records an error found by the caller (the tree is then unusable).
+    void fail(std::string code, std::string message, int line, int column, std::string help = {});
+
 private:
     std::uint32_t add(node n, std::size_t anchor, tag_t tag, std::string_view tag_text);
-    void fail(std::string code, std::string message, int line, int column);
 
     tree tree_;
     std::vector<std::uint32_t> open_;     // collections being built, innermost last
@@ -94,8 +99,20 @@ private:
     std::size_t written_nodes_ = 0;
 };
 
-/// Checks raw bytes before parsing: NUL bytes (`nul_byte`), other control characters and
-/// invalid UTF-8 (`yaml_syntax`). Returns the first problem, if any.
-bool check_bytes(std::string_view source, tree_error& error);
+/// Checks raw bytes before parsing: NUL bytes (`nul_byte`), other control characters, a
+/// carriage return not followed by a line feed, and invalid UTF-8 (`yaml_syntax`). Returns
+/// the first problem, if any. `ascii`, when given, is set when no byte is above 0x7F.
+bool check_bytes(std::string_view source, tree_error& error, bool* ascii = nullptr);
+
+/// A linear look at the text before the YAML library parses it: refuses nesting deeper than
+/// max_depth (flow `[`/`{` and block collections together), so that a parser that recurses
+/// per level is never handed more levels than the tree accepts. It counts only openings it
+/// is sure of (outside quotes, comments and block scalars), so a document it passes may
+/// still be refused by the tree builder, never the other way round.
+bool check_nesting(std::string_view source, tree_error& error);
+
+/// The 1-based column of byte `offset` on the line starting at byte `line_start`, counted in
+/// code points (as the byte checks count them).
+int column_of(std::string_view source, std::size_t line_start, std::size_t offset);
 
 }  // namespace agentctl::yaml

@@ -2,6 +2,7 @@
 // from inside the container, and ends by proving that no container of the run is left.
 #include "harness.hpp"
 
+#include "../support/error_text.hpp"
 #include "../support/skips.hpp"
 
 #include <boost/test/data/monomorphic.hpp>
@@ -52,7 +53,7 @@ std::string alnum(const std::string& s, std::size_t max) {
 }
 
 std::string message_of(const task_result& t) {
-    return t.error ? t.error->code + ": " + t.error->message : "";
+    return t.error ? std::string(to_string(t.error->code)) + ": " + t.error->message : "";
 }
 
 std::string single(const std::string& action, const std::string& task_extra = "") {

@@ -1,6 +1,7 @@
 // The pure parts of container mode: the run argv, image matching, the client environment
 // and the front end's container rules. No engine is needed.
-#include "engine/container_engine.hpp"
+#include "container/container.hpp"
+#include "exec/host.hpp"
 
 #include <agentctl/parse.hpp>
 #include <agentctl/plan.hpp>
@@ -82,7 +83,7 @@ BOOST_AUTO_TEST_SUITE(units)
 
 BOOST_AUTO_TEST_CASE(run_argv_fixes_every_control_and_ends_with_the_image_and_args) {
     action_spec a = container_spec_action();
-    ctr::run_settings s;
+    ctr::invocation s;
     s.name = "agentctl-shell-run1-abcd-1";
     s.labels = {"agentctl.run=run1"};
     s.image_id = digest_a;
@@ -90,7 +91,7 @@ BOOST_AUTO_TEST_CASE(run_argv_fixes_every_control_and_ends_with_the_image_and_ar
     s.env_names = {"FIXTURE_TOKEN"};
     std::vector<std::string> args = {"--privileged", "-v/:/host", "--entrypoint=/bin/sh"};
     for (std::string engine : {"docker", "podman"}) {
-        auto argv = ctr::run_arguments(ctr::engine{engine, "/usr/bin/" + engine}, a, s, args);
+        auto argv = ctr::run_argv(ctr::engine{engine, "/usr/bin/" + engine}, a, s, args);
         BOOST_TEST(argv.front() == "run");
         BOOST_TEST(argv[1] == "--rm");
         for (const char* flag :
@@ -113,7 +114,7 @@ BOOST_AUTO_TEST_CASE(run_argv_fixes_every_control_and_ends_with_the_image_and_ar
         BOOST_TEST(index_of(argv, "--privileged") > image);
     }
     s.interactive = true;
-    BOOST_TEST(has(ctr::run_arguments(ctr::engine{"docker", "/usr/bin/docker"}, a, s, {}), "--interactive"));
+    BOOST_TEST(has(ctr::run_argv(ctr::engine{"docker", "/usr/bin/docker"}, a, s, {}), "--interactive"));
 }
 
 BOOST_AUTO_TEST_CASE(cpus_are_written_with_three_decimals) {
@@ -134,9 +135,9 @@ BOOST_AUTO_TEST_CASE(mount_source_is_one_quoted_csv_field) {
 }
 
 BOOST_AUTO_TEST_CASE(removal_never_waits_for_a_stop_timeout) {
-    auto podman = ctr::remove_arguments(ctr::engine{"podman", "/usr/bin/podman"}, {"x", "y"});
+    auto podman = ctr::remove_argv(ctr::engine{"podman", "/usr/bin/podman"}, {"x", "y"});
     BOOST_TEST((podman == std::vector<std::string>{"rm", "--force", "--time=0", "x", "y"}));
-    auto docker = ctr::remove_arguments(ctr::engine{"docker", "/usr/bin/docker"}, {"x"});
+    auto docker = ctr::remove_argv(ctr::engine{"docker", "/usr/bin/docker"}, {"x"});
     BOOST_TEST((docker == std::vector<std::string>{"rm", "--force", "x"}));
 }
 
@@ -196,10 +197,10 @@ BOOST_AUTO_TEST_CASE(the_dead_owner_sweep_picks_names_from_ps_output) {
 }
 
 BOOST_AUTO_TEST_CASE(the_owned_list_format_is_each_engines_own) {
-    auto docker = ctr::owned_list_arguments(ctr::engine{"docker", "/usr/bin/docker"});
+    auto docker = ctr::owned_list_argv(ctr::engine{"docker", "/usr/bin/docker"});
     BOOST_TEST((docker == std::vector<std::string>{"ps", "--all", "--filter", "label=agentctl.owner", "--format",
                                                    "{{.Names}} {{.Label \"agentctl.owner\"}}"}));
-    auto podman = ctr::owned_list_arguments(ctr::engine{"podman", "/usr/bin/podman"});
+    auto podman = ctr::owned_list_argv(ctr::engine{"podman", "/usr/bin/podman"});
     BOOST_TEST(podman.back() == "{{.Names}} {{index .Labels \"agentctl.owner\"}}");
 }
 
@@ -210,15 +211,15 @@ BOOST_AUTO_TEST_CASE(start_times_come_from_proc_and_a_reaped_pid_has_none) {
     std::istringstream fields(line.substr(line.rfind(')') + 2));  // field 3 onwards
     std::string field;
     for (int i = 3; i <= 22; ++i) fields >> field;
-    BOOST_TEST(ctr::process_start_time(::getpid()).value_or("<none>") == field);
+    BOOST_TEST(agentctl::exec::process_start_time(::getpid()).value_or("<none>") == field);
     pid_t child = ::fork();
     if (child == 0) ::_exit(0);
     BOOST_REQUIRE(child > 0);
     int status = 0;
     BOOST_REQUIRE(::waitpid(child, &status, 0) == child);
-    BOOST_TEST(!ctr::process_start_time(child));
-    BOOST_TEST(!ctr::process_start_time(0));
-    BOOST_TEST(!ctr::process_start_time(-1));
+    BOOST_TEST(!agentctl::exec::process_start_time(child));
+    BOOST_TEST(!agentctl::exec::process_start_time(0));
+    BOOST_TEST(!agentctl::exec::process_start_time(-1));
 }
 
 BOOST_AUTO_TEST_CASE(an_image_id_must_match_exactly) {

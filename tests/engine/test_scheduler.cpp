@@ -1,5 +1,8 @@
 // Scheduler logic against a fake runner: no processes.
 #include <agentctl/engine.hpp>
+
+#include "../support/deadline.hpp"
+#include "../support/error_text.hpp"
 #include <agentctl/parse.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -138,8 +141,8 @@ run_report run_plan(asio::io_context& io, const plan& p, run_options options,
     async_run(io.get_executor(), p, std::move(options),
               asio::bind_cancellation_slot(cancel.slot(), [&](run_report r) { report = std::move(r); }));
     if (while_running) while_running(cancel);
-    io.run_for(20s);
-    BOOST_REQUIRE_MESSAGE(report.has_value(), "the run did not complete within 20 s");
+    bool done = agentctl::test::run_with_deadline(io, 20s, [&] { return report.has_value(); });
+    BOOST_REQUIRE_MESSAGE(done, "the run did not complete within 20 s");
     return std::move(*report);
 }
 

@@ -1,7 +1,11 @@
 // Environment sources and redaction, with real files and helper processes.
 #include "engine/secrets.hpp"
 
+#include "../support/deadline.hpp"
+#include "../support/error_text.hpp"
+
 #include <agentctl/engine.hpp>
+#include <agentctl/wire.hpp>
 #include <agentctl/parse.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -27,18 +31,17 @@ struct workspace {
     workspace() {
         char tmpl[] = "/tmp/agentctl-secrets-XXXXXX";
         path = ::mkdtemp(tmpl);
-        fd = ::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+        std::string error;
+        root = exec::directory::open(path, error);
+        BOOST_REQUIRE_MESSAGE(root, error);
         fs::create_directories(path + "/secrets");
     }
-    ~workspace() {
-        ::close(fd);
-        fs::remove_all(path);
-    }
+    ~workspace() { fs::remove_all(path); }
     void write(const std::string& name, const std::string& content) const {
         std::ofstream(path + "/" + name, std::ios::binary) << content;
     }
     std::string path;
-    int fd = -1;
+    std::optional<exec::directory> root;
 };
 
 resolved_environment resolve(const std::vector<env_entry>& entries, const policy_spec& policy, const workspace& ws,
@@ -46,14 +49,13 @@ resolved_environment resolve(const std::vector<env_entry>& entries, const policy
     asio::io_context io;
     environment_context ctx;
     ctx.policy = &policy;
-    ctx.workspace_fd = ws.fd;
-    ctx.workspace_path = ws.path;
+    ctx.workspace = &*ws.root;
     ctx.search_path = "/usr/bin:/bin";
     ctx.host_env = std::move(host_env);
     std::optional<resolved_environment> out;
     async_resolve_environment(io.get_executor(), entries, ctx, [&](resolved_environment r) { out = std::move(r); });
-    io.run_for(20s);
-    BOOST_REQUIRE_MESSAGE(out.has_value(), "resolution did not complete");
+    bool done = agentctl::test::run_with_deadline(io, 20s, [&] { return out.has_value(); });
+    BOOST_REQUIRE_MESSAGE(done, "resolution did not complete");
     return std::move(*out);
 }
 
@@ -76,8 +78,12 @@ env_entry from_process(std::string name, std::string command, std::vector<std::s
 }
 
 bool mentions(const resolved_environment& r, const std::string& text) {
-    return r.error_message.find(text) != std::string::npos;
+    return r.error && r.error->message.find(text) != std::string::npos;
 }
+
+// The error's code ("" when none) and message, as the tests read them.
+std::string code_of(const resolved_environment& r) { return r.error ? std::string(to_string(r.error->code)) : ""; }
+std::string message_of(const resolved_environment& r) { return r.error ? r.error->message : ""; }
 
 }  // namespace
 
@@ -95,13 +101,13 @@ BOOST_AUTO_TEST_CASE(value_and_env_sources) {
         return std::nullopt;
     };
     auto r = resolve({literal, token}, policy, ws, host);
-    BOOST_TEST(r.error_code.empty());
+    BOOST_TEST(code_of(r).empty());
     BOOST_TEST((r.entries == std::vector<std::string>{"MODE=fast=yes", "TOKEN=s3cr3t"}));
     BOOST_TEST((r.secrets == std::vector<std::string>{"s3cr3t"}));  // a {value} is not a secret
 
     token.source.text = "MISSING";
     auto missing = resolve({token}, policy, ws, host);
-    BOOST_TEST(missing.error_code == "secret_unavailable");
+    BOOST_TEST(code_of(missing) == "secret_unavailable");
     BOOST_TEST(mentions(missing, "MISSING is not set"));
 }
 
@@ -121,7 +127,7 @@ BOOST_AUTO_TEST_CASE(file_sources_are_bounded_and_confined) {
     auto ok = resolve({from_file("A", "secrets/crlf"), from_file("B", "secrets/lf2"),
                        from_file("C", "secrets/inside-link")},
                       policy, ws);
-    BOOST_TEST(ok.error_code.empty(), ok.error_message);
+    BOOST_TEST(code_of(ok).empty(), message_of(ok));
     // Exactly one line ending is stripped.
     BOOST_TEST((ok.entries == std::vector<std::string>{"A=value-one", "B=two\n", "C=value-one"}));
 
@@ -133,13 +139,13 @@ BOOST_AUTO_TEST_CASE(file_sources_are_bounded_and_confined) {
              {"outside", "outside every policy.secretFileRoots"},
              {"secrets/absent", "cannot open"}}) {
         auto r = resolve({from_file("X", file)}, policy, ws);
-        BOOST_TEST(r.error_code == "secret_unavailable", file);
-        BOOST_TEST(mentions(r, why), file << ": " << r.error_message);
-        BOOST_TEST(r.error_message.find("nope") == std::string::npos);  // never the value
+        BOOST_TEST(code_of(r) == "secret_unavailable", file);
+        BOOST_TEST(mentions(r, why), file << ": " << message_of(r));
+        BOOST_TEST(message_of(r).find("nope") == std::string::npos);  // never the value
     }
     policy.secret_file_roots.clear();
     auto none = resolve({from_file("A", "secrets/crlf")}, policy, ws);
-    BOOST_TEST(none.error_code == "secret_unavailable");
+    BOOST_TEST(code_of(none) == "secret_unavailable");
 }
 
 BOOST_AUTO_TEST_CASE(process_sources_are_allowlisted_and_bounded) {
@@ -147,25 +153,25 @@ BOOST_AUTO_TEST_CASE(process_sources_are_allowlisted_and_bounded) {
     policy_spec policy;
     policy.secret_process_allowlist = {"printf", "sleep", "head", "false"};
     auto ok = resolve({from_process("P", "printf", {"helper-value\\n"})}, policy, ws);
-    BOOST_TEST(ok.error_code.empty(), ok.error_message);
+    BOOST_TEST(code_of(ok).empty(), message_of(ok));
     BOOST_TEST((ok.entries == std::vector<std::string>{"P=helper-value"}));
     BOOST_TEST((ok.secrets == std::vector<std::string>{"helper-value"}));
 
     auto denied = resolve({from_process("P", "cat", {"/etc/hostname"})}, policy, ws);
-    BOOST_TEST(denied.error_code == "policy_secret_process_not_allowed");
+    BOOST_TEST(code_of(denied) == "policy_secret_process_not_allowed");
 
     auto begun = std::chrono::steady_clock::now();
     auto slow = resolve({from_process("P", "sleep", {"30"}, 1)}, policy, ws);
-    BOOST_TEST(slow.error_code == "secret_unavailable");
+    BOOST_TEST(code_of(slow) == "secret_unavailable");
     BOOST_TEST(mentions(slow, "timed out"));
     BOOST_TEST((std::chrono::steady_clock::now() - begun < 10s));
 
     auto flood = resolve({from_process("P", "head", {"-c", "100", "/dev/zero"}, 5, 4)}, policy, ws);
-    BOOST_TEST(flood.error_code == "secret_unavailable");
-    BOOST_TEST(mentions(flood, "exceeded 4 bytes"), flood.error_message);
+    BOOST_TEST(code_of(flood) == "secret_unavailable");
+    BOOST_TEST(mentions(flood, "exceeded 4 bytes"), message_of(flood));
 
     auto failing = resolve({from_process("P", "false", {})}, policy, ws);
-    BOOST_TEST(failing.error_code == "secret_unavailable");
+    BOOST_TEST(code_of(failing) == "secret_unavailable");
     BOOST_TEST(mentions(failing, "exited with status 1"));
 }
 
@@ -201,8 +207,7 @@ spec:
     options.search_path = "/usr/bin:/bin";
     std::optional<run_report> report;
     async_run(io.get_executor(), *compiled.compiled, options, [&](run_report r) { report = std::move(r); });
-    io.run_for(20s);
-    BOOST_REQUIRE(report.has_value());
+    BOOST_REQUIRE(agentctl::test::run_with_deadline(io, 20s, [&] { return report.has_value(); }));
     const task_result& t = report->tasks.at(0);
     BOOST_TEST((t.state == task_state::succeeded));
     BOOST_TEST(std::string(stdout_of(t)).find("TOKEN=[REDACTED]") != std::string::npos, std::string(stdout_of(t)));
@@ -216,7 +221,7 @@ spec:
     string_sink sink;
     {
         json_writer w(sink);
-        write_task_result(w, t);
+        write_task_result(w, *compiled.compiled, 0, t);
     }
     BOOST_TEST(boost::json::parse(sink.text).at("stdout") == t.output.at("stdout"));
 }

@@ -1,5 +1,7 @@
 #include "harness.hpp"
 
+#include "../support/deadline.hpp"
+
 #include "exec/sys.hpp"
 #include "exec/tree.hpp"
 
@@ -65,11 +67,9 @@ void runner::start(agentctl::process_request request) {
 }
 
 void runner::run(milliseconds bound) {
-    io.run_for(bound);
-    BOOST_REQUIRE_MESSAGE(result_.has_value(), "the run did not complete within " << bound.count() << " ms");
-    // A second completion would show up now.
-    io.restart();
-    io.poll();
+    // A second completion would show up in the poll after the first.
+    bool done = agentctl::test::run_with_deadline(io, bound, [this] { return result_.has_value(); });
+    BOOST_REQUIRE_MESSAGE(done, "the run did not complete within " << bound.count() << " ms");
     BOOST_TEST(completions == 1);
 }
 
@@ -224,11 +224,15 @@ int leftover_cgroup_leaves() {
     std::string why;
     auto parent = agentctl::exec::discover_cgroup_parent(why);
     if (!parent) return 0;
-    std::string prefix = "agentctl-" + std::to_string(::getpid()) + "-";
+    // Leaves of older versions sat directly in our cgroup; now they are in the owner
+    // directory agentctl@PID-START-PIDNS, which must be gone too once the io_context is.
+    std::string legacy = "agentctl-" + std::to_string(::getpid()) + "-";
+    std::string owner = "agentctl@" + std::to_string(::getpid()) + "-";
     int count = 0;
     std::error_code ec;
     for (auto& entry : std::filesystem::directory_iterator(parent->path, ec)) {
-        if (entry.path().filename().string().starts_with(prefix)) ++count;
+        auto name = entry.path().filename().string();
+        if (name.starts_with(legacy) || name.starts_with(owner)) ++count;
     }
     return count;
 }

@@ -119,7 +119,8 @@ std::vector<pid_t> processes_with(const std::string& nonce);
 int zombie_children();
 /// Entries of /proc/self/fd.
 int open_fd_count();
-/// Leaf cgroups of this process left behind under its cgroup (agentctl-<pid>-*).
+/// Cgroups of this process left behind under its cgroup: its owner directory
+/// (agentctl@<pid>-*) or a leaf of the older layout (agentctl-<pid>-*).
 int leftover_cgroup_leaves();
 /// Whether this host lets us create cgroup v2 leaves (what `automatic` containment needs).
 bool host_has_cgroup_v2();

@@ -6,7 +6,10 @@
 // the tree is gone after a timeout or cancellation. No sleeps: waits are inotify watches.
 #include "harness.hpp"
 
+#include "../support/deadline.hpp"
+
 #include <agentctl/engine.hpp>
+#include <agentctl/wire.hpp>
 #include <agentctl/json.hpp>
 #include <agentctl/parse.hpp>
 #include <agentctl/plan.hpp>
@@ -168,8 +171,8 @@ struct extension_fixture {
         async_run(io.get_executor(), p, std::move(o),
                   asio::bind_cancellation_slot(signal.slot(), [&](run_report r) { report = std::move(r); }));
         keeper kept = during ? during(io, signal) : nullptr;
-        io.run_for(bound);
-        BOOST_REQUIRE_MESSAGE(report.has_value(), "the run did not finish within " << bound.count() << " s");
+        bool done = agentctl::test::run_with_deadline(io, bound, [&] { return report.has_value(); });
+        BOOST_REQUIRE_MESSAGE(done, "the run did not finish within " << bound.count() << " s");
         return std::move(*report);
     }
 
@@ -181,8 +184,8 @@ const task_result& only_task(const run_report& r) {
     return r.tasks[0];
 }
 
-std::string error_code(const task_result& t) {
-    return t.error ? t.error->code : "";
+std::string code_of(const task_result& t) {
+    return t.error ? std::string(to_string(t.error->code)) : "";
 }
 std::string error_message(const task_result& t) {
     return t.error ? t.error->message : "";
@@ -241,7 +244,7 @@ BOOST_FIXTURE_TEST_CASE(handshake_mismatch_never_invokes, extension_fixture) {
     const task_result& t = only_task(r);
     BOOST_TEST(r.state == run_state::failed);
     BOOST_TEST(t.state == task_state::failed);
-    BOOST_TEST(error_code(t) == "handshake_mismatch");
+    BOOST_TEST(code_of(t) == "handshake_mismatch");
     BOOST_TEST(error_message(t).find("handshake: ") == 0u, error_message(t));
     BOOST_TEST(error_message(t).find("outputSchema differs at /properties/words/type: declared \"integer\", "
                                      "handshake \"string\"") != std::string::npos,
@@ -264,7 +267,7 @@ BOOST_FIXTURE_TEST_CASE(declaration_differences_are_all_named, extension_fixture
     replace_all("action:textstats", "action:counter");
     run_report r = run(compile_yaml(yaml), options());
     const task_result& t = only_task(r);
-    BOOST_TEST(error_code(t) == "handshake_mismatch");
+    BOOST_TEST(code_of(t) == "handshake_mismatch");
     BOOST_TEST(error_message(t).find("name differs at /: declared \"counter\", handshake \"textstats\"") !=
                    std::string::npos,
                error_message(t));
@@ -280,7 +283,7 @@ BOOST_FIXTURE_TEST_CASE(invalid_input_runs_nothing, extension_fixture) {
     run_report r = run(w);
     const task_result& t = only_task(r);
     BOOST_TEST(t.state == task_state::failed);
-    BOOST_TEST(error_code(t) == "input_invalid");
+    BOOST_TEST(code_of(t) == "input_invalid");
     BOOST_TEST(error_message(t).find("at /text: ") != std::string::npos, error_message(t));
     BOOST_TEST(t.output.at("phase") == "input");
     bool text_pointer = false;
@@ -310,7 +313,7 @@ BOOST_FIXTURE_TEST_CASE(protocol_failures_have_distinct_codes, extension_fixture
         const task_result& t = only_task(r);
         BOOST_TEST(r.state == run_state::failed, row.mode);
         BOOST_TEST(t.state == task_state::failed, row.mode);
-        BOOST_TEST(error_code(t) == row.code, row.mode);
+        BOOST_TEST(code_of(t) == row.code, row.mode);
         BOOST_TEST(error_message(t).find(row.says) != std::string::npos,
                    row.mode << ": " << error_message(t));
         BOOST_TEST(t.output.at("phase") == "invoke", row.mode);
@@ -322,7 +325,7 @@ BOOST_FIXTURE_TEST_CASE(failed_handshake_process_is_reported_as_such, extension_
     auto w = host_workflow({"--no-such-option"});
     run_report r = run(w);
     const task_result& t = only_task(r);
-    BOOST_TEST(error_code(t) == "exit_nonzero");
+    BOOST_TEST(code_of(t) == "exit_nonzero");
     BOOST_TEST(error_message(t) == "handshake: exited with status 2");
     BOOST_TEST(std::string(stderr_of(t)).find("unknown argument --no-such-option") != std::string::npos, std::string(stderr_of(t)));
     BOOST_TEST(!marker("invoke"));
@@ -334,7 +337,7 @@ BOOST_FIXTURE_TEST_CASE(timeout_kills_the_tree, extension_fixture) {
     run_report r = run(w);
     const task_result& t = only_task(r);
     BOOST_TEST(t.state == task_state::timed_out);
-    BOOST_TEST(error_code(t) == "timeout");
+    BOOST_TEST(code_of(t) == "timeout");
     BOOST_TEST(error_message(t).find("invoke: timed out after") == 0u, error_message(t));
     std::istringstream in(read_text(markers + "/grandchild"));
     exec_test::pid_record g{};
@@ -348,7 +351,7 @@ BOOST_FIXTURE_TEST_CASE(output_limit_is_enforced, extension_fixture) {
     run_report r = run(w);
     const task_result& t = only_task(r);
     BOOST_TEST(t.state == task_state::output_limit_exceeded);
-    BOOST_TEST(error_code(t) == "output_limit_exceeded");
+    BOOST_TEST(code_of(t) == "output_limit_exceeded");
     BOOST_TEST(t.limit_stream == "stdout");
     BOOST_TEST(t.limit_bytes == 4096u);
     BOOST_TEST(std::string(stdout_of(t)).size() == 4096u);
@@ -416,7 +419,7 @@ BOOST_FIXTURE_TEST_CASE(cancellation_during_the_handshake_never_invokes, extensi
     });
     const task_result& t = only_task(r);
     BOOST_TEST(r.state == run_state::cancelled);
-    BOOST_TEST(t.state == task_state::cancelled, error_code(t) << ": " << error_message(t));
+    BOOST_TEST(t.state == task_state::cancelled, code_of(t) << ": " << error_message(t));
     BOOST_TEST(!marker("invoke"));
 }
 
@@ -428,7 +431,7 @@ BOOST_FIXTURE_TEST_CASE(container_mode_fails_closed_without_the_image, extension
     plan p = compile_yaml(w.yaml());
     run_report r = run(p, options());
     BOOST_TEST(r.state == run_state::failed);
-    std::string code = r.error ? r.error->code : error_code(only_task(r));
+    std::string code = r.error ? std::string(to_string(r.error->code)) : code_of(only_task(r));
     BOOST_TEST(code == "isolation_unavailable");
     BOOST_TEST(!marker("handshake"));
     BOOST_TEST(!marker("invoke"));
@@ -486,7 +489,7 @@ BOOST_FIXTURE_TEST_CASE(container_success_in_both_engines, extension_fixture) {
         run_report r = run(p, container_options(*this), {}, 120s);
         const task_result& t = only_task(r);
         BOOST_TEST(t.state == task_state::succeeded,
-                   engine << ": " << error_code(t) << ": " << error_message(t) << " " << std::string(stderr_of(t)));
+                   engine << ": " << code_of(t) << ": " << error_message(t) << " " << std::string(stderr_of(t)));
         BOOST_TEST(t.isolation == "container");
         BOOST_TEST(t.engine == engine);
         BOOST_TEST(t.output == json::parse(R"({"words":4,"lines":0,"bytes":19,"longest":"quick"})"), engine);
@@ -505,7 +508,7 @@ BOOST_FIXTURE_TEST_CASE(container_failures_keep_their_codes, extension_fixture) 
         plan p = compile_yaml(container_workflow({"--test-mode", row.mode}).yaml());
         run_report r = run(p, container_options(*this), {}, 120s);
         const task_result& t = only_task(r);
-        BOOST_TEST(error_code(t) == row.code, row.mode << ": " << error_message(t));
+        BOOST_TEST(code_of(t) == row.code, row.mode << ": " << error_message(t));
         BOOST_TEST(t.isolation == "container", row.mode);
     }
 }
@@ -516,7 +519,7 @@ BOOST_FIXTURE_TEST_CASE(container_timeout, extension_fixture) {
     plan p = compile_yaml(w.yaml());
     run_report r = run(p, container_options(*this), {}, 120s);
     const task_result& t = only_task(r);
-    BOOST_TEST(t.state == task_state::timed_out, error_code(t) << ": " << error_message(t));
+    BOOST_TEST(t.state == task_state::timed_out, code_of(t) << ": " << error_message(t));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

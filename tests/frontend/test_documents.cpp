@@ -1,6 +1,7 @@
 // Data-driven front-end tests: every tests/frontend/invalid/*.yaml starts with comment lines
-// `# expect: <code> <line>`, and each expected (code, line) must be among the diagnostics of
-// load_workflow followed, when that succeeds, by compile().
+// `# expect: <code> <line>[:<column>] [<path>]`, and the diagnostics of
+// check_document (parse and semantic problems together, as `agentctl check` reports them)
+// are exactly those: no expected one missing, no other one present.
 #include <agentctl/parse.hpp>
 #include <agentctl/plan.hpp>
 
@@ -21,6 +22,13 @@ namespace {
 struct expectation {
     std::string code;
     int line = 0;
+    int column = 0;    ///< 0: any column
+    std::string path;  ///< empty: any path
+
+    bool matches(const agentctl::diagnostic& d) const {
+        return d.code == code && d.location.line == line && (column == 0 || d.location.column == column) &&
+               (path.empty() || d.path == path);
+    }
 };
 
 fs::path invalid_dir() {
@@ -46,7 +54,13 @@ std::vector<expectation> expectations(const fs::path& file) {
     while (std::getline(in, line) && line.rfind(prefix, 0) == 0) {
         std::istringstream fields(line.substr(prefix.size()));
         expectation e;
-        if (fields >> e.code >> e.line) out.push_back(e);
+        std::string where;
+        if (!(fields >> e.code >> where)) continue;
+        auto colon = where.find(':');
+        e.line = std::atoi(where.substr(0, colon).c_str());
+        if (colon != std::string::npos) e.column = std::atoi(where.substr(colon + 1).c_str());
+        fields >> e.path;
+        out.push_back(e);
     }
     return out;
 }
@@ -59,8 +73,8 @@ agentctl::diagnostics front_end(const fs::path& file) {
 std::string listing(const agentctl::diagnostics& diags) {
     std::string out;
     for (const auto& d : diags.items())
-        out +=
-            "\n  " + d.code + " line " + std::to_string(d.location.line) + " [" + d.path + "] " + d.message;
+        out += "\n  " + d.code + " " + std::to_string(d.location.line) + ":" +
+               std::to_string(d.location.column) + " [" + d.path + "] " + d.message;
     return out.empty() ? " (none)" : out;
 }
 
@@ -76,16 +90,24 @@ BOOST_AUTO_TEST_CASE(every_invalid_document_has_expectations) {
     }
 }
 
-BOOST_AUTO_TEST_CASE(invalid_documents_report_expected_diagnostics) {
+BOOST_AUTO_TEST_CASE(invalid_documents_report_exactly_the_expected_diagnostics) {
     for (const auto& file : invalid_documents()) {
         auto diags = front_end(file);
         BOOST_TEST_CONTEXT(file.filename().string() << ", diagnostics:" << listing(diags)) {
             BOOST_TEST(diags.has_errors());
+            // Matched one to one: each expectation takes one diagnostic, none is left over.
+            std::vector<bool> used(diags.size(), false);
             for (const auto& e : expectations(file)) {
-                bool found = std::any_of(diags.items().begin(), diags.items().end(), [&](const auto& d) {
-                    return d.code == e.code && d.location.line == e.line;
-                });
-                BOOST_TEST(found, "expected " << e.code << " at line " << e.line);
+                bool found = false;
+                for (std::size_t i = 0; i < diags.size() && !found; ++i)
+                    if (!used[i] && e.matches(diags.items()[i])) used[i] = found = true;
+                BOOST_TEST(found, "expected " << e.code << " at line " << e.line
+                                              << (e.column ? ":" + std::to_string(e.column) : ""));
+            }
+            for (std::size_t i = 0; i < diags.size(); ++i) {
+                const auto& d = diags.items()[i];
+                BOOST_TEST(used[i], "unexpected " << d.code << " at line " << d.location.line << ":"
+                                                  << d.location.column << " (" << d.message << ")");
             }
         }
     }

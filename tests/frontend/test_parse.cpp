@@ -563,6 +563,36 @@ BOOST_AUTO_TEST_CASE(env_names) {
     BOOST_TEST(has(src, "invalid_env_name", 10));
 }
 
+BOOST_AUTO_TEST_CASE(env_sources_may_pass_a_host_variable_through) {
+    auto source = [](const std::string& text) {
+        auto r = parse(with_action("      command: git\n      env:\n        A: " + text + "\n"));
+        return r;
+    };
+    auto plain = source("{env: PATH}");
+    BOOST_TEST_REQUIRE(plain.document.has_value(), codes(plain));
+    BOOST_TEST(plain.document->actions[0].env[0].source.is_secret());
+    auto through = source("{env: PATH, secret: false}");
+    BOOST_TEST_REQUIRE(through.document.has_value(), codes(through));
+    const env_source& s = through.document->actions[0].env[0].source;
+    BOOST_TEST((s.kind == env_source::kind_t::env));
+    BOOST_TEST(s.text == "PATH");
+    BOOST_TEST(!s.is_secret());
+    auto explicit_secret = source("{env: PATH, secret: true}");
+    BOOST_TEST_REQUIRE(explicit_secret.document.has_value(), codes(explicit_secret));
+    BOOST_TEST(explicit_secret.document->actions[0].env[0].source.is_secret());
+    BOOST_TEST(source("{value: x}").document->actions[0].env[0].source.is_secret() == false);
+    // Only a boolean, only on env sources.
+    auto quoted = source("{env: PATH, secret: \"false\"}");
+    BOOST_TEST(has(quoted, "invalid_type", 10), codes(quoted));
+    BOOST_TEST(find(quoted, "invalid_type")->path == "spec.actions.a.env.A.secret");
+    BOOST_TEST(has(source("{env: PATH, secret: no}"), "invalid_type", 10));
+    auto file = source("{file: secrets/x, secret: false}");
+    BOOST_TEST(has(file, "invalid_value", 10), codes(file));
+    BOOST_TEST(find(file, "invalid_value")->message.find("always secrets") != std::string::npos);
+    BOOST_TEST(has(source("{value: x, secret: true}"), "invalid_value", 10));
+    BOOST_TEST(has(source("{secret: false}"), "invalid_value", 10));
+}
+
 BOOST_AUTO_TEST_CASE(container_rules) {
     auto engine = parse(with_action(
         "      command: w\n      env:\n        HOME: {value: /tmp}\n        OK: {value: x}\n"
@@ -661,6 +691,162 @@ BOOST_AUTO_TEST_CASE(yaml_syntax_errors_carry_the_mark) {
     BOOST_TEST(has(empty, "not_a_mapping", 1));
     auto scalar = parse("just text\n");
     BOOST_TEST(has(scalar, "not_a_mapping", 1));
+}
+
+// yaml-cpp recurses once per nesting level: the depth is checked before it sees the text,
+// however the levels are written.
+BOOST_AUTO_TEST_CASE(deep_nesting_never_reaches_the_yaml_library) {
+    // Root, spec and inputs are three levels; the 98th bracket is the 101st level.
+    for (char open : {'[', '{'}) {
+        auto r = parse(with_inputs("    x: " + std::string(100000, open) + "\n"));
+        BOOST_TEST_REQUIRE(r.diags.size() == 1u, codes(r));
+        BOOST_TEST(r.diags.items()[0].code == "yaml_syntax");
+        BOOST_TEST(r.diags.items()[0].location.line == 7);
+        BOOST_TEST(r.diags.items()[0].location.column == 8 + 97);
+        BOOST_TEST(r.diags.items()[0].message.find("deeper than 100 levels") != std::string::npos);
+    }
+    std::string mixed;
+    for (int i = 0; i < 50000; ++i) mixed += i % 2 ? "{a: " : "[";
+    BOOST_TEST(has(parse(with_inputs("    x: " + mixed + "\n")), "yaml_syntax", 7));
+
+    // Block sequences: compact on one line, and one level per line, more indented each time.
+    std::string compact;
+    for (int i = 0; i < 100000; ++i) compact += "- ";
+    auto c = parse(with_inputs("    x:\n      " + compact + "leaf\n"));
+    BOOST_TEST(has(c, "yaml_syntax", 8), codes(c));
+    BOOST_TEST(c.diags.size() == 1u);
+    std::string stairs;
+    for (int i = 0; i < 400; ++i) stairs += std::string(6 + 2 * i, ' ') + "-\n";
+    auto s = parse(with_inputs("    x:\n" + stairs));
+    BOOST_TEST(has(s, "yaml_syntax", 8 + 97), codes(s));
+    std::string maps;
+    for (int i = 0; i < 400; ++i) maps += std::string(6 + 2 * i, ' ') + "k:\n";
+    BOOST_TEST(has(parse(with_inputs("    x:\n" + maps)), "yaml_syntax", 8 + 97));
+
+    // Exactly 100 levels are accepted, written any way; brackets in quotes, comments and
+    // block scalars are not nesting.
+    auto flow100 = parse(with_inputs("    x: " + std::string(97, '[') + std::string(97, ']') + "\n"));
+    BOOST_TEST(flow100.document.has_value(), codes(flow100));
+    std::string block100;
+    for (int i = 0; i < 97; ++i) block100 += std::string(6 + 2 * i, ' ') + "-\n";
+    auto b100 = parse(with_inputs("    x:\n" + block100));
+    BOOST_TEST(b100.document.has_value(), codes(b100));
+    std::string noise = "    q: \"" + std::string(200, '[') + "\"\n    r: '" + std::string(200, '{') + "'\n" +
+                        "    # " + std::string(200, '[') + "\n    s: |\n      " + std::string(200, '[') +
+                        "\n      - - - " + std::string(200, '{') + "\n    t: a[b{c\n";
+    auto n = parse(with_inputs(noise));
+    BOOST_TEST(n.document.has_value(), codes(n));
+    BOOST_TEST(n.document->inputs.at("t") == json::value("a[b{c"));
+}
+
+BOOST_AUTO_TEST_CASE(huge_scalars_are_read_whole) {
+    const std::size_t size = limits::max_document_bytes - 4096;
+    const std::string big(size, 'x');
+    for (std::string form : {"plain", "double", "single", "literal"}) {
+        std::string value = form == "plain"    ? big
+                            : form == "double" ? "\"" + big + "\""
+                            : form == "single" ? "'" + big + "'"
+                                               : "|\n      " + big;
+        auto r = parse(with_inputs("    big: " + value + "\n"));
+        BOOST_TEST_CONTEXT(form) {
+            BOOST_TEST_REQUIRE(r.document.has_value(), codes(r));
+            std::size_t expected = form == "literal" ? size + 1 : size;  // the literal keeps its newline
+            BOOST_TEST(r.document->inputs.at("big").as_string().size() == expected);
+        }
+    }
+}
+
+// Where yaml-cpp accepts text that is not valid YAML, or words a problem its own way, the
+// user sees our diagnostic.
+BOOST_AUTO_TEST_CASE(what_yaml_cpp_would_accept_is_refused) {
+    // A quoted scalar left open at the end of the text (yaml-cpp reads it as closed).
+    auto dq = parse(with_inputs("    s: \"open\n"));
+    BOOST_TEST(has(dq, "yaml_syntax", 7), codes(dq));
+    BOOST_TEST(dq.diags.items().at(0).location.column == 8);
+    BOOST_TEST(dq.diags.items().at(0).message.find("never closed") != std::string::npos);
+    auto sq = parse(with_inputs("    s: 'it''s\n"));
+    BOOST_TEST(has(sq, "yaml_syntax", 7), codes(sq));
+    auto tagged = parse(with_inputs("    s: !!str \"open\n"));
+    BOOST_TEST(has(tagged, "yaml_syntax", 7), codes(tagged));
+    // A last line without `:` in a block mapping (yaml-cpp reads a key with a null value;
+    // elsewhere in the document it is a syntax error of its own).
+    auto colon = parse(minimal + "      stray\n");
+    BOOST_TEST_REQUIRE(colon.diags.size() == 1u, codes(colon));
+    BOOST_TEST(has(colon, "yaml_syntax", 12));
+    BOOST_TEST(colon.diags.items()[0].location.column == 7);
+    BOOST_TEST(colon.diags.items()[0].message == "expected `:` after this key");
+    BOOST_TEST(has(parse(minimal + "stray\n"), "yaml_syntax", 12));
+    BOOST_TEST(has(parse(with_inputs("    a: 1\n    b\n    c: 3\n")), "yaml_syntax", 9));
+    // ...but an explicit key without a value, an empty value and a flow entry are fine.
+    auto fine = parse(with_inputs("    ? a\n    b:\n    c: {d, e: 1}\n"));
+    BOOST_TEST_REQUIRE(fine.document.has_value(), codes(fine));
+    BOOST_TEST(json::serialize(fine.document->inputs) == R"({"a":null,"b":null,"c":{"d":null,"e":1}})");
+    // Text after the document that yaml-cpp reads as a second document without `---`.
+    auto after_list = parse("- a\nb: 1\n");
+    BOOST_TEST_REQUIRE(after_list.diags.size() == 1u, codes(after_list));
+    BOOST_TEST(has(after_list, "yaml_syntax", 2));
+    BOOST_TEST(after_list.diags.items()[0].message == "this line does not continue the document above");
+    BOOST_TEST(has(parse("{a: 1}\nb: 2\n"), "yaml_syntax", 2));
+    BOOST_TEST(has(parse(minimal + "...\nmore: 1\n"), "yaml_syntax", 13));
+    // A lone carriage return is a line end to some parsers and text to others.
+    auto cr = parse("apiVersion: agentctl.dev/v1\rkind: Workflow\n");
+    BOOST_TEST_REQUIRE(cr.diags.size() == 1u, codes(cr));
+    BOOST_TEST(cr.diags.items()[0].code == "yaml_syntax");
+    BOOST_TEST(cr.diags.items()[0].location.column == 28);
+    BOOST_TEST(cr.diags.items()[0].help == "end lines with LF or CRLF");
+    auto crlf = minimal;
+    for (std::size_t i = crlf.find('\n'); i != std::string::npos; i = crlf.find('\n', i + 2))
+        crlf.insert(i, "\r");
+    BOOST_TEST(parse(crlf).document.has_value());
+    // Escapes that are not Unicode characters.
+    BOOST_TEST(has(parse(with_inputs("    s: \"\\ud800\"\n")), "yaml_syntax", 7));
+    BOOST_TEST(has(parse(with_inputs("    s: \"\\U00110000\"\n")), "yaml_syntax", 7));
+    auto escapes = parse(with_inputs("    s: \"\\u00e9\\U0001F600\\x41\"\n"));
+    BOOST_TEST_REQUIRE(escapes.document.has_value(), codes(escapes));
+    BOOST_TEST(escapes.document->inputs.at("s") == json::value("\xc3\xa9\xf0\x9f\x98\x80"
+                                                               "A"));
+}
+
+BOOST_AUTO_TEST_CASE(syntax_errors_are_worded_by_us) {
+    struct example {
+        std::string text;
+        int line;
+        int column;
+        std::string message;
+    };
+    const std::vector<example> examples = {
+        {"a: [1, 2\n", 2, 1, "invalid YAML: a `[` list is not closed"},
+        {"a: {x: 1\n", 2, 1, "invalid YAML: a `{` mapping is not closed"},
+        {"a: [1, 2]]\n", 1, 10, "invalid YAML: this `]` or `}` closes nothing"},
+        {"a: b: c\n", 1, 5, "invalid YAML: a `:` mapping value is not allowed here"},
+        {"a:   - b\n", 1, 6, "invalid YAML: a `- ` list item is not allowed here"},
+        {"a: \"x\" y\n", 1, 8, "invalid YAML: this does not continue the mapping above"},
+        {"a: @x\n", 1, 4, "invalid YAML: no YAML value can start with this character"},
+        {"a: \"\\q\"\n", 1, 7, "invalid YAML: an unknown escape in a double-quoted string"},
+        {"a: &x &y 1\n", 1, 7, "invalid YAML: a node may have one tag and one anchor; an alias has neither"},
+        {"a: *\n", 1, 5, "invalid YAML: an anchor or alias without a valid name"},
+        {"a: *nowhere\n", 1, 4, "unknown alias *nowhere"},
+        {"%YAML 2.0\n---\na: 1\n", 1, 1, "invalid YAML: an invalid %YAML or %TAG directive"},
+        {"a:\n  - 1\n  b: 2\n", 3, 3, "invalid YAML: this does not continue the mapping above"},
+        {"caf\xc3\xa9: [x, \xc3\xa9]]\n", 1, 13, "invalid YAML: this `]` or `}` closes nothing"},
+    };
+    for (const auto& e : examples) {
+        auto r = parse(e.text);
+        BOOST_TEST_CONTEXT(e.text) {
+            BOOST_TEST_REQUIRE(r.diags.size() == 1u, codes(r));
+            const diagnostic& d = r.diags.items()[0];
+            BOOST_TEST(d.code == "yaml_syntax");
+            BOOST_TEST(d.location.line == e.line);
+            BOOST_TEST(d.location.column == e.column);
+            BOOST_TEST(d.message == e.message);
+            BOOST_TEST(!d.help.empty());
+        }
+    }
+    // Columns count characters, as in the byte checks: `!!int` after a two-byte character.
+    auto tag = parse(with_inputs("    caf\xc3\xa9: {\xc3\xa9: !!int 3}\n"));
+    const diagnostic* t = find(tag, "invalid_type");
+    BOOST_TEST_REQUIRE(t != nullptr, codes(tag));
+    BOOST_TEST(t->location.column == 12);
 }
 
 BOOST_AUTO_TEST_CASE(uses_forms) {
@@ -771,10 +957,175 @@ BOOST_AUTO_TEST_CASE(inputs_files) {
     auto dup = load_inputs_file(dir.write("dup.json", R"({"a": 1, "a": 2})"));
     BOOST_TEST(!dup.inputs.has_value());
     BOOST_TEST(dup.diags.items().at(0).code == "duplicate_key");
-    auto large = load_inputs_file(dir.write("large.json", std::string(limits::max_document_bytes + 1, ' ')));
-    BOOST_TEST(large.diags.items().at(0).code == "file_too_large");
+    // Over the workflow's cap: an inputs file is data.
+    auto blank = load_inputs_file(dir.write("blank.yaml", std::string(limits::max_document_bytes + 1, ' ')));
+    BOOST_TEST(blank.diags.items().at(0).code == "not_a_mapping");
+    auto empty = load_inputs_file(dir.write("empty.json", ""));
+    BOOST_TEST(empty.diags.items().at(0).code == "json_syntax");
     auto missing = load_inputs_file((dir.path / "none.json").string());
     BOOST_TEST(missing.diags.items().at(0).code == "file_unreadable");
+    auto directory = load_inputs_file(dir.path.string());
+    BOOST_TEST(directory.diags.items().at(0).code == "file_unreadable");
+}
+
+BOOST_AUTO_TEST_CASE(inputs_files_in_json_are_checked_like_documents) {
+    // Duplicate keys anywhere, located at the second key.
+    auto dup = parse_inputs(
+        "{\n  \"a\": {\"x\": 1,\n        \"x\": 2},\n  \"b\": [{\"k\": 1, \"k\": 2}]\n}\n", "in.json");
+    BOOST_TEST_REQUIRE(dup.diags.size() == 2u);
+    BOOST_TEST(!dup.inputs.has_value());
+    const auto& d0 = dup.diags.items()[0];
+    BOOST_TEST(d0.code == "duplicate_key");
+    BOOST_TEST(d0.location.file == "in.json");
+    BOOST_TEST(d0.location.line == 3);
+    BOOST_TEST(d0.location.column == 9);
+    BOOST_TEST(d0.message == "duplicate key `x` in `a`");
+    BOOST_TEST(dup.diags.items()[1].location.line == 4);
+    BOOST_TEST(dup.diags.items()[1].message == "duplicate key `k` in `b[0]`");
+    // Syntax errors in a file named *.json are JSON errors, located; other names fall back
+    // to YAML, which reads `"b": }` as a null.
+    auto bad = parse_inputs("{\"a\": 1,\n \"b\": }\n", "in.json");
+    BOOST_TEST_REQUIRE(bad.diags.size() == 1u);
+    BOOST_TEST(bad.diags.items()[0].code == "json_syntax");
+    BOOST_TEST(bad.diags.items()[0].location.line == 2);
+    BOOST_TEST(bad.diags.items()[0].location.column == 7);
+    BOOST_TEST(parse_inputs("{\"a\": 1} x", "in.json").diags.items().at(0).code == "json_syntax");
+    auto flow = parse_inputs("{\"a\": 1,\n \"b\": }\n", "in.yaml");
+    BOOST_TEST_REQUIRE(flow.inputs.has_value());
+    BOOST_TEST(flow.inputs->at("b").is_null());
+    // Numbers the documents refuse are refused here too; so are NUL characters.
+    auto numbers =
+        parse_inputs(R"({"big": 1e400, "tiny": 1e-400, "long": 99999999999999999999, "ok": 1.5,)"
+                     R"( "max": 18446744073709551615, "min": -9223372036854775808, "s": "a\u0000b"})",
+                     "in.json");
+    std::vector<std::string> found;
+    for (const auto& d : numbers.diags.items()) found.push_back(d.code);
+    BOOST_TEST(
+        (found == std::vector<std::string>{"out_of_range", "out_of_range", "out_of_range", "nul_byte"}));
+    auto limits_ok =
+        parse_inputs(R"({"max": 18446744073709551615, "min": -9223372036854775808, "d": 2.5e-3})", "x");
+    BOOST_TEST_REQUIRE(limits_ok.inputs.has_value());
+    BOOST_TEST(limits_ok.inputs->at("max").is_uint64());
+    BOOST_TEST(limits_ok.inputs->at("min").is_int64());
+    // Nesting: the documents' limit of 100 levels.
+    std::string deep100 = "{\"x\": " + std::string(99, '[') + std::string(99, ']') + "}";
+    BOOST_TEST(parse_inputs(deep100, "x").inputs.has_value());
+    std::string deep101 = "{\"x\": " + std::string(100, '[') + std::string(100, ']') + "}";
+    auto too_deep = parse_inputs(deep101, "x");
+    BOOST_TEST_REQUIRE(!too_deep.diags.empty());
+    BOOST_TEST(too_deep.diags.items()[0].message.find("deeper than 100") != std::string::npos);
+    // Not JSON: read as YAML, duplicates included.
+    auto yaml = parse_inputs("a: 1\nb: {c: 2, c: 3}\n", "in.yaml");
+    BOOST_TEST(!yaml.inputs.has_value());
+    BOOST_TEST(has(parse_result{std::nullopt, std::nullopt, yaml.diags}, "duplicate_key", 2));
+    // Large JSON is fine (the document cap does not apply); large YAML is not read.
+    std::string many = "{\"items\": [";
+    for (int i = 0; i < 200000; ++i) many += (i ? ",\"" : "\"") + std::to_string(i) + "\"";
+    many += "]}";
+    BOOST_TEST_REQUIRE(many.size() > limits::max_document_bytes);
+    auto large = parse_inputs(many, "big.json");
+    BOOST_TEST_REQUIRE(large.inputs.has_value());
+    BOOST_TEST(large.inputs->at("items").as_array().size() == 200000u);
+    std::string big_yaml = "a: " + std::string(limits::max_yaml_inputs_file_bytes, 'x') + "\n";
+    auto refused = parse_inputs(big_yaml, "big.yaml");
+    BOOST_TEST_REQUIRE(refused.diags.size() == 1u);
+    BOOST_TEST(refused.diags.items()[0].code == "json_syntax");
+    BOOST_TEST(refused.diags.items()[0].help.find("YAML inputs files are read up to") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(inputs_file_size_cap) {
+    scratch_dir dir;
+    // A sparse file: its size is checked before anything is read.
+    std::string path = dir.write("huge.json", "{}");
+    fs::resize_file(path, limits::max_inputs_file_bytes + 1);
+    auto r = load_inputs_file(path);
+    BOOST_TEST_REQUIRE(r.diags.size() == 1u);
+    BOOST_TEST(r.diags.items()[0].code == "file_too_large");
+}
+
+namespace {
+// Runs `f` with standard input reading `content`.
+template <class F>
+auto with_stdin(const scratch_dir& dir, const std::string& content, F f) {
+    std::string path = dir.write("stdin", content);
+    int saved = ::dup(0);
+    BOOST_TEST_REQUIRE(saved >= 0);
+    BOOST_TEST_REQUIRE(std::freopen(path.c_str(), "r", stdin) != nullptr);
+    auto r = f();
+    ::dup2(saved, 0);
+    ::close(saved);
+    return r;
+}
+
+std::string items_text(const items_result& r) {
+    return r.items ? json::serialize(*r.items)
+                   : "error: " + (r.diags.empty() ? std::string() : r.diags.items()[0].message);
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(stdin_as_a_file) {
+    scratch_dir dir;
+    auto inputs = with_stdin(dir, R"({"n": 1})", [] { return load_inputs_file("-"); });
+    BOOST_TEST_REQUIRE(inputs.inputs.has_value());
+    BOOST_TEST(inputs.inputs->at("n") == json::value(1));
+    auto bad = with_stdin(dir, "{\"n\": [}", [] { return load_inputs_file("-"); });
+    BOOST_TEST_REQUIRE(!bad.diags.empty());
+    BOOST_TEST(bad.diags.items()[0].location.file == "<stdin>");
+    auto items = with_stdin(dir, "a\nb\n", [] { return load_items_file("-"); });
+    BOOST_TEST(items_text(items) == R"(["a","b"])");
+}
+
+BOOST_AUTO_TEST_CASE(items_files) {
+    scratch_dir dir;
+    auto lines = [&](const std::string& content, item_separator sep = item_separator::line) {
+        return items_text(load_items_file(dir.write("items", content), sep));
+    };
+    BOOST_TEST(lines("a\nb\nc\n") == R"(["a","b","c"])");
+    BOOST_TEST(lines("a\nb\nc") == R"(["a","b","c"])");  // a last line without newline counts
+    BOOST_TEST(lines("a\r\nb\r\n") == R"(["a","b"])");   // CRLF: the CR is dropped
+    BOOST_TEST(lines("a\rb\n") == "[\"a\\rb\"]");        // a CR inside a line is kept
+    BOOST_TEST(lines("a\n\nb\n") == R"(["a","","b"])");  // an empty line is an empty item
+    BOOST_TEST(lines("\n") == R"([""])");
+    BOOST_TEST(lines("") == "[]");
+    BOOST_TEST(lines(" spaced  item \n") == R"([" spaced  item "])");
+    BOOST_TEST(lines(std::string("a\0b\0", 4), item_separator::nul) == R"(["a","b"])");
+    BOOST_TEST(lines(std::string("x y\nz\r\n\0w", 9), item_separator::nul) == "[\"x y\\nz\\r\\n\",\"w\"]");
+    BOOST_TEST(lines(std::string("\0", 1), item_separator::nul) == R"([""])");
+    // Invalid UTF-8 names its line; every bad line is reported.
+    auto bad = load_items_file(dir.write("bad", "ok\nfine\ncaf\xe9\nok\n\xff\n"));
+    BOOST_TEST(!bad.items.has_value());
+    BOOST_TEST_REQUIRE(bad.diags.size() == 2u);
+    BOOST_TEST(bad.diags.items()[0].code == "invalid_utf8");
+    BOOST_TEST(bad.diags.items()[0].location.line == 3);
+    BOOST_TEST(bad.diags.items()[0].message.find("line 3 of") == 0);
+    BOOST_TEST(bad.diags.items()[1].location.line == 5);
+    auto nul = load_items_file(dir.write("nul", std::string("a\nb\0c\n", 6)));
+    BOOST_TEST_REQUIRE(nul.diags.size() == 1u);
+    BOOST_TEST(nul.diags.items()[0].code == "nul_byte");
+    BOOST_TEST(nul.diags.items()[0].location.line == 2);
+    auto missing = load_items_file((dir.path / "none").string());
+    BOOST_TEST(missing.diags.items().at(0).code == "file_unreadable");
+    // Streamed: 300 000 items (over the document cap), read in chunks.
+    std::string many;
+    for (int i = 0; i < 300000; ++i) many += "item-" + std::to_string(i) + "\n";
+    auto big = load_items_file(dir.write("many", many));
+    BOOST_TEST_REQUIRE(big.items.has_value());
+    BOOST_TEST(big.items->size() == 300000u);
+    BOOST_TEST(big.items->back() == json::value("item-299999"));
+}
+
+BOOST_AUTO_TEST_CASE(items_split_the_same_in_any_chunks) {
+    const std::string text = "first\r\nsecond\n\nthird\r\nlast";
+    items_splitter whole("f", item_separator::line);
+    whole.feed(text);
+    const std::string expected = items_text(whole.finish());
+    BOOST_TEST(expected == R"(["first","second","","third","last"])");
+    for (std::size_t size : {1, 2, 3, 7}) {
+        items_splitter split("f", item_separator::line);
+        for (std::size_t i = 0; i < text.size(); i += size)
+            split.feed(std::string_view(text).substr(i, size));
+        BOOST_TEST(items_text(split.finish()) == expected, "chunks of " << size);
+    }
 }
 
 BOOST_AUTO_TEST_CASE(input_assignments) {

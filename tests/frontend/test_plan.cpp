@@ -306,6 +306,56 @@ BOOST_AUTO_TEST_CASE(task_outputs_defer_rendering_to_run_time) {
     BOOST_TEST(!doc.at("tasks").at("static_with").as_object().contains("deferred"));
 }
 
+// The engine may drop a finished task's output once recorded, unless this says it is read.
+BOOST_AUTO_TEST_CASE(plan_tasks_say_whether_their_output_is_read_later) {
+    const std::string text = R"(apiVersion: agentctl.dev/v1
+kind: Workflow
+metadata: {name: refs}
+spec:
+  policy: {processAllowlist: [echo], approval: never}
+  actions:
+    set: {kind: builtin.assign}
+    show: {kind: builtin.shell.exec, command: echo, args: ["${{ tasks.by-args.output.stdout }}"]}
+  tasks:
+    - {id: by-with, uses: action:set}
+    - {id: by-args, uses: action:set}
+    - {id: by-when, uses: action:set}
+    - {id: by-outputs, uses: action:set}
+    - {id: unread, uses: action:set}
+    - {id: fan, uses: action:set, foreach: {items: [1, 2, 3]}}
+    - {id: other-fan, uses: action:set, foreach: {items: [1, 2, 3]}}
+    - id: reader
+      uses: action:set
+      needs: [by-with, by-when, unread, fan]
+      with: {a: "${{ tasks.by-with.output }}", all: "${{ tasks.fan.output.items }}"}
+      when: "tasks.by-when.output.x == 1"
+    - {id: argv, uses: action:show, needs: [by-args]}
+  outputs:
+    one: "${{ tasks.by-outputs.output }}"
+    child: "text ${{ tasks.other-fan--0001.output.x }}"
+)";
+    auto parsed = parse_workflow(text, "wf.yaml");
+    BOOST_TEST_REQUIRE(parsed.document.has_value(), diag_text(parsed.diags));
+    plan p = must_compile(*parsed.document);
+    auto read = [&](std::string_view id) { return task_of(p, id).output_referenced; };
+    BOOST_TEST(read("by-with"));     // a dependant's with
+    BOOST_TEST(read("by-args"));     // a dependant's args, through its action
+    BOOST_TEST(read("by-when"));     // a dependant's when
+    BOOST_TEST(read("by-outputs"));  // spec.outputs
+    BOOST_TEST(read("fan"));         // the aggregate...
+    for (auto id : {"fan--0000", "fan--0001", "fan--0002"})
+        BOOST_TEST(read(id), id);         // ...holds its children
+    BOOST_TEST(read("other-fan--0001"));  // one child named by spec.outputs
+    BOOST_TEST(!read("other-fan--0000"));
+    BOOST_TEST(!read("other-fan--0002"));
+    BOOST_TEST(!read("other-fan"));
+    BOOST_TEST(!read("unread"));  // needed, but its output is never read
+    BOOST_TEST(!read("reader"));
+    BOOST_TEST(!read("argv"));
+    // Internal only: the plan JSON does not carry it.
+    BOOST_TEST(plan_json(p).find("eferenced") == std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(action_with_is_a_default_under_the_task_with) {
     workflow wf = base_workflow();
     wf.actions[0].with = json::parse(R"({"level":1,"name":"default"})");
@@ -350,6 +400,73 @@ BOOST_AUTO_TEST_CASE(every_problem_is_reported_at_once) {
         BOOST_TEST(count_code(ds, code) >= 1u, code << " missing in:\n" << diag_text(ds));
     BOOST_TEST(count_code(ds, "template_missing_need") == 2u, diag_text(ds));
     BOOST_TEST(ds.exit_code() == 2);
+}
+
+// check_document: a parse error hides the semantic findings it could have caused, and no
+// other. Each case: a document with one parse error and the semantic codes still expected.
+BOOST_AUTO_TEST_CASE(parse_errors_hide_only_what_they_explain) {
+    const std::string head =
+        "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: t}\nspec:\n"
+        "  inputs: {n: [1, 2]}\n  policy: {processAllowlist: [echo], approval: never}\n"
+        "  actions:\n    run: {kind: builtin.shell.exec, command: ls}\n    set: {kind: builtin.assign}\n"
+        "  tasks:\n";
+    struct example {
+        std::string what;
+        std::string tasks;
+        std::string extra;               // replaces the inputs and policy lines when set
+        std::vector<std::string> codes;  // every code, in order of position
+    };
+    const std::vector<example> examples = {
+        {"an unrelated field of the task",
+         "    - {id: a, uses: action:set, needs: [ghost], timeoutSeconds: x}\n",
+         "",
+         {"policy_process_not_allowed", "unknown_need", "invalid_type"}},
+        {"the task's needs: its template findings could be repeats",
+         "    - {id: a, uses: action:set}\n"
+         "    - {id: b, uses: action:set, needs: [a, 5], with: {x: \"${{ tasks.a.output }}\"}}\n",
+         "",
+         {"policy_process_not_allowed", "invalid_type"}},
+        {"the task's foreach: vars are unknown then",
+         "    - {id: a, uses: action:set, foreach: {items: [1], as: 7}, with: {x: \"${{ vars.item }}\"}}\n",
+         "",
+         {"policy_process_not_allowed", "invalid_type"}},
+        {"another task's fields",
+         "    - {id: a, uses: action:set, retry: {maxAttempts: 0}}\n"
+         "    - {id: b, uses: action:nope, needs: [a]}\n",
+         "",
+         {"policy_process_not_allowed", "out_of_range", "unknown_action"}},
+        {"an invalid id is kept, so needs still find it",
+         "    - {id: A, uses: action:set}\n    - {id: b, uses: action:set, needs: [A, ghost]}\n",
+         "",
+         {"policy_process_not_allowed", "invalid_task_id", "unknown_need"}},
+        {"a missing id hides the graph",
+         "    - {uses: action:set}\n    - {id: b, uses: action:set, needs: [ghost]}\n",
+         "",
+         {"policy_process_not_allowed", "missing_field"}},
+        {"the policy section hides policy findings only",
+         "    - {id: a, uses: action:run, needs: [ghost]}\n",
+         "  inputs: {}\n  policy: {processAllowlist: echo, approval: never}\n",
+         {"invalid_type", "unknown_need"}},
+        {"inputs hide rendering, not the graph",
+         "    - {id: a, uses: action:set, needs: [ghost], with: {x: \"${{ inputs.m }}\"}}\n",
+         "  inputs: {n: .inf}\n  policy: {processAllowlist: [ls], approval: never}\n",
+         {"invalid_value", "unknown_need"}},
+    };
+    for (const auto& e : examples) {
+        std::string text = head + e.tasks;
+        if (!e.extra.empty()) {
+            auto at = text.find("  inputs:");
+            auto end = text.find('\n', text.find("  policy:")) + 1;
+            text.replace(at, end - at, e.extra);
+        }
+        auto r = check_document(parse_workflow(text, "wf.yaml"));
+        std::vector<std::string> codes;
+        for (const auto& d : r.diags.items()) codes.push_back(d.code);
+        BOOST_TEST_CONTEXT(e.what << "\n" << diag_text(r.diags)) {
+            BOOST_TEST(!r.compiled.has_value());
+            BOOST_TEST(codes == e.codes, boost::test_tools::per_element());
+        }
+    }
 }
 
 BOOST_AUTO_TEST_CASE(vars_need_an_expansion_and_paths_must_exist) {
@@ -444,6 +561,44 @@ BOOST_AUTO_TEST_CASE(approval_applies_to_process_tasks_only) {
     BOOST_TEST(task_of(p, "run").requires_approval);
     BOOST_TEST(!task_of(p, "pure").requires_approval);
     BOOST_TEST(p.processes.size() == 1u);  // assign is not a process action
+}
+
+// `run` refuses a plan whose process tasks need approval unless it is interactive; `check`
+// (and `doctor`, which compiles the same way) say so first, as a warning.
+BOOST_AUTO_TEST_CASE(check_warns_when_approval_would_block_an_unattended_run) {
+    auto check = [](const std::string& policy,
+                    const std::string& action = "builtin.shell.exec, command: echo") {
+        std::string text = "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: t}\nspec:\n" +
+                           policy + "  actions:\n    a: {kind: " + action +
+                           "}\n  tasks:\n    - {id: one, uses: action:a}\n"
+                           "    - {id: two, uses: action:a}\n";
+        return check_document(parse_workflow(text, "wf.yaml"));
+    };
+    auto absent = check("  policy:\n    processAllowlist: [echo]\n");
+    BOOST_TEST_REQUIRE(absent.compiled.has_value(), diag_text(absent.diags));  // a warning, not an error
+    BOOST_TEST_REQUIRE(absent.diags.size() == 1u, diag_text(absent.diags));
+    const diagnostic& d = absent.diags.items()[0];
+    BOOST_TEST(d.code == "approval_blocks_unattended_run");
+    BOOST_TEST((d.level == severity::warning));
+    BOOST_TEST(d.path == "spec.policy");
+    BOOST_TEST(d.location.line == 5);
+    BOOST_TEST(d.message.find("(the default)") != std::string::npos, d.message);
+    BOOST_TEST(d.message.find("2 process tasks") != std::string::npos, d.message);
+    BOOST_TEST(d.help.find("approval: never") != std::string::npos, d.help);
+
+    auto written = check("  policy:\n    processAllowlist: [echo]\n    approval: always\n");
+    BOOST_TEST_REQUIRE(written.diags.size() == 1u, diag_text(written.diags));
+    BOOST_TEST(written.diags.items()[0].path == "spec.policy.approval");
+    BOOST_TEST(written.diags.items()[0].location.line == 7);
+    BOOST_TEST(written.diags.items()[0].message.find("\"always\"") != std::string::npos);
+
+    // Nothing to say: approval never, or no process task.
+    BOOST_TEST(check("  policy:\n    processAllowlist: [echo]\n    approval: never\n").diags.empty());
+    BOOST_TEST(check("  policy:\n    approval: mutations\n", "builtin.assign").diags.empty());
+    // Said about runnable plans only: with errors, those come first.
+    auto broken = check("  policy:\n    processAllowlist: [ls]\n");
+    BOOST_TEST(!broken.compiled.has_value());
+    BOOST_TEST(count_code(broken.diags, "approval_blocks_unattended_run") == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(processes_describe_sources_and_engines_never_values) {

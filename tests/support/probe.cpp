@@ -138,7 +138,9 @@ int signal_number(const char* s) {
 
 // ----------------------------------------------------------------------------------------------
 
+// sleep [S] [--pidfile-dir DIR]: sleeps S seconds (300 by default), after writing its pidfile.
 int mode_sleep() {
+    write_pidfile();
     const char* s = positional(0);
     sleep_seconds(s ? atof(s) : 300);
     return 0;

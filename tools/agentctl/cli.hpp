@@ -2,9 +2,10 @@
 #pragma once
 
 #include <agentctl/diagnostic.hpp>
+#include <agentctl/error.hpp>
 #include <agentctl/json.hpp>
-#include <agentctl/plan.hpp>
-#include <agentctl/spec.hpp>
+#include <agentctl/session.hpp>
+#include <agentctl/watchdog.hpp>
 
 #include <functional>
 #include <optional>
@@ -13,16 +14,6 @@
 #include <vector>
 
 namespace agentctl::cli {
-
-/// Stable exit codes (SPEC section 4).
-namespace exit_code {
-inline constexpr int success = 0;
-inline constexpr int usage = 2;  ///< usage or validation
-inline constexpr int policy = 3;  ///< policy or approval
-inline constexpr int run_failed = 4;
-inline constexpr int persistence = 5;
-inline constexpr int cancelled = 130;
-}  // namespace exit_code
 
 enum class output_format { human, json, jsonl };
 enum class color_mode { automatic, always, never };
@@ -42,7 +33,14 @@ struct command_line {
     std::optional<double> timeout_seconds;
     bool interactive = false;
     bool keep_going = false;
+
+    session_request request() const { return {file, inputs, inputs_file, workspace}; }
 };
+
+/// The process exit status of `s`.
+inline int status(exit_status s) {
+    return static_cast<int>(s);
+}
 
 /// Writes to a file descriptor (stdout or stderr).
 class fd_sink final : public json_sink {
@@ -54,31 +52,37 @@ private:
     int fd_;
 };
 
+/// Where the CLI's own stdout and stderr go: straight to the descriptors, or, while a run
+/// goes, through output queues (output_queue.hpp) so that printing never blocks the loop.
+json_sink& standard_output();
+json_sink& standard_error();
+/// nullptr: back to the descriptors.
+void redirect_standard_streams(json_sink* out, json_sink* err);
+
 /// Human output helpers.
 bool use_color(const command_line& cl, int fd);
+std::string paint(bool color, const char* sgr, std::string_view text);
 void print_diagnostics_human(const command_line& cl, const diagnostics& diags);
+/// What the sweep of dead runs' leftovers removed (human output; JSON carries it itself).
+void print_leftovers_human(const command_line& cl, const sweep_report& r);
 
-/// `{"apiVersion","kind","ok":true,"data":<write_data>,"diagnostics":[...]}` on stdout.
-void print_success(const command_line& cl, std::string_view kind, const std::function<void(json_writer&)>& write_data,
+/// The success envelope on stdout.
+void print_success(std::string_view kind, const std::function<void(json_writer&)>& write_data,
                    const diagnostics& diags);
 
-/// A failure: human text or the JSON `Error` envelope on stderr. Returns `code`.
-int print_failure(const command_line& cl, std::string_view message, int code, const diagnostics& diags = {});
+/// A failure: human text or the JSON `Error` envelope on stderr. Returns `s` as a status.
+int print_failure(const command_line& cl, std::string_view message, exit_status s,
+                  const diagnostics& diags = {});
 
-/// Loads the workflow and compiles it with the command line's inputs. On failure prints
-/// the diagnostics and sets `exit_status`.
-struct compiled_workflow {
-    std::optional<workflow> document;
-    std::optional<plan> compiled;
-    diagnostics diags;
-    int exit_status = 0;
-};
-compiled_workflow load_and_compile(const command_line& cl);
+/// open_session() for the command line; prints the diagnostics and the failure when the
+/// workflow does not compile (then `ok()` is false and `status` says how to exit).
+session open_and_report(const command_line& cl);
 
 int run_check(const command_line& cl);
 int run_plan(const command_line& cl);
 int run_version(const command_line& cl);
-int run_run(const command_line& cl);
+/// `watch`: the watchdog main() started (nullptr when it could not start).
+int run_run(const command_line& cl, watchdog* watch);
 int run_doctor(const command_line& cl);
 
 }  // namespace agentctl::cli

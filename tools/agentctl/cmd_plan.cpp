@@ -1,6 +1,8 @@
 // agentctl plan FILE: the compiled plan, for people or as canonical JSON.
 #include "cli.hpp"
 
+#include <agentctl/plan.hpp>
+
 #include <unistd.h>
 
 namespace agentctl::cli {
@@ -8,17 +10,17 @@ namespace agentctl::cli {
 int run_plan(const command_line& cl) {
     // Deliberately never freed: the process exits right after printing, and tearing down a
     // large document and plan costs a tenth of the command's time.
-    compiled_workflow& loaded = *new compiled_workflow(load_and_compile(cl));
-    if (loaded.exit_status != 0) return loaded.exit_status;
-    const plan& p = *loaded.compiled;
+    session& s = *new session(open_and_report(cl));
+    if (!s.ok()) return status(s.status);
+    const plan& p = *s.compiled;
 
     if (cl.output == output_format::human) {
-        print_diagnostics_human(cl, loaded.diags);
+        print_diagnostics_human(cl, s.diags);
         fd_sink(STDOUT_FILENO).write(plan_text(p));
-        return exit_code::success;
+        return status(exit_status::success);
     }
     print_success(
-        cl, "Plan",
+        "Plan",
         [&](json_writer& w) {
             // The plan streams straight into the envelope: no second copy of a large plan.
             w.flush();
@@ -26,8 +28,8 @@ int run_plan(const command_line& cl) {
             write_plan_json(p, out);
             w.raw_value("");
         },
-        loaded.diags);
-    return exit_code::success;
+        s.diags);
+    return status(exit_status::success);
 }
 
 }  // namespace agentctl::cli

@@ -1,12 +1,14 @@
 // agentctl run FILE: compile, then run the plan on one io_context with live progress.
 #include "cli.hpp"
+#include "output_queue.hpp"
 
 #include <agentctl/engine.hpp>
-#include <agentctl/version.hpp>
+#include <agentctl/wire.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -14,17 +16,9 @@
 #include <boost/asio/streambuf.hpp>
 #include <boost/asio/write.hpp>
 
-#include <fcntl.h>
-#include <limits.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <cerrno>
 #include <cctype>
-#include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <istream>
 
 namespace asio = boost::asio;
@@ -32,53 +26,12 @@ namespace asio = boost::asio;
 namespace agentctl::cli {
 namespace {
 
-// Each task in flight holds two pipe read ends and a pidfd, and briefly a cwd and a cgroup fd.
-constexpr rlim_t fds_per_task = 8;
-constexpr rlim_t fds_reserved = 64;
-
-/// Raises the soft RLIMIT_NOFILE to what `jobs` needs; returns the jobs that fit.
-int fit_jobs_to_fd_limit(const command_line& cl, int jobs) {
-    rlimit lim{};
-    if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return jobs;
-    rlim_t need = fds_reserved + fds_per_task * static_cast<rlim_t>(jobs);
-    if (lim.rlim_cur >= need) return jobs;
-    rlim_t target = std::min(need, lim.rlim_max);
-    if (target > lim.rlim_cur) {
-        rlimit raised = lim;
-        raised.rlim_cur = target;
-        if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) lim.rlim_cur = target;
-    }
-    if (lim.rlim_cur >= need) return jobs;
-    int fit = static_cast<int>(std::max<rlim_t>(1, (lim.rlim_cur - std::min(lim.rlim_cur, fds_reserved)) / fds_per_task));
-    diagnostics warn;
-    warn.warning("jobs_lowered_to_fit_fd_limit", "",
-                 std::to_string(jobs) + " jobs need " + std::to_string(need) +
-                     " file descriptors but the hard limit (ulimit -Hn) is " + std::to_string(lim.rlim_max) +
-                     "; running " + std::to_string(fit) + " at a time",
-                 "raise the hard limit (ulimit -Hn, or LimitNOFILE= for a service) to run more at once");
-    if (cl.output == output_format::human) print_diagnostics_human(cl, warn);
-    return fit;
-}
-
-std::optional<std::string> base_directory(const command_line& cl, std::string& error) {
-    std::string dir = cl.workspace ? *cl.workspace : cl.file;
-    if (!cl.workspace) {
-        auto slash = dir.rfind('/');
-        dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : dir.substr(0, slash));
-    }
-    char buf[PATH_MAX];
-    if (!::realpath(dir.c_str(), buf)) {
-        error = "cannot resolve " + std::string(cl.workspace ? "--workspace " : "the workflow's folder ") + dir + ": " +
-                std::strerror(errno);
-        return std::nullopt;
-    }
-    return std::string(buf);
-}
-
 std::string seconds_text(double s) {
     char buf[32];
-    if (s < 1) std::snprintf(buf, sizeof buf, "%.0f ms", s * 1000);
-    else std::snprintf(buf, sizeof buf, s < 10 ? "%.2f s" : "%.1f s", s);
+    if (s < 1)
+        std::snprintf(buf, sizeof buf, "%.0f ms", s * 1000);
+    else
+        std::snprintf(buf, sizeof buf, s < 10 ? "%.2f s" : "%.1f s", s);
     return buf;
 }
 
@@ -86,7 +39,8 @@ std::string seconds_text(double s) {
 std::string escape_for_terminal(std::string_view s) {
     std::string out;
     for (unsigned char c : s) {
-        if (c == '\t' || (c >= 0x20 && c != 0x7f)) out.push_back(static_cast<char>(c));
+        if (c == '\t' || (c >= 0x20 && c != 0x7f))
+            out.push_back(static_cast<char>(c));
         else {
             static constexpr char hex[] = "0123456789abcdef";
             out += "\\x";
@@ -114,16 +68,29 @@ std::vector<std::string> last_lines(std::string_view text, std::size_t n) {
 class progress_printer final : public event_sink {
 public:
     progress_printer(asio::io_context& io, const command_line& cl, const plan& p)
-        : cl_(cl), plan_(p), tty_(::isatty(STDERR_FILENO) && cl.output == output_format::human && !cl.quiet),
-          color_(use_color(cl, STDERR_FILENO)), timer_(io), err_(STDERR_FILENO), out_(STDOUT_FILENO) {
+        : cl_(cl),
+          plan_(p),
+          tty_(::isatty(STDERR_FILENO) && cl.output == output_format::human && !cl.quiet),
+          color_(use_color(cl, STDERR_FILENO)),
+          timer_(io),
+          err_(standard_error()),
+          out_(standard_output()) {
         for (const auto& t : p.tasks) countable_ += t.kind != plan_task::kind_t::aggregate;
         if (tty_) tick();
     }
 
     void on_event(const run_event& e) override {
+        if (e.kind == run_event::kind_t::warning) {
+            if (cl_.output == output_format::human) {
+                diagnostics d;
+                d.add(*e.warning);
+                print_diagnostics_human(cl_, d);
+            }
+            return;
+        }
         const plan_task& t = plan_.tasks[e.task_index];
         running_ = e.running;
-        if (cl_.output == output_format::jsonl) return write_jsonl(e, t);
+        if (cl_.output == output_format::jsonl) return write_jsonl(e);
         if (e.kind != run_event::kind_t::task_finished || t.kind == plan_task::kind_t::aggregate) return;
         ++done_;
         const task_result& r = *e.result;
@@ -144,33 +111,27 @@ public:
         clear_line();
     }
 
+    /// Whether stderr's reader lags; redraws are skipped meanwhile.
+    void set_behind(std::function<bool()> behind) { behind_ = std::move(behind); }
+
 private:
     std::string paint(const char* code, std::string_view text) const {
-        return color_ ? std::string("\x1b[") + code + "m" + std::string(text) + "\x1b[0m" : std::string(text);
+        return cli::paint(color_, code, text);
     }
 
-    void write_jsonl(const run_event& e, const plan_task& t) {
+    void write_jsonl(const run_event& e) {
         string_sink s;
         {
             json_writer w(s);
-            w.begin_object();
-            w.member("event", e.kind == run_event::kind_t::task_started ? "taskStarted" : "taskFinished");
-            w.member("task", t.id);
-            w.member("attempt", static_cast<std::uint64_t>(e.attempt));
-            w.member("elapsedMs", static_cast<std::uint64_t>(
-                                      std::chrono::duration_cast<std::chrono::milliseconds>(e.elapsed).count()));
-            if (e.result) {
-                w.key("result");
-                write_task_result(w, *e.result);
-            }
-            w.end_object();
+            write_event(w, plan_, e);
         }
         s.text.push_back('\n');
         out_.write(s.text);
     }
 
     void tick() {
-        draw();
+        // A redraw waits for a reader that is behind (a paused terminal): it would only pile up.
+        if (!behind_ || !behind_()) draw();
         timer_.expires_after(std::chrono::milliseconds(200));
         timer_.async_wait([this](boost::system::error_code ec) {
             if (!ec) tick();
@@ -180,8 +141,9 @@ private:
     void draw() {
         double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begun_).count();
         double rate = elapsed > 0.2 ? done_ / elapsed : 0;
-        std::string line = "\r\x1b[2K" + std::to_string(done_) + "/" + std::to_string(countable_) + " done · " +
-                           std::to_string(running_) + " running · " + std::to_string(failed_) + " failed";
+        std::string line = "\r\x1b[2K" + std::to_string(done_) + "/" + std::to_string(countable_) +
+                           " done · " + std::to_string(running_) + " running · " + std::to_string(failed_) +
+                           " failed";
         if (rate > 0) {
             char buf[64];
             std::snprintf(buf, sizeof buf, " · %.0f/s", rate);
@@ -202,10 +164,12 @@ private:
     bool tty_;
     bool color_;
     asio::steady_timer timer_;
-    fd_sink err_, out_;
+    json_sink& err_;
+    json_sink& out_;
     std::size_t countable_ = 0, done_ = 0, failed_ = 0;
     std::uint32_t running_ = 0;
     bool drawn_ = false;
+    std::function<bool()> behind_;
     std::chrono::steady_clock::time_point begun_ = std::chrono::steady_clock::now();
 };
 
@@ -219,9 +183,9 @@ public:
         const plan_task& t = p.tasks[idx];
         const action_spec& a = p.action_of(t);
         std::string question = "approve task \"" + t.id + "\" (" + std::string(to_string(a.kind)) + " " +
-                               escape_for_terminal(a.command) + ", isolation " + std::string(to_string(a.isolation)) +
-                               ")? [y]es / [n]o / [a]ll: ";
-        fd_sink(STDERR_FILENO).write(question);
+                               escape_for_terminal(a.command) + ", isolation " +
+                               std::string(to_string(a.isolation)) + ")? [y]es / [n]o / [a]ll: ";
+        standard_error().write(question);
         // swap, not move-assign: Boost 1.81's any_completion_handler move assignment recurses forever.
         handler_.swap(handler);
         read_answer();
@@ -239,12 +203,16 @@ private:
             if (!ec) {
                 std::string word;
                 for (char c : line)
-                    if (!std::isspace(static_cast<unsigned char>(c))) word.push_back(static_cast<char>(std::tolower(c)));
-                if (word == "y" || word == "yes") answer = approval_answer::yes;
-                else if (word == "a" || word == "all") answer = approval_answer::all;
-                else if (word == "n" || word == "no") answer = approval_answer::no;
+                    if (!std::isspace(static_cast<unsigned char>(c)))
+                        word.push_back(static_cast<char>(std::tolower(c)));
+                if (word == "y" || word == "yes")
+                    answer = approval_answer::yes;
+                else if (word == "a" || word == "all")
+                    answer = approval_answer::all;
+                else if (word == "n" || word == "no")
+                    answer = approval_answer::no;
                 else {
-                    fd_sink(STDERR_FILENO).write("please answer y, n or a: ");
+                    standard_error().write("please answer y, n or a: ");
                     return read_answer();
                 }
             }
@@ -260,9 +228,7 @@ private:
 
 void print_summary(const command_line& cl, const plan& p, const run_report& r) {
     bool color = use_color(cl, STDERR_FILENO);
-    auto paint = [&](const char* code, std::string_view text) {
-        return color ? std::string("\x1b[") + code + "m" + std::string(text) + "\x1b[0m" : std::string(text);
-    };
+    auto paint = [&](const char* code, std::string_view text) { return cli::paint(color, code, text); };
     std::size_t counts[7] = {};
     std::size_t total = 0;
     for (std::size_t i = 0; i < p.tasks.size(); ++i) {
@@ -276,7 +242,8 @@ void print_summary(const command_line& cl, const plan& p, const run_report& r) {
     for (std::size_t i = 0; i < p.tasks.size(); ++i) {
         const task_result& t = r.tasks[i];
         if (p.tasks[i].kind == plan_task::kind_t::aggregate) continue;
-        if (t.state == task_state::succeeded || t.state == task_state::skipped || t.state == task_state::cancelled)
+        if (t.state == task_state::succeeded || t.state == task_state::skipped ||
+            t.state == task_state::cancelled)
             continue;
         if (++shown > 10) continue;
         out += paint("1;31", "failed ") + paint("1", p.tasks[i].id) + ": " +
@@ -286,20 +253,21 @@ void print_summary(const command_line& cl, const plan& p, const run_report& r) {
     if (shown > 10) out += "... and " + std::to_string(shown - 10) + " more failed tasks\n";
     if (r.error) out += paint("1;31", "agentctl: ") + escape_for_terminal(r.error->message) + "\n";
 
-    fd_sink(STDERR_FILENO).write(out);
+    standard_error().write(out);
 
     if (!cl.quiet && r.output.is_object()) {
         std::string outputs;
         for (const auto& m : r.output.get_object()) {
             std::string v = m.value().is_string() ? std::string(m.value().get_string()) : to_json(m.value());
-            if (!cl.verbose && v.size() > 300) v = v.substr(0, 300) + "… (" + std::to_string(v.size()) + " bytes)";
+            if (!cl.verbose && v.size() > 300)
+                v = v.substr(0, 300) + "… (" + std::to_string(v.size()) + " bytes)";
             outputs += "  " + std::string(m.key()) + ": " + escape_for_terminal(v) + "\n";
         }
-        if (!outputs.empty()) fd_sink(STDOUT_FILENO).write("outputs:\n" + outputs);
+        if (!outputs.empty()) standard_output().write("outputs:\n" + outputs);
     }
 
-    static const char* names[7] = {"succeeded", "failed", "timed out", "cancelled", "over output limit", "spawn failed",
-                                   "skipped"};
+    static const char* names[7] = {"succeeded",         "failed",       "timed out", "cancelled",
+                                   "over output limit", "spawn failed", "skipped"};
     std::string detail;
     for (int s = 0; s < 7; ++s)
         if (counts[s]) detail += (detail.empty() ? "" : ", ") + std::to_string(counts[s]) + " " + names[s];
@@ -307,55 +275,91 @@ void print_summary(const command_line& cl, const plan& p, const run_report& r) {
     std::string last = "run " + r.run_id + " " + paint(state_color, to_string(r.state)) + " in " +
                        seconds_text(r.duration.count() / 1000.0) + ": " + std::to_string(total) +
                        (total == 1 ? " task" : " tasks") + (detail.empty() ? "" : " (" + detail + ")") + "\n";
-    fd_sink(STDERR_FILENO).write(last);
+    standard_error().write(last);
 }
+
+/// A sink that queues: printing never blocks the event loop.
+class queue_sink final : public json_sink {
+public:
+    explicit queue_sink(output_queue& q) : q_(q) {}
+    void write(std::string_view bytes) override { q_.write(bytes); }
+
+private:
+    output_queue& q_;
+};
+
+/// Holds new tasks back while more than `limit` bytes of agentctl's own output wait for
+/// their reader, and says so once.
+class output_gate final : public dispatch_gate {
+public:
+    static constexpr std::size_t limit = 8 * 1024 * 1024;
+
+    output_gate(output_queue& out, output_queue& err) : out_(out), err_(err) {}
+
+    bool open() override {
+        bool behind = out_.backlog() + err_.backlog() > limit;
+        if (behind && !said_) {
+            said_ = true;
+            err_.write(
+                "agentctl: its output is not being read fast enough: no new task starts until the reader catches "
+                "up (running tasks are not affected)\n");
+        }
+        return !behind;
+    }
+
+private:
+    output_queue& out_;
+    output_queue& err_;
+    bool said_ = false;
+};
 
 }  // namespace
 
-int run_run(const command_line& cl) {
-    compiled_workflow loaded = load_and_compile(cl);
-    if (loaded.exit_status != 0) return loaded.exit_status;
-    const plan& p = *loaded.compiled;
-    if (cl.output == output_format::human) print_diagnostics_human(cl, loaded.diags);
+int run_run(const command_line& cl, watchdog* watch) {
+    session s = open_and_report(cl);
+    if (!s.ok()) return status(s.status);
+    const plan& p = *s.compiled;
+    if (cl.output == output_format::human) print_diagnostics_human(cl, s.diags);
 
-    auto needing = tasks_requiring_approval(p);
-    if (!needing.empty()) {
-        if (!cl.interactive) {
-            std::string ids;
-            for (std::size_t i = 0; i < needing.size() && i < 5; ++i) ids += (i ? ", " : "") + p.tasks[needing[i]].id;
-            if (needing.size() > 5) ids += " and " + std::to_string(needing.size() - 5) + " more";
-            diagnostics d;
-            d.error("policy_approval_required", "spec.policy.approval",
-                    "policy.approval is \"" + std::string(to_string(p.policy.approval)) + "\": " +
-                        std::to_string(needing.size()) + (needing.size() == 1 ? " task needs" : " tasks need") +
-                        " approval to run a process (" + ids + ")",
-                    "set spec.policy.approval: never for unattended runs, or run with --interactive on a terminal",
-                    loaded.document->where("spec.policy.approval"));
-            return print_failure(cl, "approval is required and the run is not interactive; nothing was run",
-                                 exit_code::policy, d);
-        }
+    if (auto refusal = refuse_unapproved(s)) {
+        if (!cl.interactive) return print_failure(cl, refusal->message, refusal->status, refusal->diags);
         if (!::isatty(STDIN_FILENO) || !::isatty(STDERR_FILENO))
             return print_failure(cl, "--interactive needs a terminal on stdin and stderr; nothing was run",
-                                 exit_code::policy);
+                                 exit_status::policy);
     }
 
     std::string error;
-    auto base = base_directory(cl, error);
-    if (!base) return print_failure(cl, error, exit_code::usage);
+    auto base = resolve_base_dir(cl.request(), error);
+    if (!base) return print_failure(cl, error, exit_status::usage);
+
+    // What dead runs left on this host goes first: their cgroups here, their containers on
+    // the engines this run uses (by the engine, in its preflight).
+    sweep_report leftovers = sweep_dead_owners();
 
     asio::io_context io(1);
+    if (watch) watch->observe(io);
+    // From here on agentctl's own output goes through queues, written by threads of the
+    // CLI's: a reader that stalls never stalls supervision.
+    output_queue out_queue(STDOUT_FILENO), err_queue(STDERR_FILENO);
+    queue_sink out_sink(out_queue), err_sink(err_queue);
+    redirect_standard_streams(&out_sink, &err_sink);
+    struct restore_streams {
+        ~restore_streams() { redirect_standard_streams(nullptr, nullptr); }
+    } restore;
+    output_gate gate(out_queue, err_queue);
+    host_environment host = process_environment();
     run_options options;
-    options.jobs = fit_jobs_to_fd_limit(cl, cl.jobs.value_or(p.max_concurrency));
+    options.jobs = cl.jobs;
     options.keep_going = cl.keep_going;
     options.base_dir = *base;
-    const char* path = std::getenv("PATH");
-    options.search_path = path ? path : "/usr/local/bin:/usr/bin:/bin";
-    options.host_env = [](std::string_view name) -> std::optional<std::string> {
-        const char* v = std::getenv(std::string(name).c_str());
-        return v ? std::optional<std::string>(v) : std::nullopt;
-    };
+    options.search_path = host.search_path;
+    options.host_env = host.lookup;
     progress_printer progress(io, cl, p);
+    progress.set_behind([&err_queue] { return err_queue.backlog() > 0; });
     options.events = &progress;
+    options.gate = &gate;
+    options.watch = watch;
+    options.leftovers = &leftovers;
     std::optional<terminal_approver> ask;
     if (cl.interactive) {
         ask.emplace(io);
@@ -369,11 +373,22 @@ int run_run(const command_line& cl) {
     std::function<void()> wait_signal = [&] {
         signals.async_wait([&](boost::system::error_code ec, int) {
             if (ec) return;
-            cancel.emit(signals_seen++ == 0 ? asio::cancellation_type::total : asio::cancellation_type::terminal);
+            cancel.emit(signals_seen++ == 0 ? asio::cancellation_type::total
+                                            : asio::cancellation_type::terminal);
             wait_signal();
         });
     };
     wait_signal();
+    // The reader of stdout went away (`agentctl run ... | head -1`): end the run as a
+    // cancellation does, so that nothing it started outlives it.
+    // The reader went away (noticed at the next write, or while idle: output_queue.hpp).
+    bool reader_gone = false;
+    auto stdout_closed = [&] {
+        if (reader_gone) return;
+        reader_gone = true;
+        cancel.emit(asio::cancellation_type::total);
+    };
+    out_queue.set_on_broken([&] { asio::post(io, stdout_closed); });
     asio::steady_timer deadline(io);
     if (cl.timeout_seconds) {
         deadline.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -384,7 +399,8 @@ int run_run(const command_line& cl) {
     }
 
     std::optional<run_report> report;
-    async_run(io.get_executor(), p, std::move(options), asio::bind_cancellation_slot(cancel.slot(), [&](run_report r) {
+    async_run(io.get_executor(), p, std::move(options),
+              asio::bind_cancellation_slot(cancel.slot(), [&](run_report r) {
                   report = std::move(r);
                   signals.cancel();
                   deadline.cancel();
@@ -392,23 +408,22 @@ int run_run(const command_line& cl) {
               }));
     io.run();
 
+    // The run is over: nothing is supervised any more, so the report may wait for the reader.
+    out_queue.drain();
+    err_queue.drain();
+    redirect_standard_streams(nullptr, nullptr);
+    if (watch) watch->clean_exit();
+    print_leftovers_human(cl, leftovers);
+    if (reader_gone) {
+        print_failure(cl, "the reader of agentctl's output went away (EPIPE); the run was cancelled",
+                      exit_status::cancelled);
+        return report->exit_code();
+    }
     if (cl.output == output_format::human) {
         print_summary(cl, p, *report);
     } else {
         fd_sink out(STDOUT_FILENO);
-        {
-            json_writer w(out);
-            w.begin_object();
-            w.member("apiVersion", cli_api_version);
-            w.member("kind", "RunOutcome");
-            w.member("ok", report->state == run_state::succeeded);
-            w.key("data");
-            write_run_report(w, p, *report);
-            w.key("diagnostics");
-            write_diagnostics(w, loaded.diags);
-            w.end_object();
-        }
-        out.write("\n");
+        write_run_outcome(out, p, *report, s.diags, &leftovers);
     }
     return report->exit_code();
 }

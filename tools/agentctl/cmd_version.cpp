@@ -2,8 +2,7 @@
 #include "cli.hpp"
 
 #include <agentctl/version.hpp>
-
-#include <boost/version.hpp>
+#include <agentctl/wire.hpp>
 
 #include <unistd.h>
 
@@ -12,20 +11,10 @@ namespace agentctl::cli {
 int run_version(const command_line& cl) {
     if (cl.output == output_format::human) {
         fd_sink(STDOUT_FILENO).write("agentctl " + std::string(version()) + "\n");
-        return exit_code::success;
+        return status(exit_status::success);
     }
-    print_success(
-        cl, "Version",
-        [](json_writer& w) {
-            w.begin_object();
-            w.member("version", version());
-            w.member("apiVersion", cli_api_version);
-            w.member("planFormatVersion", plan_format_version);
-            w.member("boost", BOOST_LIB_VERSION);
-            w.end_object();
-        },
-        {});
-    return exit_code::success;
+    print_success("Version", write_version, {});
+    return status(exit_status::success);
 }
 
 }  // namespace agentctl::cli

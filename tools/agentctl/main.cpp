@@ -1,54 +1,173 @@
 // agentctl: parse the command line, hand over to one command, return its exit code.
+//
+// Every command and option is in the two tables below: parsing, the per-command checks,
+// `--help`, `help CMD` and the shell completion scripts all come from them.
 #include "cli.hpp"
 
 #include <boost/program_options.hpp>
 
+#include <algorithm>
+#include <charconv>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
-#include <set>
 
 namespace po = boost::program_options;
 using namespace agentctl::cli;
 
 namespace {
 
-constexpr const char* usage_text =
-    "usage: agentctl [global options] COMMAND [options] [FILE]\n"
-    "\n"
-    "commands:\n"
-    "  check FILE      validate a workflow strictly; no effects\n"
-    "  plan FILE       print the compiled plan\n"
-    "  run FILE        run the workflow\n"
-    "  doctor FILE     check that every process action can run here; runs nothing\n"
-    "  version         print the version\n"
-    "\n"
-    "global options:\n"
-    "  --output human|json|jsonl   output format (default human)\n"
-    "  --color auto|always|never   colour on a terminal (default auto)\n"
-    "  -q, --quiet                 print only failures and the result\n"
-    "  -v, --verbose               print more detail\n"
-    "\n"
-    "inputs (check, plan, run, doctor):\n"
-    "  --input KEY=VALUE           set an input; VALUE is JSON if it parses, else a string\n"
-    "  --inputs-file FILE          a JSON or YAML mapping of inputs\n"
-    "\n"
-    "run options:\n"
-    "  -j, --jobs N                tasks at once, 1..4096 (overrides runtime.maxConcurrency)\n"
-    "  --workspace DIR             base folder for workspaceRoot (default: the workflow's folder)\n"
-    "  --timeout-seconds S         cancel the whole run after S seconds\n"
-    "  --interactive               ask for approval on the terminal\n"
-    "  --keep-going                treat every task as failure: continue\n"
-    "\n"
-    "See agentctl(1).\n";
+struct command_info {
+    std::string_view name;
+    std::string_view operands;  ///< shown after the name
+    std::string_view summary;
+};
+
+const std::vector<command_info>& commands() {
+    static const std::vector<command_info> table = {
+        {"check", "FILE", "validate a workflow strictly; no effects"},
+        {"plan", "FILE", "print the compiled plan"},
+        {"run", "FILE", "run the workflow"},
+        {"doctor", "FILE", "check that every process action can run here; runs nothing"},
+        {"version", "", "print the version"},
+        {"help", "[COMMAND]", "print help, for one command with COMMAND"},
+        {"completion", "bash|zsh", "print a shell completion script"},
+    };
+    return table;
+}
+
+struct option_info {
+    std::string_view name;
+    char short_name = 0;
+    std::string_view value;  ///< the value's placeholder; empty for a switch
+    std::string_view help;
+    /// Commands that take it; empty: every command (a global option).
+    std::vector<std::string_view> commands;
+    bool repeatable = false;
+};
+
+const std::vector<option_info>& options() {
+    static const std::vector<std::string_view> file_commands = {"check", "plan", "run", "doctor"};
+    static const std::vector<option_info> table = {
+        {"output", 0, "human|json|jsonl", "output format (default human)", {}},
+        {"color", 0, "auto|always|never", "colour on a terminal (default auto)", {}},
+        {"quiet", 'q', "", "print only failures and the result", {}},
+        {"verbose", 'v', "", "print more detail", {}},
+        {"help", 'h', "", "print help", {}},
+        {"version", 0, "", "print the version", {}},
+        {"input", 0, "KEY=VALUE", "set an input; VALUE is JSON if it parses, else a string", file_commands,
+         true},
+        {"inputs-file", 0, "FILE", "a JSON or YAML mapping of inputs", file_commands},
+        {"jobs", 'j', "N", "tasks at once, 1..4096 (overrides runtime.maxConcurrency)", {"run"}},
+        {"workspace",
+         0,
+         "DIR",
+         "base folder for workspaceRoot (default: the workflow's folder)",
+         {"run", "doctor"}},
+        {"timeout-seconds", 0, "S", "cancel the whole run after S seconds", {"run"}},
+        {"interactive", 0, "", "ask for approval on the terminal", {"run"}},
+        {"keep-going", 0, "", "treat every task as failure: continue", {"run"}},
+    };
+    return table;
+}
+
+bool applies(const option_info& o, std::string_view command) {
+    return o.commands.empty() || std::find(o.commands.begin(), o.commands.end(), command) != o.commands.end();
+}
+
+std::string option_line(const option_info& o) {
+    std::string left = o.short_name ? std::string("-") + o.short_name + ", --" : std::string("    --");
+    left += o.name;
+    if (!o.value.empty()) left += " " + std::string(o.value);
+    if (left.size() < 30) left.resize(30, ' ');
+    return "  " + left + " " + std::string(o.help) + (o.repeatable ? " (repeatable)" : "") + "\n";
+}
+
+std::string overview() {
+    std::string text = "usage: agentctl [global options] COMMAND [options] [OPERANDS]\n\ncommands:\n";
+    for (const auto& c : commands()) {
+        std::string left = std::string(c.name) + (c.operands.empty() ? "" : " " + std::string(c.operands));
+        if (left.size() < 20) left.resize(20, ' ');
+        text += "  " + left + " " + std::string(c.summary) + "\n";
+    }
+    text += "\nglobal options:\n";
+    for (const auto& o : options())
+        if (o.commands.empty()) text += option_line(o);
+    text +=
+        "\n`agentctl help COMMAND` or `agentctl COMMAND --help` lists a command's options.\nSee "
+        "agentctl(1).\n";
+    return text;
+}
+
+std::string command_help(const command_info& c) {
+    std::string text = "usage: agentctl " + std::string(c.name) + " [options]" +
+                       (c.operands.empty() ? "" : " " + std::string(c.operands)) + "\n\n" +
+                       std::string(c.summary) + "\n";
+    std::string own, global;
+    for (const auto& o : options()) {
+        if (o.commands.empty())
+            global += option_line(o);
+        else if (applies(o, c.name))
+            own += option_line(o);
+    }
+    if (!own.empty()) text += "\noptions:\n" + own;
+    text += "\nglobal options:\n" + global;
+    return text;
+}
+
+const command_info* find_command(std::string_view name) {
+    for (const auto& c : commands())
+        if (c.name == name) return &c;
+    return nullptr;
+}
+
+// Completion: the commands, then each command's options (and files for FILE operands).
+std::string completion_script(std::string_view shell) {
+    std::string words_of_command;
+    for (const auto& c : commands()) {
+        std::string opts;
+        for (const auto& o : options())
+            if (applies(o, c.name)) opts += " --" + std::string(o.name);
+        words_of_command += "    " + std::string(c.name) + ") opts=\"" + opts.substr(1) + "\" ;;\n";
+    }
+    std::string names;
+    for (const auto& c : commands()) names += (names.empty() ? "" : " ") + std::string(c.name);
+    if (shell == "bash")
+        return "# bash completion for agentctl: source it, or put it in /etc/bash_completion.d/agentctl\n"
+               "_agentctl() {\n"
+               "  local cur=${COMP_WORDS[COMP_CWORD]} command= opts= i\n"
+               "  for ((i = 1; i < COMP_CWORD; i++)); do\n"
+               "    case ${COMP_WORDS[i]} in -*) ;; *) command=${COMP_WORDS[i]}; break ;; esac\n"
+               "  done\n"
+               "  if [ -z \"$command\" ] && [[ $cur != -* ]]; then\n"
+               "    COMPREPLY=($(compgen -W \"" +
+               names +
+               "\" -- \"$cur\")); return\n"
+               "  fi\n"
+               "  case $command in\n" +
+               words_of_command +
+               "    *) opts=\"--output --color --quiet --verbose --help --version\" ;;\n"
+               "  esac\n"
+               "  if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W \"$opts\" -- \"$cur\"));\n"
+               "  else COMPREPLY=($(compgen -f -- \"$cur\")); fi\n"
+               "}\n"
+               "complete -F _agentctl agentctl\n";
+    // zsh: the bash function through bashcompinit keeps one definition of the words.
+    return "#compdef agentctl\n# zsh completion for agentctl: put it in a folder of $fpath as _agentctl\n"
+           "autoload -U +X bashcompinit && bashcompinit\n" +
+           completion_script("bash").substr(completion_script("bash").find('\n') + 1);
+}
 
 // --output json must shape even the usage errors, so look for it before parsing.
 output_format sniff_output(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
         std::string_view a = argv[i];
         std::string_view value;
-        if (a == "--output" && i + 1 < argc) value = argv[i + 1];
-        else if (a.substr(0, 9) == "--output=") value = a.substr(9);
+        if (a == "--output" && i + 1 < argc)
+            value = argv[i + 1];
+        else if (a.substr(0, 9) == "--output=")
+            value = a.substr(9);
         if (value == "json") return output_format::json;
         if (value == "jsonl") return output_format::jsonl;
     }
@@ -56,101 +175,158 @@ output_format sniff_output(int argc, char** argv) {
 }
 
 int usage_error(const command_line& cl, const std::string& message) {
-    return print_failure(cl, message + " (see `agentctl --help`)", exit_code::usage);
+    std::string hint =
+        cl.command.empty() || !find_command(cl.command) ? "agentctl --help" : "agentctl help " + cl.command;
+    return print_failure(cl, message + " (see `" + hint + "`)", agentctl::exit_status::usage);
+}
+
+// The whole text as a number, or nothing ("4x" is not 4).
+template <typename T>
+std::optional<T> number_of(const std::string& text) {
+    T value{};
+    const char* end = text.data() + text.size();
+    auto [at, ec] = std::from_chars(text.data(), end, value);
+    if (ec != std::errc() || at != end || text.empty()) return std::nullopt;
+    return value;
+}
+
+int print_text(const std::string& text) {
+    standard_output().write(text);
+    return status(agentctl::exit_status::success);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+    // A reader that goes away is an EPIPE to handle (a run then ends as cancelled), never a
+    // signal that kills agentctl and leaves its tasks running. Children get default
+    // dispositions back when they are spawned.
+    ::signal(SIGPIPE, SIG_IGN);
     command_line cl;
     cl.output = sniff_output(argc, argv);
 
-    std::string output = "human", color = "auto";
-    po::options_description global("global");
-    global.add_options()
-        ("help,h", "")
-        ("output", po::value(&output))
-        ("color", po::value(&color))
-        ("quiet,q", po::bool_switch(&cl.quiet))
-        ("verbose,v", po::bool_switch(&cl.verbose));
-    po::options_description inputs("inputs");
-    inputs.add_options()
-        ("input", po::value(&cl.inputs)->composing())
-        ("inputs-file", po::value<std::string>());
-    po::options_description run("run");
-    run.add_options()
-        ("jobs,j", po::value<int>())
-        ("workspace", po::value<std::string>())
-        ("timeout-seconds", po::value<double>())
-        ("interactive", po::bool_switch(&cl.interactive))
-        ("keep-going", po::bool_switch(&cl.keep_going));
-    po::options_description hidden("hidden");
-    hidden.add_options()("args", po::value<std::vector<std::string>>());
     po::options_description all;
-    all.add(global).add(inputs).add(run).add(hidden);
+    for (const auto& o : options()) {
+        std::string spec(o.name);
+        if (o.short_name) spec += std::string(",") + o.short_name;
+        if (o.value.empty())
+            all.add_options()(spec.c_str(), "");
+        else if (o.repeatable)
+            all.add_options()(spec.c_str(), po::value<std::vector<std::string>>()->composing());
+        else
+            all.add_options()(spec.c_str(), po::value<std::string>());
+    }
+    all.add_options()("args", po::value<std::vector<std::string>>());
     po::positional_options_description positional;
     positional.add("args", -1);
 
+    // No guessing: `--job 4` is an unknown option, never `--jobs 4`.
+    const int style = po::command_line_style::unix_style & ~po::command_line_style::allow_guessing;
     po::variables_map vm;
     try {
-        po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
+        po::store(po::command_line_parser(argc, argv).options(all).positional(positional).style(style).run(),
+                  vm);
         po::notify(vm);
     } catch (const po::error& e) {
         return usage_error(cl, e.what());
     }
+    auto text = [&](const char* name) { return vm.count(name) ? vm[name].as<std::string>() : std::string(); };
 
-    if (output == "human") cl.output = output_format::human;
-    else if (output == "json") cl.output = output_format::json;
-    else if (output == "jsonl") cl.output = output_format::jsonl;
-    else return usage_error(cl, "--output must be human, json or jsonl, not \"" + output + "\"");
-    if (color == "auto") cl.color = color_mode::automatic;
-    else if (color == "always") cl.color = color_mode::always;
-    else if (color == "never") cl.color = color_mode::never;
-    else return usage_error(cl, "--color must be auto, always or never, not \"" + color + "\"");
+    std::string output = vm.count("output") ? text("output") : "human";
+    if (output == "human")
+        cl.output = output_format::human;
+    else if (output == "json")
+        cl.output = output_format::json;
+    else if (output == "jsonl")
+        cl.output = output_format::jsonl;
+    else
+        return usage_error(cl, "--output must be human, json or jsonl, not \"" + output + "\"");
+    std::string color = vm.count("color") ? text("color") : "auto";
+    if (color == "auto")
+        cl.color = color_mode::automatic;
+    else if (color == "always")
+        cl.color = color_mode::always;
+    else if (color == "never")
+        cl.color = color_mode::never;
+    else
+        return usage_error(cl, "--color must be auto, always or never, not \"" + color + "\"");
+    cl.quiet = vm.count("quiet") > 0;
+    cl.verbose = vm.count("verbose") > 0;
 
-    if (vm.count("help")) {
-        std::fputs(usage_text, stdout);
-        return exit_code::success;
-    }
     std::vector<std::string> args;
     if (vm.count("args")) args = vm["args"].as<std::vector<std::string>>();
-    if (args.empty()) return usage_error(cl, "no command given");
+    if (vm.count("version") && args.empty()) return run_version(cl);
+    if (args.empty()) {
+        if (vm.count("help")) return print_text(overview());
+        return usage_error(cl, "no command given");
+    }
     cl.command = args[0];
+    const command_info* command = find_command(cl.command);
+    if (!command) return usage_error(cl, "unknown command \"" + cl.command + "\"");
+    std::vector<std::string> operands(args.begin() + 1, args.end());
+    if (vm.count("help")) return print_text(command_help(*command));
 
-    static const std::set<std::string> file_commands = {"check", "plan", "run", "doctor"};
-    if (cl.command == "version") {
-        if (args.size() > 1) return usage_error(cl, "version takes no arguments");
-    } else if (file_commands.count(cl.command)) {
-        if (args.size() != 2) return usage_error(cl, cl.command + " needs exactly one workflow FILE");
-        cl.file = args[1];
-    } else {
-        return usage_error(cl, "unknown command \"" + cl.command + "\"");
+    // An option given to a command that does not take it is refused, not ignored.
+    for (const auto& o : options()) {
+        if (!vm.count(std::string(o.name)) || applies(o, cl.command)) continue;
+        std::string takers;
+        for (std::size_t i = 0; i < o.commands.size(); ++i)
+            takers += (i == 0                       ? ""
+                       : i + 1 == o.commands.size() ? " and "
+                                                    : ", ") +
+                      std::string(o.commands[i]);
+        return usage_error(cl, "--" + std::string(o.name) + " applies to " + takers + " only");
     }
 
-    if (vm.count("inputs-file")) cl.inputs_file = vm["inputs-file"].as<std::string>();
-    if (vm.count("workspace")) cl.workspace = vm["workspace"].as<std::string>();
-    if (vm.count("jobs")) cl.jobs = vm["jobs"].as<int>();
-    if (vm.count("timeout-seconds")) cl.timeout_seconds = vm["timeout-seconds"].as<double>();
+    if (cl.command == "help") {
+        if (operands.empty()) return print_text(overview());
+        const command_info* about = find_command(operands[0]);
+        if (operands.size() != 1 || !about) return usage_error(cl, "help takes one command name");
+        return print_text(command_help(*about));
+    }
+    if (cl.command == "completion") {
+        if (operands.size() != 1 || (operands[0] != "bash" && operands[0] != "zsh"))
+            return usage_error(cl, "completion needs bash or zsh");
+        return print_text(completion_script(operands[0]));
+    }
+    if (cl.command == "version") {
+        if (!operands.empty()) return usage_error(cl, "version takes no arguments");
+        return run_version(cl);
+    }
+    if (operands.size() != 1) return usage_error(cl, cl.command + " needs exactly one workflow FILE");
+    cl.file = operands[0];
 
-    // Options that belong to one command are refused elsewhere rather than ignored.
-    bool is_run = cl.command == "run";
-    for (const char* name : {"jobs", "timeout-seconds"})
-        if (vm.count(name) && !is_run) return usage_error(cl, std::string("--") + name + " applies to run only");
-    if ((cl.interactive || cl.keep_going) && !is_run)
-        return usage_error(cl, "--interactive and --keep-going apply to run only");
-    if (vm.count("workspace") && !(is_run || cl.command == "doctor"))
-        return usage_error(cl, "--workspace applies to run and doctor only");
-    if (cl.command == "version" && (vm.count("input") || vm.count("inputs-file")))
-        return usage_error(cl, "version takes no inputs");
-    if (cl.jobs && (*cl.jobs < 1 || *cl.jobs > agentctl::limits::max_concurrency))
-        return usage_error(cl, "--jobs must be between 1 and 4096");
-    if (cl.timeout_seconds && !(*cl.timeout_seconds > 0 && *cl.timeout_seconds <= 86400 * 365))
-        return usage_error(cl, "--timeout-seconds must be a number of seconds greater than 0");
+    if (vm.count("input")) cl.inputs = vm["input"].as<std::vector<std::string>>();
+    if (vm.count("inputs-file")) cl.inputs_file = text("inputs-file");
+    if (vm.count("workspace")) cl.workspace = text("workspace");
+    cl.interactive = vm.count("interactive") > 0;
+    cl.keep_going = vm.count("keep-going") > 0;
+    if (vm.count("jobs")) {
+        cl.jobs = number_of<int>(text("jobs"));
+        if (!cl.jobs || *cl.jobs < 1 || *cl.jobs > agentctl::limits::max_concurrency)
+            return usage_error(cl, "--jobs must be between 1 and 4096");
+    }
+    if (vm.count("timeout-seconds")) {
+        cl.timeout_seconds = number_of<double>(text("timeout-seconds"));
+        if (!cl.timeout_seconds || !(*cl.timeout_seconds > 0 && *cl.timeout_seconds <= 86400 * 365))
+            return usage_error(cl, "--timeout-seconds must be a number of seconds greater than 0");
+    }
 
     if (cl.command == "check") return run_check(cl);
     if (cl.command == "plan") return run_plan(cl);
-    if (cl.command == "version") return run_version(cl);
-    if (cl.command == "run") return run_run(cl);
-    if (cl.command == "doctor") return run_doctor(cl);
-    return print_failure(cl, "the " + cl.command + " command is not available yet", exit_code::usage);
+    if (cl.command == "run") {
+        // The watchdog first, while agentctl has one thread: if agentctl is killed (SIGKILL,
+        // the OOM killer), it kills what the run started (docs/CRASH_SAFETY.md).
+        std::string why;
+        std::optional<agentctl::watchdog> watch = agentctl::watchdog::start({}, why);
+        if (!watch) {
+            agentctl::diagnostics d;
+            d.warning("no_watchdog", "",
+                      "the watchdog could not start (" + why + "): if agentctl is killed, what it started keeps running",
+                      "");
+            if (cl.output == output_format::human) print_diagnostics_human(cl, d);
+        }
+        return run_run(cl, watch ? &*watch : nullptr);
+    }
+    return run_doctor(cl);
 }

@@ -1,15 +1,14 @@
-// Talking to a container engine client (docker or podman): finding it, its environment,
-// bounded calls, image inspection and the `run` argument vector. Used by the container
-// launcher and by doctor; see docs/DESIGN.md, "Containers".
+// Container engines without effects: the argument vectors agentctl gives `docker` and
+// `podman`, and the parsing of what they print. Pure: no system call, no Asio, no clock (the
+// event window is given). The lifecycle that runs these lives in src/engine
+// (container_launcher.cpp); the decisions are in docs/DESIGN.md, "Containers".
 #pragma once
 
 #include <agentctl/process.hpp>
 #include <agentctl/spec.hpp>
 
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/awaitable.hpp>
-
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -27,20 +26,12 @@ struct engine {
     std::string path;  ///< absolute path of a regular executable file
 };
 
-/// Bounds of every engine call but `run` itself (REFERENCE 5.2, 5.5).
+/// Bounds of every engine call but `run` itself.
 inline constexpr std::chrono::seconds call_timeout{10};
 inline constexpr std::uint64_t call_output_limit = 64 * 1024;
 
-/// Engine names tried for `choice`, in order: auto -> docker, podman.
-std::vector<std::string> engine_names(engine_choice choice);
-
-/// Finds `name` as a regular executable file in the absolute directories of `search_path`
-/// (empty and relative entries skipped), and for podman also at /opt/podman/bin/podman.
-/// Returns nothing with `error` saying where it looked.
-std::optional<engine> find_engine(std::string_view name, std::string_view search_path, std::string& error);
-
 /// Variables forwarded from agentctl's environment to an engine client: the engine's own
-/// connection and configuration variables (REFERENCE 5.3, plus CONTAINERS_CONF).
+/// connection and configuration variables.
 const std::vector<std::string_view>& forwarded_variables();
 
 /// The client's environment: only the forwarded variables that are set, then `action_env`
@@ -48,17 +39,11 @@ const std::vector<std::string_view>& forwarded_variables();
 std::vector<std::string> client_environment(const host_environment& host_env,
                                             const std::vector<std::string>& action_env = {});
 
-/// Runs `<engine> args...` bounded by call_timeout and call_output_limit, in its own process
-/// group. Not cancellable unless `cancellable` (then through the coroutine's cancellation
-/// state): cleanup must run to completion.
-boost::asio::awaitable<process_result> call(const engine& e, std::vector<std::string> args,
-                                            std::vector<std::string> env, bool cancellable = false);
-
 /// Stderr as one line for messages: newlines flattened, at most 512 bytes then "…";
 /// "no diagnostic output" when empty.
 std::string excerpt(std::string_view text);
 
-/// How a finished call went, for messages: "exit status N", "timed out after 10 s", ...
+/// How a finished call went, for messages: "exit status N", "no answer within 10 s", ...
 std::string describe(const process_result& r);
 
 /// True when an engine's stderr says the container does not exist.
@@ -71,14 +56,17 @@ struct image_probe {
     std::string message;   ///< why not (names the engine), or what was found
 };
 
-/// `<engine> image inspect` of `reference` (NAME@sha256:D or sha256:ID), checked: the image
-/// found must be the pinned one (its id, or a repo digest of that very name). Never pulls.
-/// Cancellable through the coroutine's cancellation state.
-boost::asio::awaitable<image_probe> probe_image(const engine& e, const std::string& reference,
-                                                const host_environment& host_env);
+/// `image inspect` arguments whose output match_image() reads.
+std::vector<std::string> inspect_image_argv(const std::string& reference);
 
 /// Checks `image inspect --format` output ("<id> <repo digest>...") against `reference`.
-image_probe match_image(std::string_view engine_name, std::string_view reference, std::string_view inspect_output);
+image_probe match_image(std::string_view engine_name, std::string_view reference,
+                        std::string_view inspect_output);
+
+/// `image ls` arguments listing what is present of `reference`'s repository, and the
+/// sentence added to a failed probe from its output (empty when nothing is present).
+std::vector<std::string> list_repository_argv(std::string_view reference);
+std::string repository_hint(std::string_view reference, std::string_view list_output);
 
 /// `NAME@sha256:D` split into the repository (tag dropped, normalised the way both engines
 /// do: docker.io/library/ for a bare name) and the digest; nullopt for `sha256:ID`.
@@ -88,8 +76,8 @@ struct repo_digest {
 };
 std::optional<repo_digest> parse_repo_digest(std::string_view reference);
 
-/// Everything `run` needs beyond the action itself.
-struct run_settings {
+/// What one `run` needs beyond the action itself.
+struct invocation {
     std::string name;                    ///< unique container name
     std::vector<std::string> labels;     ///< "key=value"
     std::string image_id;                ///< the inspected image, "sha256:<64 hex>"
@@ -98,11 +86,11 @@ struct run_settings {
     bool interactive = false;            ///< stdin carries data
 };
 
-/// The `run` argument vector after the engine (docs/DESIGN.md, "Containers"): --rm, fixed controls,
-/// limits, the bind, names and labels, --entrypoint=command, --env NAME..., the image, then
-/// `args` (which can no longer be read as engine options).
-std::vector<std::string> run_arguments(const engine& e, const action_spec& action, const run_settings& settings,
-                                       const std::vector<std::string>& args);
+/// The `run` argument vector after the engine (docs/DESIGN.md, "Containers"): --rm, fixed
+/// controls, limits, the bind, names and labels, --entrypoint=command, --env NAME..., the
+/// image, then `args` (which can no longer be read as engine options).
+std::vector<std::string> run_argv(const engine& e, const action_spec& action, const invocation& how,
+                                  const std::vector<std::string>& args);
 
 /// `source=PATH` as one CSV field of --mount, quoted so that no character of PATH can end it;
 /// nullopt when PATH holds a control character (the engines' CSV readers rewrite "\r\n").
@@ -111,34 +99,37 @@ std::optional<std::string> mount_source_field(std::string_view path);
 /// `--cpus` text for CPU millis: 500 -> "0.500", 1000 -> "1.000".
 std::string cpus_text(std::uint32_t millis);
 
+/// Label values and container names: only characters both engines and their filters take
+/// as they are (others become '_'), at most `max` of them.
+std::string label_safe(std::string_view s, std::size_t max = 128);
+
 /// What an engine's event log says about one container.
 struct container_events {
-    bool known = false;    ///< the log could be read and mentions the container
-    bool started = false;  ///< it was started
+    bool known = false;            ///< the log could be read and mentions the container
+    bool started = false;          ///< it was started
     std::optional<int> exit_code;  ///< it died with this status
-    bool oom = false;      ///< the engine recorded an out-of-memory kill
+    bool oom = false;              ///< the engine recorded an out-of-memory kill
 };
 
-/// Reads the event log for container `name` since `since` (bounded like every call).
-boost::asio::awaitable<container_events> events_of(const engine& e, const std::string& name,
-                                                   std::chrono::system_clock::time_point since,
-                                                   std::vector<std::string> env);
+/// `events` arguments for container `name` between `since` and `until` (wall clock).
+std::vector<std::string> events_argv(const engine& e, const std::string& name,
+                                     std::chrono::system_clock::time_point since,
+                                     std::chrono::system_clock::time_point until);
 
 /// Parses `events --format` lines ("<action> <exit code>"; Docker's "start", "die", "oom",
 /// Podman's "init", "start", "died", ...).
 container_events parse_events(std::string_view output);
 
 /// Arguments that remove containers at once: podman stops with a 10 s grace unless told.
-std::vector<std::string> remove_arguments(const engine& e, const std::vector<std::string>& names);
+std::vector<std::string> remove_argv(const engine& e, const std::vector<std::string>& names);
 
-/// The start time of process `pid` (field 22 of /proc/PID/stat, clock ticks since boot).
-/// nullopt: no such process. Empty: it exists but its start time cannot be read (another
-/// user's process under hidepid, say), which counts as live.
-std::optional<std::string> process_start_time(long pid);
+/// `ps` arguments listing the names of this run's containers (labelled with its run id and
+/// owner), and the names in that output.
+std::vector<std::string> run_list_argv(std::string_view run_label, std::string_view owner_label);
+std::vector<std::string> names_in(std::string_view ps_output);
+
+/// Reads a process's start time (exec::process_start_time): nullopt gone, "" unknown.
 using start_time_reader = std::function<std::optional<std::string>(long pid)>;
-
-/// This host's name (gethostname).
-std::string host_name();
 
 /// An `agentctl.owner` label value, HOST:PID:STARTTIME:INSTANCE.
 struct owner_label {
@@ -155,12 +146,13 @@ std::optional<owner_label> parse_owner_label(std::string_view value);
 /// True only for a container whose owner was an agentctl on `our_host` (as our own labels
 /// spell it) that is gone: its pid does not exist, or exists with another start time (a
 /// reused pid). Another host, an unparsable label or an unknown start time: false, never touched.
-bool owner_is_dead(std::string_view label_value, std::string_view our_host, const start_time_reader& start_time_of);
+bool owner_is_dead(std::string_view label_value, std::string_view our_host,
+                   const start_time_reader& start_time_of);
 
 /// `ps` arguments listing every container with an owner label, one "NAME OWNER" per line.
-std::vector<std::string> owned_list_arguments(const engine& e);
+std::vector<std::string> owned_list_argv(const engine& e);
 
-/// Names in `ps` output (owned_list_arguments) whose owner is dead (owner_is_dead).
+/// Names in `ps` output (owned_list_argv) whose owner is dead (owner_is_dead).
 std::vector<std::string> dead_owner_containers(std::string_view ps_output, std::string_view our_host,
                                                const start_time_reader& start_time_of);
 

@@ -1,0 +1,103 @@
+// Typed error codes of tasks and runs, and the CLI's exit statuses.
+//
+// Every way a task or a run can fail has one code here. Its JSON spelling (to_string) is
+// stable: reports, jsonl events and the journal use it. The flags say how the engine treats
+// it: whether the program never started (a retry as `spawn_error` is safe), whether a retry
+// cannot help, and whether it is a policy decision (exit status 3). docs/ERRORS.md lists
+// every code with its meaning.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace agentctl {
+
+/// Why a task or a run did not simply succeed.
+enum class error_code : std::uint8_t {
+    // The program ran and ended badly.
+    exit_nonzero,
+    signaled,
+    timeout,
+    cancelled,
+    output_limit_exceeded,
+    oom_killed,
+    // The program could not be started: nothing ran.
+    spawn_failed,
+    invalid_request,
+    executable_not_found,
+    interpreter_not_found,
+    permission_denied,
+    is_a_directory,
+    exec_format_error,
+    text_file_busy,
+    cwd_unavailable,
+    argument_list_too_long,
+    resource_exhausted,
+    sigchld_ignored,
+    spawn_error,
+    exit_status_lost,  ///< another waiter in this process reaped the program
+    // What a run needs before anything starts.
+    workspace_unavailable,
+    secret_unavailable,
+    isolation_unavailable,
+    backend_unavailable,
+    engine_variable_not_allowed,
+    container_engine_error,
+    container_cleanup_failed,
+    // Policy.
+    policy_process_not_allowed,
+    policy_secret_process_not_allowed,
+    approval_required,
+    approval_denied,
+    // extension.process protocol.
+    input_invalid,
+    invalid_schema,
+    handshake_mismatch,
+    bad_json,
+    identity_mismatch,
+    output_invalid,
+    // Scheduling.
+    dependency_not_succeeded,
+    condition_false,
+    condition_error,
+    template_error,
+    child_failed,
+    budget_exceeded,
+    run_stopped,
+    run_cancelled,
+    not_started,
+    // The run journal.
+    journal_failed,  ///< the journal could not be written or read: the run cannot go on safely
+    internal_error,
+};
+
+/// The code's JSON spelling, e.g. "exit_nonzero".
+std::string_view to_string(error_code code);
+
+/// The code spelled `name`, or nothing.
+std::optional<error_code> error_code_from_string(std::string_view name);
+
+/// The program never started, so nothing had an effect (the `spawn_error` retry reason).
+bool nothing_ran(error_code code);
+
+/// A retry cannot help: policy, or isolation that this host does not offer.
+bool is_permanent(error_code code);
+
+/// A policy decision: the run exits with status 3.
+bool is_policy(error_code code);
+
+/// A persistence failure (the journal): the run exits with status 5.
+bool is_persistence(error_code code);
+
+/// Exit statuses of the CLI, stable (docs/CLI.md, "Exit statuses").
+enum class exit_status : int {
+    success = 0,
+    usage = 2,        ///< usage or validation
+    policy = 3,       ///< policy or approval; also a resume refused because an effect is uncertain
+    run_failed = 4,   ///< a task failed; isolation or backend unavailable
+    persistence = 5,  ///< the journal is unreadable, corrupt, newer, or held by a live run
+    cancelled = 130,  ///< SIGINT, SIGTERM, --timeout-seconds
+};
+
+}  // namespace agentctl

@@ -1,0 +1,63 @@
+// What every front end does before it checks, plans, surveys or runs a workflow: load the
+// document, apply the inputs in order, compile, and find the base folder and agentctl's
+// own environment. The CLI is one front end; an embedding application can be another.
+#pragma once
+
+#include <agentctl/diagnostic.hpp>
+#include <agentctl/error.hpp>
+#include <agentctl/plan.hpp>
+#include <agentctl/spec.hpp>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace agentctl {
+
+/// A workflow file and the inputs given for it.
+struct session_request {
+    std::string file;
+    std::vector<std::string> inputs;         ///< `KEY=VALUE`, applied in order after the inputs file
+    std::optional<std::string> inputs_file;  ///< a JSON or YAML mapping, applied over spec.inputs
+    std::optional<std::string> workspace;    ///< base folder for workspaceRoot; else the workflow's folder
+};
+
+/// A loaded and compiled workflow.
+struct session {
+    std::optional<workflow> document;           ///< what could be read, also when it has errors
+    std::optional<plan> compiled;               ///< present only when `diags` has no error
+    diagnostics diags;                          ///< the document's, then the inputs'
+    exit_status status = exit_status::success;  ///< usage or policy when it did not compile
+    std::string failure;                        ///< "FILE: N errors" when it did not compile
+
+    bool ok() const { return compiled.has_value(); }
+};
+
+/// Loads and compiles `request.file` with its inputs: spec.inputs, then the inputs file, then
+/// each `--input` in order. Every problem is a diagnostic; nothing is run.
+session open_session(const session_request& request);
+
+/// The canonical base folder: `request.workspace`, else the workflow file's folder.
+/// Nothing with `error` set when it does not exist.
+std::optional<std::string> resolve_base_dir(const session_request& request, std::string& error);
+
+/// agentctl's own environment: PATH for bare command names and engines (a default when
+/// unset), and a reader of its variables for `{env}` sources and engine clients.
+struct host_environment {
+    std::string search_path;
+    std::function<std::optional<std::string>(std::string_view)> lookup;
+};
+host_environment process_environment();
+
+/// When tasks need approval under the policy and no one can approve them: the diagnostic
+/// (at spec.policy.approval) and the message a front end prints; nothing when the run may go.
+struct approval_refusal {
+    diagnostics diags;
+    std::string message;
+    exit_status status = exit_status::policy;
+};
+std::optional<approval_refusal> refuse_unapproved(const session& s);
+
+}  // namespace agentctl

@@ -1,0 +1,137 @@
+#include "engine/admission.hpp"
+
+#include "engine/outcome.hpp"
+
+#include <boost/json/object.hpp>
+
+namespace json = boost::json;
+
+namespace agentctl {
+
+render_context context_for(const run_view& view, const json::value& vars, const json::value* with) {
+    render_context ctx;
+    ctx.inputs = view.inputs;
+    ctx.vars = &vars;
+    ctx.with = with;
+    ctx.task_output = [&view](std::string_view id) -> const json::value* {
+        auto i = view.compiled->find(id);
+        if (!i) return nullptr;
+        const task_result* r = view.result_of(*i);
+        return r ? &r->output : nullptr;
+    };
+    return ctx;
+}
+
+bool render_request(const run_view& view, const plan_task& t, attempt_request& request, std::string& error) {
+    const action_spec& action = view.compiled->action_of(t);
+    json::value vars(t.vars);
+    render_context ctx = context_for(view, vars, nullptr);
+    if (t.with_deferred) {
+        auto with = render(t.with, ctx, error);
+        if (!with) return false;
+        request.with = std::move(*with);
+    } else {
+        request.with = t.with;
+    }
+    // Action-level `with` holds defaults; the task's keys win.
+    if (action.with.is_object() && (request.with.is_object() || request.with.is_null())) {
+        json::object merged = action.with.get_object();
+        if (request.with.is_object())
+            for (const auto& m : request.with.get_object()) merged[m.key()] = m.value();
+        request.with = std::move(merged);
+    }
+    if (!action.is_process()) return true;
+
+    ctx.with = &request.with;
+    if (t.argv_deferred) {
+        for (const auto& a : action.args) {
+            auto s = render_text(a, ctx, error);
+            if (!s) return false;
+            request.args.push_back(std::move(*s));
+        }
+        if (action.cwd) {
+            auto s = render_text(*action.cwd, ctx, error);
+            if (!s) return false;
+            request.cwd = std::move(*s);
+        }
+    } else {
+        request.args = t.args ? *t.args : action.args;
+        request.cwd = t.cwd ? t.cwd : action.cwd;
+    }
+    return true;
+}
+
+admission admit(const run_view& view, std::uint32_t index) {
+    const plan& p = *view.compiled;
+    const plan_task& t = p.tasks[index];
+    admission out;
+    auto record = [&](task_result r) {
+        out.kind = admission::kind_t::record;
+        out.result = std::move(r);
+        return std::move(out);
+    };
+    // An aggregate lists every child with its state and output, failed ones included: one
+    // failed item must not hide its siblings' results.
+    if (t.kind == plan_task::kind_t::aggregate) return record(aggregate_result(view, t));
+    for (auto need : t.needs) {
+        const task_result* r = view.result_of(need);
+        if (!r || r->state != task_state::succeeded)
+            return record(skipped_result(error_code::dependency_not_succeeded,
+                                         "dependency \"" + p.tasks[need].id + "\" " +
+                                             std::string(to_string(r ? r->state : task_state::skipped))));
+    }
+    if (t.when) {
+        json::value vars(t.vars);
+        render_context ctx = context_for(view, vars, nullptr);
+        std::string error;
+        auto value = evaluate(*t.when, ctx, error);
+        if (!value)
+            return record(
+                failed_result(error_code::condition_error, "when \"" + t.when->expression + "\": " + error));
+        if (!*value) {
+            task_result r =
+                skipped_result(error_code::condition_false, "when \"" + t.when->expression + "\" is false");
+            json::object o;
+            o["reason"] = "condition_false";
+            o["condition"] = json::object{{"expression", t.when->expression}, {"result", false}};
+            r.output = std::move(o);
+            return record(std::move(r));
+        }
+    }
+
+    attempt_request request;
+    request.compiled = &p;
+    request.task_index = index;
+    std::string error;
+    if (!render_request(view, t, request, error))
+        return record(failed_result(error_code::template_error, error));
+
+    const action_spec& action = p.action_of(t);
+    if (action.kind == action_kind::assign) {
+        task_result r;
+        r.state = task_state::succeeded;
+        r.attempts = 1;
+        r.output = request.with;
+        return record(std::move(r));
+    }
+
+    std::uint64_t reservation =
+        t.limits.combined_bytes * (action.kind == action_kind::extension_process ? 2 : 1);
+    if (p.budgets.max_process_output_bytes) {
+        std::uint64_t budget = *p.budgets.max_process_output_bytes;
+        if (view.output_reserved + reservation > budget)
+            return record(failed_result(error_code::budget_exceeded,
+                                        "budgets.maxProcessOutputBytes (" + std::to_string(budget) +
+                                            ") cannot cover this task's output limit (" +
+                                            std::to_string(reservation) + " bytes; " +
+                                            std::to_string(budget - std::min(budget, view.output_reserved)) +
+                                            " left); it was not started"));
+    }
+    out.kind = admission::kind_t::start;
+    out.request = std::move(request);
+    out.reservation = reservation;
+    out.needs_approval = t.requires_approval;
+    return out;
+}
+
+}  // namespace agentctl

@@ -1,0 +1,47 @@
+// The admission decision: what to do with a task whose needs are all done. Pure (no Asio, no
+// clock): the scheduler asks, then acts. Tested without an io_context.
+#pragma once
+
+#include <agentctl/engine.hpp>
+
+#include <cstdint>
+#include <functional>
+
+namespace agentctl {
+
+/// What a decision may look at.
+struct run_view {
+    const plan* compiled = nullptr;
+    const boost::json::value* inputs = nullptr;  ///< the plan's merged inputs, as an object
+    /// The final result of task `index`, or nullptr while it has none.
+    std::function<const task_result*(std::uint32_t index)> result_of;
+    std::uint64_t output_reserved = 0;  ///< output bytes reserved by running tasks
+};
+
+/// The decision for one ready task.
+struct admission {
+    enum class kind_t {
+        record,  ///< the task is complete without running anything: `result` is final
+        start,   ///< run `request`; ask for approval first when `needs_approval`
+    };
+    kind_t kind = kind_t::record;
+    task_result result;
+    attempt_request request;
+    std::uint64_t reservation = 0;  ///< start: bytes reserved against budgets.maxProcessOutputBytes
+    bool needs_approval = false;
+};
+
+/// Decides for task `index`, whose needs are all final: skip it (a need did not succeed, its
+/// condition is false), complete it here (an aggregate, an assign, a template or condition
+/// error, an output budget that cannot cover it), or start it.
+admission admit(const run_view& view, std::uint32_t index);
+
+/// Renders `t`'s input, args and cwd into `request` (deferred templates now, static ones as
+/// compiled). False with `error` when a template cannot be rendered.
+bool render_request(const run_view& view, const plan_task& t, attempt_request& request, std::string& error);
+
+/// What templates see: the run's inputs, `vars`, `with`, and the outputs of final tasks.
+render_context context_for(const run_view& view, const boost::json::value& vars,
+                           const boost::json::value* with);
+
+}  // namespace agentctl

@@ -1,0 +1,84 @@
+#include "engine/container_client.hpp"
+
+#include "exec/client.hpp"
+#include "exec/host.hpp"
+
+namespace asio = boost::asio;
+
+namespace agentctl::container {
+
+std::optional<engine> find_engine(std::string_view name, std::string_view search_path, std::string& error) {
+    if (auto path = resolve_executable(name, search_path, error)) return engine{std::string(name), *path};
+    if (name == "podman") {
+        // Where the Podman installer for macOS puts it; harmless elsewhere.
+        const std::string fallback = "/opt/podman/bin/podman";
+        std::string why;
+        if (exec::is_executable_file(fallback, why)) return engine{"podman", fallback};
+        error += " nor at " + fallback;
+    }
+    return std::nullopt;
+}
+
+asio::awaitable<process_result> call(const engine& e, std::vector<std::string> args,
+                                     std::vector<std::string> env, bool cancellable) {
+    exec::client_call c;
+    c.executable = e.path;
+    c.args = std::move(args);
+    c.env = std::move(env);
+    c.timeout = call_timeout;
+    c.output_limit = call_output_limit;
+    co_return co_await exec::call_client(std::move(c), cancellable);
+}
+
+asio::awaitable<image_probe> probe_image(const engine& e, const std::string& reference,
+                                         const host_environment& host_env) {
+    auto env = client_environment(host_env);
+    process_result r = co_await call(e, inspect_image_argv(reference), env, /*cancellable=*/true);
+    if (r.outcome == process_outcome::exited && r.exit_code == 0)
+        co_return match_image(e.name, reference, r.stdout_bytes);
+
+    image_probe probe;
+    probe.message =
+        e.name + " could not inspect the pinned image (" + describe(r) + "): " + excerpt(r.stderr_bytes);
+    if (r.outcome != process_outcome::exited) co_return probe;
+    // Explain a common case: the repository is there, but not under the pinned digest (an
+    // image loaded from an archive has no repo digest at all). Never used to pick an image.
+    if (!parse_repo_digest(reference)) co_return probe;
+    process_result listed = co_await call(e, list_repository_argv(reference), env, true);
+    if (listed.outcome != process_outcome::exited || listed.exit_code != 0) co_return probe;
+    std::string hint = repository_hint(reference, listed.stdout_bytes);
+    if (!hint.empty()) probe.message += "; " + hint;
+    co_return probe;
+}
+
+asio::awaitable<container_events> events_of(const engine& e, const std::string& name,
+                                            std::chrono::system_clock::time_point since,
+                                            std::vector<std::string> env) {
+    process_result r =
+        co_await call(e, events_argv(e, name, since, std::chrono::system_clock::now()), std::move(env));
+    if (r.outcome != process_outcome::exited || r.exit_code != 0) co_return container_events{};
+    co_return parse_events(r.stdout_bytes);
+}
+
+asio::awaitable<std::vector<swept_container>> remove_dead_owners_containers(const engine& e,
+                                                                            std::vector<std::string> env) {
+    std::vector<swept_container> out;
+    process_result listed = co_await call(e, owned_list_argv(e), env);
+    if (listed.outcome != process_outcome::exited || listed.exit_code != 0) co_return out;
+    std::string host = exec::host_name();
+    auto dead = dead_owner_containers(listed.stdout_bytes, host, exec::process_start_time);
+    if (dead.empty()) co_return out;
+    process_result removed = co_await call(e, remove_argv(e, dead), env);
+    bool ok = removed.outcome == process_outcome::exited && removed.exit_code == 0;
+    for (auto& name : dead) {
+        swept_container c;
+        c.engine = e.name;
+        c.name = std::move(name);
+        c.removed = ok;
+        if (!ok) c.error = e.name + " rm: " + describe(removed) + ": " + excerpt(removed.stderr_bytes);
+        out.push_back(std::move(c));
+    }
+    co_return out;
+}
+
+}  // namespace agentctl::container

@@ -1,0 +1,45 @@
+// Talking to a container engine client: finding it, bounded calls, the image check and the
+// event log. The argument vectors and the parsing are pure (src/container).
+#pragma once
+
+#include "container/container.hpp"
+
+#include <agentctl/watchdog.hpp>
+
+#include <boost/asio/awaitable.hpp>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace agentctl::container {
+
+/// Finds `name` as a regular executable file in the absolute directories of `search_path`
+/// (empty and relative entries skipped), and for podman also at /opt/podman/bin/podman.
+/// Returns nothing with `error` saying where it looked.
+std::optional<engine> find_engine(std::string_view name, std::string_view search_path, std::string& error);
+
+/// Runs `<engine> args...` bounded by call_timeout and call_output_limit. Not cancellable
+/// unless `cancellable` (then through the coroutine's cancellation state).
+boost::asio::awaitable<process_result> call(const engine& e, std::vector<std::string> args,
+                                            std::vector<std::string> env, bool cancellable = false);
+
+/// `<engine> image inspect` of `reference` (NAME@sha256:D or sha256:ID), checked: the image
+/// found must be the pinned one (its id, or a repo digest of that very name). Never pulls.
+/// Cancellable through the coroutine's cancellation state.
+boost::asio::awaitable<image_probe> probe_image(const engine& e, const std::string& reference,
+                                                const host_environment& host_env);
+
+/// Reads the event log for container `name` since `since` (bounded like every call).
+boost::asio::awaitable<container_events> events_of(const engine& e, const std::string& name,
+                                                   std::chrono::system_clock::time_point since,
+                                                   std::vector<std::string> env);
+
+/// Removes the containers on `e` whose owner (an agentctl on this host) is dead, before a
+/// run starts anything: what a crashed runner left. Best effort, bounded like every call.
+boost::asio::awaitable<std::vector<swept_container>> remove_dead_owners_containers(const engine& e,
+                                                                                   std::vector<std::string> env);
+
+}  // namespace agentctl::container

@@ -1,0 +1,137 @@
+#include "engine/outcome.hpp"
+
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+
+namespace json = boost::json;
+
+namespace agentctl {
+
+task_result skipped_result(error_code code, std::string message) {
+    task_result r;
+    r.state = task_state::skipped;
+    r.error = task_error{code, std::move(message)};
+    return r;
+}
+
+task_result failed_result(error_code code, std::string message) {
+    task_result r;
+    r.state = task_state::failed;
+    r.error = task_error{code, std::move(message)};
+    return r;
+}
+
+task_result without_streams(const task_result& r) {
+    task_result out;
+    // Every member but the streams, spelled out so that a new member is not forgotten silently.
+    out.state = r.state;
+    out.attempts = r.attempts;
+    out.exit_code = r.exit_code;
+    out.signal = r.signal;
+    out.stdout_lossy = r.stdout_lossy;
+    out.stderr_lossy = r.stderr_lossy;
+    out.duration_ms = r.duration_ms;
+    out.command = r.command;
+    out.argv = r.argv;
+    out.isolation = r.isolation;
+    out.engine = r.engine;
+    out.containment = r.containment;
+    out.descendants_killed = r.descendants_killed;
+    out.usage = r.usage;
+    out.limit_stream = r.limit_stream;
+    out.limit_bytes = r.limit_bytes;
+    out.output_bytes = r.output_bytes;
+    out.error = r.error;
+    out.streams_in_output = r.streams_in_output;
+    out.reused = r.reused;
+    out.streams_released = r.streams_released;
+    if (r.streams_in_output && r.output.is_object()) {
+        json::object o;
+        for (const auto& m : r.output.get_object())
+            if (m.key() != "stdout" && m.key() != "stderr") o.emplace(m.key(), m.value());
+        out.output = std::move(o);
+    } else {
+        out.output = r.output;
+    }
+    return out;
+}
+
+bool is_failure(task_state s) {
+    return s != task_state::succeeded && s != task_state::skipped && s != task_state::cancelled;
+}
+
+task_result aggregate_result(const run_view& view, const plan_task& t) {
+    const plan& p = *view.compiled;
+    task_result r;
+    json::array items;
+    items.reserve(t.children.size());
+    bool any_cancelled = false, all_skipped = true;
+    std::size_t failed = 0;
+    for (auto child : t.children) {
+        const task_result* c = view.result_of(child);
+        task_state state = c ? c->state : task_state::skipped;
+        failed += is_failure(state);
+        any_cancelled |= state == task_state::cancelled;
+        all_skipped &= state == task_state::skipped;
+        json::object item;
+        item["index"] = p.tasks[child].expansion_index;
+        item["taskId"] = p.tasks[child].id;
+        item["state"] = to_string(state);
+        item["output"] = c ? c->output : json::value(nullptr);
+        if (c && c->error)
+            item["error"] = json::object{{"code", to_string(c->error->code)}, {"message", c->error->message}};
+        else
+            item["error"] = nullptr;
+        items.push_back(std::move(item));
+    }
+    r.state = failed > 0                             ? task_state::failed
+              : any_cancelled                        ? task_state::cancelled
+              : (all_skipped && !t.children.empty()) ? task_state::skipped
+                                                     : task_state::succeeded;
+    if (r.state == task_state::failed)
+        r.error = task_error{error_code::child_failed, std::to_string(failed) + " of " + std::to_string(t.children.size()) +
+                                                           (t.children.size() == 1 ? " item failed" : " items failed")};
+    r.output = json::object{{"items", std::move(items)}};
+    return r;
+}
+
+json::value render_outputs(const run_view& view) {
+    const plan& p = *view.compiled;
+    json::object out;
+    if (p.outputs.empty()) {
+        for (std::uint32_t i = 0; i < p.tasks.size(); ++i)
+            if (p.tasks[i].kind != plan_task::kind_t::child) {
+                const task_result* r = view.result_of(i);
+                out[p.tasks[i].id] = r ? r->output : json::value(nullptr);
+            }
+        return out;
+    }
+    json::value vars = json::object{};
+    render_context ctx = context_for(view, vars, nullptr);
+    for (const auto& m : p.outputs) {
+        std::string error;
+        auto v = render(m.value(), ctx, error);
+        out[m.key()] = v ? std::move(*v) : json::value(nullptr);
+    }
+    return out;
+}
+
+std::string task_list(const plan& p, const std::vector<std::uint32_t>& needing) {
+    std::string ids;
+    for (std::size_t i = 0; i < needing.size() && i < 5; ++i) ids += (i ? ", " : "") + p.tasks[needing[i]].id;
+    if (needing.size() > 5) ids += " and " + std::to_string(needing.size() - 5) + " more";
+    return ids;
+}
+
+task_error approval_required_error(const plan& p, const std::vector<std::uint32_t>& needing) {
+    std::string ids = task_list(p, needing);
+    return task_error{error_code::approval_required,
+                      "policy.approval is \"" + std::string(to_string(p.policy.approval)) + "\" and " +
+                          std::to_string(needing.size()) +
+                          (needing.size() == 1 ? " task needs" : " tasks need") +
+                          " approval to run a process (" + ids +
+                          "); nothing was run. Run with --interactive on a terminal to approve, or set "
+                          "spec.policy.approval: never for unattended runs"};
+}
+
+}  // namespace agentctl

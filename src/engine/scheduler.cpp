@@ -1,0 +1,642 @@
+// The scheduler: one loop that starts ready tasks until the job slots are full, waits for
+// one completion, records it and releases dependants (after Ninja's build loop). The
+// decision for each ready task is admit() (admission.cpp); results the loop builds itself
+// and the run's outcome are in outcome.cpp.
+#include <agentctl/engine.hpp>
+
+#include "engine/admission.hpp"
+#include "engine/builtin_runner.hpp"
+#include "engine/outcome.hpp"
+#include "exec/host.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <algorithm>
+#include <deque>
+#include <memory>
+#include <queue>
+#include <unordered_map>
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+namespace agentctl {
+
+std::vector<std::uint32_t> tasks_requiring_approval(const plan& p) {
+    std::vector<std::uint32_t> out;
+    for (std::uint32_t i = 0; i < p.tasks.size(); ++i)
+        if (p.tasks[i].requires_approval) out.push_back(i);
+    return out;
+}
+
+namespace {
+
+// Only failures declared safe are repeated: a spawn error by default (nothing ran), a
+// non-zero exit or a timeout when retry.on says so. An extension declared at_most_once is
+// never invoked twice: only its spawn errors are retried.
+bool retry_allowed(const retry_spec& retry, const action_spec& action, const task_result& r) {
+    auto allows = [&](retry_reason reason) {
+        return std::find(retry.on.begin(), retry.on.end(), reason) != retry.on.end();
+    };
+    if (r.state == task_state::spawn_failed) return allows(retry_reason::spawn_error);
+    if (action.extension && action.extension->idempotency_class == idempotency::at_most_once) return false;
+    switch (r.state) {
+        case task_state::failed:
+            return r.exit_code.value_or(0) != 0 && allows(retry_reason::exit_nonzero);
+        case task_state::timed_out:
+            return allows(retry_reason::timeout);
+        default:
+            return false;
+    }
+}
+
+std::string make_run_id() {
+    return "run-" + exec::random_hex(16);
+}
+
+/// One run. Owned by the loop coroutine and by every task coroutine.
+class scheduler : public std::enable_shared_from_this<scheduler> {
+public:
+    scheduler(asio::any_io_executor ex, const plan& p, run_options options)
+        : ex_(ex), plan_(p), options_(std::move(options)), wake_(ex), wall_timer_(ex) {
+        std::size_t n = p.tasks.size();
+        results_.resize(n);
+        state_.assign(n, node::pending);
+        ended_.assign(n, false);
+        executed_.assign(n, false);
+        report_.resumed = options_.resume != nullptr;
+        unfinished_needs_.resize(n);
+        dependants_.resize(n);
+        for (std::uint32_t i = 0; i < n; ++i) {
+            unfinished_needs_[i] = static_cast<std::uint32_t>(p.tasks[i].needs.size());
+            for (auto need : p.tasks[i].needs) dependants_[need].push_back(i);
+            if (unfinished_needs_[i] == 0) ready_.push(i);
+        }
+        jobs_ = std::clamp(options_.jobs.value_or(p.max_concurrency), 1, limits::max_concurrency);
+        fit_jobs_to_descriptors();
+        inputs_ = p.inputs;
+        view_.compiled = &plan_;
+        view_.inputs = &inputs_;
+        view_.result_of = [this](std::uint32_t i) -> const task_result* {
+            return state_[i] == node::done ? &results_[i] : nullptr;
+        };
+        report_.run_id = options_.run_id.empty() ? make_run_id() : options_.run_id;
+        if (!options_.runner) {
+            builtin_ = make_builtin_runner(ex, p, options_, report_.run_id);
+            runner_ = builtin_.get();
+        } else {
+            runner_ = options_.runner;
+        }
+    }
+
+    /// Called from the run's cancellation slot (or a budget timer).
+    void cancel(asio::cancellation_type type, bool by_budget = false) {
+        bool terminal = (type & asio::cancellation_type::terminal) != asio::cancellation_type::none;
+        if (!cancelling_) {
+            cancelling_ = true;
+            cancelled_by_budget_ = by_budget;
+        }
+        // A second request escalates to terminal: kill at once.
+        asio::cancellation_type forward = (terminal || cancel_requests_ > 0)
+                                              ? asio::cancellation_type::terminal
+                                              : asio::cancellation_type::total;
+        ++cancel_requests_;
+        for (auto& [idx, signal] : running_signals_) signal->emit(forward);
+        prepare_signal_.emit(forward);
+        wake_.cancel();
+    }
+
+    asio::awaitable<void> loop() {
+        auto self = shared_from_this();
+        started_ = std::chrono::steady_clock::now();
+        wake_.expires_at(asio::steady_timer::time_point::max());
+        for (const auto& w : report_.warnings) emit_warning(w);
+        if (co_await record_run_start()) co_await run_tasks();
+        else close_unstarted();
+        co_await record_run_end();
+    }
+
+    // The run's record is committed before any effect (a resumed run is recorded already).
+    asio::awaitable<bool> record_run_start() {
+        if (!options_.journal || options_.resume) co_return true;
+        journal_run run = options_.record;
+        run.run_id = report_.run_id;
+        run.workflow_name = plan_.workflow_name;
+        run.workflow_digest = plan_.workflow_digest;
+        run.plan_digest = plan_.plan_digest;
+        run.task_count = static_cast<std::uint32_t>(plan_.tasks.size());
+        run.owner = this_process_owner();
+        options_.journal->record_run(std::move(run));
+        auto error = co_await options_.journal->async_sync(asio::use_awaitable);
+        if (!error) co_return true;
+        journal_broke(*error);
+        co_return false;
+    }
+
+    // The run's end, and everything queued before it, committed before the run completes.
+    asio::awaitable<void> record_run_end() {
+        if (!options_.journal) co_return;
+        journal_run_end end;
+        end.state = final_state() == run_state::succeeded ? journal_run_state::succeeded
+                    : final_state() == run_state::cancelled ? journal_run_state::cancelled
+                                                            : journal_run_state::failed;
+        end.duration_ms = static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started_).count());
+        end.error = report_.error;
+        options_.journal->record_run_end(std::move(end));
+        auto error = co_await options_.journal->async_sync(asio::use_awaitable);
+        if (error) journal_broke(*error);
+    }
+
+    asio::awaitable<void> run_tasks() {
+        if (!options_.approvals) {
+            auto needing = tasks_requiring_approval(plan_);
+            if (!needing.empty()) {
+                report_.error = approval_required_error(plan_, needing);
+                close_unstarted();
+                co_return;
+            }
+        }
+        std::optional<task_error> setup =
+            co_await asio::async_initiate<decltype(asio::use_awaitable), void(std::optional<task_error>)>(
+                [this](auto handler) {
+                    runner_->async_prepare(
+                        ex_, asio::bind_cancellation_slot(prepare_signal_.slot(), std::move(handler)));
+                },
+                asio::use_awaitable);
+        if (setup || cancelling_) {
+            if (setup) report_.error = std::move(setup);
+            close_unstarted();
+            co_await finish_runner();
+            co_return;
+        }
+        arm_wall_time_budget();
+
+        std::size_t total = plan_.tasks.size();
+        while (finished_ < total) {
+            bool held = false;
+            while (!stopping() && running_ < static_cast<std::uint32_t>(jobs_) && !ready_.empty()) {
+                if (options_.gate && !options_.gate->open()) {
+                    held = true;
+                    break;
+                }
+                std::uint32_t idx = ready_.top();
+                ready_.pop();
+                co_await dispatch(idx);
+            }
+            if (stopping() && running_ == 0) break;
+            if (running_ == 0 && ready_.empty()) break;  // nothing left that can become ready
+            // Woken by a completion, or by a cancellation that the next turn acts on; while the
+            // gate holds tasks back, also to ask it again.
+            if (completed_.empty() && (running_ > 0 || held)) {
+                if (held) wake_.expires_after(dispatch_gate::recheck);
+                co_await wake_.async_wait(asio::as_tuple(asio::use_awaitable));
+                wake_.expires_at(asio::steady_timer::time_point::max());
+            }
+            while (!completed_.empty()) {
+                auto [idx, result] = std::move(completed_.front());
+                completed_.pop_front();
+                --running_;
+                finish(idx, std::move(result));
+            }
+        }
+        wall_timer_.cancel();
+        close_unstarted();
+        co_await finish_runner();
+        co_return;
+    }
+
+    run_report take_report() {
+        report_.output = render_outputs(view_);
+        report_.tasks = std::move(results_);
+        report_.duration = std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::steady_clock::now() - started_);
+        if (!report_.error && denied_)
+            report_.error =
+                task_error{error_code::approval_denied, "approval was denied for at least one task"};
+        if (!report_.error && cancelling_ && cancelled_by_budget_)
+            report_.error =
+                task_error{error_code::budget_exceeded,
+                           "the run exceeded budgets.maxWallTimeSeconds (" +
+                               std::to_string(*plan_.budgets.max_wall_time_seconds) + " s) and was stopped"};
+        report_.state = final_state(report_.tasks);
+        return std::move(report_);
+    }
+
+    run_state final_state(const std::vector<task_result>& results) const {
+        bool any_failure =
+            std::any_of(results.begin(), results.end(), [](const task_result& r) { return is_failure(r.state); });
+        if (cancelling_ && !cancelled_by_budget_) return run_state::cancelled;
+        if (any_failure || report_.error || denied_ || cancelled_by_budget_) return run_state::failed;
+        return run_state::succeeded;
+    }
+    run_state final_state() const { return final_state(results_); }
+
+private:
+    enum class node { pending, running, done };
+
+    // Each task in flight holds descriptors: more jobs than the limit allows would fail
+    // spawns with EMFILE, so run fewer and say why.
+    void fit_jobs_to_descriptors() {
+        exec::fd_budget fit = exec::fit_jobs_to_fd_limit(jobs_);
+        if (fit.jobs >= jobs_) return;
+        diagnostics warn;
+        warn.warning("jobs_lowered_to_fit_fd_limit", "",
+                     std::to_string(jobs_) + " jobs need " + std::to_string(fit.needed) +
+                         " file descriptors but the hard limit (ulimit -Hn) is " +
+                         std::to_string(fit.hard_limit) + "; running " + std::to_string(fit.jobs) +
+                         " at a time",
+                     "raise the hard limit (ulimit -Hn, or LimitNOFILE= for a service) to run more at once");
+        report_.warnings.push_back(warn.items().front());
+        jobs_ = fit.jobs;
+    }
+
+    void emit_warning(const diagnostic& d) {
+        if (!options_.events) return;
+        run_event e;
+        e.kind = run_event::kind_t::warning;
+        e.warning = &d;
+        e.elapsed = std::chrono::steady_clock::now() - started_;
+        options_.events->on_event(e);
+    }
+
+    bool stopping() const { return cancelling_ || stop_after_failure_ || report_.error.has_value(); }
+
+    // Once every task is done: what the runner left for later (container removal) and its
+    // check that nothing is left. A failure there fails the run.
+    asio::awaitable<void> finish_runner() {
+        std::optional<task_error> error =
+            co_await asio::async_initiate<decltype(asio::use_awaitable), void(std::optional<task_error>)>(
+                [this](auto handler) { runner_->async_finish(ex_, std::move(handler)); },
+                asio::use_awaitable);
+        if (error && !report_.error) report_.error = std::move(error);
+    }
+
+    void arm_wall_time_budget() {
+        if (!plan_.budgets.max_wall_time_seconds) return;
+        wall_timer_.expires_after(std::chrono::seconds(*plan_.budgets.max_wall_time_seconds));
+        wall_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+            if (!ec) self->cancel(asio::cancellation_type::total, /*by_budget=*/true);
+        });
+    }
+
+    // Acts on the admission decision for a ready task; only approval needs a wait here.
+    asio::awaitable<void> dispatch(std::uint32_t idx) {
+        if (auto reused = reusable(idx)) {
+            record(idx, std::move(*reused));
+            co_return;
+        }
+        view_.output_reserved = output_reserved_;
+        admission a = admit(view_, idx);
+        if (a.kind == admission::kind_t::record) {
+            record(idx, std::move(a.result));
+            co_return;
+        }
+        if (a.needs_approval && options_.approvals && !approved_all_) {
+            approval_answer answer =
+                co_await asio::async_initiate<decltype(asio::use_awaitable), void(approval_answer)>(
+                    [this, idx](auto handler) {
+                        options_.approvals->async_approve(plan_, idx, std::move(handler));
+                    },
+                    asio::use_awaitable);
+            if (answer == approval_answer::all) approved_all_ = true;
+            if (answer == approval_answer::no) {
+                record(idx, failed_result(error_code::approval_denied,
+                                          "approval was denied; the task did not run"));
+                denied_ = true;
+                co_return;
+            }
+            if (stopping()) {  // cancelled while asking
+                ready_.push(idx);
+                co_return;
+            }
+        }
+        output_reserved_ += a.reservation;
+        reservations_[idx] = a.reservation;
+        start(idx, std::move(a.request));
+    }
+
+    // Resume: an earlier segment's result stands unless a need of the task runs again.
+    std::optional<task_result> reusable(std::uint32_t idx) const {
+        if (!options_.resume || idx >= options_.resume->reuse.size() || !options_.resume->reuse[idx]) return std::nullopt;
+        for (auto need : plan_.tasks[idx].needs)
+            if (executed_[need]) return std::nullopt;
+        task_result r = *options_.resume->reuse[idx];
+        r.reused = true;
+        return r;
+    }
+
+    void start(std::uint32_t idx, attempt_request request) {
+        executed_[idx] = true;
+        state_[idx] = node::running;
+        ++running_;
+        auto signal = std::make_unique<asio::cancellation_signal>();
+        auto slot = signal->slot();
+        running_signals_.emplace(idx, std::move(signal));
+        asio::co_spawn(ex_, attempts(idx, std::move(request)),
+                       asio::bind_cancellation_slot(
+                           slot, [self = shared_from_this(), idx](std::exception_ptr e, task_result r) {
+                               if (e) {
+                                   r = failed_result(error_code::internal_error, "the task coroutine failed");
+                                   try {
+                                       std::rethrow_exception(e);
+                                   } catch (const std::exception& ex) {
+                                       r.error->message += std::string(": ") + ex.what();
+                                   } catch (...) {
+                                   }
+                               }
+                               self->completed_.emplace_back(idx, std::move(r));
+                               self->wake_.cancel();
+                           }));
+    }
+
+    // One coroutine per task: its attempts, with backoff between retries.
+    asio::awaitable<task_result> attempts(std::uint32_t idx, attempt_request request) {
+        co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
+        co_await asio::this_coro::throw_if_cancelled(false);
+        const plan_task& t = plan_.tasks[idx];
+        auto begun = std::chrono::steady_clock::now();
+        std::uint32_t before = attempts_before(idx);
+        task_result result;
+        for (std::uint32_t attempt = 1;; ++attempt) {
+            request.attempt = before + attempt;
+            if (options_.journal) {
+                // The intent is durable before the attempt starts: after a crash, an intent
+                // without an end is an attempt that may have had its effect.
+                options_.journal->record_intent(intent_of(request));
+                auto error = co_await options_.journal->async_sync(asio::use_awaitable);
+                if (error) {
+                    journal_broke(*error);
+                    result = failed_result(error_code::journal_failed, "the attempt was not started: " + error->message);
+                    result.attempts = request.attempt - 1;
+                    break;
+                }
+                request.on_started = [this, idx, n = request.attempt](const attempt_started& s) {
+                    record_handle(idx, n, s);
+                };
+            }
+            emit_started(idx, request.attempt);
+            result = co_await asio::async_initiate<decltype(asio::use_awaitable), void(task_result)>(
+                [this](auto handler, const attempt_request* r) {
+                    runner_->async_run(*r, std::move(handler));
+                },
+                asio::use_awaitable, &request);
+            result.attempts = request.attempt;
+            result.argv.clear();
+            result.argv.reserve(request.args.size() + 1);
+            result.argv.push_back(plan_.action_of(t).command);
+            result.argv.insert(result.argv.end(), request.args.begin(), request.args.end());
+            bool cancelled =
+                (co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none;
+            if (cancelled || attempt >= static_cast<std::uint32_t>(t.retry.max_attempts) ||
+                !retry_allowed(t.retry, plan_.action_of(t), result))
+                break;
+            // Retried: this attempt's end (with its streams) goes to the journal now; the last
+            // attempt's end is recorded with the task's final result (finish()).
+            if (options_.journal) {
+                task_result kept = without_streams(result);
+                options_.journal->record_end(attempt_end{idx, request.attempt, std::move(result), false});
+                result = std::move(kept);
+                ended_[idx] = true;
+            }
+            if (t.retry.backoff_ms > 0) {
+                asio::steady_timer backoff(ex_, std::chrono::milliseconds(t.retry.backoff_ms));
+                co_await backoff.async_wait(asio::as_tuple(asio::use_awaitable));
+                if ((co_await asio::this_coro::cancellation_state).cancelled() !=
+                    asio::cancellation_type::none) {
+                    result.state = task_state::cancelled;
+                    break;
+                }
+            }
+            ended_[idx] = false;
+        }
+        result.duration_ms = static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - begun)
+                .count());
+        co_return result;
+    }
+
+    void emit_started(std::uint32_t idx, std::uint32_t attempt) {
+        if (!options_.events) return;
+        run_event e;
+        e.kind = run_event::kind_t::task_started;
+        e.task_index = idx;
+        e.attempt = attempt;
+        e.elapsed = std::chrono::steady_clock::now() - started_;
+        e.running = running_;
+        e.finished = static_cast<std::uint32_t>(finished_);
+        options_.events->on_event(e);
+    }
+
+    void finish(std::uint32_t idx, task_result r) {
+        running_signals_.erase(idx);
+        auto reserved = reservations_.find(idx);
+        if (reserved != reservations_.end()) {
+            output_reserved_ -= std::min(output_reserved_, reserved->second);
+            output_reserved_ += r.output_bytes;
+            reservations_.erase(reserved);
+        }
+        record(idx, std::move(r), /*ran=*/true);
+    }
+
+    // A task reached its final state: store it, tell the sink, journal it, release dependants.
+    // `ran`: it comes from attempts (the last one's end is recorded here, with the final).
+    void record(std::uint32_t idx, task_result r, bool ran = false) {
+        const plan_task& t = plan_.tasks[idx];
+        state_[idx] = node::done;
+        results_[idx] = std::move(r);
+        ++finished_;
+        const task_result& stored = results_[idx];
+        if (is_failure(stored.state) && t.failure == failure_mode::stop && !options_.keep_going &&
+            t.kind != plan_task::kind_t::aggregate) {
+            if (!stop_after_failure_) stopped_by_ = idx;
+            stop_after_failure_ = true;
+        }
+        if (options_.events) {
+            run_event e;
+            e.kind = run_event::kind_t::task_finished;
+            e.task_index = idx;
+            e.attempt = stored.attempts;
+            e.result = &stored;
+            e.elapsed = std::chrono::steady_clock::now() - started_;
+            e.running = running_;
+            e.finished = static_cast<std::uint32_t>(finished_);
+            options_.events->on_event(e);
+        }
+        if (options_.journal && !results_[idx].reused) journal_final(idx, ran);
+        for (auto d : dependants_[idx])
+            if (--unfinished_needs_[d] == 0) ready_.push(d);
+    }
+
+    // The task's final result into the journal. Unless something reads its output later in
+    // the run, its streams leave memory now: the journal has them, reports read them there.
+    void journal_final(std::uint32_t idx, bool ran) {
+        task_result& r = results_[idx];
+        const plan_task& t = plan_.tasks[idx];
+        const bool keep = t.output_referenced;
+        task_result light = without_streams(r);
+        std::optional<std::uint32_t> streams_attempt;
+        bool unstarted = r.error && r.error->code == error_code::journal_failed;
+        if (ran && ended_[idx]) {
+            streams_attempt = r.attempts;  // retried, then cancelled during its backoff: that end is recorded
+        } else if (ran && r.attempts > 0 && !unstarted) {
+            // The last attempt's end holds the streams; the final names it.
+            bool cleanup_failed = r.error && r.error->code == error_code::container_cleanup_failed;
+            options_.journal->record_end(
+                attempt_end{idx, r.attempts, keep ? task_result(r) : std::move(r), cleanup_failed});
+            streams_attempt = light.attempts;
+        }
+        if (streams_attempt)
+            options_.journal->record_final(task_final{idx, t.id, light, streams_attempt, false});
+        else
+            options_.journal->record_final(task_final{idx, t.id, keep ? task_result(r) : std::move(r), std::nullopt, false});
+        if (!keep) {
+            light.streams_released = true;
+            r = std::move(light);
+        }
+    }
+
+    void record_handle(std::uint32_t idx, std::uint32_t attempt, const attempt_started& s) {
+        attempt_handle h;
+        h.task_index = idx;
+        h.attempt = attempt;
+        h.pid = s.pid;
+        if (s.pid) h.pid_start_time = s.start_lo;
+        h.cgroup = s.cgroup;
+        h.container = s.container;
+        h.container_engine = s.container_engine;
+        h.slurm_job_id = s.slurm_job_id;
+        options_.journal->record_handle(std::move(h));
+    }
+
+    attempt_intent intent_of(const attempt_request& request) const {
+        const plan_task& t = request.task();
+        const action_spec& a = request.action();
+        attempt_intent i;
+        i.task_index = request.task_index;
+        i.task_id = t.id;
+        i.attempt = request.attempt;
+        i.backend = "local";
+        i.isolation = std::string(to_string(a.isolation));
+        i.argv.push_back(a.command);
+        i.argv.insert(i.argv.end(), request.args.begin(), request.args.end());
+        for (const auto& e : a.env) i.env_names.push_back(e.name);
+        i.cwd = request.cwd;
+        i.limits = json::object{{"timeoutMs", t.timeout_ms},
+                                {"stdoutBytes", t.limits.stdout_bytes},
+                                {"stderrBytes", t.limits.stderr_bytes},
+                                {"combinedBytes", t.limits.combined_bytes}};
+        return i;
+    }
+
+    std::uint32_t attempts_before(std::uint32_t idx) const {
+        if (!options_.resume || idx >= options_.resume->attempts_before.size()) return 0;
+        return options_.resume->attempts_before[idx];
+    }
+
+    // A journal write failed: nothing more can be recorded, so nothing more may start.
+    void journal_broke(const journal_error& e) {
+        if (!report_.error)
+            report_.error = task_error{error_code::journal_failed, "the run journal failed: " + e.message};
+        wake_.cancel();
+    }
+
+    // Tasks that never started: cancelled when the run was cancelled, skipped otherwise.
+    void close_unstarted() {
+        for (std::uint32_t i = 0; i < plan_.tasks.size(); ++i) {
+            if (state_[i] == node::done) continue;
+            if (plan_.tasks[i].kind == plan_task::kind_t::aggregate) {
+                // Its children come before it in plan order, so they are all final by now.
+                record(i, aggregate_result(view_, plan_.tasks[i]));
+                continue;
+            }
+            if (report_.error && !stop_after_failure_) {
+                record(i, skipped_result(error_code::not_started, "not started: " + report_.error->message));
+            } else if (cancelling_) {
+                task_result r;
+                r.state = task_state::cancelled;
+                r.error = task_error{error_code::run_cancelled, "not started: the run was cancelled"};
+                record(i, std::move(r));
+            } else if (stop_after_failure_) {
+                record(i, skipped_result(error_code::run_stopped,
+                                         "not started: the run stopped after task \"" +
+                                             plan_.tasks[stopped_by_].id + "\" failed"));
+            } else {
+                record(i, skipped_result(error_code::not_started, "not started"));
+            }
+        }
+    }
+
+    asio::any_io_executor ex_;
+    const plan& plan_;
+    run_options options_;
+    std::unique_ptr<task_runner> builtin_;
+    task_runner* runner_ = nullptr;
+    json::value inputs_;
+    run_view view_;
+    int jobs_ = 1;
+
+    std::vector<task_result> results_;
+    std::vector<node> state_;
+    std::vector<bool> ended_;     // the journal has the end of the task's last attempt already
+    std::vector<bool> executed_;  // resume: the task runs again in this segment
+    std::vector<std::uint32_t> unfinished_needs_;
+    std::vector<std::vector<std::uint32_t>> dependants_;
+    // Ready tasks in plan order (plan order is topological with declaration tie-breaks).
+    std::priority_queue<std::uint32_t, std::vector<std::uint32_t>, std::greater<>> ready_;
+    std::deque<std::pair<std::uint32_t, task_result>> completed_;
+    std::unordered_map<std::uint32_t, std::unique_ptr<asio::cancellation_signal>> running_signals_;
+    std::unordered_map<std::uint32_t, std::uint64_t> reservations_;
+    std::uint64_t output_reserved_ = 0;
+    std::uint32_t running_ = 0;
+    std::size_t finished_ = 0;
+
+    asio::cancellation_signal prepare_signal_;
+    asio::steady_timer wake_;  // cancelled to wake the loop: a completion or a cancellation
+    asio::steady_timer wall_timer_;
+    bool cancelling_ = false;
+    bool cancelled_by_budget_ = false;
+    int cancel_requests_ = 0;
+    bool stop_after_failure_ = false;
+    std::uint32_t stopped_by_ = 0;
+    bool approved_all_ = false;
+    bool denied_ = false;
+    std::chrono::steady_clock::time_point started_;
+    run_report report_;
+};
+
+}  // namespace
+
+namespace detail {
+
+void async_run_impl(asio::any_io_executor ex, const plan& p, run_options options,
+                    asio::any_completion_handler<void(run_report)> handler) {
+    auto op = std::make_shared<scheduler>(ex, p, std::move(options));
+    // The caller's slot drives our own cancellation logic (graceful first, then terminal);
+    // the loop coroutine itself is never interrupted mid-step.
+    auto slot = asio::get_associated_cancellation_slot(handler);
+    if (slot.is_connected())
+        slot.assign([weak = std::weak_ptr<scheduler>(op)](asio::cancellation_type type) {
+            if (auto op = weak.lock()) op->cancel(type);
+        });
+    asio::co_spawn(ex, op->loop(), [op, ex, handler = std::move(handler)](std::exception_ptr e) mutable {
+        auto slot = asio::get_associated_cancellation_slot(handler);
+        if (slot.is_connected()) slot.clear();
+        run_report report = op->take_report();
+        if (e && !report.error) report.error = task_error{error_code::internal_error, "the scheduler failed"};
+        auto handler_ex = asio::get_associated_executor(handler, ex);
+        asio::dispatch(handler_ex, [h = std::move(handler), r = std::move(report)]() mutable {
+            std::move(h)(std::move(r));
+        });
+    });
+}
+
+}  // namespace detail
+}  // namespace agentctl

@@ -1,0 +1,87 @@
+// Loading a workflow for a front end, and what a front end needs from this host.
+#include <agentctl/session.hpp>
+
+#include "engine/outcome.hpp"
+#include "exec/host.hpp"
+
+#include <agentctl/engine.hpp>
+#include <agentctl/parse.hpp>
+
+namespace agentctl {
+
+session open_session(const session_request& request) {
+    session s;
+    parse_result parsed = load_workflow(request.file);
+
+    // spec.inputs, then the inputs file, then each --input in order: the last one wins.
+    compile_options options;
+    diagnostics input_diags;
+    if (request.inputs_file) {
+        inputs_result file_inputs = load_inputs_file(*request.inputs_file);
+        input_diags.append(file_inputs.diags);
+        if (file_inputs.inputs)
+            for (const auto& m : *file_inputs.inputs)
+                options.input_overrides.emplace_back(m.key(), m.value());
+    }
+    for (const auto& text : request.inputs) {
+        std::string key;
+        boost::json::value value;
+        if (parse_input_assignment(text, key, value, input_diags))
+            options.input_overrides.emplace_back(std::move(key), std::move(value));
+    }
+
+    compile_result compiled = check_document(parsed, options);
+    s.diags = std::move(compiled.diags);
+    s.diags.append(input_diags);
+    if (!input_diags.has_errors()) s.compiled = std::move(compiled.compiled);
+    s.document = std::move(parsed.document);
+    if (s.diags.has_errors() || !s.compiled) {
+        s.compiled.reset();
+        int code = s.diags.exit_code();
+        s.status = code == 3 ? exit_status::policy : exit_status::usage;
+        std::size_t errors = 0;
+        for (const auto& d : s.diags.items()) errors += d.level == severity::error;
+        s.failure = request.file + ": " + std::to_string(errors) + (errors == 1 ? " error" : " errors");
+    }
+    return s;
+}
+
+std::optional<std::string> resolve_base_dir(const session_request& request, std::string& error) {
+    std::string dir = request.workspace ? *request.workspace : request.file;
+    if (!request.workspace) {
+        auto slash = dir.rfind('/');
+        dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : dir.substr(0, slash));
+    }
+    std::string why;
+    auto canonical = exec::canonical_path(dir, why);
+    if (!canonical)
+        error = "cannot resolve " +
+                std::string(request.workspace ? "--workspace " : "the workflow's folder ") + dir + ": " + why;
+    return canonical;
+}
+
+host_environment process_environment() {
+    host_environment env;
+    env.search_path = exec::environment_variable("PATH").value_or("/usr/local/bin:/usr/bin:/bin");
+    env.lookup = exec::environment_variable;
+    return env;
+}
+
+std::optional<approval_refusal> refuse_unapproved(const session& s) {
+    const plan& p = *s.compiled;
+    auto needing = tasks_requiring_approval(p);
+    if (needing.empty()) return std::nullopt;
+    approval_refusal r;
+    std::string ids = task_list(p, needing);
+    r.diags.error(
+        "policy_approval_required", "spec.policy.approval",
+        "policy.approval is \"" + std::string(to_string(p.policy.approval)) +
+            "\": " + std::to_string(needing.size()) + (needing.size() == 1 ? " task needs" : " tasks need") +
+            " approval to run a process (" + ids + ")",
+        "set spec.policy.approval: never for unattended runs, or run with --interactive on a terminal",
+        s.document ? s.document->where("spec.policy.approval") : source_location{});
+    r.message = "approval is required and the run is not interactive; nothing was run";
+    return r;
+}
+
+}  // namespace agentctl

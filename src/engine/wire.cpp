@@ -1,0 +1,369 @@
+// The wire format: envelopes, events, reports (docs/CLI.md, "Machine output").
+#include <agentctl/wire.hpp>
+
+#include <agentctl/version.hpp>
+
+#include <boost/json/object.hpp>
+#include <boost/version.hpp>
+
+#include <cstring>
+
+namespace json = boost::json;
+
+namespace agentctl {
+
+std::string_view to_string(run_state s) {
+    switch (s) {
+        case run_state::succeeded:
+            return "succeeded";
+        case run_state::failed:
+            return "failed";
+        case run_state::cancelled:
+            return "cancelled";
+    }
+    return "failed";
+}
+
+std::string_view to_string(task_state s) {
+    switch (s) {
+        case task_state::succeeded:
+            return "succeeded";
+        case task_state::failed:
+            return "failed";
+        case task_state::timed_out:
+            return "timed_out";
+        case task_state::cancelled:
+            return "cancelled";
+        case task_state::output_limit_exceeded:
+            return "output_limit_exceeded";
+        case task_state::spawn_failed:
+            return "spawn_failed";
+        case task_state::skipped:
+            return "skipped";
+    }
+    return "failed";
+}
+
+int run_report::exit_code() const {
+    if (state == run_state::succeeded) return static_cast<int>(exit_status::success);
+    if (state == run_state::cancelled) return static_cast<int>(exit_status::cancelled);
+    if (error && is_policy(error->code)) return static_cast<int>(exit_status::policy);
+    if (error && is_persistence(error->code)) return static_cast<int>(exit_status::persistence);
+    return static_cast<int>(exit_status::run_failed);
+}
+
+namespace {
+
+void write_error(json_writer& w, const task_error& e) {
+    w.begin_object();
+    w.member("code", to_string(e.code));
+    w.member("message", e.message);
+    w.end_object();
+}
+
+}  // namespace
+
+void write_success_envelope(json_sink& out, std::string_view kind,
+                            const std::function<void(json_writer&)>& write_data, const diagnostics& diags) {
+    json_writer w(out);
+    w.begin_object();
+    w.member("apiVersion", cli_api_version);
+    w.member("kind", kind);
+    w.member("ok", true);
+    w.key("data");
+    write_data(w);
+    w.key("diagnostics");
+    write_diagnostics(w, diags);
+    w.end_object();
+    w.flush();
+    out.write("\n");
+}
+
+void write_error_envelope(json_sink& out, std::string_view message, exit_status status,
+                          const diagnostics& diags) {
+    {
+        json_writer w(out);
+        w.begin_object();
+        w.member("apiVersion", cli_api_version);
+        w.member("kind", "Error");
+        w.member("ok", false);
+        w.key("error");
+        w.begin_object();
+        w.member("message", message);
+        w.member("exitCode", static_cast<int>(status));
+        w.end_object();
+        w.key("diagnostics");
+        write_diagnostics(w, diags);
+        w.end_object();
+    }
+    out.write("\n");
+}
+
+void write_sweep_report(json_writer& w, const sweep_report& r) {
+    w.begin_object();
+    w.key("cgroups");
+    w.begin_array();
+    for (const auto& c : r.cgroups) {
+        w.begin_object();
+        w.member("path", c.path);
+        w.member("ownerPid", static_cast<std::int64_t>(c.owner_pid));
+        w.member("processesKilled", static_cast<std::uint64_t>(c.processes_killed));
+        w.member("removed", c.removed);
+        if (!c.error.empty()) w.member("error", c.error);
+        w.end_object();
+    }
+    w.end_array();
+    w.key("containers");
+    w.begin_array();
+    for (const auto& c : r.containers) {
+        w.begin_object();
+        w.member("engine", c.engine);
+        w.member("name", c.name);
+        w.member("removed", c.removed);
+        if (!c.error.empty()) w.member("error", c.error);
+        w.end_object();
+    }
+    w.end_array();
+    w.end_object();
+}
+
+void write_run_outcome(json_sink& out, const plan& p, const run_report& report, const diagnostics& diags,
+                       const sweep_report* leftovers, stream_source* streams) {
+    json_writer w(out);
+    w.begin_object();
+    w.member("apiVersion", cli_api_version);
+    w.member("kind", "RunOutcome");
+    w.member("ok", report.state == run_state::succeeded);
+    w.key("data");
+    write_run_report(w, p, report, leftovers, streams);
+    w.key("diagnostics");
+    write_diagnostics(w, diags);
+    w.end_object();
+    w.flush();
+    out.write("\n");
+}
+
+void write_event(json_writer& w, const plan& p, const run_event& e) {
+    w.begin_object();
+    w.member("event", e.kind == run_event::kind_t::task_started ? "taskStarted" : "taskFinished");
+    w.member("taskId", p.tasks[e.task_index].id);
+    w.member("attempt", static_cast<std::uint64_t>(e.attempt));
+    w.member("elapsedMs", static_cast<std::uint64_t>(
+                              std::chrono::duration_cast<std::chrono::milliseconds>(e.elapsed).count()));
+    if (e.result) {
+        w.key("result");
+        write_task_result(w, p, e.task_index, *e.result);
+    }
+    w.end_object();
+}
+
+namespace {
+
+std::string signal_name(int sig) {
+    const char* abbrev = ::sigabbrev_np(sig);
+    return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+// A builtin.shell.exec output holds copies of the task's streams.
+bool output_holds_streams(const plan& p, std::uint32_t index) {
+    const plan_task& t = p.tasks[index];
+    return t.kind != plan_task::kind_t::aggregate && p.action_of(t).kind == action_kind::shell_exec;
+}
+
+// A task's output as it appears in a document: without the copies of its streams, and for an
+// aggregate, its items without their children's.
+void write_output(json_writer& w, const plan& p, std::uint32_t index, const json::value& output) {
+    const plan_task& t = p.tasks[index];
+    if (t.kind == plan_task::kind_t::aggregate && output.is_object()) {
+        const json::object& o = output.get_object();
+        w.begin_object();
+        for (const auto& m : o) {
+            w.key(m.key());
+            if (m.key() != "items" || !m.value().is_array()) {
+                w.value(m.value());
+                continue;
+            }
+            w.begin_array();
+            for (const auto& item : m.value().get_array()) {
+                const json::object* io = item.if_object();
+                const json::value* n = io ? io->if_contains("index") : nullptr;
+                std::optional<std::uint32_t> child;
+                if (n && n->is_number()) {
+                    auto k = n->to_number<std::uint64_t>();
+                    if (k < t.children.size()) child = t.children[k];
+                }
+                if (!io || !child) {
+                    w.value(item);
+                    continue;
+                }
+                w.begin_object();
+                for (const auto& im : *io) {
+                    w.key(im.key());
+                    if (im.key() == "output") write_output(w, p, *child, im.value());
+                    else w.value(im.value());
+                }
+                w.end_object();
+            }
+            w.end_array();
+        }
+        w.end_object();
+        return;
+    }
+    if (output_holds_streams(p, index) && output.is_object()) {
+        w.begin_object();
+        for (const auto& m : output.get_object()) {
+            if (m.key() == "stdout" || m.key() == "stderr") continue;
+            w.key(m.key());
+            w.value(m.value());
+        }
+        w.end_object();
+        return;
+    }
+    w.value(output);
+}
+
+}  // namespace
+
+void write_task_result(json_writer& w, const plan& p, std::uint32_t index, const task_result& r,
+                       const std::string* stdout_text, const std::string* stderr_text) {
+    const plan_task& t = p.tasks[index];
+    w.begin_object();
+    w.member("state", to_string(r.state));
+    w.member("attempts", static_cast<std::uint64_t>(r.attempts));
+    w.key("exitCode");
+    if (r.exit_code) w.number(*r.exit_code);
+    else w.null();
+    w.key("signal");
+    if (r.signal) w.string(signal_name(*r.signal));
+    else w.null();
+    w.member("durationMs", r.duration_ms);
+    if (r.reused) w.member("reused", true);
+    if (!r.argv.empty()) {
+        w.key("argv");
+        w.begin_array();
+        for (const auto& a : r.argv) w.string(a);
+        w.end_array();
+    }
+    if (!t.vars.empty()) {
+        w.key("vars");
+        w.value(json::value(t.vars));
+    }
+    if (!r.command.empty()) w.member("command", r.command);
+    if (!r.isolation.empty()) w.member("isolation", r.isolation);
+    if (!r.engine.empty()) w.member("engine", r.engine);
+    if (!r.containment.empty()) {
+        w.member("containment", r.containment);
+        w.member("descendantsKilled", static_cast<std::uint64_t>(r.descendants_killed));
+    }
+    if (!r.isolation.empty()) {
+        w.member("stdout", stdout_text ? std::string_view(*stdout_text) : stdout_of(r));
+        w.member("stderr", stderr_text ? std::string_view(*stderr_text) : stderr_of(r));
+        if (r.stdout_lossy) w.member("stdoutLossy", true);
+        if (r.stderr_lossy) w.member("stderrLossy", true);
+        w.key("usage");
+        w.begin_object();
+        w.member("userMs", r.usage.user_us / 1000);
+        w.member("systemMs", r.usage.system_us / 1000);
+        w.member("maxRssKiB", r.usage.max_rss_kib);
+        w.end_object();
+    }
+    if (!r.limit_stream.empty()) {
+        w.member("limitStream", r.limit_stream);
+        w.member("limitBytes", r.limit_bytes);
+    }
+    if (r.error) {
+        w.key("error");
+        write_error(w, *r.error);
+    }
+    w.key("output");
+    write_output(w, p, index, r.output);
+    w.end_object();
+}
+
+void write_run_report(json_writer& w, const plan& p, const run_report& report, const sweep_report* leftovers,
+                      stream_source* streams) {
+    w.begin_object();
+    w.member("runId", report.run_id);
+    w.member("state", to_string(report.state));
+    w.member("durationMs", static_cast<std::uint64_t>(report.duration.count()));
+    if (report.error) {
+        w.key("error");
+        write_error(w, *report.error);
+    }
+    w.key("tasks");
+    w.begin_object();
+    std::string out, err;
+    for (std::uint32_t i = 0; i < p.tasks.size() && i < report.tasks.size(); ++i) {
+        const task_result& r = report.tasks[i];
+        w.key(p.tasks[i].id);
+        if (r.streams_released && streams && !r.isolation.empty()) {
+            // One task's streams at a time: the document streams out, memory stays flat.
+            out.clear();
+            err.clear();
+            streams->streams(i, out, err);
+            write_task_result(w, p, i, r, &out, &err);
+        } else {
+            write_task_result(w, p, i, r);
+        }
+    }
+    w.end_object();
+    w.key("output");
+    if (p.outputs.empty() && report.output.is_object()) {
+        // task id -> output: the streams are in `tasks` already.
+        w.begin_object();
+        for (const auto& m : report.output.get_object()) {
+            w.key(m.key());
+            if (auto i = p.find(m.key())) write_output(w, p, *i, m.value());
+            else w.value(m.value());
+        }
+        w.end_object();
+    } else {
+        w.value(report.output);
+    }
+    if (leftovers && !leftovers->empty()) {
+        w.key("leftovers");
+        write_sweep_report(w, *leftovers);
+    }
+    w.end_object();
+}
+
+void write_doctor_report(json_writer& w, const doctor_report& report) {
+    w.begin_object();
+    w.member("ready", report.ready);
+    w.member("workspace", report.workspace);
+    w.key("checks");
+    w.begin_array();
+    for (const auto& c : report.checks) {
+        w.begin_object();
+        w.member("action", c.action);
+        w.member("check", c.check);
+        w.member("subject", c.subject);
+        w.member("status", c.status);
+        w.member("detail", c.detail);
+        w.member("blocking", c.blocking);
+        w.end_object();
+    }
+    w.end_array();
+    w.end_object();
+}
+
+void write_check_result(json_writer& w, const plan& p) {
+    w.begin_object();
+    w.member("valid", true);
+    w.member("workflow", p.workflow_name);
+    w.member("workflowDigest", p.workflow_digest);
+    w.member("planDigest", p.plan_digest);
+    w.member("tasks", static_cast<std::uint64_t>(p.tasks.size()));
+    w.end_object();
+}
+
+void write_version(json_writer& w) {
+    w.begin_object();
+    w.member("version", version());
+    w.member("apiVersion", cli_api_version);
+    w.member("planFormatVersion", plan_format_version);
+    w.member("boost", BOOST_LIB_VERSION);
+    w.end_object();
+}
+
+}  // namespace agentctl

@@ -1,0 +1,112 @@
+#include "exec/host.hpp"
+
+#include "exec/sys.hpp"
+
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cctype>
+#include <climits>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+
+namespace agentctl::exec {
+
+std::string host_name() {
+    char host[HOST_NAME_MAX + 1] = {};
+    ::gethostname(host, sizeof host - 1);
+    return host;
+}
+
+long own_pid() {
+    return static_cast<long>(::getpid());
+}
+
+std::optional<std::string> process_start_time(long pid) {
+    if (pid <= 0) return std::nullopt;  // never kill(0) or kill(-1) below
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!stat || !std::getline(stat, line)) {
+        // Not in /proc: gone, or hidden from us (hidepid); kill(pid, 0) tells which.
+        if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return std::nullopt;
+        return std::string();
+    }
+    // Field 2, the command, is in parentheses and may hold spaces: count from the last ')'.
+    auto at = line.rfind(')');
+    for (int field = 2; at != std::string::npos && field < 22; ++field) at = line.find(' ', at + 1);
+    if (at == std::string::npos) return std::string();
+    std::string start = line.substr(at + 1, line.find(' ', at + 1) - at - 1);
+    bool digits = !start.empty() &&
+                  std::all_of(start.begin(), start.end(), [](unsigned char c) { return std::isdigit(c); });
+    return digits ? start : std::string();
+}
+
+std::optional<std::string> environment_variable(std::string_view name) {
+    const char* v = std::getenv(std::string(name).c_str());
+    return v ? std::optional<std::string>(v) : std::nullopt;
+}
+
+std::string random_hex(int digits) {
+    std::random_device rd;
+    static constexpr char hex[] = "0123456789abcdef";
+    std::string out;
+    std::uint64_t bits = 0;
+    for (int i = 0; i < digits; ++i) {
+        if (i % 16 == 0) bits = (std::uint64_t(rd()) << 32) | rd();
+        out.push_back(hex[(bits >> (4 * (i % 16))) & 15]);
+    }
+    return out;
+}
+
+bool is_executable_file(const std::string& path, std::string& why) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+        why = errno_text(errno);
+        return false;
+    }
+    if (!S_ISREG(st.st_mode) || ::access(path.c_str(), X_OK) != 0) {
+        why = "not a regular executable file";
+        return false;
+    }
+    return true;
+}
+
+std::optional<std::string> canonical_path(const std::string& path, std::string& error) {
+    char buf[PATH_MAX];
+    if (!::realpath(path.c_str(), buf)) {
+        error = errno_text(errno);
+        return std::nullopt;
+    }
+    return std::string(buf);
+}
+
+namespace {
+// Each task in flight holds two pipe read ends and a pidfd, and briefly a cwd and a cgroup fd.
+constexpr rlim_t fds_per_task = 8;
+constexpr rlim_t fds_reserved = 64;
+}  // namespace
+
+fd_budget fit_jobs_to_fd_limit(int jobs) {
+    fd_budget out;
+    out.jobs = jobs;
+    rlimit lim{};
+    if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return out;
+    rlim_t need = fds_reserved + fds_per_task * static_cast<rlim_t>(jobs);
+    out.needed = need;
+    out.hard_limit = lim.rlim_max;
+    if (lim.rlim_cur >= need) return out;
+    rlim_t target = std::min(need, lim.rlim_max);
+    if (target > lim.rlim_cur) {
+        rlimit raised = lim;
+        raised.rlim_cur = target;
+        if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) lim.rlim_cur = target;
+    }
+    if (lim.rlim_cur >= need) return out;
+    out.jobs = static_cast<int>(
+        std::max<rlim_t>(1, (lim.rlim_cur - std::min(lim.rlim_cur, fds_reserved)) / fds_per_task));
+    return out;
+}
+
+}  // namespace agentctl::exec

@@ -1,0 +1,214 @@
+#include "exec/state_files.hpp"
+
+#include "exec/host.hpp"
+
+#include "exec/tree.hpp"
+
+#include <dirent.h>
+#include <pwd.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <vector>
+
+namespace agentctl::exec {
+
+std::optional<std::string> passwd_home() {
+    long hint = ::sysconf(_SC_GETPW_R_SIZE_MAX);
+    std::vector<char> buf(hint > 0 ? static_cast<std::size_t>(hint) : 16384);
+    struct passwd pw;
+    struct passwd* found = nullptr;
+    for (;;) {
+        int rc = ::getpwuid_r(::getuid(), &pw, buf.data(), buf.size(), &found);
+        if (rc == ERANGE && buf.size() < (1u << 20)) {
+            buf.resize(buf.size() * 2);
+            continue;
+        }
+        if (rc != 0 || !found || !found->pw_dir || !*found->pw_dir) return std::nullopt;
+        return std::string(found->pw_dir);
+    }
+}
+
+int make_directories(const std::string& path, mode_t mode, std::string& failed_at) {
+    if (path.empty() || path.front() != '/') {
+        failed_at = path;
+        return EINVAL;
+    }
+    std::size_t pos = 1;
+    for (;;) {
+        std::size_t slash = path.find('/', pos);
+        std::string prefix = path.substr(0, slash);
+        if (!prefix.empty() && prefix.back() != '/') {  // "//" in the path: nothing to create
+            // Existing components are only checked, so a read-only or foreign parent does not
+            // matter as long as the folder is there.
+            struct stat st;
+            if (::stat(prefix.c_str(), &st) != 0) {
+                if (errno != ENOENT || (::mkdir(prefix.c_str(), mode) != 0 && errno != EEXIST)) {
+                    failed_at = prefix;
+                    return errno;
+                }
+            } else if (!S_ISDIR(st.st_mode)) {
+                failed_at = prefix;
+                return ENOTDIR;
+            }
+        }
+        if (slash == std::string::npos) return 0;
+        pos = slash + 1;
+    }
+}
+
+path_info probe_path(const std::string& path) {
+    path_info info;
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) {
+        info.error = errno;
+        return info;
+    }
+    info.is_directory = S_ISDIR(st.st_mode);
+    info.is_regular = S_ISREG(st.st_mode);
+    info.size = static_cast<std::uint64_t>(st.st_size);
+    return info;
+}
+
+int directory_writable(const std::string& path) {
+    return ::access(path.c_str(), W_OK) == 0 ? 0 : errno;
+}
+
+std::string read_prefix(const std::string& path, std::size_t n) {
+    unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    std::string out;
+    if (!fd) return out;
+    out.resize(n);
+    std::size_t got = 0;
+    while (got < n) {
+        ssize_t r = ::read(fd.get(), out.data() + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += static_cast<std::size_t>(r);
+    }
+    out.resize(got);
+    return out;
+}
+
+int open_directory(int parent_fd, const std::string& name, bool create, unique_fd& out) {
+    if (create && ::mkdirat(parent_fd, name.c_str(), 0700) != 0 && errno != EEXIST) return errno;
+    out.reset(::openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    return out ? 0 : errno;
+}
+
+int write_file(int dir_fd, const std::string& name, std::string_view data, bool sync) {
+    unique_fd fd(::openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (!fd) return errno;
+    const char* p = data.data();
+    std::size_t left = data.size();
+    while (left > 0) {
+        ssize_t n = ::write(fd.get(), p, left);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return errno;
+        }
+        p += n;
+        left -= static_cast<std::size_t>(n);
+    }
+    if (sync && ::fdatasync(fd.get()) != 0) return errno;
+    // close() reports deferred write errors on some file systems (NFS): check it.
+    if (::close(fd.release()) != 0) return errno;
+    return 0;
+}
+
+int read_file(int dir_fd, const std::string& name, const std::function<void(std::string_view)>& chunk) {
+    unique_fd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (!fd) return errno;
+    std::vector<char> buf(64 * 1024);
+    for (;;) {
+        ssize_t n = ::read(fd.get(), buf.data(), buf.size());
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return errno;
+        }
+        if (n == 0) return 0;
+        chunk(std::string_view(buf.data(), static_cast<std::size_t>(n)));
+    }
+}
+
+std::optional<std::uint64_t> file_size(int dir_fd, const std::string& name, int& error) {
+    struct stat st;
+    if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        error = errno;
+        return std::nullopt;
+    }
+    error = 0;
+    return static_cast<std::uint64_t>(st.st_size);
+}
+
+std::vector<std::string> list_directory(int dir_fd) {
+    std::vector<std::string> names;
+    int fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return names;
+    DIR* d = ::fdopendir(fd);
+    if (!d) {
+        ::close(fd);
+        return names;
+    }
+    while (struct dirent* e = ::readdir(d)) {
+        if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+        names.emplace_back(e->d_name);
+    }
+    ::closedir(d);
+    return names;
+}
+
+int remove_tree(int dir_fd, const std::string& name) {
+    if (::unlinkat(dir_fd, name.c_str(), 0) == 0) return 0;
+    if (errno == ENOENT) return 0;
+    if (errno != EISDIR && errno != EPERM) return errno;
+    unique_fd sub(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+    if (!sub) return errno == ENOENT ? 0 : errno;
+    for (const auto& entry : list_directory(sub.get()))
+        if (int rc = remove_tree(sub.get(), entry); rc != 0) return rc;
+    if (::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) return errno;
+    return 0;
+}
+
+int sync_directory(int dir_fd) {
+    return ::fsync(dir_fd) == 0 ? 0 : errno;
+}
+
+pid_t current_pid() {
+    return ::getpid();
+}
+
+namespace {
+
+std::optional<proc_stat> stat_of(pid_t pid) {
+    unique_fd proc(::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!proc) return std::nullopt;
+    proc_stat st;
+    if (!read_proc_stat(proc.get(), pid, st)) return std::nullopt;
+    return st;
+}
+
+}  // namespace
+
+std::optional<std::uint64_t> process_start_time(pid_t pid) {
+    auto st = stat_of(pid);
+    if (!st) return std::nullopt;
+    return st->start;
+}
+
+bool process_alive(pid_t pid, std::uint64_t start_time) {
+    if (pid <= 0) return false;
+    auto st = stat_of(pid);
+    if (!st) return false;
+    if (st->state == 'Z' || st->state == 'X' || st->state == 'x') return false;
+    return st->start == start_time;
+}
+
+std::string boot_id() {
+    std::string text;
+    if (!read_small_file(AT_FDCWD, "/proc/sys/kernel/random/boot_id", text)) return {};
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+    return text;
+}
+
+}  // namespace agentctl::exec

@@ -1,0 +1,80 @@
+// The POSIX calls of the run journal: its state folder, the files beside its database, and
+// the identity and liveness of the process that owns a run. Private to the library: the
+// journal (src/journal) reaches the system only through these.
+#pragma once
+
+#include "exec/sys.hpp"
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace agentctl::exec {
+
+/// The home folder of the real user from the password database (getpwuid_r), if it has one.
+std::optional<std::string> passwd_home();
+
+/// mkdir -p: creates every missing component of the absolute `path` with `mode` (components
+/// that exist are left as they are). Returns 0 or an errno value; `failed_at` names the
+/// component that could not be created.
+int make_directories(const std::string& path, mode_t mode, std::string& failed_at);
+
+/// What is at a path (stat(2), following symlinks).
+struct path_info {
+    int error = 0;  ///< 0, or the errno of stat (ENOENT: nothing there)
+    bool is_directory = false;
+    bool is_regular = false;
+    std::uint64_t size = 0;
+};
+path_info probe_path(const std::string& path);
+
+/// access(2) W_OK on a directory: 0, or EROFS on a read-only file system, EACCES, ...
+int directory_writable(const std::string& path);
+
+/// Up to `n` first bytes of a file (empty when it cannot be read).
+std::string read_prefix(const std::string& path, std::size_t n);
+
+/// Opens (and with `create`, first creates with mode 0700) the directory `name` beneath
+/// `parent_fd` (AT_FDCWD for a path). Returns 0 or an errno value.
+int open_directory(int parent_fd, const std::string& name, bool create, unique_fd& out);
+
+/// Writes `data` to a new file `name` in `dir_fd` (mode 0600, replacing a file of that name),
+/// with fdatasync() when `sync`. Returns 0 or an errno value (ENOSPC: the disk is full).
+int write_file(int dir_fd, const std::string& name, std::string_view data, bool sync);
+
+/// Reads the file `name` in `dir_fd` in chunks of at most 64 KiB. Returns 0 or an errno value.
+int read_file(int dir_fd, const std::string& name, const std::function<void(std::string_view)>& chunk);
+
+/// Size of `name` in `dir_fd`, or nullopt (errno in `error`).
+std::optional<std::uint64_t> file_size(int dir_fd, const std::string& name, int& error);
+
+/// Names in the directory `dir_fd` ("." and ".." left out).
+std::vector<std::string> list_directory(int dir_fd);
+
+/// Removes `name` in `dir_fd`: a file, or a directory with everything beneath it. Returns 0
+/// (also when nothing was there) or an errno value.
+int remove_tree(int dir_fd, const std::string& name);
+
+/// fsync(2) of a directory, so that entries created in it survive a power cut.
+int sync_directory(int dir_fd);
+
+/// This process: pid, and its start time (field 22 of /proc/self/stat, clock ticks after boot).
+pid_t current_pid();
+std::optional<std::uint64_t> process_start_time(pid_t pid);
+
+/// Whether process `pid` exists, is not a zombie and started at `start_time` (field 22 of
+/// /proc/<pid>/stat): a pid reused by another process is not "alive".
+bool process_alive(pid_t pid, std::uint64_t start_time);
+
+/// host_name() is in exec/host.hpp.
+
+/// /proc/sys/kernel/random/boot_id without the newline; "" if unavailable. Pids and start
+/// times are only comparable within one boot.
+std::string boot_id();
+
+}  // namespace agentctl::exec

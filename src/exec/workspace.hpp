@@ -1,0 +1,66 @@
+// The workspace root held open, and everything opened, read or checked beneath it.
+//
+// One containment implementation for every path a run uses: working directories, secret
+// files and their roots are opened with openat2(RESOLVE_BENEATH) relative to a directory fd
+// (docs/DESIGN.md, "Workspace"), so there is no gap between checking a path and opening it.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace agentctl::exec {
+
+/// An open directory: the workspace root, or a secret file root.
+/// Owns its descriptor; the engine holds these without seeing a system call.
+class directory {
+public:
+    directory() = default;
+    directory(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+    directory(directory&& o) noexcept;
+    directory& operator=(directory&& o) noexcept;
+    directory(const directory&) = delete;
+    directory& operator=(const directory&) = delete;
+    ~directory();
+
+    /// Opens `path` (absolute or relative to the process's cwd), following symlinks: the
+    /// caller names a root it trusts. The recorded path is the canonical one.
+    static std::optional<directory> open(const std::string& path, std::string& error);
+
+    /// Opens directory `relative` beneath this one (no "..", no absolute path, no symlink that
+    /// leaves it). "" and "." are this directory itself.
+    std::optional<directory> open_beneath(std::string_view relative, std::string& error) const;
+
+    int fd() const { return fd_; }
+    const std::string& path() const { return path_; }
+    explicit operator bool() const { return fd_ >= 0; }
+
+private:
+    int fd_ = -1;
+    std::string path_;
+};
+
+/// Why a file could not be read beneath a directory.
+enum class read_problem { none, missing, escapes, not_regular, too_large, unreadable };
+
+struct file_read {
+    read_problem problem = read_problem::none;
+    std::string data;    ///< the content when problem is none
+    std::string detail;  ///< for messages (an errno text); never the content
+};
+
+/// Reads regular file `relative` beneath `dir` (resolved like open_beneath; the last component
+/// may not be a symlink that leaves `dir`), at most `max_bytes`: one byte more is too_large.
+/// With `content == false` only checks that it could be read (opens it, reads nothing).
+file_read read_file_beneath(const directory& dir, std::string_view relative, std::size_t max_bytes,
+                            bool content = true);
+
+/// The canonical path of an open fd (/proc/self/fd), for what a container engine binds.
+std::optional<std::string> path_of(int fd);
+
+/// `path` lexically below `root` (both absolute, or both relative; "." components ignored):
+/// the rest of `path` after `root`, or nothing when it is not strictly below.
+std::optional<std::string> relative_below(std::string_view path, std::string_view root);
+
+}  // namespace agentctl::exec

@@ -1,0 +1,70 @@
+// One open journal database: its connection, where its stream files live, and the helpers
+// that readers and the writer share. Private to src/journal.
+#pragma once
+
+#include <agentctl/journal.hpp>
+
+#include "exec/sys.hpp"
+#include "journal/sqlite.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace agentctl::detail {
+
+struct journal_db {
+    journal_detail::connection conn;
+    std::string path;
+    journal_access access = journal_access::read;
+    journal_open_options options;
+    std::string streams_path;              ///< path + "-streams": stream files, one folder per run
+    exec::unique_fd streams_dir;           ///< opened on first use
+    journal_detail::statement blob_query;  ///< SELECT data FROM streams (declared after conn: closed first)
+
+    journal_error error(int rc, std::string_view what) const {
+        return journal_detail::sqlite_error(rc, conn.get(), path, what);
+    }
+    /// The extended code of the connection's last failure.
+    int last_rc() const { return sqlite3_extended_errcode(conn.get()); }
+};
+
+}  // namespace agentctl::detail
+
+namespace agentctl::journal_detail {
+
+/// Opens and checks the database (identification, schema, truncation, quick_check), creating
+/// it for write access when it is missing or empty, and migrating an older schema.
+journal_result<std::unique_ptr<detail::journal_db>> open_db(const std::string& path, journal_access access,
+                                                            const journal_open_options& options);
+
+/// The streams folder, opened (and with `create`, created) on first use. 0 or an errno value.
+int streams_dir(detail::journal_db& db, bool create);
+
+/// A stream is four columns: LENGTH, CRC, FILE (relative to the streams folder, or NULL) and
+/// BLOB (the `streams` row holding the bytes when there is no file). Delivers the bytes of the stream whose
+/// columns start at `first` to `chunk`, then checks length and checksum (`what` names it in errors). A NULL
+/// or zero length is an empty stream.
+std::optional<journal_error> read_stored_stream(detail::journal_db& db, const journal_detail::statement& s,
+                                                int first, std::string_view what,
+                                                const std::function<void(std::string_view)>& chunk);
+
+/// Wraps a body in BEGIN IMMEDIATE ... COMMIT, rolling back when it fails.
+std::optional<journal_error> in_write_transaction(detail::journal_db& db, std::string_view what,
+                                                  const std::function<std::optional<journal_error>()>& body);
+
+std::int64_t now_ms();
+
+/// The run's final-result counts as stored in runs.counts_json when it ends.
+std::string counts_json_of(detail::journal_db& db, std::int64_t run_seq, std::optional<journal_error>& error);
+
+/// journal::claim_run() inside the caller's write transaction: the run's key and new segment.
+journal_result<std::pair<std::int64_t, std::uint32_t>> claim_in_transaction(detail::journal_db& db,
+                                                                            std::string_view run_id,
+                                                                            const journal_owner& owner,
+                                                                            const owner_alive_fn& alive);
+
+}  // namespace agentctl::journal_detail

@@ -1,0 +1,686 @@
+// The journal writer: a queue filled by the run, drained by group commits on the worker.
+//
+// record_*() take a mutex, move the record into the queue and, if no drain is scheduled,
+// post one to the worker. A drain takes the whole queue, applies it in one transaction and
+// completes the syncs it covered; records that arrived meanwhile are the next drain's batch.
+#include <agentctl/journal.hpp>
+
+#include "exec/state_files.hpp"
+#include "journal/codec.hpp"
+#include "journal/db.hpp"
+
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/execution/outstanding_work.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/prefer.hpp>
+
+#include <atomic>
+#include <deque>
+#include <mutex>
+
+namespace agentctl {
+
+namespace asio = boost::asio;
+using journal_detail::reset_guard;
+using journal_detail::statement;
+
+namespace detail {
+
+namespace {
+
+using sync_handler = asio::any_completion_handler<void(std::optional<journal_error>)>;
+
+struct claim_record {
+    std::string run_id;
+    journal_owner owner;
+    owner_alive_fn alive;
+};
+struct close_record {};
+
+using record = std::variant<journal_run, claim_record, attempt_intent, attempt_handle, attempt_end,
+                            task_final, journal_run_end, close_record>;
+
+struct entry {
+    record rec;
+    std::int64_t ms = 0;      // when it was recorded (Unix time)
+    std::uint64_t bytes = 0;  // what it holds in memory, roughly
+};
+
+std::uint64_t bytes_of(const task_result& r) {
+    auto s = journal_detail::streams_of(r);
+    return sizeof(task_result) + s.out.size() + s.err.size();
+}
+
+// A handler's executor with outstanding work, so that the run's io_context does not run out
+// of work while a commit is in flight on the worker.
+using tracked_executor = decltype(asio::prefer(std::declval<asio::any_completion_executor>(),
+                                               asio::execution::outstanding_work.tracked));
+
+struct waiter {
+    std::uint64_t target = 0;  // completes once committed_ >= target
+    sync_handler handler;
+    tracked_executor work;
+    bool after_close = false;  // registered once a close was queued: completes with `closed`
+};
+
+journal_error closed_error() {
+    return journal_error{journal_errc::closed, "journal: the writer is closed"};
+}
+
+}  // namespace
+
+class journal_writer_impl : public std::enable_shared_from_this<journal_writer_impl> {
+public:
+    journal_writer_impl(asio::any_io_executor ex, asio::any_io_executor worker, journal db,
+                        journal_writer_options options)
+        : ex_(std::move(ex)), worker_(std::move(worker)), db_(std::move(db.db_)), options_(options) {
+        if (db_) threshold_ = db_->options.stream_file_threshold;
+    }
+
+    bool push(record rec, std::uint64_t bytes) {
+        bool post = false, above = false;
+        {
+            std::lock_guard lock(mu_);
+            if (closing_) return false;
+            if (std::holds_alternative<close_record>(rec)) closing_ = true;
+            queue_.push_back(entry{std::move(rec), journal_detail::now_ms(), bytes});
+            ++queued_;
+            queued_bytes_ += bytes;
+            peak_queued_bytes_ = std::max(peak_queued_bytes_, queued_bytes_);
+            above = queued_bytes_ >= options_.high_water_bytes;
+            if (!posted_) post = posted_ = true;
+        }
+        if (post) schedule();
+        return above;
+    }
+
+    void sync(sync_handler handler, bool close) {
+        auto work = asio::prefer(asio::get_associated_executor(handler, ex_),
+                                 asio::execution::outstanding_work.tracked);
+        std::optional<journal_error> result;
+        bool complete_now = false, post = false;
+        {
+            std::lock_guard lock(mu_);
+            bool after_close = closing_;  // a sync (or a second close) once a close is queued
+            if (close && !closing_) {
+                closing_ = true;
+                queue_.push_back(entry{close_record{}, journal_detail::now_ms(), 0});
+                ++queued_;
+                if (!posted_) post = posted_ = true;
+            }
+            // No drain scheduled means nothing is queued: everything is committed or failed.
+            if (!posted_) {
+                complete_now = true;
+                result = error_;
+                if (!result && after_close && closed_) result = closed_error();
+            } else {
+                waiters_.push_back(waiter{queued_, std::move(handler), std::move(work), after_close});
+            }
+        }
+        if (post) schedule();
+        if (complete_now) {
+            // Never from inside the initiating call: through the I/O executor first.
+            asio::post(ex_, [h = std::move(handler), w = std::move(work), e = std::move(result)]() mutable {
+                asio::dispatch(
+                    w, [h = std::move(h), e = std::move(e)]() mutable { std::move(h)(std::move(e)); });
+            });
+        }
+    }
+
+    void claim(claim_record c, sync_handler handler) {
+        push(std::move(c), 0);
+        sync(std::move(handler), false);
+    }
+
+    journal_writer_stats stats() const {
+        std::lock_guard lock(mu_);
+        journal_writer_stats s = stats_;
+        s.queued_bytes = queued_bytes_;
+        s.peak_queued_bytes = peak_queued_bytes_;
+        return s;
+    }
+
+    std::uint32_t segment() const { return segment_.load(std::memory_order_acquire); }
+
+    // The writer object is gone: commit what is queued, then close on the worker.
+    void release() { push(close_record{}, 0); }
+
+private:
+    void schedule() {
+        asio::post(worker_, [self = shared_from_this()] { self->drain(); });
+    }
+
+    // On the worker: one batch, one transaction.
+    void drain() {
+        std::deque<entry> batch;
+        std::uint64_t batch_end = 0, batch_bytes = 0;
+        std::optional<journal_error> sticky;
+        {
+            std::lock_guard lock(mu_);
+            batch.swap(queue_);
+            batch_end = queued_;
+            for (const auto& e : batch) batch_bytes += e.bytes;
+            sticky = error_;
+        }
+        std::optional<journal_error> failure;
+        if (!batch.empty() && !sticky) failure = apply(batch);
+        bool close_now = !batch.empty() && std::holds_alternative<close_record>(batch.back().rec);
+        if (close_now) close_connection();
+        std::uint64_t records = batch.size();
+        batch.clear();  // the captured streams leave memory before anyone is told
+
+        std::vector<waiter> ready;
+        std::optional<journal_error> error;
+        bool closed = false, again = false;
+        {
+            std::lock_guard lock(mu_);
+            if (failure && !error_) error_ = std::move(failure);
+            committed_ = batch_end;
+            queued_bytes_ -= std::min(queued_bytes_, batch_bytes);
+            stats_.records += records;
+            if (close_now) closed_ = true;
+            while (!waiters_.empty() && waiters_.front().target <= committed_) {
+                ready.push_back(std::move(waiters_.front()));
+                waiters_.pop_front();
+            }
+            error = error_;
+            closed = closed_;
+            if (queue_.empty())
+                posted_ = false;
+            else
+                again = true;
+        }
+        for (auto& w : ready) {
+            std::optional<journal_error> e = error;
+            if (!e && closed && w.after_close) e = closed_error();
+            asio::dispatch(w.work, [h = std::move(w.handler), e = std::move(e)]() mutable {
+                std::move(h)(std::move(e));
+            });
+        }
+        if (again) schedule();
+    }
+
+    void close_connection() {
+        if (!db_) return;
+        // Statements first: a connection with live statements closes only when they go.
+        for (statement* s : {&insert_run_, &insert_intent_, &update_handle_, &update_end_, &insert_final_,
+                             &find_end_streams_, &update_run_end_, &insert_blob_})
+            *s = statement();
+        run_dir_.reset();
+        // A passive checkpoint moves what this run wrote into the database file; another
+        // connection's readers may keep part of the WAL, which is fine.
+        db_->conn.exec("PRAGMA wal_checkpoint(PASSIVE);");
+        db_.reset();
+    }
+
+    std::optional<journal_error> apply(std::deque<entry>& batch) {
+        if (!db_) return closed_error();
+        auto& db = *db_;
+        std::size_t applied = 0;
+        files_written_ = false;
+        auto e = journal_detail::in_write_transaction(db, "recording", [&]() -> std::optional<journal_error> {
+            for (auto& en : batch) {
+                if (std::holds_alternative<close_record>(en.rec)) continue;
+                if (auto e = std::visit([&](auto& r) { return apply_one(r, en.ms); }, en.rec)) return e;
+                ++applied;
+            }
+            if (files_written_ && db.options.durability == journal_durability::full && run_dir_)
+                if (int err = exec::sync_directory(run_dir_.get()); err != 0) return file_error(err, "");
+            return std::nullopt;
+        });
+        if (e) {
+            // Nothing of this batch is in the database: forget what it allocated.
+            run_seq_ = committed_run_seq_;
+            return e;
+        }
+        committed_run_seq_ = run_seq_;
+        segment_.store(segment_pending_, std::memory_order_release);
+        std::lock_guard lock(mu_);
+        ++stats_.commits;
+        stats_.largest_batch = std::max<std::uint64_t>(stats_.largest_batch, applied);
+        stats_.stream_bytes += batch_stream_bytes_;
+        stats_.stream_files += batch_stream_files_;
+        batch_stream_bytes_ = batch_stream_files_ = 0;
+        return std::nullopt;
+    }
+
+    statement& prepared(statement& s, const char* sql, int& rc) {
+        if (!s) s = db_->conn.prepare(sql, rc);
+        return s;
+    }
+
+    journal_error no_run() const {
+        return journal_error{journal_errc::closed, "journal " + db_->path +
+                                                       ": no run to record into (record_run or "
+                                                       "async_claim first)"};
+    }
+
+    journal_error file_error(int err, const std::string& name) const {
+        std::string where = name.empty() ? db_->streams_path : db_->streams_path + "/" + name;
+        if (err == ENOSPC || err == EDQUOT)
+            return journal_error{
+                journal_errc::disk_full,
+                "journal " + db_->path + ": the file system is full (writing " + where + ")"};
+        if (err == EROFS)
+            return journal_error{journal_errc::read_only, "journal " + db_->path + ": cannot write " + where +
+                                                              ": " + exec::errno_text(err)};
+        return journal_error{journal_errc::io_error, "journal " + db_->path + ": cannot write " + where +
+                                                         ": " + exec::errno_text(err)};
+    }
+
+    journal_error step_error(std::string_view what) const { return db_->error(db_->last_rc(), what); }
+
+    // How a stream is stored: inline, or (large) in a file written now, inside the
+    // transaction that commits the row naming it.
+    struct stored_stream {
+        std::uint64_t length = 0;
+        std::uint32_t crc = 0;
+        std::string file;       // relative to the streams folder
+        std::int64_t blob = 0;  // else the `streams` row holding the bytes
+    };
+
+    std::optional<journal_error> put_stream(std::string_view bytes, stored_stream& out) {
+        out = stored_stream{};
+        if (bytes.empty()) return std::nullopt;
+        auto& db = *db_;
+        out.length = bytes.size();
+        out.crc = journal_detail::crc32c(bytes);
+        batch_stream_bytes_ += bytes.size();
+        if (bytes.size() < threshold_) {
+            int rc = SQLITE_OK;
+            statement& s = prepared(insert_blob_, "INSERT INTO streams(data) VALUES(?)", rc);
+            if (!s) return db.error(rc, "recording a stream");
+            reset_guard guard(s);
+            s.bind_blob(1, bytes);
+            if (s.step() != SQLITE_DONE) return step_error("recording a stream");
+            out.blob = sqlite3_last_insert_rowid(db.conn.get());
+            return std::nullopt;
+        }
+        if (!run_dir_ || run_dir_seq_ != run_seq_) {
+            if (int err = journal_detail::streams_dir(db, true); err != 0) return file_error(err, "");
+            if (int err =
+                    exec::open_directory(db.streams_dir.get(), std::to_string(run_seq_), true, run_dir_);
+                err != 0)
+                return file_error(err, std::to_string(run_seq_));
+            run_dir_seq_ = run_seq_;
+            if (db.options.durability == journal_durability::full) exec::sync_directory(db.streams_dir.get());
+        }
+        // Unique across resumes: a segment has one writer, and its counter only grows.
+        std::string name = std::to_string(segment_pending_) + "-" + std::to_string(++file_counter_);
+        out.file = std::to_string(run_seq_) + "/" + name;
+        if (int err = exec::write_file(run_dir_.get(), name, bytes,
+                                       db.options.durability == journal_durability::full);
+            err != 0)
+            return file_error(err, out.file);
+        files_written_ = true;
+        ++batch_stream_files_;
+        return std::nullopt;
+    }
+
+    // LENGTH, CRC, FILE at `first`..`first + 2`, BLOB at `blob_col`.
+    static void bind_stream(statement& s, int first, int blob_col, const stored_stream& st) {
+        s.bind(first, st.length);
+        if (st.length)
+            s.bind(first + 1, static_cast<std::int64_t>(st.crc));
+        else
+            s.bind_null(first + 1);
+        s.bind_nonempty(first + 2, st.file);
+        if (st.blob)
+            s.bind(blob_col, st.blob);
+        else
+            s.bind_null(blob_col);
+    }
+
+    std::optional<journal_error> apply_one(journal_run& r, std::int64_t ms) {
+        int rc = SQLITE_OK;
+        statement& s = prepared(insert_run_,
+                                "INSERT INTO runs(run_id, workflow_name, workflow_path, workflow_source, "
+                                "workflow_digest, plan_digest, "
+                                "base_dir, inputs_json, argv_json, options_json, agentctl_version, "
+                                "task_count, owner_host, owner_boot_id, "
+                                "owner_pid, owner_start, created_ms, segment, state) "
+                                "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 'running')",
+                                rc);
+        if (!s) return db_->error(rc, "recording the run");
+        reset_guard guard(s);
+        s.bind(1, r.run_id);
+        s.bind(2, r.workflow_name);
+        s.bind(3, r.workflow_path);
+        s.bind_blob(4, r.workflow_source);
+        s.bind(5, r.workflow_digest);
+        s.bind(6, r.plan_digest);
+        s.bind(7, r.base_dir);
+        s.bind(8, r.inputs_json);
+        s.bind(9, r.argv_json);
+        s.bind(10, r.options_json);
+        s.bind(11, r.agentctl_version);
+        s.bind(12, r.task_count);
+        s.bind(13, r.owner.host);
+        s.bind(14, r.owner.boot_id);
+        s.bind(15, r.owner.pid);
+        s.bind(16, r.owner.start_time);
+        s.bind(17, ms);
+        if (s.step() != SQLITE_DONE) {
+            if (db_->last_rc() == SQLITE_CONSTRAINT_UNIQUE)
+                return journal_error{journal_errc::run_exists, "journal " + db_->path + ": a run \"" +
+                                                                   r.run_id + "\" is already recorded"};
+            return step_error("recording the run");
+        }
+        run_seq_ = sqlite3_last_insert_rowid(db_->conn.get());
+        segment_pending_ = 0;
+        return std::nullopt;
+    }
+
+    std::optional<journal_error> apply_one(claim_record& c, std::int64_t) {
+        auto r = journal_detail::claim_in_transaction(*db_, c.run_id, c.owner, c.alive);
+        if (!r) return r.error();
+        run_seq_ = r->first;
+        segment_pending_ = r->second;
+        return std::nullopt;
+    }
+
+    std::optional<journal_error> apply_one(attempt_intent& a, std::int64_t ms) {
+        if (!run_seq_) return no_run();
+        int rc = SQLITE_OK;
+        statement& s =
+            prepared(insert_intent_,
+                     "INSERT INTO attempts(run_seq, task_index, attempt, segment, task_id, intent_ms, "
+                     "backend, isolation, argv_json, env_names_json, cwd, limits_json) "
+                     "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     rc);
+        if (!s) return db_->error(rc, "recording an intent");
+        std::string argv = journal_detail::encode_strings(a.argv);
+        std::string env = journal_detail::encode_strings(a.env_names);
+        std::string limits = journal_detail::encode_object(a.limits);
+        reset_guard guard(s);
+        s.bind(1, run_seq_);
+        s.bind(2, a.task_index);
+        s.bind(3, a.attempt);
+        s.bind(4, segment_pending_);
+        s.bind(5, a.task_id);
+        s.bind(6, ms);
+        s.bind(7, a.backend);
+        s.bind(8, a.isolation);
+        s.bind(9, argv);
+        s.bind(10, env);
+        s.bind(11, a.cwd);
+        s.bind(12, limits);
+        if (s.step() != SQLITE_DONE) return step_error("recording the intent of task " + a.task_id);
+        return std::nullopt;
+    }
+
+    journal_error missing_attempt(std::string_view what, std::uint32_t task, std::uint32_t attempt) const {
+        return journal_error{journal_errc::internal,
+                             "journal " + db_->path + ": " + std::string(what) + " of task index " +
+                                 std::to_string(task) + " attempt " + std::to_string(attempt) +
+                                 ": no intent was recorded for it, or it already ended"};
+    }
+
+    std::optional<journal_error> apply_one(attempt_handle& h, std::int64_t ms) {
+        if (!run_seq_) return no_run();
+        int rc = SQLITE_OK;
+        statement& s =
+            prepared(update_handle_,
+                     "UPDATE attempts SET handle_ms = ?, pid = ?, pid_start = ?, cgroup = ?, container = ?, "
+                     "container_engine = ?, slurm_job_id = ? "
+                     "WHERE run_seq = ? AND task_index = ? AND attempt = ? AND ended_ms IS NULL",
+                     rc);
+        if (!s) return db_->error(rc, "recording a handle");
+        reset_guard guard(s);
+        s.bind(1, ms);
+        s.bind(2, h.pid);
+        s.bind(3, h.pid_start_time);
+        s.bind_nonempty(4, h.cgroup);
+        s.bind_nonempty(5, h.container);
+        s.bind_nonempty(6, h.container_engine);
+        s.bind_nonempty(7, h.slurm_job_id);
+        s.bind(8, run_seq_);
+        s.bind(9, h.task_index);
+        s.bind(10, h.attempt);
+        if (s.step() != SQLITE_DONE) return step_error("recording a handle");
+        if (sqlite3_changes(db_->conn.get()) != 1)
+            return missing_attempt("the handle", h.task_index, h.attempt);
+        return std::nullopt;
+    }
+
+    // The columns that results and attempts share: state, exit, duration, error.
+    static void bind_outcome(statement& s, int first, const task_result& r) {
+        s.bind(first, to_string(r.state));
+        s.bind(first + 1, r.exit_code);
+        s.bind(first + 2, r.signal);
+        s.bind(first + 3, r.duration_ms);
+        if (r.error) {
+            s.bind(first + 4, to_string(r.error->code));
+            s.bind(first + 5, r.error->message);
+        } else {
+            s.bind_null(first + 4);
+            s.bind_null(first + 5);
+        }
+    }
+
+    // The end fills in the attempt's row in one statement: whole or not at all.
+    std::optional<journal_error> apply_one(attempt_end& a, std::int64_t ms) {
+        if (!run_seq_) return no_run();
+        auto streams = journal_detail::streams_of(a.result);
+        stored_stream out, err;
+        if (auto e = put_stream(streams.out, out)) return e;
+        if (auto e = put_stream(streams.err, err)) return e;
+        int rc = SQLITE_OK;
+        statement& s = prepared(
+            update_end_,
+            "UPDATE attempts SET ended_ms = ?, state = ?, exit_code = ?, signal = ?, duration_ms = ?, "
+            "error_code = ?, error_message = ?, cleanup_failed = ?, result_json = ?, "
+            "stdout_length = ?, stdout_crc = ?, stdout_file = ?, stderr_length = ?, stderr_crc = ?, "
+            "stderr_file = ?, stdout_blob = ?, stderr_blob = ? "
+            "WHERE run_seq = ? AND task_index = ? AND attempt = ? AND ended_ms IS NULL",
+            rc);
+        if (!s) return db_->error(rc, "recording an end");
+        std::string json = journal_detail::encode_result(a.result);
+        reset_guard guard(s);
+        s.bind(1, ms);
+        bind_outcome(s, 2, a.result);
+        s.bind(8, a.cleanup_failed);
+        s.bind(9, json);
+        bind_stream(s, 10, 16, out);
+        bind_stream(s, 13, 17, err);
+        s.bind(18, run_seq_);
+        s.bind(19, a.task_index);
+        s.bind(20, a.attempt);
+        if (s.step() != SQLITE_DONE)
+            return step_error("recording the end of task index " + std::to_string(a.task_index) +
+                              " attempt " + std::to_string(a.attempt));
+        if (sqlite3_changes(db_->conn.get()) != 1) return missing_attempt("the end", a.task_index, a.attempt);
+        return std::nullopt;
+    }
+
+    std::optional<journal_error> apply_one(task_final& f, std::int64_t ms) {
+        if (!run_seq_) return no_run();
+        int rc = SQLITE_OK;
+        stored_stream out, err;
+        bool from_attempt = false;
+        if (f.streams_attempt) {
+            statement& q =
+                prepared(find_end_streams_,
+                         "SELECT stdout_length, stderr_length FROM attempts "
+                         "WHERE run_seq = ? AND task_index = ? AND attempt = ? AND ended_ms IS NOT NULL",
+                         rc);
+            if (!q) return db_->error(rc, "recording a result");
+            reset_guard guard(q);
+            q.bind(1, run_seq_);
+            q.bind(2, f.task_index);
+            q.bind(3, *f.streams_attempt);
+            rc = q.step();
+            if (rc == SQLITE_ROW) {
+                out.length = q.uint64(0);
+                err.length = q.uint64(1);
+                from_attempt = true;
+            } else if (rc != SQLITE_DONE) {
+                return step_error("recording a result");
+            }
+        }
+        if (!from_attempt) {  // no such end: the result's own streams
+            auto streams = journal_detail::streams_of(f.result);
+            if (auto e = put_stream(streams.out, out)) return e;
+            if (auto e = put_stream(streams.err, err)) return e;
+        }
+        statement& s =
+            prepared(insert_final_,
+                     "INSERT OR REPLACE INTO results(run_seq, task_index, task_id, segment, recorded_ms, "
+                     "state, exit_code, signal, duration_ms, error_code, error_message, attempts, reused, "
+                     "streams_attempt, result_json, stdout_length, stdout_crc, stdout_file, stderr_length, "
+                     "stderr_crc, stderr_file, stdout_blob, stderr_blob) "
+                     "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     rc);
+        if (!s) return db_->error(rc, "recording a result");
+        std::string json = journal_detail::encode_result(f.result);
+        reset_guard guard(s);
+        s.bind(1, run_seq_);
+        s.bind(2, f.task_index);
+        s.bind(3, f.task_id);
+        s.bind(4, segment_pending_);
+        s.bind(5, ms);
+        bind_outcome(s, 6, f.result);
+        s.bind(12, f.result.attempts);
+        s.bind(13, f.reused);
+        if (from_attempt) {
+            s.bind(14, *f.streams_attempt);
+            s.bind(16, out.length);  // the lengths, for listings; the bytes stay with the attempt
+            s.bind(19, err.length);
+        } else {
+            s.bind_null(14);
+            bind_stream(s, 16, 22, out);
+            bind_stream(s, 19, 23, err);
+        }
+        s.bind(15, json);
+        if (s.step() != SQLITE_DONE) return step_error("recording the result of task " + f.task_id);
+        return std::nullopt;
+    }
+
+    std::optional<journal_error> apply_one(journal_run_end& r, std::int64_t ms) {
+        if (!run_seq_) return no_run();
+        std::optional<journal_error> error;
+        std::string counts = journal_detail::counts_json_of(*db_, run_seq_, error);
+        if (error) return error;
+        int rc = SQLITE_OK;
+        statement& s = prepared(update_run_end_,
+                                "UPDATE runs SET state = ?, ended_ms = ?, duration_ms = ?, error_code = ?, "
+                                "error_message = ?, counts_json = ? WHERE run_seq = ?",
+                                rc);
+        if (!s) return db_->error(rc, "recording the run's end");
+        reset_guard guard(s);
+        s.bind(1, to_string(r.state));
+        s.bind(2, ms);
+        s.bind(3, r.duration_ms);
+        if (r.error) {
+            s.bind(4, to_string(r.error->code));
+            s.bind(5, r.error->message);
+        } else {
+            s.bind_null(4);
+            s.bind_null(5);
+        }
+        s.bind(6, counts);
+        s.bind(7, run_seq_);
+        if (s.step() != SQLITE_DONE) return step_error("recording the run's end");
+        return std::nullopt;
+    }
+
+    std::optional<journal_error> apply_one(close_record&, std::int64_t) { return std::nullopt; }
+
+    asio::any_io_executor ex_;
+    asio::any_io_executor worker_;
+
+    // Shared between the callers and the worker, under mu_.
+    mutable std::mutex mu_;
+    std::deque<entry> queue_;
+    std::deque<waiter> waiters_;
+    std::uint64_t queued_ = 0;     // records ever queued
+    std::uint64_t committed_ = 0;  // records ever taken by a finished drain
+    std::uint64_t queued_bytes_ = 0;
+    std::uint64_t peak_queued_bytes_ = 0;
+    bool posted_ = false;   // a drain is scheduled or running
+    bool closing_ = false;  // a close is queued: later records are dropped
+    bool closed_ = false;
+    std::optional<journal_error> error_;  // sticky
+    journal_writer_stats stats_;
+    std::atomic<std::uint32_t> segment_{0};
+
+    // The worker's own.
+    std::unique_ptr<journal_db> db_;
+    journal_writer_options options_;
+    std::size_t threshold_ = 64 * 1024;
+    std::int64_t run_seq_ = 0;            // the run recorded into (0: none yet)
+    std::int64_t committed_run_seq_ = 0;  // run_seq_ as of the last commit
+    std::uint32_t segment_pending_ = 0;
+    exec::unique_fd run_dir_;
+    std::int64_t run_dir_seq_ = 0;
+    std::uint64_t file_counter_ = 0;
+    bool files_written_ = false;
+    std::uint64_t batch_stream_bytes_ = 0;
+    std::uint64_t batch_stream_files_ = 0;
+    statement insert_run_, insert_intent_, update_handle_, update_end_, insert_final_, find_end_streams_,
+        update_run_end_, insert_blob_;
+};
+
+void journal_async_sync(journal_writer_impl& w, sync_handler h) {
+    w.sync(std::move(h), false);
+}
+
+void journal_async_claim(journal_writer_impl& w, std::string run_id, journal_owner owner,
+                         owner_alive_fn alive, sync_handler h) {
+    w.claim(claim_record{std::move(run_id), std::move(owner), std::move(alive)}, std::move(h));
+}
+
+void journal_async_close(journal_writer_impl& w, sync_handler h) {
+    w.sync(std::move(h), true);
+}
+
+}  // namespace detail
+
+journal_writer::journal_writer(asio::any_io_executor ex, asio::any_io_executor worker, journal db,
+                               journal_writer_options options)
+    : impl_(std::make_shared<detail::journal_writer_impl>(std::move(ex), std::move(worker), std::move(db),
+                                                          options)) {}
+
+journal_writer::~journal_writer() {
+    if (impl_) impl_->release();
+}
+
+bool journal_writer::record_run(journal_run run) {
+    std::uint64_t bytes = sizeof run + run.workflow_source.size() + run.inputs_json.size();
+    return impl_->push(std::move(run), bytes);
+}
+
+bool journal_writer::record_intent(attempt_intent intent) {
+    std::uint64_t bytes = sizeof intent;
+    for (const auto& a : intent.argv) bytes += a.size();
+    return impl_->push(std::move(intent), bytes);
+}
+
+bool journal_writer::record_handle(attempt_handle handle) {
+    return impl_->push(std::move(handle), sizeof handle);
+}
+
+bool journal_writer::record_end(attempt_end end) {
+    std::uint64_t bytes = detail::bytes_of(end.result);
+    return impl_->push(std::move(end), bytes);
+}
+
+bool journal_writer::record_final(task_final final) {
+    std::uint64_t bytes = detail::bytes_of(final.result);
+    return impl_->push(std::move(final), bytes);
+}
+
+bool journal_writer::record_run_end(journal_run_end end) {
+    return impl_->push(std::move(end), sizeof end);
+}
+
+journal_writer_stats journal_writer::stats() const {
+    return impl_->stats();
+}
+
+std::uint32_t journal_writer::segment() const {
+    return impl_->segment();
+}
+
+}  // namespace agentctl

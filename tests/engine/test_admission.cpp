@@ -1,0 +1,143 @@
+// The admission decision on its own: no io_context, no runner, no process.
+#include "engine/admission.hpp"
+
+#include "../support/error_text.hpp"
+
+#include <agentctl/parse.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <map>
+
+using namespace agentctl;
+
+namespace {
+
+plan compile_yaml(const std::string& spec_body) {
+    std::string yaml =
+        "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: admit}\nspec:\n" + spec_body;
+    parse_result parsed = parse_workflow(yaml, "admit.yaml");
+    for (const auto& d : parsed.diags.items()) BOOST_TEST_MESSAGE(d.code << ": " << d.message);
+    BOOST_REQUIRE(parsed.document);
+    compile_result compiled = compile(*parsed.document);
+    for (const auto& d : compiled.diags.items()) BOOST_TEST_MESSAGE(d.code << ": " << d.message);
+    BOOST_REQUIRE(compiled.compiled);
+    return std::move(*compiled.compiled);
+}
+
+/// Final results by task id; everything else has none yet.
+struct fake_run {
+    explicit fake_run(const plan& p) : p_(p), inputs_(p.inputs) {
+        view.compiled = &p_;
+        view.inputs = &inputs_;
+        view.result_of = [this](std::uint32_t i) -> const task_result* {
+            auto it = done.find(p_.tasks[i].id);
+            return it == done.end() ? nullptr : &it->second;
+        };
+    }
+    void finish(const std::string& id, task_state state, boost::json::value output = nullptr) {
+        task_result r;
+        r.state = state;
+        r.output = std::move(output);
+        done[id] = std::move(r);
+    }
+    admission admit(const std::string& id) { return agentctl::admit(view, *p_.find(id)); }
+
+    const plan& p_;
+    boost::json::value inputs_;
+    std::map<std::string, task_result> done;
+    run_view view;
+};
+
+const std::string policy = "  policy: {processAllowlist: [sh], approval: never}\n";
+const std::string shell_action =
+    "  actions:\n    t: {kind: builtin.shell.exec, command: /bin/sh, args: [\"${{ with.n }}\"]}\n"
+    "    set: {kind: builtin.assign}\n";
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_need_that_did_not_succeed_skips_the_task) {
+    plan p = compile_yaml(policy + shell_action +
+                          "  tasks:\n    - {id: a, uses: action:t, with: {n: 1}}\n"
+                          "    - {id: b, uses: action:t, needs: [a], with: {n: 2}}\n");
+    fake_run run(p);
+    run.finish("a", task_state::failed);
+    admission d = run.admit("b");
+    BOOST_TEST((d.kind == admission::kind_t::record));
+    BOOST_TEST((d.result.state == task_state::skipped));
+    BOOST_TEST(d.result.error->code == "dependency_not_succeeded");
+    BOOST_TEST(d.result.error->message == "dependency \"a\" failed");
+}
+
+BOOST_AUTO_TEST_CASE(a_ready_process_task_starts_with_its_rendered_request) {
+    plan p = compile_yaml(policy + shell_action + "  tasks:\n    - {id: a, uses: action:t, with: {n: 7}}\n");
+    fake_run run(p);
+    admission d = run.admit("a");
+    BOOST_TEST((d.kind == admission::kind_t::start));
+    BOOST_TEST((d.request.args == std::vector<std::string>{"7"}));
+    BOOST_TEST(d.reservation == p.tasks[0].limits.combined_bytes);
+    BOOST_TEST(!d.needs_approval);
+}
+
+BOOST_AUTO_TEST_CASE(an_assign_completes_here_with_its_input) {
+    plan p =
+        compile_yaml(policy + shell_action + "  tasks:\n    - {id: s, uses: action:set, with: {x: 1}}\n");
+    fake_run run(p);
+    admission d = run.admit("s");
+    BOOST_TEST((d.kind == admission::kind_t::record));
+    BOOST_TEST((d.result.state == task_state::succeeded));
+    BOOST_TEST(to_json(d.result.output) == R"({"x":1})");
+}
+
+BOOST_AUTO_TEST_CASE(a_false_condition_skips_and_a_broken_one_fails) {
+    plan p = compile_yaml(
+        policy + shell_action +
+        "  tasks:\n    - {id: a, uses: action:set, with: {ok: false}}\n"
+        "    - {id: b, uses: action:t, needs: [a], with: {n: 1}, when: \"tasks.a.output.ok\"}\n"
+        "    - {id: c, uses: action:t, needs: [a], with: {n: 1}, when: \"tasks.a.output.gone.x == 1\"}\n");
+    fake_run run(p);
+    run.finish("a", task_state::succeeded, boost::json::object{{"ok", false}});
+    admission b = run.admit("b");
+    BOOST_TEST((b.result.state == task_state::skipped));
+    BOOST_TEST(b.result.error->code == "condition_false");
+    admission c = run.admit("c");
+    BOOST_TEST((c.result.state == task_state::failed));
+    BOOST_TEST(c.result.error->code == "condition_error");
+}
+
+BOOST_AUTO_TEST_CASE(an_aggregate_lists_its_children) {
+    plan p =
+        compile_yaml(policy + shell_action +
+                     "  tasks:\n    - {id: f, uses: action:t, with: {n: 1}, foreach: {items: [1, 2]}}\n");
+    fake_run run(p);
+    run.finish("f--0000", task_state::succeeded, boost::json::object{{"v", 1}});
+    run.finish("f--0001", task_state::succeeded, boost::json::object{{"v", 2}});
+    admission d = run.admit("f");
+    BOOST_TEST((d.kind == admission::kind_t::record));
+    BOOST_TEST((d.result.state == task_state::succeeded));
+    const auto& items = d.result.output.at("items").as_array();
+    BOOST_TEST(items.size() == 2u);
+    BOOST_TEST(to_json(items[1]) ==
+               R"({"index":1,"taskId":"f--0001","state":"succeeded","output":{"v":2},"error":null})");
+}
+
+BOOST_AUTO_TEST_CASE(an_output_budget_that_cannot_cover_the_task_fails_it_unstarted) {
+    plan p = compile_yaml(policy + "  runtime: {budgets: {maxProcessOutputBytes: 3000000}}\n" + shell_action +
+                          "  tasks:\n    - {id: a, uses: action:t, with: {n: 1}}\n");
+    fake_run run(p);
+    BOOST_TEST((run.admit("a").kind == admission::kind_t::start));
+    run.view.output_reserved = 2000000;
+    admission d = run.admit("a");
+    BOOST_TEST((d.result.state == task_state::failed));
+    BOOST_TEST(d.result.error->code == "budget_exceeded");
+}
+
+BOOST_AUTO_TEST_CASE(approval_is_asked_for_process_tasks_only) {
+    std::string asking = "  policy: {processAllowlist: [sh], approval: always}\n";
+    plan p = compile_yaml(
+        asking + shell_action +
+        "  tasks:\n    - {id: a, uses: action:t, with: {n: 1}}\n    - {id: s, uses: action:set}\n");
+    fake_run run(p);
+    BOOST_TEST(run.admit("a").needs_approval);
+    BOOST_TEST((run.admit("s").kind == admission::kind_t::record));
+}

@@ -1,0 +1,202 @@
+// Opening journals: create, reopen, and every typed error, each naming the file.
+#include "harness.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+using namespace agentctl;
+using namespace journal_test;
+
+namespace {
+
+// A journal with one recorded and ended run, closed cleanly.
+void make_journal(const std::string& path, const std::string& run_id = "run-1") {
+    writer_env env(open_or_fail(path, journal_access::write));
+    env.writer->record_run(make_run(run_id, 1));
+    env.writer->record_intent(make_intent(0));
+    env.writer->record_end(make_end(0, 1, make_result(task_state::succeeded, "out")));
+    env.writer->record_final(make_final(0, make_result(task_state::succeeded, "out"), 1));
+    env.writer->record_run_end(journal_run_end{journal_run_state::succeeded, 5, std::nullopt});
+    BOOST_TEST_REQUIRE(!env.close().has_value());
+}
+
+void expect_error(const std::string& path, journal_access access, journal_errc code) {
+    auto e = open_error(path, access);
+    BOOST_TEST(e.code == code, e.message);
+    BOOST_TEST(e.message.find(path) != std::string::npos, "the message names the file: " << e.message);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(opening)
+
+BOOST_AUTO_TEST_CASE(create_open_reopen) {
+    temp_dir tmp;
+    std::string path = tmp.file("journal.db");
+    make_journal(path);
+    BOOST_TEST(std::filesystem::exists(path));
+    {
+        journal j = open_or_fail(path, journal_access::read);
+        auto runs = j.list_runs(10);
+        BOOST_TEST_REQUIRE(runs.has_value());
+        BOOST_TEST_REQUIRE(runs->size() == 1u);
+        BOOST_TEST((*runs)[0].run_id == "run-1");
+        BOOST_TEST((*runs)[0].state == journal_run_state::succeeded);
+    }
+    // Again for writing: a second run goes in beside the first.
+    make_journal(path, "run-2");
+    journal j = open_or_fail(path, journal_access::read);
+    BOOST_TEST(j.list_runs(10)->size() == 2u);
+    BOOST_TEST(count_rows(path, "meta", "key = 'application' AND value = 'agentctl'") == 1);
+}
+
+BOOST_AUTO_TEST_CASE(missing) {
+    temp_dir tmp;
+    expect_error(tmp.file("none.db"), journal_access::read, journal_errc::missing);
+    expect_error(tmp.file("no/such/folder/j.db"), journal_access::write, journal_errc::missing);
+    BOOST_TEST(!std::filesystem::exists(tmp.file("none.db")), "a reader never creates the file");
+}
+
+BOOST_AUTO_TEST_CASE(empty_file_is_initialised_for_writing) {
+    temp_dir tmp;
+    std::string path = tmp.file("empty.db");
+    write_file(path, "");
+    expect_error(path, journal_access::read, journal_errc::missing);
+    make_journal(path);
+    journal j = open_or_fail(path, journal_access::read);
+    BOOST_TEST(j.list_runs(10)->size() == 1u);
+}
+
+// Tests run as root, for whom mode 000 hides nothing; a directory where the file should be
+// is unreadable for everyone.
+BOOST_AUTO_TEST_CASE(unreadable) {
+    temp_dir tmp;
+    std::string path = tmp.file("journal.db");
+    std::filesystem::create_directory(path);
+    expect_error(path, journal_access::read, journal_errc::unreadable);
+    expect_error(path, journal_access::write, journal_errc::unreadable);
+    if (::geteuid() != 0) {
+        std::string file = tmp.file("private.db");
+        make_journal(file);
+        ::chmod(file.c_str(), 0);
+        expect_error(file, journal_access::read, journal_errc::unreadable);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(read_only_file_system, *boost::unit_test::precondition(needs_root())) {
+    tmpfs_mount fs(8 << 20);
+    BOOST_TEST_REQUIRE(fs.ok(), fs.error());
+    std::string path = fs.file("journal.db");
+    make_journal(path);
+    BOOST_TEST_REQUIRE(fs.remount_read_only(), fs.error());
+    expect_error(path, journal_access::write, journal_errc::read_only);
+    expect_error(fs.file("new.db"), journal_access::write, journal_errc::read_only);
+    // Reading still works there.
+    journal j = open_or_fail(path, journal_access::read);
+    auto runs = j.list_runs(10);
+    BOOST_TEST_REQUIRE(runs.has_value(), why(runs));
+    BOOST_TEST(runs->size() == 1u);
+    std::string out;
+    BOOST_TEST(!j.read_stream("run-1", task_id(0), journal_stream::stdout_stream,
+                              [&](std::string_view b) { out.append(b); }));
+    BOOST_TEST(out == "out");
+}
+
+BOOST_AUTO_TEST_CASE(foreign_sqlite_database) {
+    temp_dir tmp;
+    std::string path = tmp.file("other.db");
+    BOOST_TEST_REQUIRE(exec_sql(path, "CREATE TABLE contacts(name TEXT); INSERT INTO contacts VALUES('x');"));
+    expect_error(path, journal_access::read, journal_errc::foreign);
+    expect_error(path, journal_access::write, journal_errc::foreign);
+    BOOST_TEST(count_rows(path, "contacts") == 1, "the other application's data is untouched");
+    BOOST_TEST(!std::filesystem::exists(path + "-wal"));
+
+    std::string tagged = tmp.file("tagged.db");
+    BOOST_TEST_REQUIRE(exec_sql(tagged, "PRAGMA application_id = 1234; CREATE TABLE t(x);"));
+    expect_error(tagged, journal_access::write, journal_errc::foreign);
+}
+
+BOOST_AUTO_TEST_CASE(not_sqlite_at_all) {
+    temp_dir tmp;
+    std::string path = tmp.file("notes.txt");
+    write_file(path, std::string(8192, 'x') + "these are somebody's notes, not a database\n");
+    expect_error(path, journal_access::read, journal_errc::foreign);
+    expect_error(path, journal_access::write, journal_errc::foreign);
+    BOOST_TEST(read_file(path).size() == 8192u + 43u, "the file is untouched");
+}
+
+BOOST_AUTO_TEST_CASE(truncated) {
+    temp_dir tmp;
+    std::string path = tmp.file("journal.db");
+    make_journal(path);
+    // Enough rows that the file has many pages.
+    {
+        writer_env env(open_or_fail(path, journal_access::write));
+        env.writer->record_run(make_run("run-big", 2000));
+        for (std::uint32_t i = 0; i < 2000; ++i) {
+            env.writer->record_intent(make_intent(i));
+            env.writer->record_end(make_end(i, 1, make_result(task_state::succeeded, pattern(i, 1, 200))));
+        }
+        BOOST_TEST_REQUIRE(!env.close().has_value());
+    }
+    BOOST_TEST_REQUIRE(!std::filesystem::exists(path + "-wal"), "the writer checkpointed on close");
+    auto size = std::filesystem::file_size(path);
+    BOOST_TEST_REQUIRE(size > 100'000u);
+    std::filesystem::resize_file(path, size / 2);
+    expect_error(path, journal_access::read, journal_errc::corrupt);
+    expect_error(path, journal_access::write, journal_errc::corrupt);
+}
+
+BOOST_AUTO_TEST_CASE(damaged_header) {
+    temp_dir tmp;
+    std::string path = tmp.file("journal.db");
+    make_journal(path);
+    std::string bytes = read_file(path);
+    for (std::size_t i = 16; i < 100; ++i) bytes[i] = '\xff';  // the header after the magic
+    write_file(path, bytes);
+    expect_error(path, journal_access::read, journal_errc::corrupt);
+}
+
+BOOST_AUTO_TEST_CASE(damaged_pages_fail_the_quick_check) {
+    temp_dir tmp;
+    std::string path = tmp.file("journal.db");
+    {
+        writer_env env(open_or_fail(path, journal_access::write));
+        env.writer->record_run(make_run("run-1", 500));
+        for (std::uint32_t i = 0; i < 500; ++i) {
+            env.writer->record_intent(make_intent(i));
+            env.writer->record_end(make_end(i, 1, make_result(task_state::succeeded, pattern(i, 1, 500))));
+        }
+        BOOST_TEST_REQUIRE(!env.close().has_value());
+    }
+    std::string bytes = read_file(path);
+    BOOST_TEST_REQUIRE(bytes.size() > 40'000u);
+    // Scribble over b-tree pages in the middle (page headers included), keeping the size.
+    for (std::size_t p = 4; p < bytes.size() / 4096; p += 2)
+        for (std::size_t i = 0; i < 64; ++i) bytes[p * 4096 + i] = static_cast<char>(0xa5 ^ i);
+    write_file(path, bytes);
+    expect_error(path, journal_access::read, journal_errc::corrupt);
+}
+
+BOOST_AUTO_TEST_CASE(newer_schema) {
+    temp_dir tmp;
+    std::string path = tmp.file("journal.db");
+    make_journal(path);
+    BOOST_TEST_REQUIRE(exec_sql(path, "PRAGMA user_version = 2;"));
+    expect_error(path, journal_access::read, journal_errc::newer_schema);
+    expect_error(path, journal_access::write, journal_errc::newer_schema);
+    auto e = open_error(path, journal_access::read);
+    BOOST_TEST(e.message.find("schema version 2") != std::string::npos, e.message);
+}
+
+BOOST_AUTO_TEST_CASE(codes_have_stable_names) {
+    BOOST_TEST(to_string(journal_errc::missing) == "missing");
+    BOOST_TEST(to_string(journal_errc::read_only) == "read_only");
+    BOOST_TEST(to_string(journal_errc::newer_schema) == "newer_schema");
+    BOOST_TEST(to_string(journal_errc::disk_full) == "disk_full");
+    BOOST_TEST(to_string(journal_errc::run_live) == "run_live");
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,305 @@
+// The writer: what it records reads back exactly, group commits, completions, errors.
+#include "harness.hpp"
+
+#include "../support/error_text.hpp"
+
+#include <boost/asio/bind_executor.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <filesystem>
+
+using namespace agentctl;
+using namespace journal_test;
+
+namespace {
+
+std::string stream_of(journal& j, const std::string& run, const std::string& task, journal_stream which) {
+    std::string out;
+    auto e = j.read_stream(run, task, which, [&](std::string_view b) { out.append(b); });
+    BOOST_TEST(!e.has_value(), (e ? e->message : ""));
+    return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(writing)
+
+BOOST_AUTO_TEST_CASE(records_read_back_exactly) {
+    temp_dir tmp;
+    std::string path = tmp.file("journal.db");
+    std::string big = pattern(1, 1, 300 * 1024);  // above the stream-file threshold
+    task_result r0 = make_result(task_state::succeeded, "hello\n", "warn\n");
+    r0.stdout_lossy = true;
+    {
+        writer_env env(open_or_fail(path, journal_access::write));
+        env.writer->record_run(make_run("run-1", 3));
+        BOOST_TEST_REQUIRE(!env.sync().has_value());
+        env.writer->record_intent(make_intent(0));
+        env.writer->record_intent(make_intent(1));
+        BOOST_TEST_REQUIRE(!env.sync().has_value());
+        attempt_handle h;
+        h.task_index = 0;
+        h.pid = 4242;
+        h.pid_start_time = 777;
+        h.cgroup = "/sys/fs/cgroup/agentctl-1-0";
+        env.writer->record_handle(h);
+        env.writer->record_end(make_end(0, 1, r0));
+        env.writer->record_final(make_final(0, r0, 1));
+        task_result r1 = make_result(task_state::failed, big, "", false);
+        r1.signal = 9;
+        r1.exit_code.reset();
+        env.writer->record_end(make_end(1, 1, r1));
+        env.writer->record_final(make_final(1, r1, 1));
+        task_result skipped;
+        skipped.state = task_state::skipped;
+        skipped.error = task_error{error_code::dependency_not_succeeded, "dependency \"t0001\" failed"};
+        env.writer->record_final(make_final(2, skipped, std::nullopt));
+        env.writer->record_run_end(journal_run_end{journal_run_state::failed, 99, task_error{error_code::internal_error, "y"}});
+        BOOST_TEST_REQUIRE(!env.close().has_value());
+        BOOST_TEST(env.writer->stats().stream_files == 1u);
+    }
+    journal j = open_or_fail(path, journal_access::read);
+    auto run = j.load_run("run-1");
+    BOOST_TEST_REQUIRE(run.has_value());
+    BOOST_TEST(run->workflow_source == make_run("x").workflow_source);
+    BOOST_TEST(run->inputs_json == R"({"n":3})");
+    BOOST_TEST(run->owner.pid == ::getpid());
+    BOOST_TEST(run->state == journal_run_state::failed);
+    BOOST_TEST(run->duration_ms.value_or(0) == 99u);
+    BOOST_TEST_REQUIRE(run->error.has_value());
+    BOOST_TEST(run->error->code == "internal_error");
+    BOOST_TEST(run->created_ms > 0);
+
+    std::vector<journal_task_result> results;
+    BOOST_TEST(!j.for_each_result("run-1", true, [&](journal_task_result& r) {
+        results.push_back(r);
+        return true;
+    }));
+    BOOST_TEST_REQUIRE(results.size() == 3u);
+    const task_result& a = results[0].result;
+    BOOST_TEST(a.state == task_state::succeeded);
+    BOOST_TEST(a.streams_in_output);
+    BOOST_TEST(stdout_of(a) == "hello\n");
+    BOOST_TEST(stderr_of(a) == "warn\n");
+    BOOST_TEST(a.stdout_lossy);
+    BOOST_TEST(a.usage.max_rss_kib == 3000u);
+    // The output object comes back byte for byte, member order included.
+    BOOST_TEST(boost::json::serialize(a.output) == boost::json::serialize(r0.output));
+    const task_result& b = results[1].result;
+    BOOST_TEST(b.state == task_state::failed);
+    BOOST_TEST(b.signal.value_or(0) == 9);
+    BOOST_TEST(!b.exit_code.has_value());
+    BOOST_TEST(b.stdout_text == big);
+    BOOST_TEST(results[1].stdout_bytes == big.size());
+    BOOST_TEST(results[2].result.state == task_state::skipped);
+    BOOST_TEST(results[2].result.error->code == "dependency_not_succeeded");
+
+    BOOST_TEST(stream_of(j, "run-1", task_id(1), journal_stream::stdout_stream) == big);
+    BOOST_TEST(stream_of(j, "run-1", task_id(0), journal_stream::stderr_stream) == "warn\n");
+    auto one = j.load_result("run-1", task_id(1), false);
+    BOOST_TEST_REQUIRE(one.has_value());
+    BOOST_TEST_REQUIRE(one->has_value());
+    BOOST_TEST((*one)->result.stdout_text.empty(), "streams only when asked for");
+    BOOST_TEST(!j.load_result("run-1", "nope", false)->has_value());
+
+    std::vector<journal_attempt> attempts;
+    BOOST_TEST(!j.for_each_attempt("run-1", [&](journal_attempt& a) {
+        attempts.push_back(a);
+        return true;
+    }));
+    BOOST_TEST_REQUIRE(attempts.size() == 2u);
+    BOOST_TEST(attempts[0].intent.argv == make_intent(0).argv);
+    BOOST_TEST(attempts[0].intent.env_names == make_intent(0).env_names);
+    BOOST_TEST(attempts[0].intent.cwd.value_or("") == "sub");
+    BOOST_TEST(attempts[0].intent.limits == make_intent(0).limits);
+    BOOST_TEST_REQUIRE(attempts[0].handle.has_value());
+    BOOST_TEST(attempts[0].handle->pid.value_or(0) == 4242);
+    BOOST_TEST(attempts[0].handle->cgroup == "/sys/fs/cgroup/agentctl-1-0");
+    BOOST_TEST_REQUIRE(attempts[0].end.has_value());
+    BOOST_TEST(attempts[0].stdout_bytes == 6u);
+    BOOST_TEST(!attempts[1].handle.has_value());
+    BOOST_TEST(attempts[1].stdout_bytes == big.size());
+    BOOST_TEST(!j.verify().has_value());
+}
+
+BOOST_AUTO_TEST_CASE(one_transaction_takes_everything_queued) {
+    temp_dir tmp;
+    std::string path = tmp.file("journal.db");
+    // The worker is not running yet: everything below is queued before the first commit.
+    writer_env env(open_or_fail(path, journal_access::write), {}, /*start_worker=*/false);
+    env.writer->record_run(make_run("run-1", 1000));
+    for (std::uint32_t i = 0; i < 1000; ++i) {
+        env.writer->record_intent(make_intent(i));
+        env.writer->record_end(make_end(i, 1, make_result(task_state::succeeded, "x")));
+    }
+    env.start_worker();
+    BOOST_TEST_REQUIRE(!env.sync().has_value());
+    auto s = env.writer->stats();
+    BOOST_TEST(s.records == 2001u);
+    BOOST_TEST(s.commits == 1u);
+    BOOST_TEST(s.largest_batch == 2001u);
+    BOOST_TEST(count_rows(path, "attempts", "ended_ms IS NOT NULL") == 1000);
+}
+
+// The engine's pattern: intents of the tasks about to start, a sync, then their ends as they
+// finish, without waiting. Many records, far fewer commits.
+BOOST_AUTO_TEST_CASE(group_commit_batches_concurrent_records) {
+    temp_dir tmp;
+    std::string path = tmp.file("journal.db");
+    writer_env env(open_or_fail(path, journal_access::write));
+    env.writer->record_run(make_run("run-1", 5000));
+    BOOST_TEST_REQUIRE(!env.sync().has_value());
+    std::uint32_t next = 0;
+    while (next < 5000) {
+        std::uint32_t first = next;
+        for (; next < first + 64 && next < 5000; ++next) env.writer->record_intent(make_intent(next));
+        BOOST_TEST_REQUIRE(!env.sync().has_value());
+        for (std::uint32_t i = first; i < next; ++i) {
+            auto r = make_result(task_state::succeeded, "line\n");
+            env.writer->record_handle(attempt_handle{i, 1, 100 + i, 1, "", "", "", ""});
+            env.writer->record_end(make_end(i, 1, r));
+            env.writer->record_final(make_final(i, r, 1));
+        }
+    }
+    env.writer->record_run_end(journal_run_end{journal_run_state::succeeded, 1, std::nullopt});
+    BOOST_TEST_REQUIRE(!env.sync().has_value());
+    auto s = env.writer->stats();
+    BOOST_TEST(s.records == 1u + 4u * 5000u + 1u);
+    BOOST_TEST_MESSAGE("records " << s.records << ", commits " << s.commits << ", largest "
+                                  << s.largest_batch);
+    BOOST_TEST(s.commits * 10 < s.records, "commits " << s.commits << " for " << s.records << " records");
+    BOOST_TEST(s.commits >= 79u, "at least one commit per synced batch of intents");
+    BOOST_TEST(count_rows(path, "results") == 5000);
+}
+
+BOOST_AUTO_TEST_CASE(completion_runs_on_the_handlers_executor) {
+    temp_dir tmp;
+    writer_env env(open_or_fail(tmp.file("journal.db"), journal_access::write));
+    env.writer->record_run(make_run("run-1"));
+    boost::asio::io_context other;
+    bool done = false;
+    std::thread::id ran_on;
+    env.writer->async_sync(boost::asio::bind_executor(other, [&](std::optional<journal_error> e) {
+        BOOST_TEST(!e.has_value());
+        ran_on = std::this_thread::get_id();
+        done = true;
+    }));
+    // Work is tracked on `other` until the completion: run() returns only after it.
+    other.run_for(30s);
+    BOOST_TEST(done);
+    BOOST_TEST((ran_on == std::this_thread::get_id()));
+    // Nothing queued: still asynchronous, and still on the handler's executor.
+    done = false;
+    other.restart();
+    env.writer->async_sync(
+        boost::asio::bind_executor(other, [&](std::optional<journal_error>) { done = true; }));
+    BOOST_TEST(!done);
+    env.io.restart();
+    env.io.poll();  // the I/O executor hands it on
+    other.run_for(30s);
+    BOOST_TEST(done);
+}
+
+BOOST_AUTO_TEST_CASE(errors_are_sticky) {
+    temp_dir tmp;
+    std::string path = tmp.file("journal.db");
+    writer_env env(open_or_fail(path, journal_access::write));
+    env.writer->record_run(make_run("run-1"));
+    BOOST_TEST_REQUIRE(!env.sync().has_value());
+    env.writer->record_intent(make_intent(0));
+    env.writer->record_intent(make_intent(0));  // the same attempt twice: refused
+    auto e = env.sync();
+    BOOST_TEST_REQUIRE(e.has_value());
+    BOOST_TEST(e->message.find(path) != std::string::npos, e->message);
+    env.writer->record_intent(make_intent(1));
+    auto again = env.sync();
+    BOOST_TEST_REQUIRE(again.has_value());
+    BOOST_TEST(again->message == e->message);
+    // The failed transaction left nothing; what was committed before stays.
+    BOOST_TEST(count_rows(path, "attempts") == 0);
+    BOOST_TEST(count_rows(path, "runs") == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_run_id_is_recorded_once) {
+    temp_dir tmp;
+    std::string path = tmp.file("journal.db");
+    {
+        writer_env env(open_or_fail(path, journal_access::write));
+        env.writer->record_run(make_run("run-1"));
+        BOOST_TEST_REQUIRE(!env.sync().has_value());
+    }
+    writer_env env(open_or_fail(path, journal_access::write));
+    env.writer->record_run(make_run("run-1"));
+    auto e = env.sync();
+    BOOST_TEST_REQUIRE(e.has_value());
+    BOOST_TEST(e->code == journal_errc::run_exists);
+}
+
+BOOST_AUTO_TEST_CASE(records_need_a_run) {
+    temp_dir tmp;
+    writer_env env(open_or_fail(tmp.file("journal.db"), journal_access::write));
+    env.writer->record_intent(make_intent(0));
+    auto e = env.sync();
+    BOOST_TEST_REQUIRE(e.has_value());
+    BOOST_TEST(e->code == journal_errc::closed);
+}
+
+BOOST_AUTO_TEST_CASE(close_then_sync) {
+    temp_dir tmp;
+    std::string path = tmp.file("journal.db");
+    writer_env env(open_or_fail(path, journal_access::write));
+    env.writer->record_run(make_run("run-1"));
+    BOOST_TEST(!env.close().has_value());
+    BOOST_TEST(!std::filesystem::exists(path + "-wal"),
+               "the last connection checkpointed and removed the WAL");
+    BOOST_TEST(count_rows(path, "runs") == 1);
+    BOOST_TEST(!env.writer->record_intent(make_intent(0)));
+    auto e = env.sync();
+    BOOST_TEST_REQUIRE(e.has_value());
+    BOOST_TEST(e->code == journal_errc::closed);
+}
+
+BOOST_AUTO_TEST_CASE(destroying_the_writer_still_commits) {
+    temp_dir tmp;
+    std::string path = tmp.file("journal.db");
+    {
+        writer_env env(open_or_fail(path, journal_access::write));
+        env.writer->record_run(make_run("run-1"));
+        for (std::uint32_t i = 0; i < 10; ++i) env.writer->record_intent(make_intent(i));
+    }  // no sync, no close
+    BOOST_TEST(count_rows(path, "attempts") == 10);
+}
+
+// Nothing stays in the writer once committed; record_*() says when the caller should wait.
+BOOST_AUTO_TEST_CASE(memory_is_what_is_queued) {
+    temp_dir tmp;
+    journal_writer_options options;
+    options.high_water_bytes = 8 << 20;
+    const std::size_t stream = 256 << 10;
+    writer_env env(open_or_fail(tmp.file("journal.db"), journal_access::write), options,
+                   /*start_worker=*/false);
+    env.writer->record_run(make_run("run-1", 400));
+    // Nothing is committed yet: the queue reaches the mark after 8 MiB of streams.
+    for (std::uint32_t i = 0; i < 400; ++i) env.writer->record_intent(make_intent(i));
+    std::uint32_t queued = 0;
+    while (!env.writer->record_end(
+        make_end(queued, 1, make_result(task_state::succeeded, pattern(queued, 1, stream)))))
+        BOOST_TEST_REQUIRE(++queued < 100u);
+    ++queued;
+    BOOST_TEST(queued == (8u << 20) / stream);
+    BOOST_TEST(env.writer->stats().queued_bytes >= options.high_water_bytes);
+    env.start_worker();
+    BOOST_TEST_REQUIRE(!env.sync().has_value());
+    BOOST_TEST(env.writer->stats().queued_bytes == 0u);
+    // A producer that waits when told to never holds much more than the mark.
+    for (std::uint32_t i = queued; i < 400; ++i)
+        if (env.writer->record_end(make_end(i, 1, make_result(task_state::succeeded, pattern(i, 1, stream)))))
+            BOOST_TEST_REQUIRE(!env.sync().has_value());
+    BOOST_TEST_REQUIRE(!env.sync().has_value());
+    auto s = env.writer->stats();
+    BOOST_TEST(s.queued_bytes == 0u);
+    BOOST_TEST(s.peak_queued_bytes <= options.high_water_bytes + stream + 4096u);
+    BOOST_TEST(s.stream_bytes == 400u * stream);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
