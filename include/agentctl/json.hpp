@@ -117,6 +117,10 @@ void make_utf8_lossy(std::string& bytes, bool& lossy);
 /// Whether `bytes` is valid UTF-8.
 bool is_valid_utf8(std::string_view bytes);
 
+/// The longest prefix of `text` of at most `max_bytes` that does not end inside a UTF-8
+/// sequence: for shortening text shown in messages.
+std::string_view utf8_prefix(std::string_view text, std::size_t max_bytes);
+
 /// `{code, severity, message, file, line, column, path, help}`.
 void write_diagnostic(json_writer& w, const diagnostic& d);
 void write_diagnostics(json_writer& w, const diagnostics& ds);

@@ -1,5 +1,6 @@
 // The JSON layer: digests, the writer, UTF-8 repair.
 #include <agentctl/json.hpp>
+#include <agentctl/parse.hpp>
 
 #include "json/sha256.hpp"
 
@@ -150,4 +151,40 @@ BOOST_AUTO_TEST_CASE(read_json_converts_numbers_exactly) {
     BOOST_TEST(syntax.syntax.failed());
     BOOST_TEST(syntax.syntax_offset == 10u);
     BOOST_TEST(read_json("1 2").syntax.failed());
+}
+
+// Found by fuzzing: a message quoting 40 bytes of a scalar cut a character in two, and the
+// diagnostic was no longer UTF-8 (the JSON writer needs it to be).
+BOOST_AUTO_TEST_CASE(shortened_text_keeps_whole_characters) {
+    const std::string text =
+        "ab\xc3\xa9"
+        "cd\xe2\x82\xac";  // "abécd€": 2 + 2 + 2 + 3 bytes
+    BOOST_TEST(utf8_prefix(text, 100) == text);
+    BOOST_TEST(utf8_prefix(text, 3) == "ab");
+    BOOST_TEST(utf8_prefix(text, 4) == "ab\xc3\xa9");
+    BOOST_TEST(utf8_prefix(text, 7) ==
+               "ab\xc3\xa9"
+               "cd");
+    BOOST_TEST(utf8_prefix(text, 8) ==
+               "ab\xc3\xa9"
+               "cd");
+    BOOST_TEST(utf8_prefix(text, 0) == "");
+    auto r = parse_workflow(std::string(39, '7') +
+                                "\xcb\xbf"
+                                "5\n",
+                            "wf.yaml");
+    BOOST_TEST_REQUIRE(!r.diags.empty());
+    BOOST_TEST(is_valid_utf8(r.diags.items()[0].message), r.diags.items()[0].message);
+    // A file name is bytes: the diagnostic's JSON is still valid.
+    diagnostic d;
+    d.code = "file_unreadable";
+    d.message = "cannot read caf\xe9";
+    d.location.file = "caf\xe9";
+    string_sink sink;
+    {
+        json_writer w(sink);
+        write_diagnostic(w, d);
+    }
+    BOOST_TEST(is_valid_utf8(sink.text));
+    BOOST_TEST(sink.text.find("caf\xef\xbf\xbd") != std::string::npos);
 }
