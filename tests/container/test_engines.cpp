@@ -660,9 +660,8 @@ BOOST_DATA_TEST_CASE(the_workspace_is_bound_by_its_canonical_path, bdata::make(e
 // through the engine, and a command without a handler dies of it at once (143), as it would
 // outside a container. Without an init the command is PID 1, which the kernel shields from
 // every signal it does not handle: the container then outlives the whole 30 s grace until the
-// SIGKILL. Expected to fail, one assertion per engine, until the run argv has --init.
-BOOST_AUTO_TEST_CASE(a_graceful_timeout_ends_a_command_without_a_handler_at_once,
-                     *boost::unit_test::expected_failures(2)) {
+// SIGKILL.
+BOOST_AUTO_TEST_CASE(a_graceful_timeout_ends_a_command_without_a_handler_at_once) {
     for (const auto& engine : engines) {
         temp_dir ws;
         action_options o;
@@ -681,10 +680,8 @@ BOOST_AUTO_TEST_CASE(a_graceful_timeout_ends_a_command_without_a_handler_at_once
 // T-CTR-13, with --init: an orphan re-parented to PID 1 is reaped when it exits. A command as
 // PID 1 rarely reaps children it did not start (the probe's leader here never does), and each
 // zombie holds one of the pidsLimit slots until the container ends. Checked from outside
-// (`exec ps`) while the container runs, then the run is cancelled. Expected to fail, one
-// assertion per engine, until the run argv has --init.
-BOOST_AUTO_TEST_CASE(orphaned_zombies_are_reaped_inside_the_container,
-                     *boost::unit_test::expected_failures(2)) {
+// (`exec ps`) while the container runs, then the run is cancelled.
+BOOST_AUTO_TEST_CASE(orphaned_zombies_are_reaped_inside_the_container) {
     for (const auto& engine : engines) {
         temp_dir ws;
         action_options o;
