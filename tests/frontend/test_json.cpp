@@ -76,6 +76,35 @@ BOOST_AUTO_TEST_CASE(writer_escapes_and_keeps_member_order) {
     BOOST_TEST(boost::json::parse(sink.text).is_object());
 }
 
+// Long strings take the writer's slice path (escapes written in place, 16 KiB at a time,
+// flushed at 64 KiB): every byte of it must come back through a JSON parser unchanged.
+BOOST_AUTO_TEST_CASE(writer_escapes_long_mixed_strings_exactly) {
+    std::mt19937 rng(7);
+    for (std::size_t size : {0u, 1u, 16383u, 16384u, 16385u, 100000u, 300001u}) {
+        for (int kind = 0; kind < 3; ++kind) {
+            std::string text(size, '\0');  // kind 0: all NUL (a binary stream)
+            for (auto& c : text) {
+                if (kind == 1) c = static_cast<char>(rng() % 0x80);                     // any ASCII
+                if (kind == 2) c = rng() % 16 ? 'x' : static_cast<char>(rng() % 0x20);  // rare
+            }
+            string_sink sink;
+            {
+                json_writer w(sink);
+                w.begin_array();
+                w.string(text);
+                w.string("\"end\"");
+                w.end_array();
+            }
+            auto v = boost::json::parse(sink.text);
+            const auto& back = v.as_array().at(0).as_string();
+            BOOST_TEST((std::string_view(back.data(), back.size()) == text),
+                       "size " << size << " kind " << kind);
+            BOOST_TEST(v.as_array().at(1).as_string() == "\"end\"");
+            if (kind == 0) BOOST_TEST(sink.text.size() == size * 6 + 14);
+        }
+    }
+}
+
 BOOST_AUTO_TEST_CASE(utf8_repair_replaces_each_bad_byte_and_flags_it) {
     bool lossy = false;
     BOOST_TEST(to_utf8_lossy("plain ✓", lossy) == "plain ✓");
