@@ -360,6 +360,13 @@ private:
         std::string status_text = p.exit_code ? "status " + std::to_string(*p.exit_code)
                                               : "signal " + std::to_string(p.signal.value_or(0));
         container::container_events ev = co_await container::events_of(eng, name, started, engine_env());
+        if (ev.known && ev.exit_code == 137 && !ev.oom) {
+            // Docker logs `oom` as it handles the cgroup's notice, which under load can come
+            // after `die` and after the client returned: ask once more, a little later.
+            asio::steady_timer pause(ctx_.ex, std::chrono::milliseconds(300));
+            co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
+            ev = co_await container::events_of(eng, name, started, engine_env());
+        }
         if (ev.known && !ev.started && !ev.exit_code) {
             // Never started: the engine failed, or the command could not be run in the image.
             int client_status = p.exit_code.value_or(-1);
