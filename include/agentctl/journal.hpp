@@ -367,6 +367,12 @@ public:
                                                                    std::string_view task_id,
                                                                    bool with_streams);
 
+    /// Task `task_index`'s final result (by the primary key: what a report reading results
+    /// one at a time in plan order wants); nullopt inside when it has none recorded.
+    journal_result<std::optional<journal_task_result>> load_result_at(std::string_view run_id,
+                                                                      std::uint32_t task_index,
+                                                                      bool with_streams);
+
     /// The raw captured text of a task's final result, in chunks (checked against its
     /// recorded length and checksum: a mismatch is `corrupt`). No final result: unknown_run
     /// names the task.

@@ -471,6 +471,7 @@ private:
             options_.events->on_event(e);
         }
         if (options_.journal && !results_[idx].reused) journal_final(idx, ran);
+        else if (options_.journal) journal_missing_final(idx);
         for (auto d : dependants_[idx])
             if (--unfinished_needs_[d] == 0) ready_.push(d);
     }
@@ -501,6 +502,14 @@ private:
             light.streams_released = true;
             r = std::move(light);
         }
+    }
+
+    // Resume: a reused result whose final was lost after its end was committed gets it now.
+    void journal_missing_final(std::uint32_t idx) {
+        const auto& from = options_.resume->final_from_attempt;
+        if (idx >= from.size() || from[idx] == 0) return;
+        options_.journal->record_final(
+            task_final{idx, plan_.tasks[idx].id, without_streams(results_[idx]), from[idx], true});
     }
 
     void record_handle(std::uint32_t idx, std::uint32_t attempt, const attempt_started& s) {

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -68,11 +69,19 @@ struct c_strings {
     std::vector<char*> pointers;
 };
 
+// Removed with the test binary's end (a static temp_dir).
+const std::string& test_state_dir();
+
 /// posix_spawn of argv[0] with a small fixed environment plus `extra_env`; frees the
 /// attributes and file actions. Returns the pid or throws.
 pid_t spawn(const std::vector<std::string>& argv, std::vector<std::string> extra_env, posix_spawn_file_actions_t& fa,
             posix_spawnattr_t& attr) {
     std::vector<std::string> env = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/root", "LANG=C.UTF-8"};
+    // The journal of every run goes to this test binary's own state folder, not /root's,
+    // unless the test names one.
+    bool own_state = std::any_of(extra_env.begin(), extra_env.end(),
+                                 [](const std::string& e) { return e.rfind("AGENTCTL_STATE_DIR=", 0) == 0; });
+    if (!own_state) env.push_back("AGENTCTL_STATE_DIR=" + test_state_dir());
     env.insert(env.end(), extra_env.begin(), extra_env.end());
     c_strings args(argv), envp(std::move(env));
     pid_t pid = -1;
@@ -215,6 +224,13 @@ temp_dir::~temp_dir() {
     std::error_code ec;
     std::filesystem::remove_all(path_, ec);
 }
+
+namespace {
+const std::string& test_state_dir() {
+    static const temp_dir dir;
+    return dir.path();
+}
+}  // namespace
 
 std::string temp_dir::write(const std::string& name, const std::string& content) const {
     std::string p = path_ + "/" + name;
