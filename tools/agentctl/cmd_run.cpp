@@ -473,6 +473,9 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
         fd_sink out(STDOUT_FILENO);
         write_run_outcome(out, p, *report, diags, &leftovers, streams ? &*streams : nullptr);
     }
+    if (streams && streams->error)
+        standard_error().write("agentctl: warning: some captured output could not be read back from the journal, and "
+                               "is missing from the report: " + streams->error->message + "\n");
     if (unrecorded && !report->error) return print_journal_failure(cl, *unrecorded);
     return report->exit_code();
 }
