@@ -175,9 +175,9 @@ struct resume_options {
 /// A run of the journal, recompiled from its stored workflow and inputs, with what resuming it
 /// would do. prepare_resume() fills it; async_resume() runs it.
 struct resume_plan {
-    journal_run run;               ///< as recorded (the workflow source included)
-    std::optional<plan> compiled;  ///< absent when the stored document no longer compiles
-    diagnostics diags;             ///< the recompilation's
+    journal_run run;                         ///< as recorded (the workflow source included)
+    std::optional<plan> compiled;            ///< absent when the stored document no longer compiles
+    diagnostics diags;                       ///< the recompilation's
     std::vector<resume_decision> decisions;  ///< indexed like plan::tasks
     std::vector<journal_attempt> uncertain;  ///< last attempts that may have had their effect
     resume_state state;                      ///< what the scheduler takes over
@@ -214,7 +214,8 @@ void async_resume_impl(boost::asio::any_io_executor ex, const resume_plan& rp, r
 /// the operation. Completion signature and cancellation: as async_run() (the claim itself is
 /// not cancellable).
 template <typename Token>
-auto async_resume(boost::asio::any_io_executor ex, const resume_plan& rp, run_options options, Token&& token) {
+auto async_resume(boost::asio::any_io_executor ex, const resume_plan& rp, run_options options,
+                  Token&& token) {
     return boost::asio::async_initiate<Token, void(run_report)>(
         [](auto handler, boost::asio::any_io_executor e, const resume_plan* r, run_options o) {
             detail::async_resume_impl(std::move(e), *r, std::move(o), std::move(handler));

@@ -56,8 +56,10 @@ std::string attempt_where(const journal_attempt& a) {
 
 std::string failed_text(const task_result& r) {
     std::string s(to_string(r.state));
-    if (r.exit_code) s += " (exit " + std::to_string(*r.exit_code) + ")";
-    else if (r.error) s += " (" + std::string(to_string(r.error->code)) + ")";
+    if (r.exit_code)
+        s += " (exit " + std::to_string(*r.exit_code) + ")";
+    else if (r.error)
+        s += " (" + std::string(to_string(r.error->code)) + ")";
     return s;
 }
 
@@ -81,8 +83,8 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
     rp.live = rp.run.state == journal_run_state::running && alive && alive(rp.run.owner);
     if (rp.live) {
         refuse(rp, exit_status::persistence,
-               "run " + rp.run.run_id + " is live (driven by pid " + std::to_string(rp.run.owner.pid) + " on " +
-                   rp.run.owner.host + "): it is never resumed twice");
+               "run " + rp.run.run_id + " is live (driven by pid " + std::to_string(rp.run.owner.pid) +
+                   " on " + rp.run.owner.host + "): it is never resumed twice");
         return rp;
     }
 
@@ -93,8 +95,8 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
     boost::system::error_code ec;
     json::value inputs = json::parse(rp.run.inputs_json, ec);
     if (ec || !inputs.is_object()) {
-        refuse(rp, exit_status::persistence, "journal " + db.path() + ": the inputs of run " + rp.run.run_id +
-                                                 " cannot be read");
+        refuse(rp, exit_status::persistence,
+               "journal " + db.path() + ": the inputs of run " + rp.run.run_id + " cannot be read");
         return rp;
     }
     for (const auto& m : inputs.get_object())
@@ -102,7 +104,8 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
     session s = open_session(request);
     rp.diags = std::move(s.diags);
     if (!s.ok()) {
-        refuse(rp, s.status, "the stored workflow of run " + rp.run.run_id + " no longer compiles (" + s.failure + ")");
+        refuse(rp, s.status,
+               "the stored workflow of run " + rp.run.run_id + " no longer compiles (" + s.failure + ")");
         return rp;
     }
     rp.compiled = std::move(s.compiled);
@@ -165,7 +168,8 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
             rp.state.final_from_attempt[i] = a->intent.attempt;
         } else if (a && a->uncertain()) {
             rp.uncertain.push_back(*a);
-            std::string why = "attempt " + std::to_string(a->intent.attempt) + " " + end_text(*a) + attempt_where(*a);
+            std::string why =
+                "attempt " + std::to_string(a->intent.attempt) + " " + end_text(*a) + attempt_where(*a);
             if (options.rerun_uncertain)
                 d = {resume_action::rerun, "uncertain: " + why + "; --rerun-uncertain"};
             else
@@ -181,11 +185,11 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
             // Failed without an attempt (a policy, template or approval decision): decided again.
             d = {resume_action::run, failed_text(f->result) + " before starting; decided again"};
         } else if (a) {
-            d = {resume_action::run, "did not finish (attempt " + std::to_string(a->intent.attempt) + " " +
-                                         end_text(*a) + ")"};
+            d = {resume_action::run,
+                 "did not finish (attempt " + std::to_string(a->intent.attempt) + " " + end_text(*a) + ")"};
         } else {
-            d = {resume_action::run, f ? "never started (" + std::string(to_string(f->result.state)) + ")"
-                                       : "never started"};
+            d = {resume_action::run,
+                 f ? "never started (" + std::string(to_string(f->result.state)) + ")" : "never started"};
         }
         // Dependants of anything that runs again run (the scheduler decides the same way).
         if (d.action == resume_action::reuse || d.action == resume_action::keep_failed) {
@@ -267,7 +271,9 @@ void async_resume_impl(asio::any_io_executor ex, const resume_plan& rp, run_opti
         rp.run.run_id, this_process_owner(), owner_alive_here,
         asio::bind_executor(ex, [ex, &rp, fail, options = std::move(options),
                                  handler = std::move(handler)](std::optional<journal_error> error) mutable {
-            if (error) return std::move(handler)(fail("run " + rp.run.run_id + " cannot be claimed: " + error->message));
+            if (error)
+                return std::move(handler)(
+                    fail("run " + rp.run.run_id + " cannot be claimed: " + error->message));
             options.run_id = rp.run.run_id;
             options.resume = &rp.state;
             async_run_impl(ex, *rp.compiled, std::move(options), std::move(handler));

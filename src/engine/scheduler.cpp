@@ -471,7 +471,8 @@ private:
             options_.events->on_event(e);
         }
         if (options_.journal && !results_[idx].reused) journal_final(idx, ran);
-        else if (options_.journal) journal_missing_final(idx);
+        else if (options_.journal)
+            journal_missing_final(idx);
         for (auto d : dependants_[idx])
             if (--unfinished_needs_[d] == 0) ready_.push(d);
     }

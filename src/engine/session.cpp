@@ -11,7 +11,8 @@ namespace agentctl {
 
 session open_session(const session_request& request) {
     session s;
-    parse_result parsed = request.source ? parse_workflow(*request.source, request.file) : load_workflow(request.file);
+    parse_result parsed =
+        request.source ? parse_workflow(*request.source, request.file) : load_workflow(request.file);
     if (request.source) parsed.source = *request.source;
 
     // spec.inputs, then the inputs file, then each --input in order: the last one wins.

@@ -50,9 +50,11 @@ std::string two_tasks(const std::string& marker) {
     return "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: pair}\nspec:\n"
            "  policy: {processAllowlist: [sh], approval: never}\n"
            "  actions:\n"
-           "    hello: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo a >> " + marker +
+           "    hello: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo a >> " +
+           marker +
            "; echo hello']}\n"
-           "    fail: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo b >> " + marker +
+           "    fail: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo b >> " +
+           marker +
            "; echo bad >&2; exit 3']}\n"
            "  tasks:\n"
            "    - {id: a, uses: 'action:hello'}\n"
@@ -85,8 +87,8 @@ void normalise(json::value& v) {
                 m.value() = "X";
             else if (k == "durationMs" && !m.value().is_null())
                 m.value() = 0;
-            else if (k == "pid" || k == "userMs" || k == "systemMs" || k == "maxRssKiB" || k == "bytesBefore" ||
-                     k == "bytesAfter")
+            else if (k == "pid" || k == "userMs" || k == "systemMs" || k == "maxRssKiB" ||
+                     k == "bytesBefore" || k == "bytesAfter")
                 m.value() = 0;
             else
                 normalise(m.value());
@@ -146,7 +148,9 @@ public:
     ~tmpfs_mount() {
         if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
     }
-    bool remount_read_only() { return ::mount(nullptr, dir_.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr) == 0; }
+    bool remount_read_only() {
+        return ::mount(nullptr, dir_.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr) == 0;
+    }
     bool ok() const { return mounted_; }
     const std::string& why() const { return why_; }
 
@@ -167,7 +171,8 @@ bool require_mount(const tmpfs_mount& m) {
 
 /// Runs `run --db db` on the two-task workflow and checks that it is refused with exit 5,
 /// naming `named`, and that no task ran.
-void refused(const std::string& db, const std::string& named, const std::string& what, bool readable = false) {
+void refused(const std::string& db, const std::string& named, const std::string& what,
+             bool readable = false) {
     temp_dir dir;
     std::string marker = dir.path() + "/marker";
     std::string wf = dir.write("wf.yaml", two_tasks(marker));
@@ -181,7 +186,8 @@ void refused(const std::string& db, const std::string& named, const std::string&
     if (j.exit_code == 5) {
         auto e = parse_json(j.err);
         BOOST_TEST(e.at("error").at("exitCode").as_int64() == 5);
-        BOOST_TEST(std::string(e.at("error").at("message").as_string()).find(named) != std::string::npos, what);
+        BOOST_TEST(std::string(e.at("error").at("message").as_string()).find(named) != std::string::npos,
+                   what);
     }
     auto list = agentctl({"runs", "list", "--db", db});
     BOOST_TEST(list.exit_code == (readable ? 0 : 5), what << " (runs list): " << list.err);
@@ -262,12 +268,14 @@ BOOST_AUTO_TEST_CASE(the_default_journal_is_in_the_state_folder_and_no_journal_r
     auto r = agentctl({"run", wf}, o);
     BOOST_TEST(r.exit_code == 4);
     BOOST_TEST(fs::exists(state + "/journal.db"));
-    BOOST_TEST(((fs::status(state).permissions() & fs::perms::all) == fs::perms::owner_all), "state folder mode");
+    BOOST_TEST(((fs::status(state).permissions() & fs::perms::all) == fs::perms::owner_all),
+               "state folder mode");
     BOOST_TEST(!fs::exists(dir.path() + "/journal.db"), "the journal went into the workspace");
     auto none = agentctl({"run", wf, "--no-journal"}, o);
     BOOST_TEST(none.exit_code == 4);
     auto list = agentctl({"--output", "json", "runs", "list"}, o);
-    BOOST_TEST(parse_json(list.out).at("data").at("runs").as_array().size() == 1u, "--no-journal recorded a run");
+    BOOST_TEST(parse_json(list.out).at("data").at("runs").as_array().size() == 1u,
+               "--no-journal recorded a run");
     auto both = agentctl({"run", wf, "--no-journal", "--db", dir.path() + "/x.db"}, o);
     BOOST_TEST(both.exit_code == 2);
     // A state folder that cannot be made (a file is in the way): exit 5 naming it.
@@ -309,17 +317,19 @@ BOOST_AUTO_TEST_CASE(runs_list_show_gc_outputs) {
 
     auto list = agentctl({"--output", "json", "runs", "list", "--db", db});
     BOOST_TEST(list.exit_code == 0);
-    BOOST_TEST(normalised(list.out) ==
-               R"({"apiVersion":"agentctl.dev/cli/v1","kind":"RunList","ok":true,"data":{"journal":"X","runs":[)"
-               R"({"runId":"X","workflow":"pair","workflowPath":"X","state":"failed","startedAt":"X","durationMs":0,)"
-               R"("segment":0,"tasks":{"total":2,"recorded":2,"reused":0,"states":{"failed":1,"succeeded":1}},)"
-               R"("owner":{"host":"X","pid":0}}]},"diagnostics":[]})");
+    BOOST_TEST(
+        normalised(list.out) ==
+        R"({"apiVersion":"agentctl.dev/cli/v1","kind":"RunList","ok":true,"data":{"journal":"X","runs":[)"
+        R"({"runId":"X","workflow":"pair","workflowPath":"X","state":"failed","startedAt":"X","durationMs":0,)"
+        R"("segment":0,"tasks":{"total":2,"recorded":2,"reused":0,"states":{"failed":1,"succeeded":1}},)"
+        R"("owner":{"host":"X","pid":0}}]},"diagnostics":[]})");
 
     auto human = agentctl({"runs", "--db", db});
     BOOST_TEST(human.exit_code == 0);
-    std::regex row("RUN ID {32}WORKFLOW {12}STATE {7}STARTED {15}DURATION  TASKS\n" + id +
-                   " {18}pair {16}failed {6}\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ  [0-9.]+ m?s +2/2 \\(1 "
-                   "failed, 1 succeeded\\)\n");
+    std::regex row(
+        "RUN ID {32}WORKFLOW {12}STATE {7}STARTED {15}DURATION  TASKS\n" + id +
+        " {18}pair {16}failed {6}\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ  [0-9.]+ m?s +2/2 \\(1 "
+        "failed, 1 succeeded\\)\n");
     BOOST_TEST(std::regex_match(human.out, row), human.out);
 
     auto out = agentctl({"runs", "show", id, "--task", "a", "--stdout", "--db", db});
@@ -354,7 +364,8 @@ BOOST_AUTO_TEST_CASE(runs_list_show_gc_outputs) {
     }
 
     auto human_show = agentctl({"runs", "show", id, "--db", db});
-    std::regex show_text("run " + id + " \\(pair, .*wf.yaml\\): failed, started [-0-9T:]+Z, [0-9.]+ m?s\n"
+    std::regex show_text("run " + id +
+                         " \\(pair, .*wf.yaml\\): failed, started [-0-9T:]+Z, [0-9.]+ m?s\n"
                          "✓ a  succeeded \\(exit 0\\)  [0-9.]+ m?s\n"
                          "✗ b  failed \\(exit 3\\)  [0-9.]+ m?s: exited with status 3\n"
                          "  \\| bad\n"
@@ -363,10 +374,11 @@ BOOST_AUTO_TEST_CASE(runs_list_show_gc_outputs) {
 
     auto gc = agentctl({"--output", "json", "runs", "gc", "--keep", "1", "--db", db});
     BOOST_TEST(gc.exit_code == 0, gc.err);
-    BOOST_TEST(normalised(gc.out) ==
-               R"({"apiVersion":"agentctl.dev/cli/v1","kind":"GcReport","ok":true,"data":{"journal":"X",)"
-               R"("leftovers":{"cgroups":[],"containers":[]},"interrupted":[],"runsRemoved":1,"runsKept":1,)"
-               R"("liveRunsKept":0,"orphanStreamsRemoved":0,"bytesBefore":0,"bytesAfter":0},"diagnostics":[]})");
+    BOOST_TEST(
+        normalised(gc.out) ==
+        R"({"apiVersion":"agentctl.dev/cli/v1","kind":"GcReport","ok":true,"data":{"journal":"X",)"
+        R"("leftovers":{"cgroups":[],"containers":[]},"interrupted":[],"runsRemoved":1,"runsKept":1,)"
+        R"("liveRunsKept":0,"orphanStreamsRemoved":0,"bytesBefore":0,"bytesAfter":0},"diagnostics":[]})");
     auto after = agentctl({"--output", "json", "runs", "list", "--db", db});
     json::value after_v = parse_json(after.out);
     auto& left = after_v.at("data").at("runs").as_array();
@@ -375,8 +387,9 @@ BOOST_AUTO_TEST_CASE(runs_list_show_gc_outputs) {
     auto gone = agentctl({"runs", "show", id, "--db", db});
     BOOST_TEST(gone.exit_code == 5);
     auto gc_human = agentctl({"runs", "gc", "--keep", "0", "--db", db});
-    BOOST_TEST(std::regex_match(gc_human.out, std::regex("removed 1 run, kept 0; .*j.db: \\d+ -> \\d+ bytes\n")),
-               gc_human.out);
+    BOOST_TEST(
+        std::regex_match(gc_human.out, std::regex("removed 1 run, kept 0; .*j.db: \\d+ -> \\d+ bytes\n")),
+        gc_human.out);
     auto empty = agentctl({"runs", "--db", db});
     BOOST_TEST(empty.out == "no runs recorded in " + db + "\n");
 }
@@ -395,11 +408,12 @@ BOOST_AUTO_TEST_CASE(resume_reuses_what_succeeded_and_reports_reused_and_execute
 
     auto dry = agentctl({"--output", "json", "resume", id, "--db", db, "--dry-run", "--retry-failed"});
     BOOST_TEST(dry.exit_code == 0, dry.err);
-    BOOST_TEST(normalised(dry.out) ==
-               R"({"apiVersion":"agentctl.dev/cli/v1","kind":"ResumePlan","ok":true,"data":{"runId":"X",)"
-               R"("workflow":"pair","segment":0,"wouldRun":true,"tasks":[{"taskId":"a","action":"reuse",)"
-               R"("reason":"succeeded in segment 0"},{"taskId":"b","action":"run","reason":"failed (exit 3); )"
-               R"(--retry-failed"}]},"diagnostics":[]})");
+    BOOST_TEST(
+        normalised(dry.out) ==
+        R"({"apiVersion":"agentctl.dev/cli/v1","kind":"ResumePlan","ok":true,"data":{"runId":"X",)"
+        R"("workflow":"pair","segment":0,"wouldRun":true,"tasks":[{"taskId":"a","action":"reuse",)"
+        R"("reason":"succeeded in segment 0"},{"taskId":"b","action":"run","reason":"failed (exit 3); )"
+        R"(--retry-failed"}]},"diagnostics":[]})");
     BOOST_TEST(read_file(marker) == "a\nb\n", "--dry-run ran something");
 
     // Without --retry-failed the failed task's result is kept: nothing runs.
@@ -435,13 +449,15 @@ BOOST_AUTO_TEST_CASE(a_live_run_is_never_resumed_and_uncertain_attempts_refuse_r
     temp_dir dir;
     std::string db = dir.path() + "/j.db";
     std::string started = dir.path() + "/started";
-    std::string wf = dir.write("wf.yaml",
-                               "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: long}\nspec:\n"
-                               "  policy: {processAllowlist: [sh], approval: never}\n"
-                               "  actions:\n"
-                               "    nap: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo x >> " +
-                                   started + "; sleep 30']}\n"
-                                             "  tasks:\n    - {id: nap, uses: 'action:nap'}\n");
+    std::string wf =
+        dir.write("wf.yaml",
+                  "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: long}\nspec:\n"
+                  "  policy: {processAllowlist: [sh], approval: never}\n"
+                  "  actions:\n"
+                  "    nap: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo x >> " +
+                      started +
+                      "; sleep 30']}\n"
+                      "  tasks:\n    - {id: nap, uses: 'action:nap'}\n");
     command_result live_resume, live_dry;
     bool asked = false;
     command_options o;
@@ -482,20 +498,21 @@ BOOST_AUTO_TEST_CASE(a_disk_that_fills_fails_the_run_clearly_and_keeps_what_was_
     if (!require_mount(full)) return;
     std::string db = dir.path() + "/small/j.db";
     // 40 tasks of 100 KiB of stdout each: 4 MB into a 1 MB file system.
-    std::string wf = dir.write("wf.yaml",
-                               "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: fill}\nspec:\n"
-                               "  policy: {processAllowlist: [sh], approval: never}\n"
-                               "  runtime: {maxConcurrency: 2}\n"
-                               "  actions:\n"
-                               "    big: {kind: builtin.shell.exec, command: /bin/sh, stdoutLimitBytes: 200000,"
-                               " args: [-c, 'head -c 102400 /dev/zero | tr \"\\\\0\" y']}\n"
-                               "  tasks:\n    - {id: t, uses: 'action:big', foreach: {items: [" +
-                                   [] {
-                                       std::string s;
-                                       for (int i = 0; i < 40; ++i) s += (i ? "," : "") + std::to_string(i);
-                                       return s;
-                                   }() +
-                                   "]}}\n");
+    std::string wf = dir.write(
+        "wf.yaml",
+        "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: fill}\nspec:\n"
+        "  policy: {processAllowlist: [sh], approval: never}\n"
+        "  runtime: {maxConcurrency: 2}\n"
+        "  actions:\n"
+        "    big: {kind: builtin.shell.exec, command: /bin/sh, stdoutLimitBytes: 200000,"
+        " args: [-c, 'head -c 102400 /dev/zero | tr \"\\\\0\" y']}\n"
+        "  tasks:\n    - {id: t, uses: 'action:big', foreach: {items: [" +
+            [] {
+                std::string s;
+                for (int i = 0; i < 40; ++i) s += (i ? "," : "") + std::to_string(i);
+                return s;
+            }() +
+            "]}}\n");
     auto r = agentctl({"--output", "json", "run", wf, "--db", db});
     BOOST_TEST(r.exit_code == 5, r.exit_code << " " << r.err);
     json::value v = parse_json(r.out.empty() ? r.err : r.out);
@@ -530,19 +547,22 @@ BOOST_AUTO_TEST_CASE(sigkill_at_random_points_of_1000_tasks_then_resume_until_do
     std::string items;
     for (int i = 0; i < 1000; ++i) items += (i ? "," : "") + std::to_string(i);
     std::string wf = dir.write(
-        "wf.yaml", "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: thousand}\nspec:\n"
-                   "  policy: {processAllowlist: [sh], secretProcessAllowlist: [sh], environmentAllowlist: [TOKEN],"
-                   " approval: never}\n"
-                   "  runtime: {maxConcurrency: 64}\n"
-                   "  actions:\n"
-                   "    mark:\n"
-                   "      kind: builtin.shell.exec\n"
-                   "      command: /bin/sh\n"
-                   "      args: [-c, 'echo \"$1\" >> \"$2\"; echo \"token=$TOKEN\"; sleep 0.05', sh, 't${{ vars.i }}', '" +
-                   marker + "']\n"
-                            "      env: {TOKEN: {env: TOKEN}}\n"
-                            "  tasks:\n    - {id: t, uses: 'action:mark', foreach: {items: [" +
-                   items + "], as: i}}\n");
+        "wf.yaml",
+        "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: thousand}\nspec:\n"
+        "  policy: {processAllowlist: [sh], secretProcessAllowlist: [sh], environmentAllowlist: [TOKEN],"
+        " approval: never}\n"
+        "  runtime: {maxConcurrency: 64}\n"
+        "  actions:\n"
+        "    mark:\n"
+        "      kind: builtin.shell.exec\n"
+        "      command: /bin/sh\n"
+        "      args: [-c, 'echo \"$1\" >> \"$2\"; echo \"token=$TOKEN\"; sleep 0.05', sh, 't${{ vars.i }}', "
+        "'" +
+            marker +
+            "']\n"
+            "      env: {TOKEN: {env: TOKEN}}\n"
+            "  tasks:\n    - {id: t, uses: 'action:mark', foreach: {items: [" +
+            items + "], as: i}}\n");
     command_options o;
     o.env = {"AGENTCTL_STATE_DIR=" + dir.path() + "/state", "TOKEN=" + secret};
     o.bound = 120s;
@@ -578,13 +598,15 @@ BOOST_AUTO_TEST_CASE(sigkill_at_random_points_of_1000_tasks_then_resume_until_do
             std::string name = e.path().filename();
             kinds.insert(name.size() > 4 && name.compare(name.size() - 4, 4, "-wal") == 0   ? "wal"
                          : name.size() > 4 && name.compare(name.size() - 4, 4, "-shm") == 0 ? "shm"
-                                                                                           : "other");
+                                                                                            : "other");
             std::string bytes = read_file(e.path());
-            BOOST_TEST(bytes.find(secret) == std::string::npos, e.path() << " holds the secret (" << when << ")");
+            BOOST_TEST(bytes.find(secret) == std::string::npos, e.path()
+                                                                    << " holds the secret (" << when << ")");
             redacted_seen |= bytes.find("token=[REDACTED]") != std::string::npos;
         }
         BOOST_TEST(kinds.count("other") == 1u, when);
-        if (output_expected) BOOST_TEST(redacted_seen, "the scan found no captured output at all (" << when << ")");
+        if (output_expected)
+            BOOST_TEST(redacted_seen, "the scan found no captured output at all (" << when << ")");
         return kinds;
     };
     auto kinds = scan("after the kill", false);
@@ -618,7 +640,8 @@ BOOST_AUTO_TEST_CASE(sigkill_at_random_points_of_1000_tasks_then_resume_until_do
     raw_db raw(db);
     std::map<std::string, int> succeeded, uncertain, attempts;
     for (auto& row : raw.rows("SELECT a.task_id, a.state, a.ended_ms IS NULL FROM attempts a JOIN runs r "
-                              "USING (run_seq) WHERE r.run_id = '" + id + "'")) {
+                              "USING (run_seq) WHERE r.run_id = '" +
+                              id + "'")) {
         ++attempts[row[0]];
         if (row[1] == "succeeded") ++succeeded[row[0]];
         if (row[2] == "1" || row[1] == "cancelled") ++uncertain[row[0]];
@@ -638,8 +661,8 @@ BOOST_AUTO_TEST_CASE(sigkill_at_random_points_of_1000_tasks_then_resume_until_do
         BOOST_TEST(marks[mark] >= 1, mark << " never ran");
         if (marks[mark] >= 2) {
             ++twice;
-            BOOST_TEST(uncertain[task] >= marks[mark] - 1, task << " ran " << marks[mark] << " times, uncertain "
-                                                                 << uncertain[task] << " times");
+            BOOST_TEST(uncertain[task] >= marks[mark] - 1,
+                       task << " ran " << marks[mark] << " times, uncertain " << uncertain[task] << " times");
         }
         BOOST_TEST(marks[mark] <= attempts[task], task);
     }

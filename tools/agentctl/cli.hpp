@@ -36,12 +36,12 @@ struct command_line {
     bool keep_going = false;
     backend_kind backend = backend_kind::local;  ///< --backend
     slurm_options slurm;                         ///< --slurm-*
-    std::vector<std::string> argv;  ///< agentctl's own, as given (recorded in the journal)
+    std::vector<std::string> argv;               ///< agentctl's own, as given (recorded in the journal)
     // The journal, `runs` and `resume` (journal_cli.hpp).
-    std::optional<std::string> db;  ///< --db PATH
-    bool no_journal = false;        ///< --no-journal
-    std::string run_id;             ///< resume RUN_ID, runs show RUN_ID
-    std::string runs_action;        ///< runs: list | show | gc
+    std::optional<std::string> db;     ///< --db PATH
+    bool no_journal = false;           ///< --no-journal
+    std::string run_id;                ///< resume RUN_ID, runs show RUN_ID
+    std::string runs_action;           ///< runs: list | show | gc
     std::optional<std::size_t> limit;  ///< runs list --limit
     std::optional<std::size_t> keep;   ///< runs gc --keep
     std::optional<std::string> task;   ///< runs show --task

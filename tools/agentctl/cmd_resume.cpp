@@ -49,7 +49,8 @@ int print_dry_run(const command_line& cl, const resume_plan& rp) {
         out += action + p.tasks[i].id + ": " + d.reason + "\n";
     }
     out += "resume " + rp.run.run_id + " would reuse " + std::to_string(counts[0] + counts[1]) + " and run " +
-           std::to_string(counts[2] + counts[3]) + " of " + std::to_string(p.tasks.size() - counts[5]) + " tasks";
+           std::to_string(counts[2] + counts[3]) + " of " + std::to_string(p.tasks.size() - counts[5]) +
+           " tasks";
     if (counts[4]) out += "; " + std::to_string(counts[4]) + " uncertain";
     out += " (dry run: nothing was run)\n";
     standard_output().write(out);
@@ -62,7 +63,8 @@ int print_refusal(const command_line& cl, const resume_plan& rp) {
     for (const auto& a : rp.uncertain)
         d.error("resume_uncertain", "",
                 "task \"" + a.intent.task_id + "\": attempt " + std::to_string(a.intent.attempt) +
-                    (a.end ? " ended " + std::string(to_string(a.end->state)) + (a.cleanup_failed ? ", cleanup failed" : "")
+                    (a.end ? " ended " + std::string(to_string(a.end->state)) +
+                                 (a.cleanup_failed ? ", cleanup failed" : "")
                            : " has an intent and no end: it may have had its effect"),
                 "check what it did, then resume with --rerun-uncertain to run it again", {});
     return print_failure(cl, rp.message, rp.status, d);
@@ -92,7 +94,8 @@ command_line stored_options(const command_line& cl, const resume_plan& rp) {
         r.slurm.qos = text("qos");
         if (auto* c = so.if_contains("cpusPerTask"); c && c->is_number())
             r.slurm.cpus_per_task = c->to_number<std::uint32_t>();
-        if (auto* m = so.if_contains("memMiB"); m && m->is_number()) r.slurm.mem_mib = m->to_number<std::uint64_t>();
+        if (auto* m = so.if_contains("memMiB"); m && m->is_number())
+            r.slurm.mem_mib = m->to_number<std::uint64_t>();
     }
     return r;
 }
@@ -105,11 +108,13 @@ void print_resume_summary(const command_line& cl, const plan& p, const run_repor
     for (std::uint32_t i = 0; i < p.tasks.size() && i < report.tasks.size(); ++i) {
         if (p.tasks[i].kind == plan_task::kind_t::aggregate) continue;
         const task_result& r = report.tasks[i];
-        if (r.reused) ++reused;
-        else if (r.state != task_state::skipped && !(r.error && r.error->code == error_code::not_started)) ++executed;
+        if (r.reused)
+            ++reused;
+        else if (r.state != task_state::skipped && !(r.error && r.error->code == error_code::not_started))
+            ++executed;
     }
-    standard_error().write("resumed run " + report.run_id + ": " + std::to_string(reused) + " tasks reused, " +
-                           std::to_string(executed) + " executed\n");
+    standard_error().write("resumed run " + report.run_id + ": " + std::to_string(reused) +
+                           " tasks reused, " + std::to_string(executed) + " executed\n");
 }
 
 int run_resume(const command_line& cl, watchdog* watch) {
@@ -131,8 +136,8 @@ int run_resume(const command_line& cl, watchdog* watch) {
     diagnostics diags = rp.diags;
     diags.append(swept.warnings);
     if (cl.output == output_format::human) print_diagnostics_human(cl, swept.warnings);
-    return execute_run(rcl, watch, *rp.compiled, diags, rp.run.base_dir, std::move(db), std::move(swept.removed), {},
-                       &rp);
+    return execute_run(rcl, watch, *rp.compiled, diags, rp.run.base_dir, std::move(db),
+                       std::move(swept.removed), {}, &rp);
 }
 
 }  // namespace agentctl::cli

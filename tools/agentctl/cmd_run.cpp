@@ -351,12 +351,13 @@ int run_run(const command_line& cl, watchdog* watch) {
     diagnostics diags = s.diags;
     diags.append(swept.warnings);
     if (cl.output == output_format::human) print_diagnostics_human(cl, swept.warnings);
-    return execute_run(cl, watch, p, diags, *base, std::move(db), std::move(leftovers), std::move(record), nullptr);
+    return execute_run(cl, watch, p, diags, *base, std::move(db), std::move(leftovers), std::move(record),
+                       nullptr);
 }
 
 int execute_run(const command_line& cl, watchdog* watch, const plan& p, const diagnostics& diags,
-                const std::string& base_dir, std::optional<journal> db, sweep_report leftovers, journal_run record,
-                const resume_plan* resume) {
+                const std::string& base_dir, std::optional<journal> db, sweep_report leftovers,
+                journal_run record, const resume_plan* resume) {
     asio::io_context io(1);
     if (watch) watch->observe(io);
     // From here on agentctl's own output goes through queues, written by threads of the
@@ -434,8 +435,10 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
         deadline.cancel();
         progress.stop();
     });
-    if (resume) async_resume(io.get_executor(), *resume, std::move(options), std::move(done));
-    else async_run(io.get_executor(), p, std::move(options), std::move(done));
+    if (resume)
+        async_resume(io.get_executor(), *resume, std::move(options), std::move(done));
+    else
+        async_run(io.get_executor(), p, std::move(options), std::move(done));
     io.run();
     std::optional<journal_error> unrecorded = recorder ? recorder->close(io) : std::nullopt;
     // Reports read the streams the engine let go back from the journal.
@@ -474,8 +477,10 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
         write_run_outcome(out, p, *report, diags, &leftovers, streams ? &*streams : nullptr);
     }
     if (streams && streams->error)
-        standard_error().write("agentctl: warning: some captured output could not be read back from the journal, and "
-                               "is missing from the report: " + streams->error->message + "\n");
+        standard_error().write(
+            "agentctl: warning: some captured output could not be read back from the journal, and "
+            "is missing from the report: " +
+            streams->error->message + "\n");
     if (unrecorded && !report->error) return print_journal_failure(cl, *unrecorded);
     return report->exit_code();
 }

@@ -51,7 +51,8 @@ std::string pad(std::string s, std::size_t width) {
 }
 
 journal_run_state shown_state(const journal_run& r) {
-    if (r.state == journal_run_state::running && !owner_alive_here(r.owner)) return journal_run_state::interrupted;
+    if (r.state == journal_run_state::running && !owner_alive_here(r.owner))
+        return journal_run_state::interrupted;
     return r.state;
 }
 
@@ -75,8 +76,10 @@ std::optional<plan> stored_plan(const journal_run& run, std::string& why) {
 
 void write_raw_or_null(json_writer& w, std::string_view key, const std::string& text) {
     w.key(key);
-    if (text.empty()) w.null();
-    else w.raw_value(text);
+    if (text.empty())
+        w.null();
+    else
+        w.raw_value(text);
 }
 
 void write_owner(json_writer& w, const journal_owner& o) {
@@ -107,41 +110,43 @@ int runs_list(const command_line& cl) {
         runs = std::move(*listed);
     }
     if (cl.output != output_format::human) {
-        print_success(
-            "RunList",
-            [&](json_writer& w) {
-                w.begin_object();
-                w.member("journal", *path);
-                w.key("runs");
-                w.begin_array();
-                for (const auto& r : runs) {
-                    w.begin_object();
-                    w.member("runId", r.run_id);
-                    w.member("workflow", r.workflow_name);
-                    w.member("workflowPath", r.workflow_path);
-                    w.member("state", to_string(r.state));
-                    w.member("startedAt", utc_text(r.created_ms));
-                    w.key("durationMs");
-                    if (r.duration_ms) w.number(*r.duration_ms);
-                    else w.null();
-                    w.member("segment", static_cast<std::uint64_t>(r.segment));
-                    w.key("tasks");
-                    w.begin_object();
-                    w.member("total", static_cast<std::uint64_t>(r.task_count));
-                    w.member("recorded", static_cast<std::uint64_t>(r.recorded));
-                    w.member("reused", static_cast<std::uint64_t>(r.reused));
-                    w.key("states");
-                    w.begin_object();
-                    for (const auto& [state, n] : r.tasks_by_state) w.member(state, static_cast<std::uint64_t>(n));
-                    w.end_object();
-                    w.end_object();
-                    write_owner(w, r.owner);
-                    w.end_object();
-                }
-                w.end_array();
-                w.end_object();
-            },
-            {});
+        print_success("RunList",
+                      [&](json_writer& w) {
+                          w.begin_object();
+                          w.member("journal", *path);
+                          w.key("runs");
+                          w.begin_array();
+                          for (const auto& r : runs) {
+                              w.begin_object();
+                              w.member("runId", r.run_id);
+                              w.member("workflow", r.workflow_name);
+                              w.member("workflowPath", r.workflow_path);
+                              w.member("state", to_string(r.state));
+                              w.member("startedAt", utc_text(r.created_ms));
+                              w.key("durationMs");
+                              if (r.duration_ms)
+                                  w.number(*r.duration_ms);
+                              else
+                                  w.null();
+                              w.member("segment", static_cast<std::uint64_t>(r.segment));
+                              w.key("tasks");
+                              w.begin_object();
+                              w.member("total", static_cast<std::uint64_t>(r.task_count));
+                              w.member("recorded", static_cast<std::uint64_t>(r.recorded));
+                              w.member("reused", static_cast<std::uint64_t>(r.reused));
+                              w.key("states");
+                              w.begin_object();
+                              for (const auto& [state, n] : r.tasks_by_state)
+                                  w.member(state, static_cast<std::uint64_t>(n));
+                              w.end_object();
+                              w.end_object();
+                              write_owner(w, r.owner);
+                              w.end_object();
+                          }
+                          w.end_array();
+                          w.end_object();
+                      },
+                      {});
         return status(exit_status::success);
     }
     if (runs.empty()) {
@@ -157,8 +162,9 @@ int runs_list(const command_line& cl) {
             detail += (detail.empty() ? "" : ", ") + std::to_string(n) + " " + state;
         if (r.reused) detail += (detail.empty() ? "" : ", ") + std::to_string(r.reused) + " reused";
         if (!detail.empty()) tasks += " (" + detail + ")";
-        out += pad(r.run_id, 38) + pad(terminal_text(r.workflow_name), 20) + pad(std::string(to_string(r.state)), 12) +
-               pad(utc_text(r.created_ms), 22) + pad(duration_text(r.duration_ms), 10) + tasks + "\n";
+        out += pad(r.run_id, 38) + pad(terminal_text(r.workflow_name), 20) +
+               pad(std::string(to_string(r.state)), 12) + pad(utc_text(r.created_ms), 22) +
+               pad(duration_text(r.duration_ms), 10) + tasks + "\n";
     }
     standard_output().write(out);
     return status(exit_status::success);
@@ -182,7 +188,8 @@ std::vector<std::string> tail_lines(std::string_view text, std::size_t n) {
 
 std::string result_line(const std::string& id, const task_result& r, bool reused) {
     bool good = r.state == task_state::succeeded || r.state == task_state::skipped;
-    std::string line = std::string(good ? "✓ " : "✗ ") + terminal_text(id) + "  " + std::string(to_string(r.state));
+    std::string line =
+        std::string(good ? "✓ " : "✗ ") + terminal_text(id) + "  " + std::string(to_string(r.state));
     if (r.exit_code) line += " (exit " + std::to_string(*r.exit_code) + ")";
     line += "  " + duration_text(r.duration_ms);
     if (r.attempts > 1) line += "  " + std::to_string(r.attempts) + " attempts";
@@ -206,11 +213,15 @@ void write_attempt(json_writer& w, const journal_attempt& a) {
     w.member("segment", static_cast<std::uint64_t>(a.segment));
     w.member("startedAt", utc_text(a.intent_ms));
     w.key("state");
-    if (a.end) w.string(to_string(a.end->state));
-    else w.null();
+    if (a.end)
+        w.string(to_string(a.end->state));
+    else
+        w.null();
     w.key("exitCode");
-    if (a.end && a.end->exit_code) w.number(*a.end->exit_code);
-    else w.null();
+    if (a.end && a.end->exit_code)
+        w.number(*a.end->exit_code);
+    else
+        w.null();
     w.member("uncertain", a.uncertain());
     w.member("backend", a.intent.backend);
     w.key("argv");
@@ -237,8 +248,8 @@ int show_task(const command_line& cl, journal& db, const journal_run& run, const
     auto index = p.find(*cl.task);
     if (!index)
         return print_journal_failure(
-            cl, {journal_errc::unknown_run, "run " + run.run_id + " has no task \"" + *cl.task + "\" (journal " +
-                                                db.path() + ")"});
+            cl, {journal_errc::unknown_run,
+                 "run " + run.run_id + " has no task \"" + *cl.task + "\" (journal " + db.path() + ")"});
     auto result = db.load_result_at(run.run_id, *index, true);
     if (!result) return print_journal_failure(cl, result.error());
     std::vector<journal_attempt> attempts;
@@ -248,27 +259,26 @@ int show_task(const command_line& cl, journal& db, const journal_run& run, const
     });
     if (e) return print_journal_failure(cl, *e);
     if (cl.output != output_format::human) {
-        print_success(
-            "TaskRecord",
-            [&](json_writer& w) {
-                w.begin_object();
-                w.member("runId", run.run_id);
-                w.member("taskId", *cl.task);
-                w.key("result");
-                if (*result) {
-                    task_result r = (*result)->result;
-                    r.reused = (*result)->reused;
-                    write_task_result(w, p, *index, r);
-                } else {
-                    w.null();
-                }
-                w.key("attempts");
-                w.begin_array();
-                for (const auto& a : attempts) write_attempt(w, a);
-                w.end_array();
-                w.end_object();
-            },
-            {});
+        print_success("TaskRecord",
+                      [&](json_writer& w) {
+                          w.begin_object();
+                          w.member("runId", run.run_id);
+                          w.member("taskId", *cl.task);
+                          w.key("result");
+                          if (*result) {
+                              task_result r = (*result)->result;
+                              r.reused = (*result)->reused;
+                              write_task_result(w, p, *index, r);
+                          } else {
+                              w.null();
+                          }
+                          w.key("attempts");
+                          w.begin_array();
+                          for (const auto& a : attempts) write_attempt(w, a);
+                          w.end_array();
+                          w.end_object();
+                      },
+                      {});
         return status(exit_status::success);
     }
     std::string out;
@@ -285,8 +295,9 @@ int show_task(const command_line& cl, journal& db, const journal_run& run, const
         out += "? " + terminal_text(*cl.task) + "  no final result recorded\n";
     }
     for (const auto& a : attempts) {
-        out += "  attempt " + std::to_string(a.intent.attempt) + " (segment " + std::to_string(a.segment) + ", " +
-               utc_text(a.intent_ms) + "): " + (a.end ? std::string(to_string(a.end->state)) : "no end recorded") +
+        out += "  attempt " + std::to_string(a.intent.attempt) + " (segment " + std::to_string(a.segment) +
+               ", " + utc_text(a.intent_ms) +
+               "): " + (a.end ? std::string(to_string(a.end->state)) : "no end recorded") +
                (a.uncertain() ? ", uncertain" : "") + "\n";
     }
     standard_output().write(out);
@@ -310,66 +321,69 @@ int runs_show(const command_line& cl) {
     std::optional<journal_error> read_error;
 
     if (cl.output != output_format::human) {
-        print_success(
-            "RunRecord",
-            [&](json_writer& w) {
-                w.begin_object();
-                w.member("runId", run->run_id);
-                w.member("workflow", run->workflow_name);
-                w.member("workflowPath", run->workflow_path);
-                w.member("workflowDigest", run->workflow_digest);
-                w.member("planDigest", run->plan_digest);
-                w.member("state", to_string(state));
-                w.member("startedAt", utc_text(run->created_ms));
-                w.key("durationMs");
-                if (run->duration_ms) w.number(*run->duration_ms);
-                else w.null();
-                w.member("segment", static_cast<std::uint64_t>(run->segment));
-                w.member("agentctlVersion", run->agentctl_version);
-                write_owner(w, run->owner);
-                write_raw_or_null(w, "argv", run->argv_json);
-                write_raw_or_null(w, "inputs", run->inputs_json);
-                write_raw_or_null(w, "options", run->options_json);
-                if (run->error) {
-                    w.key("error");
-                    w.begin_object();
-                    w.member("code", to_string(run->error->code));
-                    w.member("message", run->error->message);
-                    w.end_object();
-                }
-                w.key("tasks");
-                w.begin_object();
-                // One result at a time, streams included: the document streams out.
-                read_error = db->for_each_result(cl.run_id, true, [&](journal_task_result& r) {
-                    if (r.task_index >= p->tasks.size()) return true;
-                    r.result.reused = r.reused;
-                    w.key(r.task_id);
-                    write_task_result(w, *p, r.task_index, r.result);
-                    return true;
-                });
-                w.end_object();
-                w.key("uncertain");
-                w.begin_array();
-                for (const auto& a : *uncertain) {
-                    w.begin_object();
-                    w.member("taskId", a.intent.task_id);
-                    w.member("attempt", static_cast<std::uint64_t>(a.intent.attempt));
-                    w.key("state");
-                    if (a.end) w.string(to_string(a.end->state));
-                    else w.null();
-                    w.end_object();
-                }
-                w.end_array();
-                w.end_object();
-            },
-            {});
+        print_success("RunRecord",
+                      [&](json_writer& w) {
+                          w.begin_object();
+                          w.member("runId", run->run_id);
+                          w.member("workflow", run->workflow_name);
+                          w.member("workflowPath", run->workflow_path);
+                          w.member("workflowDigest", run->workflow_digest);
+                          w.member("planDigest", run->plan_digest);
+                          w.member("state", to_string(state));
+                          w.member("startedAt", utc_text(run->created_ms));
+                          w.key("durationMs");
+                          if (run->duration_ms)
+                              w.number(*run->duration_ms);
+                          else
+                              w.null();
+                          w.member("segment", static_cast<std::uint64_t>(run->segment));
+                          w.member("agentctlVersion", run->agentctl_version);
+                          write_owner(w, run->owner);
+                          write_raw_or_null(w, "argv", run->argv_json);
+                          write_raw_or_null(w, "inputs", run->inputs_json);
+                          write_raw_or_null(w, "options", run->options_json);
+                          if (run->error) {
+                              w.key("error");
+                              w.begin_object();
+                              w.member("code", to_string(run->error->code));
+                              w.member("message", run->error->message);
+                              w.end_object();
+                          }
+                          w.key("tasks");
+                          w.begin_object();
+                          // One result at a time, streams included: the document streams out.
+                          read_error = db->for_each_result(cl.run_id, true, [&](journal_task_result& r) {
+                              if (r.task_index >= p->tasks.size()) return true;
+                              r.result.reused = r.reused;
+                              w.key(r.task_id);
+                              write_task_result(w, *p, r.task_index, r.result);
+                              return true;
+                          });
+                          w.end_object();
+                          w.key("uncertain");
+                          w.begin_array();
+                          for (const auto& a : *uncertain) {
+                              w.begin_object();
+                              w.member("taskId", a.intent.task_id);
+                              w.member("attempt", static_cast<std::uint64_t>(a.intent.attempt));
+                              w.key("state");
+                              if (a.end)
+                                  w.string(to_string(a.end->state));
+                              else
+                                  w.null();
+                              w.end_object();
+                          }
+                          w.end_array();
+                          w.end_object();
+                      },
+                      {});
         if (read_error) return print_journal_failure(cl, *read_error);
         return status(exit_status::success);
     }
 
     std::string head = "run " + run->run_id + " (" + terminal_text(run->workflow_name) + ", " +
-                       terminal_text(run->workflow_path) + "): " + std::string(to_string(state)) + ", started " +
-                       utc_text(run->created_ms) + ", " + duration_text(run->duration_ms) +
+                       terminal_text(run->workflow_path) + "): " + std::string(to_string(state)) +
+                       ", started " + utc_text(run->created_ms) + ", " + duration_text(run->duration_ms) +
                        (run->segment ? ", resumed " + std::to_string(run->segment) + "x" : "") + "\n";
     if (run->error) head += "  error: " + terminal_text(run->error->message) + "\n";
     standard_output().write(head);
@@ -388,8 +402,9 @@ int runs_show(const command_line& cl) {
     if (read_error) return print_journal_failure(cl, *read_error);
     std::string tail;
     for (const auto& a : *uncertain)
-        tail += "? " + terminal_text(a.intent.task_id) + "  uncertain: attempt " + std::to_string(a.intent.attempt) +
-                " " + (a.end ? std::string(to_string(a.end->state)) : "has no end") + "\n";
+        tail += "? " + terminal_text(a.intent.task_id) + "  uncertain: attempt " +
+                std::to_string(a.intent.attempt) + " " +
+                (a.end ? std::string(to_string(a.end->state)) : "has no end") + "\n";
     tail += std::to_string(recorded) + " of " + std::to_string(run->task_count) + " tasks have a result";
     if (!uncertain->empty()) tail += "; " + std::to_string(uncertain->size()) + " uncertain";
     standard_output().write(tail + "\n");
@@ -433,9 +448,10 @@ int runs_gc(const command_line& cl) {
     print_diagnostics_human(cl, swept.warnings);
     print_leftovers_human(cl, swept.removed);
     std::string out;
-    for (const auto& id : swept.interrupted) out += "run " + id + " was left running by a dead agentctl: now interrupted\n";
-    out += "removed " + std::to_string(report->runs_removed) + (report->runs_removed == 1 ? " run" : " runs") +
-           ", kept " + std::to_string(report->runs_kept);
+    for (const auto& id : swept.interrupted)
+        out += "run " + id + " was left running by a dead agentctl: now interrupted\n";
+    out += "removed " + std::to_string(report->runs_removed) +
+           (report->runs_removed == 1 ? " run" : " runs") + ", kept " + std::to_string(report->runs_kept);
     if (report->live_runs_kept) out += " (" + std::to_string(report->live_runs_kept) + " live)";
     if (report->orphan_streams_removed)
         out += ", removed " + std::to_string(report->orphan_streams_removed) + " orphan stream files";

@@ -34,10 +34,11 @@ std::optional<std::string> journal_path(const command_line& cl, bool create_dir,
 
 int print_journal_failure(const command_line& cl, const journal_error& e) {
     if (cl.output == output_format::human) return print_failure(cl, e.message, exit_status::persistence);
-    std::string help = e.code == journal_errc::unknown_run ? "`agentctl runs` lists the recorded runs"
-                       : e.code == journal_errc::run_live
-                           ? "wait for it to end, or stop the agentctl that drives it"
-                           : "check the file, or name another one with --db PATH (run also takes --no-journal)";
+    std::string help =
+        e.code == journal_errc::unknown_run ? "`agentctl runs` lists the recorded runs"
+        : e.code == journal_errc::run_live
+            ? "wait for it to end, or stop the agentctl that drives it"
+            : "check the file, or name another one with --db PATH (run also takes --no-journal)";
     diagnostics d;
     d.error("journal_" + std::string(to_string(e.code)), "", e.message, help, {});
     return print_failure(cl, e.message, exit_status::persistence, d);
@@ -99,7 +100,8 @@ void restore_failed_streams(const plan& p, run_report& report, journal_streams& 
     for (std::uint32_t i = 0; i < p.tasks.size() && i < report.tasks.size() && shown < 10; ++i) {
         task_result& t = report.tasks[i];
         if (p.tasks[i].kind == plan_task::kind_t::aggregate) continue;
-        if (t.state == task_state::succeeded || t.state == task_state::skipped || t.state == task_state::cancelled)
+        if (t.state == task_state::succeeded || t.state == task_state::skipped ||
+            t.state == task_state::cancelled)
             continue;
         ++shown;
         if (!t.streams_released) continue;
@@ -143,8 +145,9 @@ dead_run_sweep sweep_dead_runs(journal* db, bool every_slurm_job) {
             out.removed.slurm_left = std::move(r.left);
             // Not listed at all (no controller here): said, not counted as a job left.
             if (r.error && r.cancelled.empty() && r.left.empty())
-                out.warnings.warning("slurm_sweep_failed", "", r.error->message,
-                                     "Slurm jobs of dead runs are looked for again by the next run, resume or runs gc");
+                out.warnings.warning(
+                    "slurm_sweep_failed", "", r.error->message,
+                    "Slurm jobs of dead runs are looked for again by the next run, resume or runs gc");
             else if (r.error)
                 out.removed.slurm_left.push_back("(" + r.error->message + ")");
         });

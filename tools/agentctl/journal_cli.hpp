@@ -76,7 +76,7 @@ void restore_failed_streams(const plan& p, run_report& report, journal_streams& 
 struct dead_run_sweep {
     sweep_report removed;
     std::vector<std::string> interrupted;
-    diagnostics warnings;  ///< e.g. Slurm could not be asked
+    diagnostics warnings;                ///< e.g. Slurm could not be asked
     std::optional<journal_error> error;  ///< the journal could not be read or written
 };
 
@@ -93,8 +93,8 @@ journal_run run_record(const command_line& cl, const session& s, const std::stri
 /// prepared resume. `db`: the journal to record into (write access), none for --no-journal.
 /// Prints progress and the report; returns the exit status.
 int execute_run(const command_line& cl, watchdog* watch, const plan& p, const diagnostics& diags,
-                const std::string& base_dir, std::optional<journal> db, sweep_report leftovers, journal_run record,
-                const resume_plan* resume);
+                const std::string& base_dir, std::optional<journal> db, sweep_report leftovers,
+                journal_run record, const resume_plan* resume);
 
 /// After a resumed run's human summary: how many tasks were reused and executed.
 void print_resume_summary(const command_line& cl, const plan& p, const run_report& report);

@@ -70,14 +70,24 @@ const std::vector<option_info>& options() {
         {"timeout-seconds", 0, "S", "cancel the whole run after S seconds", {"run"}},
         {"interactive", 0, "", "ask for approval on the terminal", {"run"}},
         {"keep-going", 0, "", "treat every task as failure: continue", {"run"}},
-        {"backend", 0, "local|slurm", "where process tasks run (default local; slurm: one srun job each)",
+        {"backend",
+         0,
+         "local|slurm",
+         "where process tasks run (default local; slurm: one srun job each)",
          {"run", "doctor"}},
-        {"slurm-partition", 0, "P", "with --backend slurm: the partition (a,b: any of these)", {"run", "doctor"}},
+        {"slurm-partition",
+         0,
+         "P",
+         "with --backend slurm: the partition (a,b: any of these)",
+         {"run", "doctor"}},
         {"slurm-account", 0, "A", "with --backend slurm: the account to charge", {"run", "doctor"}},
         {"slurm-qos", 0, "Q", "with --backend slurm: the quality of service", {"run", "doctor"}},
         {"slurm-cpus-per-task", 0, "N", "with --backend slurm: CPUs of each job", {"run", "doctor"}},
         {"slurm-mem", 0, "MIB", "with --backend slurm: memory of each job, in MiB", {"run", "doctor"}},
-        {"db", 0, "PATH", "the journal database (default: journal.db in agentctl's state folder)",
+        {"db",
+         0,
+         "PATH",
+         "the journal database (default: journal.db in agentctl's state folder)",
          {"run", "resume", "runs"}},
         {"no-journal", 0, "", "record nothing (results stay in memory; no resume)", {"run"}},
         {"retry-failed", 0, "", "run tasks that failed again", {"resume"}},
@@ -238,7 +248,8 @@ std::optional<int> parse_journal_commands(command_line& cl, const po::variables_
         return usage_error(cl, cl.runs_action == "show" ? "runs show needs exactly one RUN_ID"
                                                         : "runs " + cl.runs_action + " takes no operand");
     if (cl.runs_action == "show") cl.run_id = operands[1];
-    auto count = [&](const char* name, std::optional<std::size_t>& into, const char* action) -> std::optional<int> {
+    auto count = [&](const char* name, std::optional<std::size_t>& into,
+                     const char* action) -> std::optional<int> {
         if (!vm.count(name)) return std::nullopt;
         if (cl.runs_action != action)
             return usage_error(cl, std::string("--") + name + " applies to runs " + action + " only");
@@ -376,7 +387,8 @@ int main(int argc, char** argv) {
         if (!watch && !cl.dry_run) {
             agentctl::diagnostics d;
             d.warning("no_watchdog", "",
-                      "the watchdog could not start (" + why + "): if agentctl is killed, what it started keeps running",
+                      "the watchdog could not start (" + why +
+                          "): if agentctl is killed, what it started keeps running",
                       "");
             if (cl.output == output_format::human) print_diagnostics_human(cl, d);
         }
