@@ -40,7 +40,7 @@ std::string_view to_string(resume_action a) {
 namespace {
 
 std::string end_text(const journal_attempt& a) {
-    if (!a.end) return "started (intent recorded, no end: it may have had its effect)";
+    if (!a.end) return "started, no end recorded";
     std::string s(to_string(a.end->state));
     if (a.cleanup_failed) s += ", cleanup failed";
     return s;

@@ -387,7 +387,8 @@ int runs_show(const command_line& cl) {
                        (run->segment ? ", resumed " + std::to_string(run->segment) + "x" : "") + "\n";
     if (run->error) head += "  error: " + terminal_text(run->error->message) + "\n";
     standard_output().write(head);
-    std::size_t recorded = 0;
+    std::size_t recorded = 0, countable = 0;
+    for (const auto& t : p->tasks) countable += t.kind != plan_task::kind_t::aggregate;
     read_error = db->for_each_result(cl.run_id, true, [&](journal_task_result& r) {
         if (r.task_index >= p->tasks.size() || p->tasks[r.task_index].kind == plan_task::kind_t::aggregate)
             return true;
@@ -405,7 +406,7 @@ int runs_show(const command_line& cl) {
         tail += "? " + terminal_text(a.intent.task_id) + "  uncertain: attempt " +
                 std::to_string(a.intent.attempt) + " " +
                 (a.end ? std::string(to_string(a.end->state)) : "has no end") + "\n";
-    tail += std::to_string(recorded) + " of " + std::to_string(run->task_count) + " tasks have a result";
+    tail += std::to_string(recorded) + " of " + std::to_string(countable) + " tasks have a result";
     if (!uncertain->empty()) tail += "; " + std::to_string(uncertain->size()) + " uncertain";
     standard_output().write(tail + "\n");
     return status(exit_status::success);
