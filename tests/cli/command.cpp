@@ -21,6 +21,7 @@
 #include <random>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 extern char** environ;
 
@@ -231,6 +232,50 @@ const std::string& test_state_dir() {
     return dir.path();
 }
 }  // namespace
+
+namespace {
+std::string slurp(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+}  // namespace
+
+/// The watchdog of agentctl `owner`: the process named agentctl-watchdog holding a pidfd of it.
+pid_t watchdog_of(pid_t owner) {
+    DIR* proc = ::opendir("/proc");
+    if (!proc) return -1;
+    pid_t found = -1;
+    while (dirent* e = ::readdir(proc)) {
+        pid_t pid = std::atoi(e->d_name);
+        if (pid <= 0) continue;
+        std::string comm = slurp("/proc/" + std::to_string(pid) + "/comm");
+        if (comm.rfind("agentctl-watchd", 0) != 0) continue;
+        std::string fds = "/proc/" + std::to_string(pid) + "/fdinfo";
+        DIR* d = ::opendir(fds.c_str());
+        if (!d) continue;
+        while (dirent* f = ::readdir(d))
+            if (slurp(fds + "/" + f->d_name).find("Pid:\t" + std::to_string(owner) + "\n") !=
+                std::string::npos)
+                found = pid;
+        ::closedir(d);
+        if (found > 0) break;
+    }
+    ::closedir(proc);
+    return found;
+}
+
+/// Waits up to `bound` for `count` processes tagged `nonce`.
+bool wait_for_processes(const std::string& nonce, std::size_t count, std::chrono::seconds bound) {
+    auto until = std::chrono::steady_clock::now() + bound;
+    while (processes_with(nonce).size() < count) {
+        if (std::chrono::steady_clock::now() > until) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling /proc for the trees to be up
+    }
+    return true;
+}
+
 
 std::string temp_dir::write(const std::string& name, const std::string& content) const {
     std::string p = path_ + "/" + name;

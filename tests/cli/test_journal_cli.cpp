@@ -675,4 +675,79 @@ BOOST_AUTO_TEST_CASE(sigkill_at_random_points_of_1000_tasks_then_resume_until_do
     BOOST_TEST(show.out.find(secret) == std::string::npos);
 }
 
+namespace {
+
+/// Runs four trees of 4 processes tagged `nonce` (12 probes) and SIGKILLs agentctl and its
+/// watchdog once they are up: what their cgroups hold stays behind for the next sweep.
+void leave_trees_behind(const std::string& wf, const std::string& db, const std::string& nonce) {
+    command_options o;
+    o.bound = 60s;
+    bool killed_both = false;
+    o.poll = [&](pid_t agentctl) {
+        if (processes_with(nonce).size() < 12) return false;
+        pid_t watchdog = watchdog_of(agentctl);
+        if (watchdog <= 0) return false;
+        ::kill(watchdog, SIGKILL);
+        ::kill(agentctl, SIGKILL);
+        killed_both = true;
+        return true;
+    };
+    auto first = agentctl({"run", "--jobs", "4", wf, "--db", db}, o);
+    BOOST_TEST_REQUIRE(killed_both, "agentctl's watchdog was not found");
+    BOOST_TEST_REQUIRE(wait_for_processes(nonce, 12, 2s), "the trees did not stay behind");
+}
+
+std::string four_trees(const std::string& nonce) {
+    std::string p = probe_bin();
+    std::string script = p + " sleep 300 --nonce " + nonce + " & setsid " + p + " sleep 301 --nonce " + nonce +
+                         " & " + p + " sleep 302 --nonce " + nonce + "; wait";
+    return "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: trees}\nspec:\n"
+           "  policy: {processAllowlist: [sh], approval: never}\n"
+           "  actions:\n    trees: {kind: builtin.shell.exec, command: /bin/sh, timeoutSeconds: 3, args: [-c, \"" +
+           script +
+           "\"]}\n"
+           "  tasks:\n    - {id: t, uses: action:trees, foreach: {items: [1, 2, 3, 4]}}\n";
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(runs_gc_removes_and_reports_what_a_dead_run_left) {
+    temp_dir dir;
+    std::string db = dir.path() + "/j.db";
+    std::string nonce = make_nonce();
+    leave_trees_behind(dir.write("wf.yaml", four_trees(nonce)), db, nonce);
+    std::string id = newest_run(db);
+    auto gc = agentctl({"--output", "json", "runs", "gc", "--db", db});
+    BOOST_TEST(gc.exit_code == 0, gc.err);
+    BOOST_TEST(processes_with(nonce).empty(), "runs gc left the dead run's trees running");
+    json::value v = parse_json(gc.out);
+    auto& d = v.at("data");
+    BOOST_TEST(json::serialize(d.at("interrupted")) == "[\"" + id + "\"]");
+    auto& cgroups = d.at("leftovers").at("cgroups").as_array();
+    BOOST_TEST(cgroups.size() >= 1u);
+    std::uint64_t killed = 0;
+    for (const auto& c : cgroups) {
+        BOOST_TEST(c.at("removed").as_bool());
+        killed += c.at("processesKilled").to_number<std::uint64_t>();
+    }
+    BOOST_TEST(killed == 16u, "processes killed: " << killed);
+    BOOST_TEST(d.at("runsRemoved").as_int64() == 0, "gc without --keep removed a run");
+    auto list = agentctl({"--output", "json", "runs", "list", "--db", db});
+    BOOST_TEST(parse_json(list.out).at("data").at("runs").at(0).at("state").as_string() == "interrupted");
+}
+
+BOOST_AUTO_TEST_CASE(resume_removes_what_the_dead_run_left_before_it_runs) {
+    temp_dir dir;
+    std::string db = dir.path() + "/j.db";
+    std::string nonce = make_nonce();
+    leave_trees_behind(dir.write("wf.yaml", four_trees(nonce)), db, nonce);
+    std::string id = newest_run(db);
+    // The tasks time out after 3 s when run again: the resume ends, its own trees gone too.
+    auto r = agentctl({"resume", id, "--db", db, "--rerun-uncertain"});
+    BOOST_TEST(r.exit_code == 4, r.err);
+    BOOST_TEST(r.err.find("removed what a dead run left: cgroup") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("16 processes killed") != std::string::npos, r.err);
+    BOOST_TEST(processes_with(nonce).empty());
+}
+
 BOOST_AUTO_TEST_SUITE_END()
