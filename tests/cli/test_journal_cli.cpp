@@ -435,6 +435,12 @@ BOOST_AUTO_TEST_CASE(resume_reuses_what_succeeded_and_reports_reused_and_execute
     BOOST_TEST(!d.at("tasks").at("b").as_object().contains("reused"));
     BOOST_TEST(d.at("tasks").at("b").at("attempts").as_int64() == 2, "attempts number on across segments");
 
+    auto shown = agentctl({"--output", "json", "runs", "show", id, "--db", db});
+    json::value sv = parse_json(shown.out);
+    BOOST_TEST(sv.at("data").at("tasks").at("a").at("reused").as_bool(), "runs show: a was taken over");
+    BOOST_TEST(!sv.at("data").at("tasks").at("b").as_object().contains("reused"), "runs show: b ran");
+    BOOST_TEST(sv.at("data").at("segment").as_int64() == 2);
+
     auto human = agentctl({"resume", id, "--db", db, "--retry-failed"});
     BOOST_TEST(human.err.find("resumed run " + id + ": 1 tasks reused, 1 executed\n") != std::string::npos,
                human.err);

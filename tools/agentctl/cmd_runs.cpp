@@ -90,6 +90,12 @@ void write_owner(json_writer& w, const journal_owner& o) {
     w.end_object();
 }
 
+// Whether the run's latest segment took this result over from an earlier one (a resume
+// that reused it) rather than producing it.
+bool taken_over(const journal_task_result& r, const journal_run& run) {
+    return r.reused || r.segment < run.segment;
+}
+
 // ---------------------------------------------------------------------------------------------
 // list
 
@@ -267,7 +273,7 @@ int show_task(const command_line& cl, journal& db, const journal_run& run, const
                           w.key("result");
                           if (*result) {
                               task_result r = (*result)->result;
-                              r.reused = (*result)->reused;
+                              r.reused = taken_over(**result, run);
                               write_task_result(w, p, *index, r);
                           } else {
                               w.null();
@@ -284,7 +290,7 @@ int show_task(const command_line& cl, journal& db, const journal_run& run, const
     std::string out;
     if (*result) {
         const task_result& r = (*result)->result;
-        out += result_line(*cl.task, r, (*result)->reused);
+        out += result_line(*cl.task, r, taken_over(**result, run));
         for (const char* which : {"stdout", "stderr"}) {
             auto lines = tail_lines(which[3] == 'o' ? stdout_of(r) : stderr_of(r), 10);
             if (lines.empty()) continue;
@@ -354,7 +360,7 @@ int runs_show(const command_line& cl) {
                           // One result at a time, streams included: the document streams out.
                           read_error = db->for_each_result(cl.run_id, true, [&](journal_task_result& r) {
                               if (r.task_index >= p->tasks.size()) return true;
-                              r.result.reused = r.reused;
+                              r.result.reused = taken_over(r, *run);
                               w.key(r.task_id);
                               write_task_result(w, *p, r.task_index, r.result);
                               return true;
@@ -393,7 +399,7 @@ int runs_show(const command_line& cl) {
         if (r.task_index >= p->tasks.size() || p->tasks[r.task_index].kind == plan_task::kind_t::aggregate)
             return true;
         ++recorded;
-        std::string out = result_line(r.task_id, r.result, r.reused);
+        std::string out = result_line(r.task_id, r.result, taken_over(r, *run));
         const task_result& t = r.result;
         if (t.state != task_state::succeeded && t.state != task_state::skipped)
             for (const auto& l : tail_lines(stderr_of(t), 5)) out += "  | " + l + "\n";
