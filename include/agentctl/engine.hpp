@@ -186,6 +186,8 @@ struct resume_plan {
     /// rerun_uncertain (exit 3). success when it may.
     exit_status status = exit_status::success;
     std::string message;  ///< the refusal, naming the run (and the tasks)
+    /// The journal's own failure behind a persistence refusal (unknown_run, run_live, ...).
+    std::optional<journal_errc> journal_code;
     /// Whether the run was recorded as running by an owner `alive` called alive.
     bool live = false;
 

@@ -76,12 +76,14 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
     resume_plan rp;
     auto loaded = db.load_run(run_id);
     if (!loaded) {
+        rp.journal_code = loaded.error().code;
         refuse(rp, exit_status::persistence, loaded.error().message);
         return rp;
     }
     rp.run = std::move(*loaded);
     rp.live = rp.run.state == journal_run_state::running && alive && alive(rp.run.owner);
     if (rp.live) {
+        rp.journal_code = journal_errc::run_live;
         refuse(rp, exit_status::persistence,
                "run " + rp.run.run_id + " is live (driven by pid " + std::to_string(rp.run.owner.pid) +
                    " on " + rp.run.owner.host + "): it is never resumed twice");
@@ -139,6 +141,7 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
             return true;
         });
     if (e || bad) {
+        rp.journal_code = e ? e->code : journal_errc::corrupt;
         refuse(rp, exit_status::persistence,
                e ? e->message
                  : "journal " + db.path() + ": run " + rp.run.run_id + " holds tasks its plan does not have");

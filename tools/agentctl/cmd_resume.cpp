@@ -11,6 +11,7 @@ namespace agentctl::cli {
 namespace {
 
 int print_dry_run(const command_line& cl, const resume_plan& rp) {
+    if (rp.journal_code) return print_journal_failure(cl, {*rp.journal_code, rp.message});
     if (!rp.compiled) return print_failure(cl, rp.message, rp.status, rp.diags);
     const plan& p = *rp.compiled;
     if (cl.output != output_format::human) {
@@ -59,6 +60,7 @@ int print_dry_run(const command_line& cl, const resume_plan& rp) {
 }
 
 int print_refusal(const command_line& cl, const resume_plan& rp) {
+    if (rp.journal_code) return print_journal_failure(cl, {*rp.journal_code, rp.message});
     diagnostics d = rp.diags;
     for (const auto& a : rp.uncertain)
         d.error("resume_uncertain", "",
