@@ -480,6 +480,9 @@ public:
     bool record_handle(attempt_handle handle);
     bool record_end(attempt_end end);
     bool record_final(task_final final);
+    /// An attempt's end and the task's final result naming it, queued together: they are
+    /// committed in one transaction, so a crash never leaves the end without its final.
+    bool record_end_and_final(attempt_end end, task_final final);
     bool record_run_end(journal_run_end end);
 
     /// Completes when every record queued before this call is committed.

@@ -489,11 +489,17 @@ private:
         if (ran && ended_[idx]) {
             streams_attempt = r.attempts;  // retried, then cancelled during its backoff: that end is recorded
         } else if (ran && r.attempts > 0 && !unstarted) {
-            // The last attempt's end holds the streams; the final names it.
+            // The last attempt's end holds the streams; the final names it. Both go in one
+            // commit: a crash never leaves an end whose final is missing.
             bool cleanup_failed = r.error && r.error->code == error_code::container_cleanup_failed;
-            options_.journal->record_end(
-                attempt_end{idx, r.attempts, keep ? task_result(r) : std::move(r), cleanup_failed});
-            streams_attempt = light.attempts;
+            options_.journal->record_end_and_final(
+                attempt_end{idx, r.attempts, keep ? task_result(r) : std::move(r), cleanup_failed},
+                task_final{idx, t.id, light, light.attempts, false});
+            if (!keep) {
+                light.streams_released = true;
+                r = std::move(light);
+            }
+            return;
         }
         if (streams_attempt)
             options_.journal->record_final(task_final{idx, t.id, light, streams_attempt, false});
