@@ -234,11 +234,17 @@ const std::string& test_state_dir() {
 }  // namespace
 
 namespace {
+// A /proc file of a process that goes away meanwhile reads as empty (libstdc++ may throw
+// from the read: ESRCH).
 std::string slurp(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
+    try {
+        std::ifstream in(path);
+        std::stringstream s;
+        s << in.rdbuf();
+        return s.str();
+    } catch (const std::exception&) {
+        return {};
+    }
 }
 }  // namespace
 
