@@ -1,7 +1,11 @@
 // Embedding agentctl: run a workflow inside the application's own io_context, next to the
 // application's other work (here a 10 ms heartbeat), and cancel it on Ctrl-C.
 //
-//   embed WORKFLOW [BASE_DIR]
+//   embed WORKFLOW [BASE_DIR [JOURNAL]]
+//
+// With JOURNAL (a database path), the run is recorded in a run journal as it goes: the
+// application gives the journal's writer a thread of its own (the library creates none), and
+// reads the results back from the journal once the run is over (docs/JOURNAL.md).
 //
 // Prints the run's result and the longest gap between two heartbeats; exits 0 when the run
 // succeeded and the heartbeat never stalled (no gap over 100 ms), 1 otherwise. A gap counts
@@ -19,12 +23,15 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
+#include <optional>
 
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
@@ -87,7 +94,26 @@ int main(int argc, char** argv) {
     const char* path = std::getenv("PATH");
     options.search_path = path ? path : "/usr/bin:/bin";
 
+    // The journal: opened (and created) before anything runs; every SQLite call happens on
+    // the writer's own thread, never on the application's loop.
+    asio::thread_pool journal_thread(1);
+    std::unique_ptr<agentctl::journal_writer> writer;
+    if (argc > 3) {
+        auto db = agentctl::journal::open(argv[3], agentctl::journal_access::write);
+        if (!db) {
+            std::fprintf(stderr, "%s\n", db.error().message.c_str());
+            return 5;
+        }
+        writer = std::make_unique<agentctl::journal_writer>(io.get_executor(), journal_thread.get_executor(),
+                                                            std::move(*db));
+        options.journal = writer.get();
+        options.record.workflow_path = argv[1];
+        options.record.workflow_source = parsed.source;  // what resume would run again
+        options.record.base_dir = options.base_dir;
+    }
+
     int status = 1;
+    std::string run_id;
     asio::co_spawn(
         io,
         [&]() -> asio::awaitable<void> {
@@ -109,9 +135,40 @@ int main(int argc, char** argv) {
                 report.run_id.c_str(), std::string(agentctl::to_string(report.state)).c_str(), ok,
                 report.tasks.size(), static_cast<long long>(report.duration.count()), gap, ms(worst_wall));
             status = report.state == agentctl::run_state::succeeded && gap <= 100 ? 0 : 1;
+            run_id = report.run_id;
+            if (writer) {
+                // Everything recorded is committed once the writer closes.
+                auto error = co_await writer->async_close(asio::use_awaitable);
+                if (error) {
+                    std::fprintf(stderr, "%s\n", error->message.c_str());
+                    status = 5;
+                }
+            }
         },
         // The application's own coroutine; the library itself never detaches anything.
         asio::detached);
     io.run();
+
+    if (writer) {
+        // Read back: one result at a time, the captured streams from the journal.
+        auto db = agentctl::journal::open(argv[3], agentctl::journal_access::read);
+        if (!db) {
+            std::fprintf(stderr, "%s\n", db.error().message.c_str());
+            return 5;
+        }
+        std::size_t results = 0, bytes = 0;
+        auto error = db->for_each_result(run_id, true, [&](agentctl::journal_task_result& r) {
+            ++results;
+            bytes += agentctl::stdout_of(r.result).size();
+            return true;
+        });
+        if (error) {
+            std::fprintf(stderr, "%s\n", error->message.c_str());
+            return 5;
+        }
+        std::printf("journal %s: run %s, %zu results, %zu bytes of stdout\n", argv[3], run_id.c_str(), results,
+                    bytes);
+        if (results != plan.tasks.size()) status = 1;
+    }
     return status;
 }

@@ -367,6 +367,12 @@ public:
                                                                    std::string_view task_id,
                                                                    bool with_streams);
 
+    /// Task `task_index`'s final result (by the primary key: what a report reading results
+    /// one at a time in plan order wants); nullopt inside when it has none recorded.
+    journal_result<std::optional<journal_task_result>> load_result_at(std::string_view run_id,
+                                                                      std::uint32_t task_index,
+                                                                      bool with_streams);
+
     /// The raw captured text of a task's final result, in chunks (checked against its
     /// recorded length and checksum: a mismatch is `corrupt`). No final result: unknown_run
     /// names the task.
@@ -474,6 +480,9 @@ public:
     bool record_handle(attempt_handle handle);
     bool record_end(attempt_end end);
     bool record_final(task_final final);
+    /// An attempt's end and the task's final result naming it, queued together: they are
+    /// committed in one transaction, so a crash never leaves the end without its final.
+    bool record_end_and_final(attempt_end end, task_final final);
     bool record_run_end(journal_run_end end);
 
     /// Completes when every record queued before this call is committed.

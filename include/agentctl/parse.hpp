@@ -21,6 +21,9 @@ struct parse_result {
     /// Never run it.
     std::optional<workflow> partial;
     diagnostics diags;
+    /// load_workflow(): the bytes it read and parsed (what the workflow digest is of), so
+    /// that a run's journal records exactly the document that ran.
+    std::string source;
 };
 
 /// Parses `source` (named `file_name` in diagnostics). Reports every problem found in one

@@ -22,6 +22,9 @@ struct session_request {
     std::vector<std::string> inputs;         ///< `KEY=VALUE`, applied in order after the inputs file
     std::optional<std::string> inputs_file;  ///< a JSON or YAML mapping, applied over spec.inputs
     std::optional<std::string> workspace;    ///< base folder for workspaceRoot; else the workflow's folder
+    /// The document's bytes, already read (a resume's, from its journal): parsed instead of
+    /// reading `file`, which then only names it in diagnostics.
+    std::optional<std::string> source;
 };
 
 /// A loaded and compiled workflow.
@@ -31,6 +34,7 @@ struct session {
     diagnostics diags;                          ///< the document's, then the inputs'
     exit_status status = exit_status::success;  ///< usage or policy when it did not compile
     std::string failure;                        ///< "FILE: N errors" when it did not compile
+    std::string source;                         ///< the document's bytes as read and parsed
 
     bool ok() const { return compiled.has_value(); }
 };

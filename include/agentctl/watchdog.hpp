@@ -147,12 +147,19 @@ struct swept_container {
 struct sweep_report {
     std::vector<swept_cgroup> cgroups;
     std::vector<swept_container> containers;
+    /// Slurm jobs of dead runs (async_cancel_slurm_leftovers): "JOBID NAME" cancelled and
+    /// confirmed gone ...
+    std::vector<std::string> slurm_cancelled;
+    /// ... and "JOBID NAME STATE" of those that could not be shown gone, or the error.
+    std::vector<std::string> slurm_left;
     /// Why no cgroup was looked at (no cgroup v2 here, /proc unreadable); empty otherwise.
     std::string unavailable;
     /// Every leftover found was removed.
     bool ok() const;
     /// Nothing was found.
-    bool empty() const { return cgroups.empty() && containers.empty(); }
+    bool empty() const {
+        return cgroups.empty() && containers.empty() && slurm_cancelled.empty() && slurm_left.empty();
+    }
 };
 
 struct sweep_options {

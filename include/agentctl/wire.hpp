@@ -52,7 +52,8 @@ void write_run_outcome(json_sink& out, const plan& p, const run_report& report, 
 void write_sweep_report(json_writer& w, const sweep_report& r);
 
 /// The `RunOutcome` data object: `{runId, state, durationMs, error?, tasks, output,
-/// leftovers?}` (`leftovers` only when something was swept). Each captured stream is in the
+/// resume?, leftovers?}` (`resume: {reused: [ids], executed: [ids]}` for a resumed run,
+/// `leftovers` only when something was swept). Each captured stream is in the
 /// document once, in its task's `stdout`/`stderr` (docs/CLI.md, "Machine output").
 void write_run_report(json_writer& w, const plan& p, const run_report& report,
                       const sweep_report* leftovers = nullptr, stream_source* streams = nullptr);

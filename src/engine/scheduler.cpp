@@ -471,6 +471,8 @@ private:
             options_.events->on_event(e);
         }
         if (options_.journal && !results_[idx].reused) journal_final(idx, ran);
+        else if (options_.journal)
+            journal_missing_final(idx);
         for (auto d : dependants_[idx])
             if (--unfinished_needs_[d] == 0) ready_.push(d);
     }
@@ -487,11 +489,17 @@ private:
         if (ran && ended_[idx]) {
             streams_attempt = r.attempts;  // retried, then cancelled during its backoff: that end is recorded
         } else if (ran && r.attempts > 0 && !unstarted) {
-            // The last attempt's end holds the streams; the final names it.
+            // The last attempt's end holds the streams; the final names it. Both go in one
+            // commit: a crash never leaves an end whose final is missing.
             bool cleanup_failed = r.error && r.error->code == error_code::container_cleanup_failed;
-            options_.journal->record_end(
-                attempt_end{idx, r.attempts, keep ? task_result(r) : std::move(r), cleanup_failed});
-            streams_attempt = light.attempts;
+            options_.journal->record_end_and_final(
+                attempt_end{idx, r.attempts, keep ? task_result(r) : std::move(r), cleanup_failed},
+                task_final{idx, t.id, light, light.attempts, false});
+            if (!keep) {
+                light.streams_released = true;
+                r = std::move(light);
+            }
+            return;
         }
         if (streams_attempt)
             options_.journal->record_final(task_final{idx, t.id, light, streams_attempt, false});
@@ -501,6 +509,14 @@ private:
             light.streams_released = true;
             r = std::move(light);
         }
+    }
+
+    // Resume: a reused result whose final was lost after its end was committed gets it now.
+    void journal_missing_final(std::uint32_t idx) {
+        const auto& from = options_.resume->final_from_attempt;
+        if (idx >= from.size() || from[idx] == 0) return;
+        options_.journal->record_final(
+            task_final{idx, plan_.tasks[idx].id, without_streams(results_[idx]), from[idx], true});
     }
 
     void record_handle(std::uint32_t idx, std::uint32_t attempt, const attempt_started& s) {

@@ -11,7 +11,9 @@ namespace agentctl {
 
 session open_session(const session_request& request) {
     session s;
-    parse_result parsed = load_workflow(request.file);
+    parse_result parsed =
+        request.source ? parse_workflow(*request.source, request.file) : load_workflow(request.file);
+    if (request.source) parsed.source = *request.source;
 
     // spec.inputs, then the inputs file, then each --input in order: the last one wins.
     compile_options options;
@@ -35,6 +37,7 @@ session open_session(const session_request& request) {
     s.diags.append(input_diags);
     if (!input_diags.has_errors()) s.compiled = std::move(compiled.compiled);
     s.document = std::move(parsed.document);
+    s.source = std::move(parsed.source);
     if (s.diags.has_errors() || !s.compiled) {
         s.compiled.reset();
         int code = s.diags.exit_code();

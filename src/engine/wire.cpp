@@ -137,6 +137,19 @@ void write_sweep_report(json_writer& w, const sweep_report& r) {
         w.end_object();
     }
     w.end_array();
+    if (!r.slurm_cancelled.empty() || !r.slurm_left.empty()) {
+        w.key("slurmJobs");
+        w.begin_object();
+        w.key("cancelled");
+        w.begin_array();
+        for (const auto& j : r.slurm_cancelled) w.string(j);
+        w.end_array();
+        w.key("left");
+        w.begin_array();
+        for (const auto& j : r.slurm_left) w.string(j);
+        w.end_array();
+        w.end_object();
+    }
     w.end_object();
 }
 
@@ -333,6 +346,26 @@ void write_run_report(json_writer& w, const plan& p, const run_report& report, c
         w.end_object();
     } else {
         w.value(report.output);
+    }
+    if (report.resumed) {
+        // Which tasks this resume took over, and which it ran (again).
+        w.key("resume");
+        w.begin_object();
+        for (bool reused : {true, false}) {
+            w.key(reused ? "reused" : "executed");
+            w.begin_array();
+            for (std::uint32_t i = 0; i < p.tasks.size() && i < report.tasks.size(); ++i) {
+                const task_result& r = report.tasks[i];
+                if (p.tasks[i].kind == plan_task::kind_t::aggregate) continue;
+                bool ran = !r.reused && r.state != task_state::skipped &&
+                           !(r.error && (r.error->code == error_code::not_started ||
+                                         r.error->code == error_code::run_stopped ||
+                                         (r.error->code == error_code::run_cancelled && r.attempts == 0)));
+                if (reused ? r.reused : ran) w.string(p.tasks[i].id);
+            }
+            w.end_array();
+        }
+        w.end_object();
     }
     if (leftovers && !leftovers->empty()) {
         w.key("leftovers");

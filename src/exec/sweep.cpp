@@ -52,7 +52,8 @@ std::vector<swept_dir> sweep_owner_dirs(int base_dir, bool kill, int bound_ms, s
 bool sweep_report::ok() const {
     return std::all_of(cgroups.begin(), cgroups.end(), [](const swept_cgroup& c) { return c.removed; }) &&
            std::all_of(containers.begin(), containers.end(),
-                       [](const swept_container& c) { return c.removed; });
+                       [](const swept_container& c) { return c.removed; }) &&
+           slurm_left.empty();
 }
 
 sweep_report sweep_dead_owners(const sweep_options& options) {

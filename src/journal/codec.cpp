@@ -165,7 +165,17 @@ std::string encode_result(const task_result& r) {
         if (r.stderr_lossy) w.member("stderr_lossy", true);
         w.member("duration_ms", r.duration_ms);
         if (!r.command.empty()) w.member("command", r.command);
+        if (!r.argv.empty()) {
+            w.key("argv");
+            w.begin_array();
+            for (const auto& a : r.argv) w.string(a);
+            w.end_array();
+        }
         if (!r.isolation.empty()) w.member("isolation", r.isolation);
+        if (r.backend != "local") w.member("backend", r.backend);
+        if (r.slurm_job_id) w.member("slurm_job_id", *r.slurm_job_id);
+        if (!r.slurm_node.empty()) w.member("slurm_node", r.slurm_node);
+        if (!r.slurm_state.empty()) w.member("slurm_state", r.slurm_state);
         if (!r.engine.empty()) w.member("engine", r.engine);
         if (!r.containment.empty()) w.member("containment", r.containment);
         if (r.descendants_killed)
@@ -261,6 +271,13 @@ bool decode_result(std::string_view text, task_result& r) {
     r.duration_ms = uint_at(o, "duration_ms");
     r.command = string_at(o, "command");
     r.isolation = string_at(o, "isolation");
+    if (auto* a = o.if_contains("argv"); a && a->is_array())
+        for (const auto& x : a->get_array())
+            if (x.is_string()) r.argv.emplace_back(x.get_string());
+    if (o.contains("backend")) r.backend = string_at(o, "backend");
+    if (o.contains("slurm_job_id")) r.slurm_job_id = uint_at(o, "slurm_job_id");
+    r.slurm_node = string_at(o, "slurm_node");
+    r.slurm_state = string_at(o, "slurm_state");
     r.engine = string_at(o, "engine");
     r.containment = string_at(o, "containment");
     r.descendants_killed = static_cast<std::uint32_t>(uint_at(o, "descendants_killed"));

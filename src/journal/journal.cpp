@@ -411,6 +411,30 @@ journal_result<std::optional<journal_task_result>> journal::load_result(std::str
     return std::optional<journal_task_result>(std::move(r));
 }
 
+journal_result<std::optional<journal_task_result>> journal::load_result_at(std::string_view run_id,
+                                                                           std::uint32_t task_index,
+                                                                           bool with_streams) {
+    if (!db_) return closed_error();
+    auto& db = *db_;
+    auto seq = run_seq_of(db, run_id);
+    if (!seq) return seq.error();
+    int rc = SQLITE_OK;
+    statement s = db.conn.prepare(results_query(with_streams, "run_seq = ? AND task_index = ?"), rc);
+    if (!s) return db.error(rc, "reading a result");
+    s.bind(1, *seq);
+    s.bind(2, task_index);
+    rc = s.step();
+    if (rc == SQLITE_DONE) return std::optional<journal_task_result>();
+    if (rc != SQLITE_ROW) return db.error(db.last_rc(), "reading a result");
+    journal_task_result r;
+    if (auto e = result_from_row(db, s, r)) return *e;
+    if (with_streams) {
+        stream_loader streams(db);
+        if (auto e = streams.load(*seq, s, r)) return *e;
+    }
+    return std::optional<journal_task_result>(std::move(r));
+}
+
 std::optional<journal_error> journal::read_stream(std::string_view run_id, std::string_view task_id,
                                                   journal_stream which,
                                                   const std::function<void(std::string_view)>& chunk) {

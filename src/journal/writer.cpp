@@ -84,15 +84,35 @@ public:
             std::lock_guard lock(mu_);
             if (closing_) return false;
             if (std::holds_alternative<close_record>(rec)) closing_ = true;
-            queue_.push_back(entry{std::move(rec), journal_detail::now_ms(), bytes});
-            ++queued_;
-            queued_bytes_ += bytes;
-            peak_queued_bytes_ = std::max(peak_queued_bytes_, queued_bytes_);
+            enqueue(std::move(rec), bytes);
             above = queued_bytes_ >= options_.high_water_bytes;
             if (!posted_) post = posted_ = true;
         }
         if (post) schedule();
         return above;
+    }
+
+    // Two records under one lock: a drain takes both or neither, so they commit together.
+    bool push_pair(record first, std::uint64_t first_bytes, record second, std::uint64_t second_bytes) {
+        bool post = false, above = false;
+        {
+            std::lock_guard lock(mu_);
+            if (closing_) return false;
+            enqueue(std::move(first), first_bytes);
+            enqueue(std::move(second), second_bytes);
+            above = queued_bytes_ >= options_.high_water_bytes;
+            if (!posted_) post = posted_ = true;
+        }
+        if (post) schedule();
+        return above;
+    }
+
+    // Under mu_.
+    void enqueue(record rec, std::uint64_t bytes) {
+        queue_.push_back(entry{std::move(rec), journal_detail::now_ms(), bytes});
+        ++queued_;
+        queued_bytes_ += bytes;
+        peak_queued_bytes_ = std::max(peak_queued_bytes_, queued_bytes_);
     }
 
     void sync(sync_handler handler, bool close) {
@@ -669,6 +689,11 @@ bool journal_writer::record_end(attempt_end end) {
 bool journal_writer::record_final(task_final final) {
     std::uint64_t bytes = detail::bytes_of(final.result);
     return impl_->push(std::move(final), bytes);
+}
+
+bool journal_writer::record_end_and_final(attempt_end end, task_final final) {
+    std::uint64_t end_bytes = detail::bytes_of(end.result), final_bytes = detail::bytes_of(final.result);
+    return impl_->push_pair(std::move(end), end_bytes, std::move(final), final_bytes);
 }
 
 bool journal_writer::record_run_end(journal_run_end end) {

@@ -152,7 +152,9 @@ parse_result load_workflow(const std::string& path) {
     if (!read_capped(path, limits::max_document_bytes,
                      "split the workflow, or move large data into an inputs file", text, result.diags))
         return result;
-    return parse_workflow(text, path);
+    result = parse_workflow(text, path);
+    result.source = std::move(text);
+    return result;
 }
 
 inputs_result parse_inputs(std::string_view text, const std::string& file) {

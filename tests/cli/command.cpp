@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +23,7 @@
 #include <random>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 extern char** environ;
 
@@ -70,6 +72,9 @@ struct c_strings {
     std::vector<char*> pointers;
 };
 
+// Removed with the test binary's end (a static temp_dir).
+const std::string& test_state_dir();
+
 /// posix_spawn of argv[0] with a small fixed environment plus `extra_env`; frees the
 /// attributes and file actions. Returns the pid or throws.
 pid_t spawn(const std::vector<std::string>& argv, std::vector<std::string> extra_env, posix_spawn_file_actions_t& fa,
@@ -78,6 +83,11 @@ pid_t spawn(const std::vector<std::string>& argv, std::vector<std::string> extra
     // A sanitizer build's agentctl reports as the test setup asks (tests/meson.build).
     for (const char* name : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"})
         if (const char* v = std::getenv(name)) env.push_back(std::string(name) + "=" + v);
+    // The journal of every run goes to this test binary's own state folder, not /root's,
+    // unless the test names one.
+    bool own_state = std::any_of(extra_env.begin(), extra_env.end(),
+                                 [](const std::string& e) { return e.rfind("AGENTCTL_STATE_DIR=", 0) == 0; });
+    if (!own_state) env.push_back("AGENTCTL_STATE_DIR=" + test_state_dir());
     env.insert(env.end(), extra_env.begin(), extra_env.end());
     c_strings args(argv), envp(std::move(env));
     pid_t pid = -1;
@@ -225,6 +235,63 @@ temp_dir::~temp_dir() {
     std::error_code ec;
     std::filesystem::remove_all(path_, ec);
 }
+
+namespace {
+const std::string& test_state_dir() {
+    static const temp_dir dir;
+    return dir.path();
+}
+}  // namespace
+
+namespace {
+// A /proc file of a process that goes away meanwhile reads as empty (libstdc++ may throw
+// from the read: ESRCH).
+std::string slurp(const std::string& path) {
+    try {
+        std::ifstream in(path);
+        std::stringstream s;
+        s << in.rdbuf();
+        return s.str();
+    } catch (const std::exception&) {
+        return {};
+    }
+}
+}  // namespace
+
+/// The watchdog of agentctl `owner`: the process named agentctl-watchdog holding a pidfd of it.
+pid_t watchdog_of(pid_t owner) {
+    DIR* proc = ::opendir("/proc");
+    if (!proc) return -1;
+    pid_t found = -1;
+    while (dirent* e = ::readdir(proc)) {
+        pid_t pid = std::atoi(e->d_name);
+        if (pid <= 0) continue;
+        std::string comm = slurp("/proc/" + std::to_string(pid) + "/comm");
+        if (comm.rfind("agentctl-watchd", 0) != 0) continue;
+        std::string fds = "/proc/" + std::to_string(pid) + "/fdinfo";
+        DIR* d = ::opendir(fds.c_str());
+        if (!d) continue;
+        while (dirent* f = ::readdir(d))
+            if (slurp(fds + "/" + f->d_name).find("Pid:\t" + std::to_string(owner) + "\n") !=
+                std::string::npos)
+                found = pid;
+        ::closedir(d);
+        if (found > 0) break;
+    }
+    ::closedir(proc);
+    return found;
+}
+
+/// Waits up to `bound` for `count` processes tagged `nonce`.
+bool wait_for_processes(const std::string& nonce, std::size_t count, std::chrono::seconds bound) {
+    auto until = std::chrono::steady_clock::now() + bound;
+    while (processes_with(nonce).size() < count) {
+        if (std::chrono::steady_clock::now() > until) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling /proc for the trees to be up
+    }
+    return true;
+}
+
 
 std::string temp_dir::write(const std::string& name, const std::string& content) const {
     std::string p = path_ + "/" + name;

@@ -69,6 +69,13 @@ private:
 /// Pids of live processes whose command line contains `needle` (the test's nonce).
 std::vector<pid_t> processes_with(const std::string& needle);
 
+/// The watchdog of agentctl `owner`: the process named agentctl-watchdog holding a pidfd of
+/// it; -1 if none.
+pid_t watchdog_of(pid_t owner);
+
+/// Waits up to `bound` for `count` processes tagged `nonce`.
+bool wait_for_processes(const std::string& nonce, std::size_t count, std::chrono::seconds bound);
+
 /// A random token to tag the processes of one test.
 std::string make_nonce();
 

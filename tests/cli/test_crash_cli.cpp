@@ -33,47 +33,6 @@ std::string four_trees(const std::string& nonce) {
            "  tasks:\n    - {id: t, uses: action:trees, foreach: {items: [1, 2, 3, 4]}}\n";
 }
 
-std::string read_file(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-/// The watchdog of agentctl `owner`: the process named agentctl-watchdog holding a pidfd of it.
-pid_t watchdog_of(pid_t owner) {
-    DIR* proc = ::opendir("/proc");
-    if (!proc) return -1;
-    pid_t found = -1;
-    while (dirent* e = ::readdir(proc)) {
-        pid_t pid = std::atoi(e->d_name);
-        if (pid <= 0) continue;
-        std::string comm = read_file("/proc/" + std::to_string(pid) + "/comm");
-        if (comm.rfind("agentctl-watchd", 0) != 0) continue;
-        std::string fds = "/proc/" + std::to_string(pid) + "/fdinfo";
-        DIR* d = ::opendir(fds.c_str());
-        if (!d) continue;
-        while (dirent* f = ::readdir(d))
-            if (read_file(fds + "/" + f->d_name).find("Pid:\t" + std::to_string(owner) + "\n") !=
-                std::string::npos)
-                found = pid;
-        ::closedir(d);
-        if (found > 0) break;
-    }
-    ::closedir(proc);
-    return found;
-}
-
-/// Waits up to `bound` for `count` processes tagged `nonce`.
-bool wait_for_processes(const std::string& nonce, std::size_t count, std::chrono::seconds bound) {
-    auto until = std::chrono::steady_clock::now() + bound;
-    while (processes_with(nonce).size() < count) {
-        if (std::chrono::steady_clock::now() > until) return false;
-        std::this_thread::sleep_for(20ms);  // polling /proc for the trees to be up
-    }
-    return true;
-}
-
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(sigkill_of_agentctl_kills_every_tree_within_two_seconds) {

@@ -1017,7 +1017,7 @@ BOOST_AUTO_TEST_CASE(inputs_files_in_json_are_checked_like_documents) {
     // Not JSON: read as YAML, duplicates included.
     auto yaml = parse_inputs("a: 1\nb: {c: 2, c: 3}\n", "in.yaml");
     BOOST_TEST(!yaml.inputs.has_value());
-    BOOST_TEST(has(parse_result{std::nullopt, std::nullopt, yaml.diags}, "duplicate_key", 2));
+    BOOST_TEST(has(parse_result{std::nullopt, std::nullopt, yaml.diags, {}}, "duplicate_key", 2));
     // Large JSON is fine (the document cap does not apply); large YAML is not read.
     std::string many = "{\"items\": [";
     for (int i = 0; i < 200000; ++i) many += (i ? ",\"" : "\"") + std::to_string(i) + "\"";

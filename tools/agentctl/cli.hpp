@@ -21,7 +21,7 @@ enum class color_mode { automatic, always, never };
 
 /// Everything the command line said.
 struct command_line {
-    std::string command;  ///< check | plan | run | doctor | version
+    std::string command;  ///< check | plan | run | resume | runs | doctor | version
     std::string file;
     output_format output = output_format::human;
     color_mode color = color_mode::automatic;
@@ -36,8 +36,22 @@ struct command_line {
     bool keep_going = false;
     backend_kind backend = backend_kind::local;  ///< --backend
     slurm_options slurm;                         ///< --slurm-*
+    std::vector<std::string> argv;               ///< agentctl's own, as given (recorded in the journal)
+    // The journal, `runs` and `resume` (journal_cli.hpp).
+    std::optional<std::string> db;     ///< --db PATH
+    bool no_journal = false;           ///< --no-journal
+    std::string run_id;                ///< resume RUN_ID, runs show RUN_ID
+    std::string runs_action;           ///< runs: list | show | gc
+    std::optional<std::size_t> limit;  ///< runs list --limit
+    std::optional<std::size_t> keep;   ///< runs gc --keep
+    std::optional<std::string> task;   ///< runs show --task
+    bool show_stdout = false;          ///< runs show --stdout
+    bool show_stderr = false;          ///< runs show --stderr
+    bool retry_failed = false;         ///< resume --retry-failed
+    bool rerun_uncertain = false;      ///< resume --rerun-uncertain
+    bool dry_run = false;              ///< resume --dry-run
 
-    session_request request() const { return {file, inputs, inputs_file, workspace}; }
+    session_request request() const { return {file, inputs, inputs_file, workspace, std::nullopt}; }
 };
 
 /// The process exit status of `s`.
@@ -87,5 +101,8 @@ int run_version(const command_line& cl);
 /// `watch`: the watchdog main() started (nullptr when it could not start).
 int run_run(const command_line& cl, watchdog* watch);
 int run_doctor(const command_line& cl);
+int run_runs(const command_line& cl);
+/// `watch`: as run_run().
+int run_resume(const command_line& cl, watchdog* watch);
 
 }  // namespace agentctl::cli

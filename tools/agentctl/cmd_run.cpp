@@ -1,5 +1,6 @@
 // agentctl run FILE: compile, then run the plan on one io_context with live progress.
 #include "cli.hpp"
+#include "journal_cli.hpp"
 #include "output_queue.hpp"
 
 #include <agentctl/engine.hpp>
@@ -332,10 +333,31 @@ int run_run(const command_line& cl, watchdog* watch) {
     auto base = resolve_base_dir(cl.request(), error);
     if (!base) return print_failure(cl, error, exit_status::usage);
 
-    // What dead runs left on this host goes first: their cgroups here, their containers on
-    // the engines this run uses (by the engine, in its preflight).
-    sweep_report leftovers = sweep_dead_owners();
+    // The journal before any effect: a journal that cannot be used is exit 5, nothing runs.
+    std::optional<journal> db;
+    if (!cl.no_journal) {
+        int failed = 0;
+        db = open_journal(cl, journal_access::write, failed);
+        if (!db) return failed;
+    }
 
+    // What dead runs left on this host goes first: their cgroups here, their containers on
+    // the engines this run uses (by the engine, in its preflight), their Slurm jobs.
+    dead_run_sweep swept = sweep_dead_runs(db ? &*db : nullptr, false);
+    if (swept.error) return print_journal_failure(cl, *swept.error);
+    sweep_report leftovers = std::move(swept.removed);
+    journal_run record;
+    if (db) record = run_record(cl, s, *base);
+    diagnostics diags = s.diags;
+    diags.append(swept.warnings);
+    if (cl.output == output_format::human) print_diagnostics_human(cl, swept.warnings);
+    return execute_run(cl, watch, p, diags, *base, std::move(db), std::move(leftovers), std::move(record),
+                       nullptr);
+}
+
+int execute_run(const command_line& cl, watchdog* watch, const plan& p, const diagnostics& diags,
+                const std::string& base_dir, std::optional<journal> db, sweep_report leftovers,
+                journal_run record, const resume_plan* resume) {
     asio::io_context io(1);
     if (watch) watch->observe(io);
     // From here on agentctl's own output goes through queues, written by threads of the
@@ -351,7 +373,7 @@ int run_run(const command_line& cl, watchdog* watch) {
     run_options options;
     options.jobs = cl.jobs;
     options.keep_going = cl.keep_going;
-    options.base_dir = *base;
+    options.base_dir = base_dir;
     options.search_path = host.search_path;
     options.host_env = host.lookup;
     options.backend = cl.backend;
@@ -362,6 +384,12 @@ int run_run(const command_line& cl, watchdog* watch) {
     options.gate = &gate;
     options.watch = watch;
     options.leftovers = &leftovers;
+    std::optional<journal_recorder> recorder;
+    if (db) {
+        options.record = std::move(record);
+        recorder.emplace(io.get_executor(), std::move(*db));
+        options.journal = &recorder->writer();
+    }
     std::optional<terminal_approver> ask;
     if (cl.interactive) {
         ask.emplace(io);
@@ -401,14 +429,29 @@ int run_run(const command_line& cl, watchdog* watch) {
     }
 
     std::optional<run_report> report;
-    async_run(io.get_executor(), p, std::move(options),
-              asio::bind_cancellation_slot(cancel.slot(), [&](run_report r) {
-                  report = std::move(r);
-                  signals.cancel();
-                  deadline.cancel();
-                  progress.stop();
-              }));
+    auto done = asio::bind_cancellation_slot(cancel.slot(), [&](run_report r) {
+        report = std::move(r);
+        signals.cancel();
+        deadline.cancel();
+        progress.stop();
+    });
+    if (resume)
+        async_resume(io.get_executor(), *resume, std::move(options), std::move(done));
+    else
+        async_run(io.get_executor(), p, std::move(options), std::move(done));
     io.run();
+    std::optional<journal_error> unrecorded = recorder ? recorder->close(io) : std::nullopt;
+    // Reports read the streams the engine let go back from the journal.
+    std::optional<journal> reader;
+    std::optional<journal_streams> streams;
+    if (recorder) {
+        journal_open_options ro;
+        ro.quick_check = false;
+        if (auto r = journal::open(recorder->path(), journal_access::read, ro)) {
+            reader.emplace(std::move(*r));
+            streams.emplace(*reader, report->run_id);
+        }
+    }
 
     // The run is over: nothing is supervised any more, so the report may wait for the reader.
     out_queue.drain();
@@ -421,12 +464,24 @@ int run_run(const command_line& cl, watchdog* watch) {
                       exit_status::cancelled);
         return report->exit_code();
     }
+    // A resume whose claim failed ran nothing: it has no task results to report.
+    if (report->tasks.size() != p.tasks.size())
+        return print_failure(cl, report->error ? report->error->message : "the run did not start",
+                             static_cast<exit_status>(report->exit_code()));
     if (cl.output == output_format::human) {
+        if (streams) restore_failed_streams(p, *report, *streams);
         print_summary(cl, p, *report);
+        if (resume) print_resume_summary(cl, p, *report);
     } else {
         fd_sink out(STDOUT_FILENO);
-        write_run_outcome(out, p, *report, s.diags, &leftovers);
+        write_run_outcome(out, p, *report, diags, &leftovers, streams ? &*streams : nullptr);
     }
+    if (streams && streams->error)
+        standard_error().write(
+            "agentctl: warning: some captured output could not be read back from the journal, and "
+            "is missing from the report: " +
+            streams->error->message + "\n");
+    if (unrecorded && !report->error) return print_journal_failure(cl, *unrecorded);
     return report->exit_code();
 }
 

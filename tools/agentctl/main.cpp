@@ -29,6 +29,8 @@ const std::vector<command_info>& commands() {
         {"check", "FILE", "validate a workflow strictly; no effects"},
         {"plan", "FILE", "print the compiled plan"},
         {"run", "FILE", "run the workflow"},
+        {"resume", "RUN_ID", "continue a run from its journal: reuse what succeeded, run the rest"},
+        {"runs", "[list|show RUN_ID|gc]", "past runs in the journal: list them, show one, remove old ones"},
         {"doctor", "FILE", "check that every process action can run here; runs nothing"},
         {"version", "", "print the version"},
         {"help", "[COMMAND]", "print help, for one command with COMMAND"},
@@ -59,7 +61,7 @@ const std::vector<option_info>& options() {
         {"input", 0, "KEY=VALUE", "set an input; VALUE is JSON if it parses, else a string", file_commands,
          true},
         {"inputs-file", 0, "FILE", "a JSON or YAML mapping of inputs", file_commands},
-        {"jobs", 'j', "N", "tasks at once, 1..4096 (overrides runtime.maxConcurrency)", {"run"}},
+        {"jobs", 'j', "N", "tasks at once, 1..4096 (overrides runtime.maxConcurrency)", {"run", "resume"}},
         {"workspace",
          0,
          "DIR",
@@ -68,13 +70,34 @@ const std::vector<option_info>& options() {
         {"timeout-seconds", 0, "S", "cancel the whole run after S seconds", {"run"}},
         {"interactive", 0, "", "ask for approval on the terminal", {"run"}},
         {"keep-going", 0, "", "treat every task as failure: continue", {"run"}},
-        {"backend", 0, "local|slurm", "where process tasks run (default local; slurm: one srun job each)",
+        {"backend",
+         0,
+         "local|slurm",
+         "where process tasks run (default local; slurm: one srun job each)",
          {"run", "doctor"}},
-        {"slurm-partition", 0, "P", "with --backend slurm: the partition (a,b: any of these)", {"run", "doctor"}},
+        {"slurm-partition",
+         0,
+         "P",
+         "with --backend slurm: the partition (a,b: any of these)",
+         {"run", "doctor"}},
         {"slurm-account", 0, "A", "with --backend slurm: the account to charge", {"run", "doctor"}},
         {"slurm-qos", 0, "Q", "with --backend slurm: the quality of service", {"run", "doctor"}},
         {"slurm-cpus-per-task", 0, "N", "with --backend slurm: CPUs of each job", {"run", "doctor"}},
         {"slurm-mem", 0, "MIB", "with --backend slurm: memory of each job, in MiB", {"run", "doctor"}},
+        {"db",
+         0,
+         "PATH",
+         "the journal database (default: journal.db in agentctl's state folder)",
+         {"run", "resume", "runs"}},
+        {"no-journal", 0, "", "record nothing (results stay in memory; no resume)", {"run"}},
+        {"retry-failed", 0, "", "run tasks that failed again", {"resume"}},
+        {"rerun-uncertain", 0, "", "run tasks whose last attempt may have had its effect again", {"resume"}},
+        {"dry-run", 0, "", "print what each task would do and why; run nothing", {"resume"}},
+        {"limit", 0, "N", "runs list: at most N runs (default 50)", {"runs"}},
+        {"task", 0, "ID", "runs show: one task", {"runs"}},
+        {"stdout", 0, "", "runs show --task: its raw captured stdout", {"runs"}},
+        {"stderr", 0, "", "runs show --task: its raw captured stderr", {"runs"}},
+        {"keep", 0, "N", "runs gc: keep the newest N runs, remove the others", {"runs"}},
     };
     return table;
 }
@@ -197,6 +220,59 @@ std::optional<T> number_of(const std::string& text) {
     return value;
 }
 
+// `runs [list|show RUN_ID|gc]` and `resume RUN_ID`: their operands and options; a status
+// when they are refused.
+std::optional<int> parse_journal_commands(command_line& cl, const po::variables_map& vm,
+                                          const std::vector<std::string>& operands) {
+    auto text = [&](const char* name) { return vm.count(name) ? vm[name].as<std::string>() : std::string(); };
+    if (vm.count("db")) cl.db = text("db");
+    if (cl.db && cl.db->empty()) return usage_error(cl, "--db needs a path");
+    if (vm.count("jobs")) {
+        cl.jobs = number_of<int>(text("jobs"));
+        if (!cl.jobs || *cl.jobs < 1 || *cl.jobs > agentctl::limits::max_concurrency)
+            return usage_error(cl, "--jobs must be between 1 and 4096");
+    }
+    cl.retry_failed = vm.count("retry-failed") > 0;
+    cl.rerun_uncertain = vm.count("rerun-uncertain") > 0;
+    cl.dry_run = vm.count("dry-run") > 0;
+    if (cl.command == "resume") {
+        if (operands.size() != 1) return usage_error(cl, "resume needs exactly one RUN_ID");
+        cl.run_id = operands[0];
+        return std::nullopt;
+    }
+    cl.runs_action = operands.empty() ? "list" : operands[0];
+    std::size_t wanted = cl.runs_action == "show" ? 2 : 1;
+    if (cl.runs_action != "list" && cl.runs_action != "show" && cl.runs_action != "gc")
+        return usage_error(cl, "runs takes list, show RUN_ID or gc, not \"" + cl.runs_action + "\"");
+    if (operands.size() > wanted || (cl.runs_action == "show" && operands.size() != 2))
+        return usage_error(cl, cl.runs_action == "show" ? "runs show needs exactly one RUN_ID"
+                                                        : "runs " + cl.runs_action + " takes no operand");
+    if (cl.runs_action == "show") cl.run_id = operands[1];
+    auto count = [&](const char* name, std::optional<std::size_t>& into,
+                     const char* action) -> std::optional<int> {
+        if (!vm.count(name)) return std::nullopt;
+        if (cl.runs_action != action)
+            return usage_error(cl, std::string("--") + name + " applies to runs " + action + " only");
+        into = number_of<std::size_t>(text(name));
+        if (!into || *into > 1000000000)
+            return usage_error(cl, std::string("--") + name + " must be a whole number");
+        return std::nullopt;
+    };
+    if (auto c = count("limit", cl.limit, "list")) return c;
+    if (auto c = count("keep", cl.keep, "gc")) return c;
+    if (cl.limit && *cl.limit == 0) return usage_error(cl, "--limit must be at least 1");
+    if (vm.count("task")) {
+        if (cl.runs_action != "show") return usage_error(cl, "--task applies to runs show only");
+        cl.task = text("task");
+    }
+    cl.show_stdout = vm.count("stdout") > 0;
+    cl.show_stderr = vm.count("stderr") > 0;
+    if ((cl.show_stdout || cl.show_stderr) && !cl.task)
+        return usage_error(cl, "--stdout and --stderr need --task ID");
+    if (cl.show_stdout && cl.show_stderr) return usage_error(cl, "--stdout and --stderr exclude each other");
+    return std::nullopt;
+}
+
 int print_text(const std::string& text) {
     standard_output().write(text);
     return status(agentctl::exit_status::success);
@@ -211,6 +287,7 @@ int main(int argc, char** argv) {
     ::signal(SIGPIPE, SIG_IGN);
     command_line cl;
     cl.output = sniff_output(argc, argv);
+    cl.argv.assign(argv, argv + argc);
 
     po::options_description all;
     for (const auto& o : options()) {
@@ -300,6 +377,23 @@ int main(int argc, char** argv) {
         if (!operands.empty()) return usage_error(cl, "version takes no arguments");
         return run_version(cl);
     }
+    if (cl.command == "runs" || cl.command == "resume") {
+        if (auto code = parse_journal_commands(cl, vm, operands)) return *code;
+        if (cl.command == "runs") return run_runs(cl);
+        // The watchdog first, as for run.
+        std::string why;
+        std::optional<agentctl::watchdog> watch =
+            cl.dry_run ? std::nullopt : agentctl::watchdog::start({}, why);
+        if (!watch && !cl.dry_run) {
+            agentctl::diagnostics d;
+            d.warning("no_watchdog", "",
+                      "the watchdog could not start (" + why +
+                          "): if agentctl is killed, what it started keeps running",
+                      "");
+            if (cl.output == output_format::human) print_diagnostics_human(cl, d);
+        }
+        return run_resume(cl, watch ? &*watch : nullptr);
+    }
     if (operands.size() != 1) return usage_error(cl, cl.command + " needs exactly one workflow FILE");
     cl.file = operands[0];
 
@@ -330,6 +424,11 @@ int main(int argc, char** argv) {
         if (!cl.timeout_seconds || !(*cl.timeout_seconds > 0 && *cl.timeout_seconds <= 86400 * 365))
             return usage_error(cl, "--timeout-seconds must be a number of seconds greater than 0");
     }
+
+    if (vm.count("db")) cl.db = text("db");
+    cl.no_journal = vm.count("no-journal") > 0;
+    if (cl.db && cl.no_journal) return usage_error(cl, "--db and --no-journal exclude each other");
+    if (cl.db && cl.db->empty()) return usage_error(cl, "--db needs a path");
 
     if (cl.command == "check") return run_check(cl);
     if (cl.command == "plan") return run_plan(cl);

@@ -100,6 +100,12 @@ void print_leftovers_human(const command_line& cl, const sweep_report& r) {
         out += paint(color, "1;33", "agentctl:") + " " +
                (c.removed ? "removed what a dead run left: " : "could not remove what a dead run left: ") + c.engine +
                " container " + printable(c.name) + (c.error.empty() ? "" : ": " + printable(c.error)) + "\n";
+    for (const auto& j : r.slurm_cancelled)
+        out += paint(color, "1;33", "agentctl:") + " cancelled what a dead run left: Slurm job " +
+               printable(j) + "\n";
+    for (const auto& j : r.slurm_left)
+        out += paint(color, "1;33", "agentctl:") + " could not cancel what a dead run left: Slurm job " +
+               printable(j) + "\n";
     if (!r.unavailable.empty() && cl.verbose) out += "agentctl: no cgroup sweep: " + printable(r.unavailable) + "\n";
     standard_error().write(out);
 }

@@ -1,0 +1,287 @@
+// Resuming a run of the journal: recompile what was recorded, decide per task what happens
+// (docs/JOURNAL.md, "Resume"), claim the run, run the rest.
+#include <agentctl/engine.hpp>
+
+#include <agentctl/json.hpp>
+#include <agentctl/session.hpp>
+
+#include "engine/outcome.hpp"
+
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <algorithm>
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+namespace agentctl {
+
+std::string_view to_string(resume_action a) {
+    switch (a) {
+        case resume_action::reuse:
+            return "reuse";
+        case resume_action::keep_failed:
+            return "keep_failed";
+        case resume_action::run:
+            return "run";
+        case resume_action::rerun:
+            return "rerun";
+        case resume_action::uncertain:
+            return "uncertain";
+        case resume_action::aggregate:
+            return "aggregate";
+    }
+    return "run";
+}
+
+namespace {
+
+std::string end_text(const journal_attempt& a) {
+    if (!a.end) return "started, no end recorded";
+    std::string s(to_string(a.end->state));
+    if (a.cleanup_failed) s += ", cleanup failed";
+    return s;
+}
+
+std::string attempt_where(const journal_attempt& a) {
+    std::string s;
+    if (a.handle && a.handle->pid) s += ", pid " + std::to_string(*a.handle->pid);
+    if (a.handle && !a.handle->container.empty()) s += ", container " + a.handle->container;
+    if (a.handle && !a.handle->slurm_job_id.empty()) s += ", Slurm job " + a.handle->slurm_job_id;
+    return s;
+}
+
+std::string failed_text(const task_result& r) {
+    std::string s(to_string(r.state));
+    if (r.exit_code)
+        s += " (exit " + std::to_string(*r.exit_code) + ")";
+    else if (r.error)
+        s += " (" + std::string(to_string(r.error->code)) + ")";
+    return s;
+}
+
+void refuse(resume_plan& rp, exit_status status, std::string message) {
+    if (rp.status != exit_status::success) return;
+    rp.status = status;
+    rp.message = std::move(message);
+}
+
+}  // namespace
+
+resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_options& options,
+                           const owner_alive_fn& alive) {
+    resume_plan rp;
+    auto loaded = db.load_run(run_id);
+    if (!loaded) {
+        rp.journal_code = loaded.error().code;
+        refuse(rp, exit_status::persistence, loaded.error().message);
+        return rp;
+    }
+    rp.run = std::move(*loaded);
+    rp.live = rp.run.state == journal_run_state::running && alive && alive(rp.run.owner);
+    if (rp.live) {
+        rp.journal_code = journal_errc::run_live;
+        refuse(rp, exit_status::persistence,
+               "run " + rp.run.run_id + " is live (driven by pid " + std::to_string(rp.run.owner.pid) +
+                   " on " + rp.run.owner.host + "): it is never resumed twice");
+        return rp;
+    }
+
+    // The stored document with the stored inputs, exactly: the same plan or nothing.
+    session_request request;
+    request.file = rp.run.workflow_path;
+    request.source = rp.run.workflow_source;
+    boost::system::error_code ec;
+    json::value inputs = json::parse(rp.run.inputs_json, ec);
+    if (ec || !inputs.is_object()) {
+        refuse(rp, exit_status::persistence,
+               "journal " + db.path() + ": the inputs of run " + rp.run.run_id + " cannot be read");
+        return rp;
+    }
+    for (const auto& m : inputs.get_object())
+        request.inputs.push_back(std::string(m.key()) + "=" + json::serialize(m.value()));
+    session s = open_session(request);
+    rp.diags = std::move(s.diags);
+    if (!s.ok()) {
+        refuse(rp, s.status,
+               "the stored workflow of run " + rp.run.run_id + " no longer compiles (" + s.failure + ")");
+        return rp;
+    }
+    rp.compiled = std::move(s.compiled);
+    const plan& p = *rp.compiled;
+    if (p.plan_digest != rp.run.plan_digest) {
+        refuse(rp, exit_status::persistence,
+               "the stored workflow of run " + rp.run.run_id + " compiles to another plan (" + p.plan_digest +
+                   ", recorded " + rp.run.plan_digest + "): this agentctl cannot resume it safely");
+        return rp;
+    }
+
+    const std::size_t n = p.tasks.size();
+    std::vector<std::optional<journal_task_result>> finals(n);
+    auto mismatch = [&](std::uint32_t index, const std::string& id) {
+        return index >= n || p.tasks[index].id != id;
+    };
+    bool bad = false;
+    auto e = db.for_each_result(run_id, false, [&](journal_task_result& r) {
+        if (mismatch(r.task_index, r.task_id)) return !(bad = true);
+        finals[r.task_index] = std::move(r);
+        return true;
+    });
+    std::vector<std::optional<journal_attempt>> last(n);
+    rp.state.attempts_before.assign(n, 0);
+    if (!e && !bad)
+        e = db.for_each_attempt(run_id, [&](journal_attempt& a) {
+            if (mismatch(a.intent.task_index, a.intent.task_id)) return !(bad = true);
+            auto& before = rp.state.attempts_before[a.intent.task_index];
+            before = std::max(before, a.intent.attempt);
+            last[a.intent.task_index] = std::move(a);
+            return true;
+        });
+    if (e || bad) {
+        rp.journal_code = e ? e->code : journal_errc::corrupt;
+        refuse(rp, exit_status::persistence,
+               e ? e->message
+                 : "journal " + db.path() + ": run " + rp.run.run_id + " holds tasks its plan does not have");
+        return rp;
+    }
+
+    rp.state.reuse.resize(n);
+    rp.state.final_from_attempt.assign(n, 0);
+    rp.decisions.resize(n);
+    std::vector<bool> runs(n, false);
+    for (std::uint32_t i = 0; i < n; ++i) {
+        const plan_task& t = p.tasks[i];
+        resume_decision& d = rp.decisions[i];
+        const auto& f = finals[i];
+        const auto& a = last[i];
+        if (t.kind == plan_task::kind_t::aggregate) {
+            d = {resume_action::aggregate, "recomputed from its children"};
+        } else if (f && f->result.state == task_state::succeeded) {
+            d = {resume_action::reuse, "succeeded in segment " + std::to_string(f->segment)};
+        } else if (!f && a && a->end && a->end->state == task_state::succeeded && !a->uncertain() &&
+                   !t.output_referenced) {
+            // Its end was committed, its final was not (a crash in between): it did succeed.
+            // (When a later task reads its output, the streams would be needed in memory, and
+            // only finals are read back with them: it then runs again, below.)
+            d = {resume_action::reuse, "succeeded in segment " + std::to_string(a->segment) + " (attempt " +
+                                           std::to_string(a->intent.attempt) + ")"};
+            rp.state.final_from_attempt[i] = a->intent.attempt;
+        } else if (a && a->uncertain()) {
+            rp.uncertain.push_back(*a);
+            std::string why =
+                "attempt " + std::to_string(a->intent.attempt) + " " + end_text(*a) + attempt_where(*a);
+            if (options.rerun_uncertain)
+                d = {resume_action::rerun, "uncertain: " + why + "; --rerun-uncertain"};
+            else
+                d = {resume_action::uncertain, "uncertain: " + why};
+        } else if (f && f->result.attempts > 0 && is_failure(f->result.state) &&
+                   f->result.state != task_state::cancelled) {
+            if (options.retry_failed)
+                d = {resume_action::run, failed_text(f->result) + "; --retry-failed"};
+            else
+                d = {resume_action::keep_failed, failed_text(f->result) + "; kept without --retry-failed"};
+        } else if (f && f->result.state != task_state::skipped && f->result.state != task_state::cancelled &&
+                   f->result.attempts == 0 && is_failure(f->result.state)) {
+            // Failed without an attempt (a policy, template or approval decision): decided again.
+            d = {resume_action::run, failed_text(f->result) + " before starting; decided again"};
+        } else if (a) {
+            d = {resume_action::run,
+                 "did not finish (attempt " + std::to_string(a->intent.attempt) + " " + end_text(*a) + ")"};
+        } else {
+            d = {resume_action::run,
+                 f ? "never started (" + std::string(to_string(f->result.state)) + ")" : "never started"};
+        }
+        // Dependants of anything that runs again run (the scheduler decides the same way).
+        if (d.action == resume_action::reuse || d.action == resume_action::keep_failed) {
+            for (auto need : t.needs)
+                if (runs[need]) {
+                    d = {resume_action::run, "a need (" + p.tasks[need].id + ") runs again"};
+                    rp.state.final_from_attempt[i] = 0;
+                    break;
+                }
+        }
+        runs[i] = d.action == resume_action::run || d.action == resume_action::rerun ||
+                  d.action == resume_action::uncertain ||
+                  (d.action == resume_action::aggregate &&
+                   std::any_of(t.children.begin(), t.children.end(), [&](auto c) { return runs[c]; }));
+    }
+
+    // The results taken over: with their streams only where something reads them later.
+    for (std::uint32_t i = 0; i < n; ++i) {
+        const resume_decision& d = rp.decisions[i];
+        if (d.action != resume_action::reuse && d.action != resume_action::keep_failed) continue;
+        const bool streams = p.tasks[i].output_referenced;
+        if (rp.state.final_from_attempt[i]) {
+            task_result r = *last[i]->end;
+            r.streams_released = true;  // read back through the final the resume records
+            rp.state.reuse[i] = std::move(r);
+            continue;
+        }
+        if (streams) {
+            auto full = db.load_result_at(run_id, i, true);
+            if (!full || !*full) {
+                refuse(rp, exit_status::persistence,
+                       full ? "journal " + db.path() + ": the result of task " + p.tasks[i].id + " vanished"
+                            : full.error().message);
+                return rp;
+            }
+            rp.state.reuse[i] = std::move((*full)->result);
+        } else {
+            task_result r = std::move(finals[i]->result);
+            r.streams_released = true;
+            rp.state.reuse[i] = std::move(r);
+        }
+    }
+
+    if (!rp.uncertain.empty() && !options.rerun_uncertain) {
+        std::string list;
+        for (const auto& a : rp.uncertain) {
+            if (!list.empty()) list += "; ";
+            list += a.intent.task_id + ": attempt " + std::to_string(a.intent.attempt) + " " + end_text(a) +
+                    attempt_where(a);
+        }
+        refuse(rp, exit_status::policy,
+               "run " + rp.run.run_id + " has " + std::to_string(rp.uncertain.size()) +
+                   (rp.uncertain.size() == 1 ? " task" : " tasks") +
+                   " whose last attempt may have had its effect (" + list +
+                   "): nothing was run; resume with --rerun-uncertain to run them again");
+    }
+    return rp;
+}
+
+namespace detail {
+
+void async_resume_impl(asio::any_io_executor ex, const resume_plan& rp, run_options options,
+                       asio::any_completion_handler<void(run_report)> handler) {
+    auto fail = [&rp](std::string message) {
+        run_report r;
+        r.run_id = rp.run.run_id;
+        r.state = run_state::failed;
+        r.resumed = true;
+        r.error = task_error{error_code::journal_failed, std::move(message)};
+        return r;
+    };
+    journal_writer* writer = options.journal;
+    if (!writer || !rp.ok() || !rp.compiled) {
+        run_report r = fail(!writer ? "resume needs a journal to record into" : rp.message);
+        asio::post(ex, [h = std::move(handler), r = std::move(r)]() mutable { std::move(h)(std::move(r)); });
+        return;
+    }
+    writer->async_claim(
+        rp.run.run_id, this_process_owner(), owner_alive_here,
+        asio::bind_executor(ex, [ex, &rp, fail, options = std::move(options),
+                                 handler = std::move(handler)](std::optional<journal_error> error) mutable {
+            if (error)
+                return std::move(handler)(
+                    fail("run " + rp.run.run_id + " cannot be claimed: " + error->message));
+            options.run_id = rp.run.run_id;
+            options.resume = &rp.state;
+            async_run_impl(ex, *rp.compiled, std::move(options), std::move(handler));
+        }));
+}
+
+}  // namespace detail
+}  // namespace agentctl

@@ -1,0 +1,204 @@
+// The journal as the CLI uses it (journal_cli.hpp).
+#include "journal_cli.hpp"
+
+#include <agentctl/backend.hpp>
+#include <agentctl/version.hpp>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <ctime>
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+namespace agentctl::cli {
+
+std::optional<std::string> journal_path(const command_line& cl, bool create_dir, journal_error& error) {
+    if (cl.db) return *cl.db;
+    host_environment host = process_environment();
+    auto where = default_journal_location(host.lookup, passwd_home_dir);
+    if (!where) {
+        error = where.error();
+        return std::nullopt;
+    }
+    if (create_dir)
+        if (auto e = make_state_dir(where->state_dir)) {
+            error = *e;
+            return std::nullopt;
+        }
+    return where->db_path;
+}
+
+int print_journal_failure(const command_line& cl, const journal_error& e) {
+    if (cl.output == output_format::human) return print_failure(cl, e.message, exit_status::persistence);
+    std::string help =
+        e.code == journal_errc::unknown_run ? "`agentctl runs` lists the recorded runs"
+        : e.code == journal_errc::run_live
+            ? "wait for it to end, or stop the agentctl that drives it"
+            : "check the file, or name another one with --db PATH (run also takes --no-journal)";
+    diagnostics d;
+    d.error("journal_" + std::string(to_string(e.code)), "", e.message, help, {});
+    return print_failure(cl, e.message, exit_status::persistence, d);
+}
+
+std::optional<journal> open_journal(const command_line& cl, journal_access access, int& status) {
+    journal_error error;
+    auto path = journal_path(cl, access == journal_access::write, error);
+    if (!path) {
+        status = print_journal_failure(cl, error);
+        return std::nullopt;
+    }
+    auto db = journal::open(*path, access);
+    if (!db) {
+        status = print_journal_failure(cl, db.error());
+        return std::nullopt;
+    }
+    return std::move(*db);
+}
+
+journal_recorder::journal_recorder(asio::any_io_executor run_executor, journal db) : path_(db.path()) {
+    writer_ = std::make_unique<journal_writer>(run_executor, thread_.get_executor(), std::move(db));
+}
+
+journal_recorder::~journal_recorder() {
+    // The writer commits what is queued on its thread before that thread ends.
+    writer_.reset();
+    thread_.join();
+}
+
+std::optional<journal_error> journal_recorder::close(asio::io_context& io) {
+    if (closed_) return std::nullopt;
+    closed_ = true;
+    std::optional<journal_error> result;
+    bool done = false;
+    io.restart();
+    writer_->async_close([&](std::optional<journal_error> e) {
+        result = std::move(e);
+        done = true;
+    });
+    while (!done && io.run_one()) {
+    }
+    return result;
+}
+
+void journal_streams::streams(std::uint32_t index, std::string& out, std::string& err) {
+    auto r = db_.load_result_at(run_id_, index, true);
+    if (!r) {
+        if (!error) error = r.error();
+        return;
+    }
+    if (!*r) return;
+    out = std::string(stdout_of((*r)->result));
+    err = std::string(stderr_of((*r)->result));
+}
+
+void restore_failed_streams(const plan& p, run_report& report, journal_streams& streams) {
+    std::size_t shown = 0;
+    for (std::uint32_t i = 0; i < p.tasks.size() && i < report.tasks.size() && shown < 10; ++i) {
+        task_result& t = report.tasks[i];
+        if (p.tasks[i].kind == plan_task::kind_t::aggregate) continue;
+        if (t.state == task_state::succeeded || t.state == task_state::skipped ||
+            t.state == task_state::cancelled)
+            continue;
+        ++shown;
+        if (!t.streams_released) continue;
+        std::string out, err;
+        streams.streams(i, out, err);
+        t.streams_in_output = false;
+        t.stdout_text = std::move(out);
+        t.stderr_text = std::move(err);
+        t.streams_released = false;
+    }
+}
+
+dead_run_sweep sweep_dead_runs(journal* db, bool every_slurm_job) {
+    dead_run_sweep out;
+    out.removed = sweep_dead_owners();
+    std::vector<journal_dead_run> dead;
+    if (db) {
+        auto listed = db->dead_runs(owner_alive_here);
+        if (!listed) {
+            out.error = listed.error();
+            return out;
+        }
+        dead = std::move(*listed);
+    }
+    // Slurm is asked about the dead runs that used it (or, for gc, about every dead run).
+    std::vector<std::string> slurm_runs;
+    for (const auto& d : dead) {
+        auto run = db->load_run(d.run_id);
+        if (run && run->options_json.find("\"backend\":\"slurm\"") != std::string::npos)
+            slurm_runs.push_back(d.run_id);
+    }
+    if (every_slurm_job || !slurm_runs.empty()) {
+        host_environment host = process_environment();
+        slurm_leftover_options o;
+        o.search_path = host.search_path;
+        o.host_env = host.lookup;
+        if (!every_slurm_job) o.run_ids = slurm_runs;
+        asio::io_context io(1);
+        async_cancel_slurm_leftovers(io.get_executor(), std::move(o), [&](slurm_leftover_report r) {
+            out.removed.slurm_cancelled = std::move(r.cancelled);
+            out.removed.slurm_left = std::move(r.left);
+            // Not listed at all (no controller here): said, not counted as a job left.
+            if (r.error && r.cancelled.empty() && r.left.empty())
+                out.warnings.warning(
+                    "slurm_sweep_failed", "", r.error->message,
+                    "Slurm jobs of dead runs are looked for again by the next run, resume or runs gc");
+            else if (r.error)
+                out.removed.slurm_left.push_back("(" + r.error->message + ")");
+        });
+        io.run();
+    }
+    // What they left is gone (or reported): they are interrupted now, not running.
+    for (const auto& d : dead) {
+        if (auto e = db->mark_interrupted(d.run_id, d.owner)) {
+            out.error = *e;
+            return out;
+        }
+        out.interrupted.push_back(d.run_id);
+    }
+    return out;
+}
+
+journal_run run_record(const command_line& cl, const session& s, const std::string& base_dir) {
+    journal_run r;
+    r.workflow_path = cl.file;
+    r.workflow_source = s.source;
+    r.base_dir = base_dir;
+    r.inputs_json = json::serialize(s.compiled->inputs);
+    json::array argv;
+    for (const auto& a : cl.argv) argv.emplace_back(a);
+    r.argv_json = json::serialize(argv);
+    json::object options;
+    if (cl.jobs) options["jobs"] = *cl.jobs;
+    options["keepGoing"] = cl.keep_going;
+    options["backend"] = to_string(cl.backend);
+    if (cl.backend == backend_kind::slurm) {
+        json::object slurm;
+        if (!cl.slurm.partition.empty()) slurm["partition"] = cl.slurm.partition;
+        if (!cl.slurm.account.empty()) slurm["account"] = cl.slurm.account;
+        if (!cl.slurm.qos.empty()) slurm["qos"] = cl.slurm.qos;
+        if (cl.slurm.cpus_per_task) slurm["cpusPerTask"] = *cl.slurm.cpus_per_task;
+        if (cl.slurm.mem_mib) slurm["memMiB"] = *cl.slurm.mem_mib;
+        options["slurm"] = std::move(slurm);
+    }
+    if (cl.timeout_seconds) options["timeoutSeconds"] = *cl.timeout_seconds;
+    r.options_json = json::serialize(options);
+    r.agentctl_version = std::string(version());
+    return r;
+}
+
+std::string utc_text(std::int64_t ms) {
+    std::time_t t = static_cast<std::time_t>(ms / 1000);
+    std::tm tm{};
+    ::gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+}  // namespace agentctl::cli

@@ -1,0 +1,105 @@
+// What `run`, `resume` and `runs` share about the journal: where it is, opening it (every
+// failure is exit 5 naming the file), its writer thread, the sweep of what dead runs left,
+// and reading released streams back for reports.
+#pragma once
+
+#include "cli.hpp"
+
+#include <agentctl/engine.hpp>
+#include <agentctl/journal.hpp>
+#include <agentctl/wire.hpp>
+
+#include <boost/asio/thread_pool.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace agentctl::cli {
+
+/// The journal the command line names: `--db PATH`, else journal.db in the state folder
+/// (created with mode 0700 when `create_dir`). nullopt with `error` when the state folder is
+/// unknown or cannot be made.
+std::optional<std::string> journal_path(const command_line& cl, bool create_dir, journal_error& error);
+
+/// Whether the command line uses the default location (no --db).
+inline bool default_journal(const command_line& cl) {
+    return !cl.db;
+}
+
+/// Opens the command line's journal. On failure prints it (exit 5, the file named) and
+/// returns nullopt with `status` set.
+std::optional<journal> open_journal(const command_line& cl, journal_access access, int& status);
+
+/// A journal failure as the CLI prints it: exit 5.
+int print_journal_failure(const command_line& cl, const journal_error& e);
+
+/// The writer of a run with its one thread: every SQLite call and stream write happens there,
+/// never on the run's loop.
+class journal_recorder {
+public:
+    journal_recorder(boost::asio::any_io_executor run_executor, journal db);
+    ~journal_recorder();
+    journal_writer& writer() { return *writer_; }
+    const std::string& path() const { return path_; }
+    /// Commits what is queued and closes; runs `io` until it has. The writer's error, if any.
+    std::optional<journal_error> close(boost::asio::io_context& io);
+
+private:
+    std::string path_;
+    boost::asio::thread_pool thread_{1};
+    std::unique_ptr<journal_writer> writer_;
+    bool closed_ = false;
+};
+
+/// Reads the captured streams of results the engine let go back from the journal, one task
+/// at a time (by primary key). A stream that cannot be read is left empty and the first
+/// failure kept in `error`.
+class journal_streams final : public stream_source {
+public:
+    journal_streams(journal& db, std::string run_id) : db_(db), run_id_(std::move(run_id)) {}
+    void streams(std::uint32_t index, std::string& out, std::string& err) override;
+    std::optional<journal_error> error;
+
+private:
+    journal& db_;
+    std::string run_id_;
+};
+
+/// Puts the streams of failed tasks (those the summary shows) back into `report` from the
+/// journal, so that the human summary can show their stderr's tail.
+void restore_failed_streams(const plan& p, run_report& report, journal_streams& streams);
+
+/// What the sweep of dead runs found: their cgroups (sweep_dead_owners), their Slurm jobs
+/// (when squeue and scancel are in the PATH), and the runs now recorded as interrupted.
+struct dead_run_sweep {
+    sweep_report removed;
+    std::vector<std::string> interrupted;
+    diagnostics warnings;                ///< e.g. Slurm could not be asked
+    std::optional<journal_error> error;  ///< the journal could not be read or written
+};
+
+/// Sweeps before anything starts. `db` (write access) may be null (`--no-journal`): then only
+/// cgroups are looked at. `every_slurm_job`: cancel every dead agentctl run's Slurm jobs
+/// (`runs gc`), not only those of the journal's dead runs.
+dead_run_sweep sweep_dead_runs(journal* db, bool every_slurm_job);
+
+/// The journal's record of a run started from this command line (the engine fills in ids,
+/// digests, task count and owner).
+journal_run run_record(const command_line& cl, const session& s, const std::string& base_dir);
+
+/// Runs `p` (cmd_run.cpp): a new run (`resume` null; `record` is its journal record), or the
+/// prepared resume. `db`: the journal to record into (write access), none for --no-journal.
+/// Prints progress and the report; returns the exit status.
+int execute_run(const command_line& cl, watchdog* watch, const plan& p, const diagnostics& diags,
+                const std::string& base_dir, std::optional<journal> db, sweep_report leftovers,
+                journal_run record, const resume_plan* resume);
+
+/// After a resumed run's human summary: how many tasks were reused and executed.
+void print_resume_summary(const command_line& cl, const plan& p, const run_report& report);
+
+/// "2026-12-01T11:20:03Z" of Unix milliseconds.
+std::string utc_text(std::int64_t ms);
+
+}  // namespace agentctl::cli
