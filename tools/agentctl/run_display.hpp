@@ -1,0 +1,85 @@
+// What `agentctl run` shows a person: the live progress line, the approval prompt, the
+// failure lines and the closing summary. The run itself is in cmd_run.cpp.
+#pragma once
+
+#include "cli.hpp"
+
+#include <agentctl/engine.hpp>
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/streambuf.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace agentctl::cli {
+
+/// "850 ms", "2.50 s", "12.3 s".
+std::string seconds_text(double s);
+
+/// Child output can hold anything; a terminal must only ever see printable text.
+std::string escape_for_terminal(std::string_view s);
+
+/// The last `n` lines of `text`, escaped and cut to 400 bytes each.
+std::vector<std::string> last_lines(std::string_view text, std::size_t n);
+
+/// Live progress and failure reports: a redrawn line on a terminal, plain lines in a log.
+class progress_printer final : public event_sink {
+public:
+    progress_printer(boost::asio::io_context& io, const command_line& cl, const plan& p);
+
+    void on_event(const run_event& e) override;
+
+    void stop();
+
+    /// Whether stderr's reader lags; redraws are skipped meanwhile.
+    void set_behind(std::function<bool()> behind) { behind_ = std::move(behind); }
+
+private:
+    std::string paint(const char* code, std::string_view text) const;
+    void write_jsonl(const run_event& e);
+    void tick();
+    void draw();
+    void clear_line();
+
+    const command_line& cl_;
+    const plan& plan_;
+    bool tty_;
+    bool color_;
+    boost::asio::steady_timer timer_;
+    json_sink& err_;
+    json_sink& out_;
+    std::size_t countable_ = 0, done_ = 0, failed_ = 0;
+    std::uint32_t running_ = 0;
+    bool drawn_ = false;
+    std::function<bool()> behind_;
+    std::chrono::steady_clock::time_point begun_ = std::chrono::steady_clock::now();
+};
+
+/// Asks on the terminal, one task at a time: yes / no / all.
+class terminal_approver final : public approver {
+public:
+    explicit terminal_approver(boost::asio::io_context& io);
+
+    void async_approve(const plan& p, std::uint32_t idx,
+                       boost::asio::any_completion_handler<void(approval_answer)> handler) override;
+
+private:
+    void read_answer();
+
+    boost::asio::posix::stream_descriptor input_;
+    boost::asio::streambuf buffer_;
+    boost::asio::any_completion_handler<void(approval_answer)> handler_;
+};
+
+/// The failed tasks with their stderr tails, `spec.outputs` and the closing line.
+void print_summary(const command_line& cl, const plan& p, const run_report& r);
+
+}  // namespace agentctl::cli
