@@ -13,7 +13,8 @@ session open_session(const session_request& request) {
     session s;
     parse_result parsed = load_workflow(request.file);
 
-    // spec.inputs, then the inputs file, then each --input in order: the last one wins.
+    // spec.inputs, then the inputs file, then the items files, then each --input in order:
+    // the last one wins.
     compile_options options;
     diagnostics input_diags;
     if (request.inputs_file) {
@@ -22,6 +23,11 @@ session open_session(const session_request& request) {
         if (file_inputs.inputs)
             for (const auto& m : *file_inputs.inputs)
                 options.input_overrides.emplace_back(m.key(), m.value());
+    }
+    for (const auto& source : request.items) {
+        items_result items = load_items_file(source.file, request.separator);
+        input_diags.append(items.diags);
+        if (items.items) options.input_overrides.emplace_back(source.name, std::move(*items.items));
     }
     for (const auto& text : request.inputs) {
         std::string key;

@@ -29,6 +29,8 @@ struct command_line {
     bool verbose = false;
     std::vector<std::string> inputs;         ///< --input K=V, in order
     std::optional<std::string> inputs_file;  ///< --inputs-file
+    std::vector<items_source> items;         ///< --items NAME=FILE, in order
+    bool null_separated = false;             ///< --null
     std::optional<int> jobs;
     std::optional<std::string> workspace;
     std::optional<double> timeout_seconds;
@@ -37,7 +39,10 @@ struct command_line {
     backend_kind backend = backend_kind::local;  ///< --backend
     slurm_options slurm;                         ///< --slurm-*
 
-    session_request request() const { return {file, inputs, inputs_file, workspace}; }
+    session_request request() const {
+        return {file,      inputs, inputs_file,
+                workspace, items,  null_separated ? item_separator::nul : item_separator::line};
+    }
 };
 
 /// The process exit status of `s`.

@@ -58,7 +58,10 @@ const std::vector<option_info>& options() {
         {"version", 0, "", "print the version", {}},
         {"input", 0, "KEY=VALUE", "set an input; VALUE is JSON if it parses, else a string", file_commands,
          true},
-        {"inputs-file", 0, "FILE", "a JSON or YAML mapping of inputs", file_commands},
+        {"inputs-file", 0, "FILE", "a JSON or YAML mapping of inputs (-: standard input)", file_commands},
+        {"items", 0, "NAME=FILE", "set input NAME to FILE's lines, an array of strings (-: standard input)",
+         file_commands, true},
+        {"null", 0, "", "--items files are NUL-separated, not one item per line", file_commands},
         {"jobs", 'j', "N", "tasks at once, 1..4096 (overrides runtime.maxConcurrency)", {"run"}},
         {"workspace",
          0,
@@ -305,6 +308,20 @@ int main(int argc, char** argv) {
 
     if (vm.count("input")) cl.inputs = vm["input"].as<std::vector<std::string>>();
     if (vm.count("inputs-file")) cl.inputs_file = text("inputs-file");
+    int from_stdin = cl.inputs_file == "-";
+    if (vm.count("items"))
+        for (const auto& spec : vm["items"].as<std::vector<std::string>>()) {
+            auto eq = spec.find('=');
+            if (eq == 0 || eq == std::string::npos || eq + 1 == spec.size())
+                return usage_error(cl, "--items needs NAME=FILE, not \"" + spec + "\"");
+            cl.items.push_back({spec.substr(0, eq), spec.substr(eq + 1)});
+            from_stdin += cl.items.back().file == "-";
+        }
+    if (from_stdin > 1)
+        return usage_error(cl, "only one of --items and --inputs-file can read standard input (-)");
+    cl.null_separated = vm.count("null") > 0;
+    if (cl.null_separated && cl.items.empty())
+        return usage_error(cl, "--null applies to --items files; none given");
     if (vm.count("workspace")) cl.workspace = text("workspace");
     cl.interactive = vm.count("interactive") > 0;
     cl.keep_going = vm.count("keep-going") > 0;

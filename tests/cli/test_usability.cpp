@@ -1,0 +1,118 @@
+// The CLI for someone moving a batch job from GNU parallel or xargs -P: items from files and
+// stdin, a missing executable found before anything runs, readable human output.
+#include "command.hpp"
+
+#include <boost/json.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+using namespace cli_test;
+using namespace std::chrono_literals;
+namespace json = boost::json;
+
+namespace {
+
+std::string workflow(const std::string& allow, const std::string& actions, const std::string& tasks,
+                     const std::string& extra_spec = "") {
+    return "apiVersion: agentctl.dev/v1\n"
+           "kind: Workflow\n"
+           "metadata: {name: usability}\n"
+           "spec:\n"
+           "  policy: {processAllowlist: [" +
+           allow + "], approval: never}\n" + extra_spec + "  actions:\n" + actions + "  tasks:\n" + tasks;
+}
+
+json::value parse_json(const std::string& text) {
+    json::error_code ec;
+    json::value v = json::parse(text, ec);
+    BOOST_REQUIRE_MESSAGE(!ec, "not JSON: " << text);
+    return v;
+}
+
+// A builtin.assign task whose output is the input `files`.
+std::string echo_files_workflow() {
+    return workflow("probe", "    keep: {kind: builtin.assign}\n",
+                    "    - {id: keep, uses: action:keep, with: {files: \"${{ inputs.files }}\"}}\n",
+                    "  inputs: {files: []}\n");
+}
+
+std::string sh_quoted(const std::string& s) {
+    return "'" + s + "'";
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(usability)
+
+BOOST_AUTO_TEST_CASE(items_file_fills_an_input_with_one_string_per_line) {
+    temp_dir dir;
+    auto wf = dir.write("wf.yaml", echo_files_workflow());
+    auto list = dir.write("list.txt", "a.txt\nb c.txt\r\n\"q\".txt\n");
+    auto r = agentctl({"--output", "json", "run", wf, "--items", "files=" + list});
+    BOOST_TEST(r.exit_code == 0, r.err);
+    json::value v = parse_json(r.out);
+    const auto& files = v.at("data").at("output").at("keep").at("files").as_array();
+    BOOST_REQUIRE(files.size() == 3u);
+    BOOST_TEST(files[0].as_string() == "a.txt");
+    BOOST_TEST(files[1].as_string() == "b c.txt");
+    BOOST_TEST(files[2].as_string() == "\"q\".txt");
+
+    // NUL-separated: a newline is part of an item.
+    auto nul = dir.write("list0", std::string("x\ny\0z\0", 6));
+    auto n = agentctl({"--output", "json", "run", wf, "--null", "--items", "files=" + nul});
+    BOOST_TEST(n.exit_code == 0, n.err);
+    json::value nv = parse_json(n.out);
+    const auto& two = nv.at("data").at("output").at("keep").at("files").as_array();
+    BOOST_REQUIRE(two.size() == 2u);
+    BOOST_TEST(two[0].as_string() == "x\ny");
+
+    // Malformed uses are usage errors, before anything is read.
+    BOOST_TEST(agentctl({"run", wf, "--items", "files"}).exit_code == 2);
+    BOOST_TEST(agentctl({"run", wf, "--items", "=" + list}).exit_code == 2);
+    BOOST_TEST(agentctl({"run", wf, "--null"}).exit_code == 2);
+    BOOST_TEST(agentctl({"run", wf, "--items", "files=-", "--inputs-file", "-"}).exit_code == 2);
+    auto missing = agentctl({"run", wf, "--items", "files=" + dir.path() + "/none"});
+    BOOST_TEST(missing.exit_code == 2);
+    BOOST_TEST(missing.err.find("none") != std::string::npos, missing.err);
+}
+
+BOOST_AUTO_TEST_CASE(items_from_stdin_beyond_the_argument_list_limit) {
+    temp_dir dir;
+    auto wf = dir.write("wf.yaml", echo_files_workflow());
+    // 30 000 paths of ~100 bytes: 3 MB, far past what one --input argument can carry.
+    std::string text;
+    for (int i = 0; i < 30000; ++i)
+        text += "/data/batch/" + std::string(80, 'p') + "/file-" + std::to_string(i) + ".txt\n";
+    auto list = dir.write("list.txt", text);
+    auto r = run({"/bin/sh", "-c",
+                  "cat " + sh_quoted(list) + " | " + sh_quoted(agentctl_bin()) + " --output json run " +
+                      sh_quoted(wf) + " --items files=-"});
+    BOOST_TEST(r.exit_code == 0, r.err.substr(0, 2000));
+    json::value v = parse_json(r.out);
+    const auto& files = v.at("data").at("output").at("keep").at("files").as_array();
+    BOOST_REQUIRE(files.size() == 30000u);
+    BOOST_TEST(files[29999].as_string().subview().find("file-29999.txt") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(inputs_file_from_stdin_and_larger_than_a_mebibyte) {
+    temp_dir dir;
+    auto wf = dir.write("wf.yaml", echo_files_workflow());
+    std::string text = "{\"files\": [";
+    for (int i = 0; i < 18000; ++i)
+        text += (i ? "," : "") + std::string("\"") + std::string(90, 'f') + std::to_string(i) + "\"";
+    text += "]}";
+    BOOST_REQUIRE(text.size() > 1600000u);
+    auto inputs = dir.write("inputs.json", text);
+    auto r = agentctl({"--output", "json", "run", wf, "--inputs-file", inputs});
+    BOOST_TEST(r.exit_code == 0, r.err);
+    BOOST_TEST(parse_json(r.out).at("data").at("output").at("keep").at("files").as_array().size() == 18000u);
+    auto s = run({"/bin/sh", "-c",
+                  "cat " + sh_quoted(inputs) + " | " + sh_quoted(agentctl_bin()) + " --output json run " +
+                      sh_quoted(wf) + " --inputs-file -"});
+    BOOST_TEST(s.exit_code == 0, s.err);
+    BOOST_TEST(parse_json(s.out).at("data").at("output").at("keep").at("files").as_array().size() == 18000u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
