@@ -115,4 +115,40 @@ BOOST_AUTO_TEST_CASE(inputs_file_from_stdin_and_larger_than_a_mebibyte) {
     BOOST_TEST(parse_json(s.out).at("data").at("output").at("keep").at("files").as_array().size() == 18000u);
 }
 
+BOOST_AUTO_TEST_CASE(a_missing_executable_fails_once_before_anything_runs) {
+    temp_dir dir;
+    std::string marker = dir.path() + "/first-ran";
+    std::string actions =
+        "    first: {kind: builtin.shell.exec, command: " + probe_bin() + ", args: [write-file, " + marker +
+        ", \"1\"]}\n"
+        "    gz: {kind: builtin.shell.exec, command: gzipx-not-here, args: [\"${{ vars.item }}\"]}\n";
+    std::string tasks =
+        "    - {id: first, uses: action:first}\n"
+        "    - {id: gz, uses: action:gz, needs: [first], foreach: {items: [a, b, c, d, e, f, g, h, i, j]}}\n";
+    auto wf = dir.write("wf.yaml", workflow("probe, gzipx-not-here", actions, tasks));
+    auto count = [](const std::string& text, const std::string& what) {
+        std::size_t n = 0;
+        for (std::size_t at = 0; (at = text.find(what, at)) != std::string::npos; at += what.size()) ++n;
+        return n;
+    };
+    auto r = agentctl({"--color", "never", "run", "--jobs", "1", wf});
+    BOOST_TEST(r.exit_code == 4, r.err);
+    BOOST_TEST(!std::filesystem::exists(marker));
+    // One diagnostic naming the command, and the PATH said once, not per task.
+    BOOST_TEST(count(r.err, "command 'gzipx-not-here' was not found in PATH") == 1u, r.err);
+    BOOST_TEST(count(r.err + r.out, "/usr/local/bin:/usr/bin:/bin") == 1u, r.err + r.out);
+    BOOST_TEST(r.err.find("nothing was run") != std::string::npos, r.err);
+    auto j = agentctl({"--output", "json", "run", wf});
+    BOOST_TEST(j.exit_code == 4);
+    json::value v = parse_json(j.out);
+    BOOST_TEST(v.at("data").at("error").at("code").as_string() == "executable_not_found");
+    BOOST_TEST(v.at("data").at("tasks").at("first").at("state").as_string() == "skipped");
+    BOOST_TEST(!std::filesystem::exists(marker));
+    // doctor says so too.
+    auto d = agentctl({"--color", "never", "doctor", wf});
+    BOOST_TEST(d.exit_code == 4, d.out + d.err);
+    BOOST_TEST((d.out + d.err).find("command 'gzipx-not-here' was not found in PATH") != std::string::npos,
+               d.out + d.err);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

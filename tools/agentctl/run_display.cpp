@@ -218,7 +218,10 @@ void print_summary(const command_line& cl, const plan& p, const run_report& r) {
 
     standard_error().write(out);
 
-    if (!cl.quiet && r.output.is_object()) {
+    // A run that failed before any task started has no outputs worth showing.
+    bool started = false;
+    for (const auto& t : r.tasks) started = started || t.attempts > 0;
+    if (!cl.quiet && (started || !r.error) && r.output.is_object()) {
         std::string outputs;
         for (const auto& m : r.output.get_object()) {
             std::string v = m.value().is_string() ? std::string(m.value().get_string()) : to_json(m.value());
