@@ -72,8 +72,10 @@ std::string helper_failure(const process_result& r) {
 
 }  // namespace
 
-std::optional<std::string> read_secret_file(const environment_context& ctx, std::string_view path,
-                                            std::string& error, bool content) {
+namespace {
+
+std::optional<std::string> read_secret_file_in_roots(const environment_context& ctx, std::string_view path,
+                                                     std::string& error, bool content) {
     const auto& roots = ctx.policy->secret_file_roots;
     if (roots.empty()) {
         error = "policy.secretFileRoots is empty";
@@ -122,6 +124,17 @@ std::optional<std::string> read_secret_file(const environment_context& ctx, std:
     }
     error = shown + " resolves outside every policy.secretFileRoots entry";
     return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> read_secret_file(const environment_context& ctx, std::string_view path,
+                                            std::string& error, bool content) {
+    auto value = read_secret_file_in_roots(ctx, path, error, content);
+    // A relative path is read beneath the workspace root: say which one it was.
+    if (!value && !path.empty() && path.front() != '/' && ctx.workspace)
+        error += " (relative to the workspace root " + ctx.workspace->path() + ")";
+    return value;
 }
 
 asio::awaitable<resolved_environment> resolve_environment(const std::vector<env_entry>& entries,

@@ -151,4 +151,37 @@ BOOST_AUTO_TEST_CASE(a_missing_executable_fails_once_before_anything_runs) {
                d.out + d.err);
 }
 
+BOOST_AUTO_TEST_CASE(failures_with_a_path_name_the_workspace_root) {
+    temp_dir dir;
+    std::string actions =
+        "    c: {kind: builtin.shell.exec, command: /bin/cat, args: [data/a.txt]}\n"
+        "    d: {kind: builtin.shell.exec, command: /bin/cat, cwd: sub, args: [x]}\n";
+    std::string tasks =
+        "    - {id: c, uses: action:c, failure: continue}\n"
+        "    - {id: d, uses: action:d, failure: continue}\n";
+    auto wf = dir.write("project/wf.yaml", workflow("cat", actions, tasks));
+    std::string root = std::filesystem::canonical(dir.path() + "/project").string();
+    command_options elsewhere;
+    elsewhere.cwd = "/";
+    auto r = agentctl({"--color", "never", "run", wf.substr(1)}, elsewhere);  // relative to /
+    BOOST_TEST(r.exit_code == 4, r.err);
+    BOOST_TEST(r.err.find("tasks ran in the workspace root " + root + " ") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("working directory 'sub' does not exist (beneath the workspace root " + root +
+                          ")") != std::string::npos,
+               r.err);
+    auto j = agentctl({"--output", "json", "run", wf});
+    BOOST_TEST(
+        parse_json(j.out).at("data").at("tasks").at("d").at("error").at("message").as_string().subview().find(
+            "workspace root " + root) != std::string::npos,
+        j.out);
+    // plan shows it absolute, also with --workspace.
+    auto p = agentctl({"plan", wf.substr(1)}, elsewhere);
+    BOOST_TEST(p.exit_code == 0, p.err);
+    BOOST_TEST(p.out.find("workspace " + root + "\n") != std::string::npos, p.out);
+    auto pw = agentctl({"plan", "--workspace", dir.path(), wf});
+    BOOST_TEST(pw.out.find("workspace " + std::filesystem::canonical(dir.path()).string() + "\n") !=
+                   std::string::npos,
+               pw.out);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -74,6 +74,10 @@ void print_diagnostics_human(const command_line& cl, const diagnostics& diags);
 /// What the sweep of dead runs' leftovers removed (human output; JSON carries it itself).
 void print_leftovers_human(const command_line& cl, const sweep_report& r);
 
+/// The absolute workspace root of `p` when the base folder is `base_dir` (policy.workspaceRoot
+/// as written when absolute, else beneath `base_dir`), normalised lexically.
+std::string workspace_root_path(const plan& p, const std::string& base_dir);
+
 /// The success envelope on stdout.
 void print_success(std::string_view kind, const std::function<void(json_writer&)>& write_data,
                    const diagnostics& diags);

@@ -164,7 +164,7 @@ int run_run(const command_line& cl, watchdog* watch) {
         return report->exit_code();
     }
     if (cl.output == output_format::human) {
-        print_summary(cl, p, *report);
+        print_summary(cl, p, *report, workspace_root_path(p, *base));
     } else {
         fd_sink out(STDOUT_FILENO);
         write_run_outcome(out, p, *report, s.diags, &leftovers);

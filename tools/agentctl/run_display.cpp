@@ -189,7 +189,7 @@ void terminal_approver::read_answer() {
 
 // ---- the summary ----
 
-void print_summary(const command_line& cl, const plan& p, const run_report& r) {
+void print_summary(const command_line& cl, const plan& p, const run_report& r, std::string_view workspace) {
     bool color = use_color(cl, STDERR_FILENO);
     auto paint = [&](const char* code, std::string_view text) { return cli::paint(color, code, text); };
     std::size_t counts[7] = {};
@@ -214,6 +214,11 @@ void print_summary(const command_line& cl, const plan& p, const run_report& r) {
         for (const auto& line : last_lines(stderr_of(t), 5)) out += "  | " + line + "\n";
     }
     if (shown > 10) out += "... and " + std::to_string(shown - 10) + " more failed tasks\n";
+    // A relative path that was not found is the usual surprise when running from elsewhere.
+    if (shown > 0 && !workspace.empty())
+        out += "tasks ran in the workspace root " + escape_for_terminal(workspace) +
+               " (relative paths start there" + (cl.workspace ? ")" : "; --workspace DIR sets its base)") +
+               "\n";
     if (r.error) out += paint("1;31", "agentctl: ") + escape_for_terminal(r.error->message) + "\n";
 
     standard_error().write(out);

@@ -80,6 +80,7 @@ private:
 };
 
 /// The failed tasks with their stderr tails, `spec.outputs` and the closing line.
-void print_summary(const command_line& cl, const plan& p, const run_report& r);
+/// `workspace`: the absolute workspace root the run used, named when tasks failed.
+void print_summary(const command_line& cl, const plan& p, const run_report& r, std::string_view workspace);
 
 }  // namespace agentctl::cli
