@@ -61,6 +61,11 @@ struct host_environment {
 };
 host_environment process_environment();
 
+/// What can be known of the secrets from agentctl's environment alone, reading no file and
+/// running no helper: a warning for each `{env}` secret of a process action whose value is
+/// shorter than limits::min_redactable_secret_bytes (`check`; a run warns for every source).
+diagnostics short_secret_warnings(const session& s, const host_environment& host);
+
 /// When tasks need approval under the policy and no one can approve them: the diagnostic
 /// (at spec.policy.approval) and the message a front end prints; nothing when the run may go.
 struct approval_refusal {

@@ -51,6 +51,7 @@ public:
                 continue;
             }
             prepared.environment = co_await resolve_environment(a.env, env_context());
+            for (const auto& weak : prepared.environment.short_secrets) short_secret_warning(a, weak);
             if (prepared.environment.error) {
                 result_.error =
                     task_error{prepared.environment.error->code,
@@ -309,6 +310,17 @@ private:
         return false;
     }
 
+    void short_secret_warning(const action_spec& a, const std::string& what) {
+        diagnostics d;
+        d.warning(
+            "secret_too_short_to_redact", "spec.actions." + a.name + ".env." + what.substr(0, what.find(' ')),
+            "action \"" + a.name + "\": the secret " + what + " is shorter than " +
+                std::to_string(limits::min_redactable_secret_bytes) +
+                " bytes: every occurrence of it in output and errors becomes [REDACTED]",
+            "use a longer secret, or {env: NAME, secret: false} for a host variable that is not a secret");
+        result_.warnings.push_back(d.items().front());
+    }
+
     void check_cwd(const action_spec& a) {
         if (!survey()) return;  // a run opens each task's cwd when the task starts
         std::string cwd = a.cwd ? *a.cwd : ".";
@@ -335,9 +347,18 @@ private:
                 add(a.name, "env", e.name, "ok", "a literal value");
                 return;
             case env_source::kind_t::env:
-                if (settings_.host_env && settings_.host_env(s.text))
-                    add(a.name, "env", e.name, "ok", "from agentctl's environment variable " + s.text);
-                else
+                if (auto v = settings_.host_env ? settings_.host_env(s.text) : std::nullopt) {
+                    if (s.is_secret() && !v->empty() && v->size() < limits::min_redactable_secret_bytes)
+                        add(a.name, "env", e.name, "weak",
+                            "from agentctl's environment variable " + s.text + ", whose value is " +
+                                std::to_string(v->size()) + (v->size() == 1 ? " byte" : " bytes") +
+                                ": too short to redact without destroying output; use a longer secret, or "
+                                "{env: " +
+                                s.text + ", secret: false} if it is not one",
+                            /*blocking=*/false);
+                    else
+                        add(a.name, "env", e.name, "ok", "from agentctl's environment variable " + s.text);
+                } else
                     add(a.name, "env", e.name, "missing",
                         "agentctl's environment variable " + s.text + " is not set");
                 return;

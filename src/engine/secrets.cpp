@@ -143,6 +143,10 @@ asio::awaitable<resolved_environment> resolve_environment(const std::vector<env_
     auto add = [&](const env_entry& e, const std::string& value, bool secret) {
         result.entries.push_back(e.name + "=" + value);
         if (secret && !value.empty()) result.secrets.push_back(value);
+        if (secret && !value.empty() && value.size() < limits::min_redactable_secret_bytes)
+            result.short_secrets.push_back(e.name + " from " + source_text(e) + " (" +
+                                           std::to_string(value.size()) +
+                                           (value.size() == 1 ? " byte)" : " bytes)"));
     };
     auto fail = [&](const env_entry& e, error_code code, const std::string& why) {
         result.error =

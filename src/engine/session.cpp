@@ -73,6 +73,29 @@ host_environment process_environment() {
     return env;
 }
 
+diagnostics short_secret_warnings(const session& s, const host_environment& host) {
+    diagnostics d;
+    if (!s.compiled || !host.lookup) return d;
+    const plan& p = *s.compiled;
+    for (const auto& proc : p.processes) {
+        const action_spec& a = p.actions[proc.action_index];
+        for (const auto& e : a.env) {
+            if (e.source.kind != env_source::kind_t::env || !e.source.is_secret()) continue;
+            auto value = host.lookup(e.source.text);
+            if (!value || value->empty() || value->size() >= limits::min_redactable_secret_bytes) continue;
+            std::string path = "spec.actions." + a.name + ".env." + e.name;
+            d.warning("secret_too_short_to_redact", path,
+                      "the secret " + e.name + " from {env: " + e.source.text + "} is " +
+                          std::to_string(value->size()) + (value->size() == 1 ? " byte" : " bytes") +
+                          " long here: every occurrence of it in output and errors becomes [REDACTED]",
+                      "use a longer secret, or {env: " + e.source.text +
+                          ", secret: false} for a host variable that is not a secret",
+                      s.document ? s.document->where(path) : source_location{});
+        }
+    }
+    return d;
+}
+
 std::optional<approval_refusal> refuse_unapproved(const session& s) {
     const plan& p = *s.compiled;
     auto needing = tasks_requiring_approval(p);

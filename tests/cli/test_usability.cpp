@@ -184,4 +184,44 @@ BOOST_AUTO_TEST_CASE(failures_with_a_path_name_the_workspace_root) {
                pw.out);
 }
 
+BOOST_AUTO_TEST_CASE(secrets_too_short_to_redact_are_warned_about) {
+    temp_dir dir;
+    dir.write("secrets/tok", "ab");
+    std::string actions =
+        "    s:\n      kind: builtin.shell.exec\n      command: /bin/echo\n      args: [\"8 9 10\"]\n"
+        "      env: {DEBUG: {env: DEBUG}, TOK: {file: secrets/tok}, LONG: {env: LONG}, PLAIN: {env: DEBUG, "
+        "secret: "
+        "false}}\n";
+    std::string wf = workflow("echo", actions, "    - {id: s, uses: action:s}\n");
+    wf.replace(
+        wf.find("approval: never"), 15,
+        "approval: never, environmentAllowlist: [DEBUG, TOK, LONG, PLAIN], secretFileRoots: [secrets]");
+    auto path = dir.write("wf.yaml", wf);
+    command_options env;
+    env.env = {"DEBUG=1", "LONG=a-long-enough-secret"};
+    // check: what the environment alone tells (the file is not read).
+    auto c = agentctl({"--color", "never", "check", path}, env);
+    BOOST_TEST(c.exit_code == 0, c.err);
+    BOOST_TEST(c.err.find("secret_too_short_to_redact") != std::string::npos, c.err);
+    BOOST_TEST(c.err.find("DEBUG from {env: DEBUG} is 1 byte") != std::string::npos, c.err);
+    BOOST_TEST(c.err.find("LONG") == std::string::npos, c.err);
+    BOOST_TEST(c.err.find("TOK") == std::string::npos, c.err);
+    auto cj = agentctl({"--output", "json", "check", path}, env);
+    BOOST_TEST(parse_json(cj.out).at("diagnostics").as_array().size() == 1u, cj.out);
+    // doctor: the same, as a non-blocking check.
+    auto d = agentctl({"--color", "never", "doctor", path}, env);
+    BOOST_TEST(d.exit_code == 0, d.out);
+    BOOST_TEST(d.out.find("env DEBUG: weak") != std::string::npos, d.out);
+    // run: every source, the file's too, before anything runs.
+    auto r = agentctl({"--color", "never", "run", path}, env);
+    BOOST_TEST(r.exit_code == 0, r.err);
+    BOOST_TEST(r.err.find("the secret TOK from {file: secrets/tok} (2 bytes)") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("the secret DEBUG from {env: DEBUG} (1 byte)") != std::string::npos, r.err);
+    // Without short secrets: silence.
+    env.env = {"DEBUG=long-enough", "LONG=a-long-enough-secret"};
+    dir.write("secrets/tok", "abcd");
+    auto quiet = agentctl({"--color", "never", "run", path}, env);
+    BOOST_TEST(quiet.err.find("secret_too_short_to_redact") == std::string::npos, quiet.err);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
