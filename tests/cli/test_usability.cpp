@@ -224,4 +224,61 @@ BOOST_AUTO_TEST_CASE(secrets_too_short_to_redact_are_warned_about) {
     BOOST_TEST(quiet.err.find("secret_too_short_to_redact") == std::string::npos, quiet.err);
 }
 
+BOOST_AUTO_TEST_CASE(show_output_groups_each_task_and_tags_it) {
+    temp_dir dir;
+    // Each task writes two lines with a pause between: at --jobs 3 they run side by side.
+    std::string actions =
+        "    two: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, \"echo a-$0; sleep 0.2; echo "
+        "b-$0\", \"${{ vars.file }}\"]}\n";
+    std::string tasks =
+        "    - {id: gz, uses: action:two, foreach: {items: [f1.txt, f2.txt, f3.txt], as: file}}\n";
+    auto wf = dir.write("wf.yaml", workflow("sh", actions, tasks));
+    auto plain = agentctl({"--color", "never", "run", "--jobs", "3", wf});
+    BOOST_TEST(plain.exit_code == 0, plain.err);
+    BOOST_TEST(plain.out.find("a-f1.txt\nb-f1.txt") == std::string::npos, plain.out);
+    auto shown = agentctl({"--color", "never", "run", "--jobs", "3", "--show-output", wf});
+    BOOST_TEST(shown.exit_code == 0, shown.err);
+    for (std::string f : {"f1.txt", "f2.txt", "f3.txt"})
+        BOOST_TEST(shown.out.find("a-" + f + "\nb-" + f + "\n") != std::string::npos, shown.out);
+    auto tagged = agentctl({"--color", "never", "run", "--jobs", "3", "--tag", wf});
+    BOOST_TEST(tagged.exit_code == 0, tagged.err);
+    for (std::string f : {"f1.txt", "f2.txt", "f3.txt"})
+        BOOST_TEST(tagged.out.find(f + "\ta-" + f + "\n" + f + "\tb-" + f + "\n") != std::string::npos,
+                   tagged.out);
+    BOOST_TEST(agentctl({"check", "--show-output", wf}).exit_code == 2);
+}
+
+BOOST_AUTO_TEST_CASE(outputs_are_readable_and_failures_name_their_vars) {
+    temp_dir dir;
+    std::string actions =
+        "    lines: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, \"printf "
+        "'one\\\\ntwo\\\\nthree\\\\n'\"]}\n"
+        "    bad: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, \"exit 1\", \"${{ vars.file "
+        "}}\"]}\n";
+    std::string tasks =
+        "    - {id: lines, uses: action:lines}\n"
+        "    - {id: gz, uses: action:bad, failure: continue, foreach: {items: [f12.txt, f13.txt], as: "
+        "file}}\n";
+    std::string extra =
+        "  outputs:\n    text: \"${{ tasks.lines.output.stdout }}\"\n"
+        "    words: [" +
+        std::string(40, 'w') + ", " + std::string(300, 'x') + "]\n";
+    auto wf = dir.write("wf.yaml", workflow("sh", actions, tasks, "") + "");
+    // spec.outputs goes after the tasks: append it.
+    std::ofstream(wf, std::ios::app) << extra;
+    auto r = agentctl({"--color", "never", "run", "--keep-going", wf});
+    BOOST_TEST(r.exit_code == 4, r.err);
+    BOOST_TEST(r.out.find("  text: |\n") == std::string::npos, r.out);  // the key says it is text
+    BOOST_TEST(r.out.find("  text:\n    one\n    two\n    three\n") != std::string::npos, r.out);
+    BOOST_TEST(r.out.find("  words:\n    - " + std::string(40, 'w') + "\n    - " + std::string(300, 'x') +
+                          "\n") != std::string::npos,
+               r.out);
+    BOOST_TEST(r.out.find("bytes)") == std::string::npos, r.out);  // nothing cut
+    BOOST_TEST(r.out.find("[\"") == std::string::npos, r.out);     // no JSON blob
+    BOOST_TEST(r.err.find("✗ gz--0001 failed (file=f13.txt): exited with status 1") != std::string::npos,
+               r.err);
+    BOOST_TEST(r.err.find("failed gz--0000 (file=f12.txt): exited with status 1") != std::string::npos,
+               r.err);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -36,6 +36,8 @@ struct command_line {
     std::optional<double> timeout_seconds;
     bool interactive = false;
     bool keep_going = false;
+    bool show_output = false;                    ///< --show-output (also set by --tag)
+    bool tag = false;                            ///< --tag
     backend_kind backend = backend_kind::local;  ///< --backend
     slurm_options slurm;                         ///< --slurm-*
 

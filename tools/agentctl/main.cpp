@@ -71,6 +71,8 @@ const std::vector<option_info>& options() {
         {"timeout-seconds", 0, "S", "cancel the whole run after S seconds", {"run"}},
         {"interactive", 0, "", "ask for approval on the terminal", {"run"}},
         {"keep-going", 0, "", "treat every task as failure: continue", {"run"}},
+        {"show-output", 0, "", "print each finished task's stdout, whole, in order of completion", {"run"}},
+        {"tag", 0, "", "with --show-output (implied): prefix each line with the task's item or id", {"run"}},
         {"backend",
          0,
          "local|slurm",
@@ -332,6 +334,8 @@ int main(int argc, char** argv) {
     if (vm.count("workspace")) cl.workspace = text("workspace");
     cl.interactive = vm.count("interactive") > 0;
     cl.keep_going = vm.count("keep-going") > 0;
+    cl.tag = vm.count("tag") > 0;
+    cl.show_output = vm.count("show-output") > 0 || cl.tag;
     if (vm.count("backend")) {
         auto b = agentctl::backend_from_string(text("backend"));
         if (!b) return usage_error(cl, "--backend must be local or slurm, not \"" + text("backend") + "\"");

@@ -52,6 +52,93 @@ std::vector<std::string> last_lines(std::string_view text, std::size_t n) {
     return lines;
 }
 
+std::string vars_text(const plan_task& t) {
+    std::string out;
+    auto add = [&](std::string_view name, const boost::json::value& v) {
+        std::string text = v.is_string() ? std::string(v.get_string()) : to_json(v);
+        if (text.size() > 60) text = text.substr(0, 57) + "...";
+        out += (out.empty() ? "" : " ") + std::string(name) + "=" + escape_for_terminal(text);
+    };
+    for (const auto& m : t.vars) {
+        if (m.key() == "foreachIndex" || m.key() == "matrixIndex") continue;
+        if (m.key() == "matrix" && m.value().is_object())
+            for (const auto& axis : m.value().get_object()) add(axis.key(), axis.value());
+        else
+            add(m.key(), m.value());
+    }
+    return out;
+}
+
+namespace {
+
+// A string as people read it: plain when it is one line, else a block of lines.
+bool multiline(const boost::json::value& v) {
+    return v.is_string() && v.get_string().subview().find('\n') != std::string_view::npos;
+}
+
+std::string scalar_text(const boost::json::value& v) {
+    return v.is_string() && !v.get_string().empty() ? std::string(v.get_string()) : to_json(v);
+}
+
+void string_block(std::string_view text, const std::string& indent, std::vector<std::string>& lines) {
+    while (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+    for (;;) {
+        auto nl = text.find('\n');
+        lines.push_back(indent + std::string(text.substr(0, nl)));
+        if (nl == std::string_view::npos) break;
+        text.remove_prefix(nl + 1);
+    }
+}
+
+// `head` is what goes before the value on its first line ("key: " or "- ").
+void readable_into(const boost::json::value& v, const std::string& indent, const std::string& head,
+                   std::vector<std::string>& lines) {
+    const bool empty = (v.is_array() && v.get_array().empty()) || (v.is_object() && v.get_object().empty());
+    if (multiline(v)) {
+        lines.push_back(indent + head + "|");
+        string_block(v.get_string(), indent + "  ", lines);
+        return;
+    }
+    if ((!v.is_array() && !v.is_object()) || empty) {
+        lines.push_back(indent + head + scalar_text(v));
+        return;
+    }
+    // Items and members one level deeper; an array's item starts on the "- " line.
+    std::string inner = indent + "  ";
+    if (head != "- ") lines.push_back(indent + head.substr(0, head.find_last_not_of(' ') + 1));
+    bool first = head == "- ";
+    auto put = [&](const boost::json::value& item, const std::string& item_head) {
+        if (first) {
+            // Continue the "- " line: the first member goes right after it.
+            std::vector<std::string> sub;
+            readable_into(item, indent + "  ", item_head, sub);
+            sub[0] = indent + "- " + sub[0].substr(indent.size() + 2);
+            lines.insert(lines.end(), sub.begin(), sub.end());
+            first = false;
+            return;
+        }
+        readable_into(item, head == "- " ? indent + "  " : inner, item_head, lines);
+    };
+    if (v.is_array())
+        for (const auto& item : v.get_array()) put(item, "- ");
+    else
+        for (const auto& m : v.get_object()) put(m.value(), std::string(m.key()) + ": ");
+}
+
+}  // namespace
+
+std::vector<std::string> readable_lines(const boost::json::value& v) {
+    std::vector<std::string> lines;
+    readable_into(v, "", "", lines);
+    // A container or a text block at the top: no head line (the caller names the value),
+    // the rest at the left.
+    if (!lines.empty() && (lines[0].empty() || lines[0] == "|")) {
+        lines.erase(lines.begin());
+        for (auto& l : lines) l.erase(0, std::min<std::size_t>(2, l.find_first_not_of(' ')));
+    }
+    return lines;
+}
+
 // ---- progress_printer ----
 
 progress_printer::progress_printer(asio::io_context& io, const command_line& cl, const plan& p)
@@ -59,6 +146,7 @@ progress_printer::progress_printer(asio::io_context& io, const command_line& cl,
       plan_(p),
       tty_(::isatty(STDERR_FILENO) && cl.output == output_format::human && !cl.quiet),
       color_(use_color(cl, STDERR_FILENO)),
+      stdout_tty_(::isatty(STDOUT_FILENO)),
       timer_(io),
       err_(standard_error()),
       out_(standard_output()) {
@@ -84,13 +172,47 @@ void progress_printer::on_event(const run_event& e) {
     bool bad = r.state != task_state::succeeded && r.state != task_state::skipped;
     failed_ += bad;
     if (cl_.output != output_format::human) return;
+    if (cl_.show_output) show_output(t, r);
     if (bad || cl_.verbose) {
         clear_line();
-        std::string line = (bad ? paint("1;31", "✗ ") : paint("32", "✓ ")) + paint("1", t.id) + "  " +
-                           std::string(to_string(r.state));
+        std::string vars = vars_text(t);
+        std::string line = (bad ? paint("1;31", "✗ ") : paint("32", "✓ ")) + paint("1", t.id) + " " +
+                           std::string(to_string(r.state)) + (vars.empty() ? "" : " (" + vars + ")");
         if (r.error) line += ": " + escape_for_terminal(r.error->message);
         err_.write(line + "\n");
     }
+}
+
+void progress_printer::show_output(const plan_task& t, const task_result& r) {
+    std::string_view text = stdout_of(r);
+    if (text.empty()) return;
+    // Like parallel --tag: the item when the task has one, else the task id.
+    std::string tag;
+    if (cl_.tag) {
+        tag = t.id;
+        for (const auto& m : t.vars)
+            if (m.key() != "foreachIndex" && m.key() != "matrixIndex" && m.key() != "matrix") {
+                tag = m.value().is_string() ? std::string(m.value().get_string()) : to_json(m.value());
+                break;
+            }
+        if (tag == t.id && t.vars.contains("matrix")) tag = vars_text(t);
+        tag = escape_for_terminal(tag) + "\t";
+    }
+    // One write per task: its lines stay together whatever else finishes meanwhile.
+    std::string block;
+    block.reserve(text.size() + 64);
+    while (!text.empty()) {
+        auto nl = text.find('\n');
+        std::string_view line = text.substr(0, nl);
+        block += tag;
+        // A terminal sees printable text only; a pipe or file gets the bytes as captured.
+        block += stdout_tty_ ? escape_for_terminal(line) : std::string(line);
+        block += '\n';
+        if (nl == std::string_view::npos) break;
+        text.remove_prefix(nl + 1);
+    }
+    clear_line();
+    out_.write(block);
 }
 
 void progress_printer::stop() {
@@ -209,7 +331,9 @@ void print_summary(const command_line& cl, const plan& p, const run_report& r, s
             t.state == task_state::cancelled)
             continue;
         if (++shown > 10) continue;
-        out += paint("1;31", "failed ") + paint("1", p.tasks[i].id) + ": " +
+        std::string vars = vars_text(p.tasks[i]);
+        out += paint("1;31", "failed ") + paint("1", p.tasks[i].id) +
+               (vars.empty() ? "" : " (" + vars + ")") + ": " +
                (t.error ? escape_for_terminal(t.error->message) : std::string(to_string(t.state))) + "\n";
         for (const auto& line : last_lines(stderr_of(t), 5)) out += "  | " + line + "\n";
     }
@@ -227,12 +351,24 @@ void print_summary(const command_line& cl, const plan& p, const run_report& r, s
     bool started = false;
     for (const auto& t : r.tasks) started = started || t.attempts > 0;
     if (!cl.quiet && (started || !r.error) && r.output.is_object()) {
+        // Readable: strings as text, structures as indented "key: value" lines; long values
+        // are cut (all of it with -v, or --output json).
+        const std::size_t max_lines = cl.verbose ? std::size_t(-1) : 40;
         std::string outputs;
         for (const auto& m : r.output.get_object()) {
-            std::string v = m.value().is_string() ? std::string(m.value().get_string()) : to_json(m.value());
-            if (!cl.verbose && v.size() > 300)
-                v = v.substr(0, 300) + "… (" + std::to_string(v.size()) + " bytes)";
-            outputs += "  " + std::string(m.key()) + ": " + escape_for_terminal(v) + "\n";
+            std::vector<std::string> lines = readable_lines(m.value());
+            std::string key = escape_for_terminal(m.key());
+            if (lines.size() == 1 && !m.value().is_array() && !m.value().is_object() &&
+                !multiline(m.value())) {
+                outputs += "  " + key + ": " + escape_for_terminal(lines[0]) + "\n";
+                continue;
+            }
+            outputs += "  " + key + ":\n";
+            for (std::size_t i = 0; i < lines.size() && i < max_lines; ++i)
+                outputs += "    " + escape_for_terminal(lines[i]) + "\n";
+            if (lines.size() > max_lines)
+                outputs += "    … " + std::to_string(lines.size() - max_lines) +
+                           " more lines (-v or --output json shows all)\n";
         }
         if (!outputs.empty()) standard_output().write("outputs:\n" + outputs);
     }

@@ -30,6 +30,15 @@ std::string escape_for_terminal(std::string_view s);
 /// The last `n` lines of `text`, escaped and cut to 400 bytes each.
 std::vector<std::string> last_lines(std::string_view text, std::size_t n);
 
+/// A foreach or matrix child's bindings for people: `file=f13.txt`, `os=linux arch=arm64`;
+/// empty for other tasks. Index variables are left out; long values are cut.
+std::string vars_text(const plan_task& t);
+
+/// `v` for people, like YAML: `key: value` and `- item` lines indented by depth, strings
+/// unquoted, a string of several lines as an indented block after `|`. At the top there is
+/// no head line: a structure's members, or a text's lines, start at the left.
+std::vector<std::string> readable_lines(const boost::json::value& v);
+
 /// Live progress and failure reports: a redrawn line on a terminal, plain lines in a log.
 class progress_printer final : public event_sink {
 public:
@@ -45,6 +54,7 @@ public:
 private:
     std::string paint(const char* code, std::string_view text) const;
     void write_jsonl(const run_event& e);
+    void show_output(const plan_task& t, const task_result& r);
     void tick();
     void draw();
     void clear_line();
@@ -53,6 +63,7 @@ private:
     const plan& plan_;
     bool tty_;
     bool color_;
+    bool stdout_tty_;
     boost::asio::steady_timer timer_;
     json_sink& err_;
     json_sink& out_;
