@@ -43,9 +43,10 @@ command_result run(const std::vector<std::string>& argv, const command_options& 
 /// Runs `argv` on a new pseudo-terminal (stdin, stdout and stderr; its controlling terminal).
 /// Each time the output so far contains `answers[i].first`, writes `answers[i].second` to
 /// the terminal, in order. Output arrives in `out` (the terminal merges the streams).
+/// `columns` > 0: the terminal's width (else the pseudo-terminal's default, 0).
 command_result run_on_terminal(const std::vector<std::string>& argv,
                                const std::vector<std::pair<std::string, std::string>>& answers,
-                               std::chrono::milliseconds bound = std::chrono::milliseconds(60000));
+                               std::chrono::milliseconds bound = std::chrono::milliseconds(60000), int columns = 0);
 
 /// agentctl with these arguments.
 command_result agentctl(const std::vector<std::string>& args, const command_options& options = {});

@@ -281,4 +281,55 @@ BOOST_AUTO_TEST_CASE(outputs_are_readable_and_failures_name_their_vars) {
                r.err);
 }
 
+BOOST_AUTO_TEST_CASE(progress_fits_the_terminal_and_shows_elapsed_and_percent) {
+    temp_dir dir;
+    std::string tasks = "    - {id: nap, uses: action:nap, foreach: {items: [" + [] {
+        std::string items;
+        for (int i = 0; i < 24; ++i) items += (i ? ", " : "") + std::to_string(i);
+        return items;
+    }() + "]}}\n";
+    auto wf = dir.write("wf.yaml", workflow("probe",
+                                            "    nap: {kind: builtin.shell.exec, command: " + probe_bin() +
+                                                ", args: [sleep, \"0.1\"]}\n",
+                                            tasks));
+    auto r = run_on_terminal({agentctl_bin(), "run", "--jobs", "4", wf}, {}, 60s, 40);
+    BOOST_TEST(r.exit_code == 0, r.out);
+    std::size_t redraws = 0;
+    for (std::size_t at = 0; (at = r.out.find("\r\x1b[2K", at)) != std::string::npos;) {
+        at += 5;
+        std::size_t end = r.out.find_first_of("\r\n", at);
+        std::string line = r.out.substr(at, end - at);
+        std::size_t chars = 0;
+        for (unsigned char c : line) chars += (c & 0xc0) != 0x80;
+        BOOST_TEST(chars < 40u, "a redraw of " << chars << " characters: " << line);
+        if (line.find("%) · ") != std::string::npos || line.find(" done (") != std::string::npos) ++redraws;
+    }
+    BOOST_TEST(redraws >= 2u, r.out);
+    // Wide enough: all of it, with the percentage and the elapsed time.
+    auto wide = run_on_terminal({agentctl_bin(), "run", "--jobs", "4", wf}, {}, 60s, 200);
+    BOOST_TEST(wide.exit_code == 0, wide.out);
+    BOOST_TEST(wide.out.find("%) · ") != std::string::npos, wide.out);
+    BOOST_TEST(wide.out.find(" failed · ") != std::string::npos, wide.out);  // then the elapsed time
+    BOOST_TEST(wide.out.find("/24 done (") != std::string::npos, wide.out);
+}
+
+BOOST_AUTO_TEST_CASE(approval_prompt_clears_the_progress_line_and_shows_the_command_line) {
+    temp_dir dir;
+    std::string actions = "    touch: {kind: builtin.shell.exec, command: " + probe_bin() +
+                          ", args: [write-file, \"" + dir.path() + "/one file\", \"${{ vars.item }}\"]}\n";
+    std::string wf =
+        workflow("probe", actions, "    - {id: one, uses: action:touch, foreach: {items: [x1]}}\n");
+    wf.replace(wf.find("approval: never"), 15, "approval: always");
+    auto path = dir.write("wf.yaml", wf);
+    auto r = run_on_terminal({agentctl_bin(), "run", "--interactive", path}, {{"[a]ll: ", "y\n"}}, 60s, 200);
+    BOOST_TEST(r.exit_code == 0, r.out);
+    auto at = r.out.find("approve task \"one--0000\" (item=x1)");
+    BOOST_REQUIRE_MESSAGE(at != std::string::npos, r.out);
+    // Nothing of the progress line is left in front of the question.
+    BOOST_TEST((at == 0 || r.out.compare(at - 4, 4, "\x1b[2K") == 0 || r.out[at - 1] == '\n'), r.out);
+    BOOST_TEST(
+        r.out.find(probe_bin() + " write-file '" + dir.path() + "/one file' x1", at) != std::string::npos,
+        r.out);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -106,7 +106,7 @@ int run_run(const command_line& cl, watchdog* watch) {
     options.leftovers = &leftovers;
     std::optional<terminal_approver> ask;
     if (cl.interactive) {
-        ask.emplace(io);
+        ask.emplace(io, &progress);
         options.approvals = &*ask;
     }
 

@@ -5,6 +5,7 @@
 
 #include <boost/asio/read_until.hpp>
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -67,6 +68,45 @@ std::string vars_text(const plan_task& t) {
             add(m.key(), m.value());
     }
     return out;
+}
+
+std::string command_line_text(const plan& p, const plan_task& t) {
+    const action_spec& a = p.action_of(t);
+    const std::vector<std::string>& args = t.args ? *t.args : a.args;
+    auto quote = [](const std::string& word) {
+        bool plain = !word.empty();
+        for (unsigned char c : word)
+            plain = plain &&
+                    (std::isalnum(c) ||
+                     std::string_view("-_./=:,+@%").find(static_cast<char>(c)) != std::string_view::npos ||
+                     c >= 0x80);
+        if (plain) return word;
+        std::string out = "'";
+        for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+        return out + "'";
+    };
+    std::string out = quote(a.command);
+    for (const auto& arg : args) out += " " + quote(arg);
+    return escape_for_terminal(out);
+}
+
+int terminal_columns(int fd) {
+    winsize ws{};
+    if (::ioctl(fd, TIOCGWINSZ, &ws) != 0) return 0;
+    return ws.ws_col;
+}
+
+std::string fit_to_width(std::string line, int columns) {
+    if (columns <= 0) return line;
+    std::size_t budget = static_cast<std::size_t>(columns) - 1, chars = 0;
+    for (std::size_t i = 0; i < line.size(); ++i) {
+        if ((static_cast<unsigned char>(line[i]) & 0xc0) == 0x80) continue;  // inside a character
+        if (chars++ == budget) {
+            line.resize(i);
+            break;
+        }
+    }
+    return line;
 }
 
 namespace {
@@ -244,18 +284,31 @@ void progress_printer::tick() {
 }
 
 void progress_printer::draw() {
+    if (paused_) return;
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begun_).count();
     double rate = elapsed > 0.2 ? done_ / elapsed : 0;
-    std::string line = "\r\x1b[2K" + std::to_string(done_) + "/" + std::to_string(countable_) + " done · " +
-                       std::to_string(running_) + " running · " + std::to_string(failed_) + " failed";
+    std::size_t percent = countable_ ? done_ * 100 / countable_ : 100;
+    std::string line = std::to_string(done_) + "/" + std::to_string(countable_) + " done (" +
+                       std::to_string(percent) + "%) · " + std::to_string(running_) + " running · " +
+                       std::to_string(failed_) + " failed · " + seconds_text(elapsed);
     if (rate > 0) {
         char buf[64];
         std::snprintf(buf, sizeof buf, " · %.0f/s", rate);
         line += buf;
         if (done_ < countable_) line += " · ETA " + seconds_text((countable_ - done_) / rate);
     }
-    err_.write(line);
+    // Never wider than the terminal: a wrapped line cannot be redrawn in place.
+    err_.write("\r\x1b[2K" + fit_to_width(std::move(line), terminal_columns(STDERR_FILENO)));
     drawn_ = true;
+}
+
+void progress_printer::pause() {
+    paused_ = true;
+    clear_line();
+}
+
+void progress_printer::resume() {
+    paused_ = false;
 }
 
 void progress_printer::clear_line() {
@@ -265,15 +318,20 @@ void progress_printer::clear_line() {
 
 // ---- terminal_approver ----
 
-terminal_approver::terminal_approver(asio::io_context& io) : input_(io, ::dup(STDIN_FILENO)) {}
+terminal_approver::terminal_approver(asio::io_context& io, progress_printer* progress)
+    : progress_(progress), input_(io, ::dup(STDIN_FILENO)) {}
 
 void terminal_approver::async_approve(const plan& p, std::uint32_t idx,
                                       asio::any_completion_handler<void(approval_answer)> handler) {
     const plan_task& t = p.tasks[idx];
     const action_spec& a = p.action_of(t);
-    std::string question = "approve task \"" + t.id + "\" (" + std::string(to_string(a.kind)) + " " +
-                           escape_for_terminal(a.command) + ", isolation " +
-                           std::string(to_string(a.isolation)) + ")? [y]es / [n]o / [a]ll: ";
+    std::string vars = vars_text(t);
+    std::string question = "approve task \"" + t.id + "\"" + (vars.empty() ? "" : " (" + vars + ")") + ": " +
+                           std::string(to_string(a.kind)) + ", isolation " +
+                           std::string(to_string(a.isolation)) + "\n  " + command_line_text(p, t) +
+                           (t.argv_deferred ? "  (arguments rendered when it starts)" : "") +
+                           "\n[y]es / [n]o / [a]ll: ";
+    if (progress_) progress_->pause();
     standard_error().write(question);
     // swap, not move-assign: Boost 1.81's any_completion_handler move assignment recurses forever.
     handler_.swap(handler);
@@ -304,6 +362,7 @@ void terminal_approver::read_answer() {
                 return read_answer();
             }
         }
+        if (progress_) progress_->resume();
         auto h = std::move(handler_);
         std::move(h)(answer);
     });

@@ -34,6 +34,17 @@ std::vector<std::string> last_lines(std::string_view text, std::size_t n);
 /// empty for other tasks. Index variables are left out; long values are cut.
 std::string vars_text(const plan_task& t);
 
+/// A task's command line for people: the command and its arguments (rendered when the plan
+/// could render them), each quoted as a shell would need it, escaped for a terminal.
+std::string command_line_text(const plan& p, const plan_task& t);
+
+/// The width of the terminal on `fd` in columns; 0 when it is not a terminal or unknown.
+int terminal_columns(int fd);
+
+/// The first `columns` - 1 characters (code points) of `line` (which holds no escapes), so
+/// that it never wraps; all of it when `columns` is 0.
+std::string fit_to_width(std::string line, int columns);
+
 /// `v` for people, like YAML: `key: value` and `- item` lines indented by depth, strings
 /// unquoted, a string of several lines as an indented block after `|`. At the top there is
 /// no head line: a structure's members, or a text's lines, start at the left.
@@ -47,6 +58,10 @@ public:
     void on_event(const run_event& e) override;
 
     void stop();
+
+    /// While an approval prompt waits: the line cleared and not redrawn.
+    void pause();
+    void resume();
 
     /// Whether stderr's reader lags; redraws are skipped meanwhile.
     void set_behind(std::function<bool()> behind) { behind_ = std::move(behind); }
@@ -70,6 +85,7 @@ private:
     std::size_t countable_ = 0, done_ = 0, failed_ = 0;
     std::uint32_t running_ = 0;
     bool drawn_ = false;
+    bool paused_ = false;
     std::function<bool()> behind_;
     std::chrono::steady_clock::time_point begun_ = std::chrono::steady_clock::now();
 };
@@ -77,7 +93,8 @@ private:
 /// Asks on the terminal, one task at a time: yes / no / all.
 class terminal_approver final : public approver {
 public:
-    explicit terminal_approver(boost::asio::io_context& io);
+    /// `progress`: cleared while a question waits (may be nullptr).
+    terminal_approver(boost::asio::io_context& io, progress_printer* progress);
 
     void async_approve(const plan& p, std::uint32_t idx,
                        boost::asio::any_completion_handler<void(approval_answer)> handler) override;
@@ -85,6 +102,7 @@ public:
 private:
     void read_answer();
 
+    progress_printer* progress_;
     boost::asio::posix::stream_descriptor input_;
     boost::asio::streambuf buffer_;
     boost::asio::any_completion_handler<void(approval_answer)> handler_;
