@@ -398,6 +398,7 @@ private:
             if (cancelled || attempt >= static_cast<std::uint32_t>(t.retry.max_attempts) ||
                 !retry_allowed(t.retry, plan_.action_of(t), result))
                 break;
+            emit_attempt_failed(idx, request.attempt, result);
             // Retried: this attempt's end (with its streams) goes to the journal now; the last
             // attempt's end is recorded with the task's final result (finish()).
             if (options_.journal) {
@@ -421,6 +422,21 @@ private:
             std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - begun)
                 .count());
         co_return result;
+    }
+
+    // A failed attempt that will be retried: said as it happens, so that retries are visible.
+    void emit_attempt_failed(std::uint32_t idx, std::uint32_t attempt, const task_result& r) {
+        if (!options_.events) return;
+        run_event e;
+        e.kind = run_event::kind_t::attempt_failed;
+        e.task_index = idx;
+        e.attempt = attempt;
+        e.result = &r;
+        e.retry_in_ms = static_cast<std::uint32_t>(std::max(0, plan_.tasks[idx].retry.backoff_ms));
+        e.elapsed = std::chrono::steady_clock::now() - started_;
+        e.running = running_;
+        e.finished = static_cast<std::uint32_t>(finished_);
+        options_.events->on_event(e);
     }
 
     void emit_started(std::uint32_t idx, std::uint32_t attempt) {

@@ -5,8 +5,11 @@
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <signal.h>
+
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 using namespace cli_test;
 using namespace std::chrono_literals;
@@ -330,6 +333,102 @@ BOOST_AUTO_TEST_CASE(approval_prompt_clears_the_progress_line_and_shows_the_comm
     BOOST_TEST(
         r.out.find(probe_bin() + " write-file '" + dir.path() + "/one file' x1", at) != std::string::npos,
         r.out);
+}
+
+BOOST_AUTO_TEST_CASE(cancellation_says_why_and_sums_up_unstarted_tasks) {
+    temp_dir dir;
+    std::string nonce = make_nonce();
+    std::string actions = "    sleep: {kind: builtin.shell.exec, command: " + probe_bin() +
+                          ", args: [sleep, \"30\", --nonce, " + nonce + "]}\n";
+    std::string tasks = "    - {id: s, uses: action:sleep, foreach: {items: [1, 2, 3, 4, 5, 6, 7, 8]}}\n";
+    auto wf = dir.write("wf.yaml", workflow("probe", actions, tasks));
+    auto r = agentctl({"--color", "never", "run", "--jobs", "2", "--timeout-seconds", "0.5", wf});
+    BOOST_TEST(r.exit_code == 130, r.err);
+    BOOST_TEST(r.err.find("the run was cancelled (run timeout 0.5 s reached") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("6 tasks not started: s--0002, s--0003, s--0004, s--0005, s--0006, …") !=
+                   std::string::npos,
+               r.err);
+    BOOST_TEST(r.err.find("not started: the run was cancelled") == std::string::npos,
+               r.err);  // not one line each
+    auto j = agentctl({"--output", "json", "run", "--jobs", "2", "--timeout-seconds", "0.5", wf});
+    BOOST_TEST(j.exit_code == 130);
+    bool said = false;
+    json::value outcome = parse_json(j.out);
+    for (const auto& d : outcome.at("diagnostics").as_array())
+        said = said ||
+               (d.at("code").as_string() == "run_cancelled" &&
+                d.at("message").as_string().subview().find("run timeout 0.5 s reached") != std::string::npos);
+    BOOST_TEST(said, j.out);
+    // SIGINT, by name.
+    command_options o;
+    o.poll = [&](pid_t pid) {
+        if (processes_with(nonce).size() < 2) return false;
+        ::kill(pid, SIGINT);
+        return true;
+    };
+    auto i = agentctl({"--color", "never", "run", "--jobs", "2", wf}, o);
+    BOOST_TEST(i.exit_code == 130, i.err);
+    BOOST_TEST(i.err.find("the run was cancelled (SIGINT)") != std::string::npos, i.err);
+}
+
+BOOST_AUTO_TEST_CASE(retries_stderr_tails_and_limits_say_what_they_hide) {
+    temp_dir dir;
+    std::string actions =
+        "    flaky: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, \"echo attempt >&2; exit 2\"]}\n"
+        "    noisy: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, \"seq 1 12 >&2; exit 1\"]}\n"
+        "    loud: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, \"seq 1 100000\"], "
+        "stdoutLimitBytes: 1024}\n";
+    std::string tasks =
+        "    - {id: flaky, uses: action:flaky, failure: continue, retry: {maxAttempts: 3, on: "
+        "[exit_nonzero], "
+        "backoffMs: 10}}\n"
+        "    - {id: noisy, uses: action:noisy, failure: continue}\n"
+        "    - {id: loud, uses: action:loud, failure: continue}\n";
+    auto wf = dir.write("wf.yaml", workflow("sh", actions, tasks));
+    auto r = agentctl({"--color", "never", "run", wf});
+    BOOST_TEST(r.exit_code == 4, r.err);
+    BOOST_TEST(r.err.find("↻ flaky attempt 1 of 3 failed: exited with status 2; retrying in 10 ms") !=
+                   std::string::npos,
+               r.err);
+    BOOST_TEST(r.err.find("↻ flaky attempt 2 of 3 failed") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("↻ flaky attempt 3") == std::string::npos,
+               r.err);  // the last one is the task's end
+    BOOST_TEST(r.err.find("  | … 7 earlier stderr lines not shown (12 in all") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("  | 8\n  | 9\n  | 10\n  | 11\n  | 12\n") != std::string::npos, r.err);
+    BOOST_TEST(
+        r.err.find("raise the limit with stdoutLimitBytes on the task or its action") != std::string::npos,
+        r.err);
+    // jsonl: each failed attempt that is retried is an event of its own.
+    auto l = agentctl({"--output", "jsonl", "run", wf});
+    std::istringstream in(l.out);
+    std::vector<std::uint64_t> failed_attempts;
+    for (std::string line; std::getline(in, line);) {
+        json::value v = parse_json(line);
+        if (v.is_object() && v.as_object().contains("event") &&
+            v.at("event").as_string() == "attemptFailed") {
+            BOOST_TEST(v.at("taskId").as_string() == "flaky");
+            BOOST_TEST(v.at("retryInMs").as_int64() == 10);
+            BOOST_TEST(v.at("result").at("exitCode").as_int64() == 2);
+            failed_attempts.push_back(static_cast<std::uint64_t>(v.at("attempt").as_int64()));
+        }
+    }
+    BOOST_TEST((failed_attempts == std::vector<std::uint64_t>{1, 2}), l.out);
+}
+
+BOOST_AUTO_TEST_CASE(zero_tasks_from_a_misnamed_input_warns_even_when_quiet) {
+    temp_dir dir;
+    auto wf = dir.write(
+        "wf.yaml", workflow("\"true\"", "    ok: {kind: builtin.shell.exec, command: /bin/true}\n",
+                            "    - {id: gz, uses: action:ok, foreach: {items: \"${{ inputs.files }}\"}}\n",
+                            "  inputs: {files: []}\n"));
+    auto r = agentctl({"--color", "never", "run", "-q", wf, "--input", "file=[\"a\"]"});
+    BOOST_TEST(r.exit_code == 0, r.err);
+    BOOST_TEST(r.err.find("undeclared_input") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("gz expanded to no task") != std::string::npos, r.err);
+    // Named right: quiet is quiet.
+    auto ok = agentctl({"--color", "never", "run", "-q", wf, "--input", "files=[\"a\"]"});
+    BOOST_TEST(ok.exit_code == 0, ok.err);
+    BOOST_TEST(ok.err.find("warning") == std::string::npos, ok.err);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -15,6 +15,8 @@
 
 #include <unistd.h>
 
+#include <cstdio>
+
 namespace asio = boost::asio;
 
 namespace agentctl::cli {
@@ -55,13 +57,35 @@ private:
     bool said_ = false;
 };
 
+// A foreach over an input that was misnamed on the command line expands to nothing and the
+// run "succeeds": under -q too, say why (the undeclared input), since nothing else will.
+void warn_empty_expansions(const command_line& cl, const plan& p, const diagnostics& diags) {
+    std::string empty;
+    for (const auto& t : p.tasks)
+        if (t.kind == plan_task::kind_t::aggregate && t.children.empty())
+            empty += (empty.empty() ? "" : ", ") + t.id;
+    if (empty.empty()) return;
+    diagnostics said;
+    for (const auto& d : diags.items())
+        if (d.code == "undeclared_input") said.add(d);
+    if (said.items().empty()) return;
+    command_line loud = cl;
+    loud.quiet = false;
+    print_diagnostics_human(loud, said);
+    print_failure(loud, "warning: " + empty + " expanded to no task; check the input names",
+                  exit_status::success);
+}
+
 }  // namespace
 
 int run_run(const command_line& cl, watchdog* watch) {
     session s = open_and_report(cl);
     if (!s.ok()) return status(s.status);
     const plan& p = *s.compiled;
-    if (cl.output == output_format::human) print_diagnostics_human(cl, s.diags);
+    if (cl.output == output_format::human) {
+        print_diagnostics_human(cl, s.diags);
+        if (cl.quiet) warn_empty_expansions(cl, p, s.diags);
+    }
 
     if (auto refusal = refuse_unapproved(s)) {
         if (!cl.interactive) return print_failure(cl, refusal->message, refusal->status, refusal->diags);
@@ -114,9 +138,12 @@ int run_run(const command_line& cl, watchdog* watch) {
     asio::cancellation_signal cancel;
     asio::signal_set signals(io, SIGINT, SIGTERM, SIGHUP);
     int signals_seen = 0;
+    std::string cancel_reason;  // the first reason the run was cancelled, said in the summary
     std::function<void()> wait_signal = [&] {
-        signals.async_wait([&](boost::system::error_code ec, int) {
+        signals.async_wait([&](boost::system::error_code ec, int sig) {
             if (ec) return;
+            if (cancel_reason.empty())
+                cancel_reason = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
             cancel.emit(signals_seen++ == 0 ? asio::cancellation_type::total
                                             : asio::cancellation_type::terminal);
             wait_signal();
@@ -130,6 +157,7 @@ int run_run(const command_line& cl, watchdog* watch) {
     auto stdout_closed = [&] {
         if (reader_gone) return;
         reader_gone = true;
+        if (cancel_reason.empty()) cancel_reason = "the reader of agentctl's output went away";
         cancel.emit(asio::cancellation_type::total);
     };
     out_queue.set_on_broken([&] { asio::post(io, stdout_closed); });
@@ -138,7 +166,14 @@ int run_run(const command_line& cl, watchdog* watch) {
         deadline.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
             std::chrono::duration<double>(*cl.timeout_seconds)));
         deadline.async_wait([&](boost::system::error_code ec) {
-            if (!ec) cancel.emit(asio::cancellation_type::total);
+            if (ec) return;
+            if (cancel_reason.empty()) {
+                char text[64];
+                std::snprintf(text, sizeof text, "run timeout %g s reached (--timeout-seconds)",
+                              *cl.timeout_seconds);
+                cancel_reason = text;
+            }
+            cancel.emit(asio::cancellation_type::total);
         });
     }
 
@@ -164,10 +199,13 @@ int run_run(const command_line& cl, watchdog* watch) {
         return report->exit_code();
     }
     if (cl.output == output_format::human) {
-        print_summary(cl, p, *report, workspace_root_path(p, *base));
+        print_summary(cl, p, *report, {workspace_root_path(p, *base), cancel_reason});
     } else {
         fd_sink out(STDOUT_FILENO);
-        write_run_outcome(out, p, *report, s.diags, &leftovers);
+        diagnostics diags = s.diags;
+        if (!cancel_reason.empty())
+            diags.warning("run_cancelled", "", "the run was cancelled: " + cancel_reason);
+        write_run_outcome(out, p, *report, diags, &leftovers);
     }
     return report->exit_code();
 }

@@ -206,6 +206,20 @@ void progress_printer::on_event(const run_event& e) {
     const plan_task& t = plan_.tasks[e.task_index];
     running_ = e.running;
     if (cl_.output == output_format::jsonl) return write_jsonl(e);
+    if (e.kind == run_event::kind_t::attempt_failed) {
+        if (cl_.output != output_format::human || cl_.quiet) return;
+        // Retries are visible as they happen: which attempt failed, why, and what comes next.
+        clear_line();
+        std::string vars = vars_text(t);
+        std::string line = paint("33", "↻ ") + paint("1", t.id) + " attempt " + std::to_string(e.attempt) +
+                           " of " + std::to_string(t.retry.max_attempts) + " " +
+                           std::string(to_string(e.result->state)) + (vars.empty() ? "" : " (" + vars + ")");
+        if (e.result->error) line += ": " + escape_for_terminal(e.result->error->message);
+        line +=
+            "; retrying" + (e.retry_in_ms ? " in " + seconds_text(e.retry_in_ms / 1000.0) : std::string());
+        err_.write(line + "\n");
+        return;
+    }
     if (e.kind != run_event::kind_t::task_finished || t.kind == plan_task::kind_t::aggregate) return;
     ++done_;
     const task_result& r = *e.result;
@@ -213,6 +227,8 @@ void progress_printer::on_event(const run_event& e) {
     failed_ += bad;
     if (cl_.output != output_format::human) return;
     if (cl_.show_output) show_output(t, r);
+    // Tasks a cancellation kept from starting are summed up in one line at the end.
+    if (r.state == task_state::cancelled && r.attempts == 0) return;
     if (bad || cl_.verbose) {
         clear_line();
         std::string vars = vars_text(t);
@@ -370,7 +386,9 @@ void terminal_approver::read_answer() {
 
 // ---- the summary ----
 
-void print_summary(const command_line& cl, const plan& p, const run_report& r, std::string_view workspace) {
+void print_summary(const command_line& cl, const plan& p, const run_report& r,
+                   const summary_context& context) {
+    const std::string& workspace = context.workspace;
     bool color = use_color(cl, STDERR_FILENO);
     auto paint = [&](const char* code, std::string_view text) { return cli::paint(color, code, text); };
     std::size_t counts[7] = {};
@@ -394,7 +412,18 @@ void print_summary(const command_line& cl, const plan& p, const run_report& r, s
         out += paint("1;31", "failed ") + paint("1", p.tasks[i].id) +
                (vars.empty() ? "" : " (" + vars + ")") + ": " +
                (t.error ? escape_for_terminal(t.error->message) : std::string(to_string(t.state))) + "\n";
-        for (const auto& line : last_lines(stderr_of(t), 5)) out += "  | " + line + "\n";
+        std::string_view err = stderr_of(t);
+        auto tail = last_lines(err, 5);
+        std::size_t lines = 0;
+        for (std::string_view rest = err; !rest.empty();) {
+            ++lines;
+            auto nl = rest.find('\n');
+            rest.remove_prefix(nl == std::string_view::npos ? rest.size() : nl + 1);
+        }
+        if (lines > tail.size())
+            out += "  | … " + std::to_string(lines - tail.size()) + " earlier stderr lines not shown (" +
+                   std::to_string(lines) + " in all; --output json has them)\n";
+        for (const auto& line : tail) out += "  | " + line + "\n";
     }
     if (shown > 10) out += "... and " + std::to_string(shown - 10) + " more failed tasks\n";
     // A relative path that was not found is the usual surprise when running from elsewhere.
@@ -402,6 +431,24 @@ void print_summary(const command_line& cl, const plan& p, const run_report& r, s
         out += "tasks ran in the workspace root " + escape_for_terminal(workspace) +
                " (relative paths start there" + (cl.workspace ? ")" : "; --workspace DIR sets its base)") +
                "\n";
+    // Tasks a cancellation kept from starting: one line, not one each.
+    std::vector<std::string> unstarted;
+    for (std::size_t i = 0; i < p.tasks.size(); ++i)
+        if (p.tasks[i].kind != plan_task::kind_t::aggregate && r.tasks[i].state == task_state::cancelled &&
+            r.tasks[i].attempts == 0)
+            unstarted.push_back(p.tasks[i].id);
+    if (r.state == run_state::cancelled)
+        out +=
+            paint("1;33", "agentctl: ") + "the run was cancelled" +
+            (context.cancel_reason.empty() ? "" : " (" + escape_for_terminal(context.cancel_reason) + ")") +
+            "\n";
+    if (!unstarted.empty()) {
+        std::string ids;
+        for (std::size_t i = 0; i < unstarted.size() && i < 5; ++i) ids += (i ? ", " : "") + unstarted[i];
+        if (unstarted.size() > 5) ids += ", …";
+        out += std::to_string(unstarted.size()) + (unstarted.size() == 1 ? " task" : " tasks") +
+               " not started: " + escape_for_terminal(ids) + "\n";
+    }
     if (r.error) out += paint("1;31", "agentctl: ") + escape_for_terminal(r.error->message) + "\n";
 
     standard_error().write(out);

@@ -108,8 +108,15 @@ private:
     boost::asio::any_completion_handler<void(approval_answer)> handler_;
 };
 
-/// The failed tasks with their stderr tails, `spec.outputs` and the closing line.
-/// `workspace`: the absolute workspace root the run used, named when tasks failed.
-void print_summary(const command_line& cl, const plan& p, const run_report& r, std::string_view workspace);
+/// What the summary says besides the report.
+struct summary_context {
+    std::string workspace;      ///< the absolute workspace root the run used, named when tasks failed
+    std::string cancel_reason;  ///< why the run was cancelled ("SIGINT", "run timeout 0.5 s reached")
+};
+
+/// The failed tasks with their stderr tails, the tasks never started in one line,
+/// `spec.outputs` and the closing line.
+void print_summary(const command_line& cl, const plan& p, const run_report& r,
+                   const summary_context& context);
 
 }  // namespace agentctl::cli
