@@ -456,7 +456,10 @@ void print_summary(const command_line& cl, const plan& p, const run_report& r,
     // A run that failed before any task started has no outputs worth showing.
     bool started = false;
     for (const auto& t : r.tasks) started = started || t.attempts > 0;
-    if (!cl.quiet && (started || !r.error) && r.output.is_object()) {
+    // Without spec.outputs the output is every task's: for a batch that is noise, so only -v
+    // shows it (--show-output shows each task's stdout as it finishes).
+    bool declared = !p.outputs.empty() || cl.verbose;
+    if (!cl.quiet && declared && (started || !r.error) && r.output.is_object()) {
         // Readable: strings as text, structures as indented "key: value" lines; long values
         // are cut (all of it with -v, or --output json).
         const std::size_t max_lines = cl.verbose ? std::size_t(-1) : 40;
