@@ -425,7 +425,7 @@ BOOST_AUTO_TEST_CASE(zero_tasks_from_a_misnamed_input_warns_even_when_quiet) {
     auto r = agentctl({"--color", "never", "run", "-q", wf, "--input", "file=[\"a\"]"});
     BOOST_TEST(r.exit_code == 0, r.err);
     BOOST_TEST(r.err.find("undeclared_input") != std::string::npos, r.err);
-    BOOST_TEST(r.err.find("gz expanded to no task") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("gz expanded to no task [empty_expansion]") != std::string::npos, r.err);
     // Named right: quiet is quiet.
     auto ok = agentctl({"--color", "never", "run", "-q", wf, "--input", "files=[\"a\"]"});
     BOOST_TEST(ok.exit_code == 0, ok.err);

@@ -69,11 +69,11 @@ void warn_empty_expansions(const command_line& cl, const plan& p, const diagnost
     for (const auto& d : diags.items())
         if (d.code == "undeclared_input") said.add(d);
     if (said.items().empty()) return;
+    said.warning("empty_expansion", "", empty + " expanded to no task",
+                 "check the names given to --input, --items and --inputs-file against spec.inputs");
     command_line loud = cl;
     loud.quiet = false;
     print_diagnostics_human(loud, said);
-    print_failure(loud, "warning: " + empty + " expanded to no task; check the input names",
-                  exit_status::success);
 }
 
 }  // namespace
