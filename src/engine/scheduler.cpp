@@ -160,6 +160,7 @@ public:
             auto needing = tasks_requiring_approval(plan_);
             if (!needing.empty()) {
                 report_.error = approval_required_error(plan_, needing);
+                failed_before_start_ = true;
                 close_unstarted();
                 co_return;
             }
@@ -173,6 +174,7 @@ public:
                 asio::use_awaitable);
         if (setup || cancelling_) {
             if (setup) report_.error = std::move(setup);
+            failed_before_start_ = setup.has_value();
             close_unstarted();
             co_await finish_runner();
             co_return;
@@ -573,7 +575,12 @@ private:
                 record(i, aggregate_result(view_, plan_.tasks[i]));
                 continue;
             }
-            if (report_.error && !stop_after_failure_) {
+            if (report_.error && failed_before_start_) {
+                // The run's error says why, once: a thousand copies of it would say nothing more.
+                record(i, skipped_result(error_code::not_started,
+                                         "not started: the run failed before any task started (" +
+                                             std::string(to_string(report_.error->code)) + ")"));
+            } else if (report_.error && !stop_after_failure_) {
                 record(i, skipped_result(error_code::not_started, "not started: " + report_.error->message));
             } else if (cancelling_) {
                 task_result r;
@@ -591,6 +598,7 @@ private:
     }
 
     asio::any_io_executor ex_;
+    bool failed_before_start_ = false;  ///< the approval check or the runner's prepare failed
     const plan& plan_;
     run_options options_;
     std::unique_ptr<task_runner> builtin_;

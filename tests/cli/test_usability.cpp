@@ -146,6 +146,10 @@ BOOST_AUTO_TEST_CASE(a_missing_executable_fails_once_before_anything_runs) {
     json::value v = parse_json(j.out);
     BOOST_TEST(v.at("data").at("error").at("code").as_string() == "executable_not_found");
     BOOST_TEST(v.at("data").at("tasks").at("first").at("state").as_string() == "skipped");
+    // The run's error names the PATH; its ten children do not repeat it.
+    BOOST_TEST(count(j.out, "/usr/local/bin:/usr/bin:/bin") == 1u, j.out);
+    BOOST_TEST(v.at("data").at("tasks").at("gz--0003").at("error").at("message").as_string() ==
+               "not started: the run failed before any task started (executable_not_found)");
     BOOST_TEST(!std::filesystem::exists(marker));
     // doctor says so too.
     auto d = agentctl({"--color", "never", "doctor", wf});
