@@ -1,4 +1,4 @@
-// exec_bench: the workloads of PERFORMANCE.md run through agentctl::async_run_process, with
+// exec_bench: the workloads of the README's Performance section run through agentctl::async_run_process, with
 // the same options and the same JSON line as spawnbench, so that the two compare directly.
 //
 //   W1  exec_bench -n 5000 -j 64 -- /bin/true                      (spawn and reap)

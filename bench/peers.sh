@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs, in one sitting, the peer comparison of shared/PERFORMANCE.md with the project's own
+# Runs, in one sitting, the peer comparison of the README's Performance section with the project's own
 # baselines: one hyperfine group per workload, each including the C anchor (spawnbench), so
 # every figure is read as a ratio against the anchor of its own group.
 #

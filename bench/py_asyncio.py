@@ -6,7 +6,7 @@ usage: py_asyncio.py N J TIMEOUT PROGRAM [ARG...]
 Each task is asyncio.create_subprocess_exec(env={}, stdout=PIPE, stderr=PIPE) under a
 Semaphore(J); its output is collected with communicate(), bounded by TIMEOUT seconds from its
 spawn (0: no timeout); on timeout the child is kill()ed and wait()ed. Deliberately untuned
-(no start_new_session/killpg, no output cap), like the baseline in shared/PERFORMANCE.md.
+(no start_new_session/killpg, no output cap), like the Python baseline of the README's Performance section.
 
 Environment:
   PIDFD_WATCHER=1  use asyncio.PidfdChildWatcher instead of 3.11's default ThreadedChildWatcher

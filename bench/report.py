@@ -182,8 +182,8 @@ def section(results, chart_rel="docs/bench/performance.png", results_rel="docs/b
     w2j = next((g for g in results["groups"] if g["id"] == "W2-json"), None)
     if w2j and w2j.get("json_bytes_per_task"):
         notes.append(
-            f"W2 with `--output json`: the document carries each task's stdout several times and escapes "
-            f"every NUL byte as `\\u0000`, {w2j['json_bytes_per_task'] / 1e6:.1f} MB per 1 MiB task "
+            f"W2 with `--output json`: the document carries each task's stdout once, and escapes "
+            f"every NUL byte as `\\u0000` (6 bytes each), {w2j['json_bytes_per_task'] / 1e6:.1f} MB per 1 MiB task "
             f"({w2j['json_bytes_at_w2_n'] / 1e9:.0f} GB for W2's {results['sizes']['w2']} tasks), so it is "
             f"measured at {w2j['n']} tasks beside `-q` (human output, which prints a summary line).")
     for lat in results["latency"]:

@@ -5,7 +5,7 @@
  * SIGPIPE and an empty signal mask; it is watched through a pidfd and reaped with
  * waitid(P_PIDFD, WNOHANG). Output is captured into per-slot buffers that are reused from
  * task to task (a slot is one of the J concurrency slots) and capped per stream. A deadline
- * per task kills its process group. See shared/PERFORMANCE.md for the measurements this
+ * per task kills its process group. The README's Performance section has the measurements this
  * program reproduces; bench/peers.sh runs it against the peers.
  *
  * Prints one JSON line on stdout. Exit 0 when every task was spawned, 1 on spawn errors or

@@ -4,8 +4,10 @@
 #include <agentctl/diagnostic.hpp>
 
 #include <boost/json/value.hpp>
+#include <boost/system/error_code.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,13 +54,34 @@ public:
     void value(const boost::json::value& v);
 
     /// `key` then `string`.
-    void member(std::string_view k, std::string_view s) { key(k); string(s); }
-    void member(std::string_view k, const char* s) { key(k); string(s); }
-    void member(std::string_view k, bool b) { key(k); boolean(b); }
-    void member(std::string_view k, std::int64_t n) { key(k); number(n); }
-    void member(std::string_view k, std::uint64_t n) { key(k); number(n); }
-    void member(std::string_view k, int n) { key(k); number(n); }
-    void member(std::string_view k, const boost::json::value& v) { key(k); value(v); }
+    void member(std::string_view k, std::string_view s) {
+        key(k);
+        string(s);
+    }
+    void member(std::string_view k, const char* s) {
+        key(k);
+        string(s);
+    }
+    void member(std::string_view k, bool b) {
+        key(k);
+        boolean(b);
+    }
+    void member(std::string_view k, std::int64_t n) {
+        key(k);
+        number(n);
+    }
+    void member(std::string_view k, std::uint64_t n) {
+        key(k);
+        number(n);
+    }
+    void member(std::string_view k, int n) {
+        key(k);
+        number(n);
+    }
+    void member(std::string_view k, const boost::json::value& v) {
+        key(k);
+        value(v);
+    }
 
     /// Inserts already-serialised JSON as the next value.
     void raw_value(std::string_view json);
@@ -75,7 +98,7 @@ private:
     static constexpr std::size_t flush_at = 64 * 1024;
 
     json_sink& sink_;
-    std::string buffer_;  // pending bytes; small writers (one value) never allocate much
+    std::string buffer_;               // pending bytes; small writers (one value) never allocate much
     std::vector<std::uint8_t> first_;  // per open container: 1 while nothing was written in it
     bool after_key_ = false;
 };
@@ -94,12 +117,38 @@ void make_utf8_lossy(std::string& bytes, bool& lossy);
 /// Whether `bytes` is valid UTF-8.
 bool is_valid_utf8(std::string_view bytes);
 
+/// The longest prefix of `text` of at most `max_bytes` that does not end inside a UTF-8
+/// sequence: for shortening text shown in messages.
+std::string_view utf8_prefix(std::string_view text, std::size_t max_bytes);
+
 /// `{code, severity, message, file, line, column, path, help}`.
 void write_diagnostic(json_writer& w, const diagnostic& d);
 void write_diagnostics(json_writer& w, const diagnostics& ds);
 
 /// One value serialised on its own, canonically (object members in stored order).
 std::string to_json(const boost::json::value& v);
+
+/// A problem in JSON text that Boost.JSON's parser accepts.
+struct json_finding {
+    std::string code;        ///< duplicate_key, nul_byte or out_of_range
+    std::size_t offset = 0;  ///< byte offset into the text
+    std::string message;
+    std::string help;
+};
+
+/// JSON text read with Boost.JSON's parser, adding what it does not check: duplicate keys
+/// (the first is kept), NUL characters in strings, integers beyond 64 bits and doubles out of
+/// range. Numbers are converted with std::from_chars (Boost.JSON 1.81 can be one unit in the
+/// last place off). `value` is set when the text is JSON without findings; `syntax` (and
+/// `syntax_offset`) when it is not JSON. `root_name` names the whole value in messages.
+struct json_read_result {
+    std::optional<boost::json::value> value;
+    std::vector<json_finding> findings;  ///< at most 100
+    boost::system::error_code syntax;
+    std::size_t syntax_offset = 0;
+};
+json_read_result read_json(std::string_view text, std::string_view root_name = "the value",
+                           std::size_t max_depth = 100);
 
 /// "sha256:<hex>" of `bytes`.
 std::string sha256_digest(std::string_view bytes);

@@ -10,7 +10,10 @@
 // SIGTTIN), stdin /dev/null (or a pipe carrying stdin_data), stdout and stderr pipes (blocking
 // on its side), no other file descriptor (every fd >= 3 is close-on-exec, even foreign ones
 // of an embedding application), default dispositions for every signal, an empty signal mask,
-// exactly `env`, and `cwd_fd` as its working directory.
+// exactly `env`, and `cwd_fd` as its working directory. The child execs the file that the
+// executable path named when the spawn opened it (execveat on an O_PATH descriptor), so a
+// rename over the path during the spawn cannot substitute another program; a #! script is
+// exec'd by path after checking that the path still names that file (docs/DESIGN.md).
 //
 // The embedding application keeps its SIGCHLD handler; it receives SIGCHLD for our children
 // too and must not reap children it did not start (a wait for any pid steals their status: the
@@ -56,6 +59,13 @@ enum class exit_watch {
     polling,     ///< glibc clone(), no pidfd: waitid(WNOHANG|WNOWAIT) every 1 ms doubling to 50 ms
 };
 
+/// The file a path named when it was resolved: device and inode (stat(2), symlinks followed).
+struct file_identity {
+    std::uint64_t device = 0;
+    std::uint64_t inode = 0;
+    friend bool operator==(const file_identity&, const file_identity&) = default;
+};
+
 /// What identifies a started process for a record that outlives this one (a run journal).
 struct process_started {
     int pid = 0;
@@ -69,6 +79,11 @@ struct process_started {
 /// What to run. Every field is final: no lookup, no shell, no inherited environment.
 struct process_request {
     std::string executable;          ///< absolute path, already resolved
+    /// When set, `executable` must still name this file when the process is spawned (as
+    /// resolve_executable() recorded it); if it names another one (replaced, renamed over,
+    /// deleted), the spawn fails with "executable_changed" and nothing runs. Either way the
+    /// child execs the file opened at the spawn, not whatever the path names a moment later.
+    std::optional<file_identity> executable_identity;
     std::vector<std::string> argv;   ///< argv[0] included; each element is passed as is
     std::vector<std::string> env;    ///< "NAME=value": the child's whole environment
     int cwd_fd = -1;                 ///< directory fd the child fchdir()s to; -1 keeps agentctl's cwd.
@@ -125,7 +140,8 @@ struct process_result {
     std::uint32_t descendants_killed = 0;
     /// spawn_failed: a stable code: "invalid_request" (NUL byte, relative executable, limit < 1,
     /// timeout <= 0: nothing was attempted), "executable_not_found", "interpreter_not_found"
-    /// (a #! interpreter or ELF loader is missing), "permission_denied", "is_a_directory",
+    /// (a #! interpreter or ELF loader is missing), "executable_changed" (the path no longer
+    /// names the file resolved or opened for it), "permission_denied", "is_a_directory",
     /// "exec_format_error", "text_file_busy", "cwd_unavailable", "argument_list_too_long",
     /// "resource_exhausted" (EMFILE, EAGAIN, ENOMEM), "sigchld_ignored", "spawn_error" (anything
     /// else). Otherwise "exit_status_lost" when another waiter in this process reaped the leader
@@ -178,9 +194,12 @@ auto async_run_process(boost::asio::any_io_executor ex, process_request request,
 /// Resolves `command` (docs/CONTRACT.md, "Host processes", step 2): an absolute path is used
 /// as is; a bare name is looked up in `search_path` (colon-separated; empty and relative
 /// entries skipped); a relative path containing '/' is refused. Returns the absolute path,
-/// or nothing with `error` set.
+/// or nothing with `error` set. With `identity`, also records which file the path names now
+/// (left unset if it cannot be stat'ed): pass it as process_request::executable_identity to
+/// run that file or nothing.
 std::optional<std::string> resolve_executable(std::string_view command, std::string_view search_path,
-                                              std::string& error);
+                                              std::string& error,
+                                              std::optional<file_identity>* identity = nullptr);
 
 /// Opens `relative` beneath the directory `root_fd` without leaving it: no ".." component, no
 /// absolute path, no symlink (or magic link) that resolves outside ("" opens the root itself).

@@ -101,6 +101,10 @@ public:
     void announce_slurm_job(std::string_view job_id);
     /// ... and its end (finished, or cancelled and confirmed gone): no longer ours to cancel.
     void release_slurm_job(std::string_view job_id);
+    /// A Slurm job about to be submitted, by its job name: until its id is announced (then
+    /// release the name) a dead owner's job is cancelled by name (`scancel --name`).
+    void announce_slurm_name(std::string_view job_name);
+    void release_slurm_name(std::string_view job_name);
     /// A line for the report file (diagnostics, tests).
     void note(std::string_view text);
 

@@ -203,11 +203,38 @@ std::string cpus_text(std::uint32_t millis) {
     return std::to_string(millis / 1000) + "." + std::string(3 - frac.size(), '0') + frac;
 }
 
+init_exec_failure init_exec_failure_of(int exit_code, std::string_view stderr_text) {
+    // tini: exit 127 (ENOENT) or 126, "[FATAL tini (7)] exec /x failed: REASON"; catatonit:
+    // exit 1, "ERROR (catatonit:6): failed to exec pid1: REASON".
+    std::size_t at = std::string_view::npos;
+    if (exit_code == 127 || exit_code == 126) {
+        if (auto tini = stderr_text.find("[FATAL tini ("); tini != std::string_view::npos) {
+            auto failed = stderr_text.find(" failed: ", tini);
+            if (stderr_text.find("] exec ", tini) < failed) at = failed + 9;
+        }
+    } else if (exit_code == 1) {
+        constexpr std::string_view catatonit = "failed to exec pid1: ";
+        auto line = stderr_text.find("(catatonit:");
+        if (line != std::string_view::npos) {
+            auto failed = stderr_text.find(catatonit, line);
+            if (failed != std::string_view::npos) at = failed + catatonit.size();
+        }
+    }
+    if (at == std::string_view::npos) return init_exec_failure::none;
+    std::string_view reason = stderr_text.substr(at, stderr_text.find('\n', at) - at);
+    if (reason.starts_with("No such file or directory") || reason.starts_with("Not a directory"))
+        return init_exec_failure::not_found;
+    return init_exec_failure::not_executable;  // EACCES, ENOEXEC, ...
+}
+
 std::vector<std::string> run_argv(const engine& e, const action_spec& action, const invocation& s,
                                   const std::vector<std::string>& args) {
     const container_spec& c = *action.container;
     std::string memory = std::to_string(c.memory_limit_bytes) + "b";
-    std::vector<std::string> argv = {"run", "--rm", "--pull=never", "--network=none", "--read-only"};
+    // --init: a small init (tini, catatonit) is PID 1 and the command its child, so that the
+    // command gets the default signal dispositions (SIGTERM ends it) and orphans are reaped
+    // (docs/TESTING.md, "An init in containers").
+    std::vector<std::string> argv = {"run", "--rm", "--init", "--pull=never", "--network=none", "--read-only"};
     // Podman mounts writable tmpfs on /run, /tmp and /var/tmp under --read-only by default.
     if (e.name == "podman") argv.push_back("--read-only-tmpfs=false");
     argv.insert(argv.end(),

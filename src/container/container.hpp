@@ -46,6 +46,13 @@ std::string excerpt(std::string_view text);
 /// How a finished call went, for messages: "exit status N", "no answer within 10 s", ...
 std::string describe(const process_result& r);
 
+/// Under --init, a command the image cannot run is the init's failure, not the engine's: the
+/// init's line on stderr with its exit status (tini: 127 or 126, `[FATAL tini (7)] exec /x
+/// failed: REASON`; catatonit: 1, `ERROR (catatonit:6): failed to exec pid1: REASON`). Which
+/// of the two it was, by REASON, if it was.
+enum class init_exec_failure { none, not_found, not_executable };
+init_exec_failure init_exec_failure_of(int exit_code, std::string_view stderr_text);
+
 /// True when an engine's stderr says the container does not exist.
 bool says_no_such_container(std::string_view stderr_text);
 

@@ -387,6 +387,19 @@ private:
         if (ev.known && ev.exit_code) {
             p.exit_code = *ev.exit_code;
             p.signal.reset();
+            // Started, but the init could not run the command: as if it never started.
+            auto init_failure = container::init_exec_failure_of(*p.exit_code, p.stderr_bytes);
+            if (init_failure != container::init_exec_failure::none) {
+                p.outcome = process_outcome::spawn_failed;
+                p.exit_code.reset();
+                std::string detail = container::excerpt(p.stderr_bytes);
+                out.error = init_failure == container::init_exec_failure::not_found
+                                ? task_error{error_code::executable_not_found,
+                                             "the command " + action.command + " was not found in the image: " + detail}
+                                : task_error{error_code::permission_denied,
+                                             "the command " + action.command + " cannot be run in the image: " + detail};
+                co_return;
+            }
             out.oom_killed = ev.oom;
             if (!ev.oom && p.exit_code == 137)
                 out.error = task_error{error_code::exit_nonzero,

@@ -35,9 +35,6 @@ struct launch_context {
     std::vector<prepared_action> actions;         ///< per action, from the strict preflight
     std::shared_ptr<extension_cache> extensions;  ///< made by the first extension.process attempt
     std::optional<slurm::tools> slurm;            ///< backend slurm: the commands, from the strict preflight
-    /// Backend slurm: called once per launch when the poller first learns the job's id
-    /// (before it ends), so that the job can be recorded as the attempt's handle. Optional.
-    std::function<void(const attempt_request&, std::uint64_t job_id)> on_slurm_job;
 
     const resolved_environment& environment_of(std::uint32_t action_index) const {
         return actions[action_index].environment;

@@ -198,6 +198,21 @@ public:
     }
 
 private:
+    // The poller learnt a job's id (before it ended): it is the attempt's handle (recorded in
+    // the journal), and the watchdog cancels it if agentctl dies (docs/CRASH_SAFETY.md).
+    void job_known(const tracked_job& t, const attempt_request& attempt, std::uint64_t job_id) {
+        std::string id = std::to_string(job_id);
+        if (watchdog* w = ctx_.options->watch) {
+            w->announce_slurm_job(id);
+            w->release_slurm_name(t.name);  // the id covers it now
+        }
+        if (attempt.on_started) {
+            attempt_started started;
+            started.slurm_job_id = std::move(id);
+            attempt.on_started(started);
+        }
+    }
+
     std::vector<std::string> helper_env() const {
         return slurm::client_environment(ctx_.options->host_env, {});
     }
@@ -311,6 +326,12 @@ private:
         };
         jobs_.emplace(name, t);
         ++submitted_;
+        // Until the poller learns the id, a crash leaves the watchdog only the name to cancel.
+        if (watchdog* w = ctx_.options->watch) {
+            if (!announced_) w->announce_slurm({ctx_.slurm->scancel, helper_env()});
+            announced_ = true;
+            w->announce_slurm_name(name);
+        }
         ensure_poller();
 
         async_run_process(ctx_.ex, std::move(req),
@@ -363,6 +384,11 @@ private:
             out.error = task_error{error_code::slurm_cleanup_failed, "failed to confirm that Slurm job " +
                                                                          name + " is gone after " + after +
                                                                          ": " + *cleanup_error};
+        // Confirmed gone (or never created): no longer the watchdog's to cancel if we die.
+        if (!cleanup_error && ctx_.options->watch) {
+            if (t->id) ctx_.options->watch->release_slurm_job(std::to_string(*t->id));
+            else ctx_.options->watch->release_slurm_name(name);
+        }
         out.slurm_job_id = t->id;
         out.slurm_node = t->node;
         out.slurm_state = t->state_text;
@@ -546,7 +572,7 @@ private:
                     t.state_text = e.state_text;
                 }
                 t.polled_at = last;
-                if (!knew && t.id && ctx_.on_slurm_job) ctx_.on_slurm_job(*t.attempt, *t.id);
+                if (!knew && t.id) job_known(t, *t.attempt, *t.id);
                 if (t.notify) t.notify();
             }
         }
@@ -592,6 +618,7 @@ private:
     bool poller_running_ = false;
     bool poll_requested_ = false;
     std::string poll_error_;
+    bool announced_ = false;  ///< the watchdog knows our scancel
 };
 
 }  // namespace

@@ -1,15 +1,14 @@
 #include "exec/host.hpp"
 
 #include "exec/sys.hpp"
+#include "exec/tree.hpp"
 
 #include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cctype>
 #include <climits>
 #include <cstdlib>
-#include <fstream>
 #include <random>
 
 namespace agentctl::exec {
@@ -26,21 +25,15 @@ long own_pid() {
 
 std::optional<std::string> process_start_time(long pid) {
     if (pid <= 0) return std::nullopt;  // never kill(0) or kill(-1) below
-    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-    std::string line;
-    if (!stat || !std::getline(stat, line)) {
+    // The one /proc/PID/stat parser (tree.cpp): the command in parentheses may hold anything.
+    unique_fd proc(::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    proc_stat st;
+    if (!proc || !read_proc_stat(proc.get(), static_cast<pid_t>(pid), st)) {
         // Not in /proc: gone, or hidden from us (hidepid); kill(pid, 0) tells which.
         if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return std::nullopt;
         return std::string();
     }
-    // Field 2, the command, is in parentheses and may hold spaces: count from the last ')'.
-    auto at = line.rfind(')');
-    for (int field = 2; at != std::string::npos && field < 22; ++field) at = line.find(' ', at + 1);
-    if (at == std::string::npos) return std::string();
-    std::string start = line.substr(at + 1, line.find(' ', at + 1) - at - 1);
-    bool digits = !start.empty() &&
-                  std::all_of(start.begin(), start.end(), [](unsigned char c) { return std::isdigit(c); });
-    return digits ? start : std::string();
+    return st.start ? std::to_string(st.start) : std::string();
 }
 
 std::optional<std::string> environment_variable(std::string_view name) {

@@ -41,7 +41,13 @@ std::string_view to_string(process_outcome o) {
 }
 
 std::optional<std::string> resolve_executable(std::string_view command, std::string_view search_path,
-                                              std::string& error) {
+                                              std::string& error, std::optional<file_identity>* identity) {
+    if (identity != nullptr) identity->reset();
+    auto record = [identity](const struct stat& st) {
+        if (identity != nullptr)
+            *identity =
+                file_identity{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)};
+    };
     if (command.empty()) {
         error = "the command is empty";
         return std::nullopt;
@@ -50,7 +56,11 @@ std::optional<std::string> resolve_executable(std::string_view command, std::str
         error = "the command contains a NUL byte";
         return std::nullopt;
     }
-    if (command.front() == '/') return std::string(command);
+    if (command.front() == '/') {
+        struct stat st {};
+        if (identity != nullptr && ::stat(std::string(command).c_str(), &st) == 0) record(st);
+        return std::string(command);
+    }
     if (command.find('/') != std::string_view::npos) {
         error = "command '" + std::string(command) +
                 "' is a relative path: use an absolute path or a bare name looked up in PATH";
@@ -69,7 +79,10 @@ std::optional<std::string> resolve_executable(std::string_view command, std::str
             candidate += command;
             struct stat st {};
             if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
-                if (::faccessat(AT_FDCWD, candidate.c_str(), X_OK, AT_EACCESS) == 0) return candidate;
+                if (::faccessat(AT_FDCWD, candidate.c_str(), X_OK, AT_EACCESS) == 0) {
+                    record(st);
+                    return candidate;
+                }
                 if (not_executable.empty()) not_executable = candidate;
             }
         }

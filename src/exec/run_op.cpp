@@ -16,6 +16,7 @@
 
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 
@@ -222,6 +223,20 @@ bool run_op::prepare_and_clone() {
                           "would reap the child before its exit status can be read"};
         return false;
     }
+    // The file to run, pinned now: the child execs this descriptor, not the path (a rename over
+    // the path from here on changes nothing), and it must be the file the caller resolved.
+    unique_fd exe(::open(req_.executable.c_str(), O_PATH | O_CLOEXEC));
+    if (exe && req_.executable_identity) {
+        struct stat st {};
+        if (::fstat(exe.get(), &st) != 0 ||
+            file_identity{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)} !=
+                *req_.executable_identity) {
+            spawn_failure_ = spawn_failure{
+                "executable_changed",
+                "'" + req_.executable + "' no longer names the file it was resolved to (replaced since)"};
+            return false;
+        }
+    }
     if (int err = make_pipe(out_fd_, out_child, true)) return fail("cannot create the stdout pipe", err);
     if (int err = make_pipe(err_fd_, err_child, true)) return fail("cannot create the stderr pipe", err);
     int stdin_fd = -1;
@@ -256,6 +271,7 @@ bool run_op::prepare_and_clone() {
 
     child_plan plan;
     plan.path = req_.executable.c_str();
+    plan.exe_fd = exe.get();
     plan.argv = ptrs.data();
     plan.envp = ptrs.data() + req_.argv.size() + 1;
     plan.stdio[0] = stdin_fd;

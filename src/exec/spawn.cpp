@@ -16,7 +16,13 @@ namespace {
 // MAX_ARG_STRLEN of the kernel: no single argv/env string may be longer (32 pages).
 constexpr std::size_t max_arg_strlen = 32 * 4096;
 
-void child_fail(child_plan& plan, spawn_step step) {
+// The child runs on the spawn stack, a heap block the sanitizers know nothing of, and never
+// returns (execve or _exit): AddressSanitizer's frame bookkeeping there would leave stale
+// poison for the next child to trip on (a false "stack-use-after-scope" in build-asan). So the
+// child's own code is never instrumented, as a vfork child must not run hooks anyway.
+#define AGENTCTL_CHILD_CODE __attribute__((no_sanitize("address", "undefined")))
+
+AGENTCTL_CHILD_CODE void child_fail(child_plan& plan, spawn_step step) {
     plan.failed_errno = errno;
     plan.failed_step = static_cast<int>(step);
     ::_exit(127);
@@ -24,7 +30,7 @@ void child_fail(child_plan& plan, spawn_step step) {
 
 // The child shares our memory and runs on the spawn stack until execve: it only makes system
 // calls, takes no lock and allocates nothing.
-int child_main(void* arg) {
+AGENTCTL_CHILD_CODE int child_main(void* arg) {
     auto& plan = *static_cast<child_plan*>(arg);
     // A new session: its own process group (pgid = pid) and no controlling terminal, so
     // open("/dev/tty") fails with ENXIO instead of stopping the child with SIGTTIN.
@@ -59,6 +65,18 @@ int child_main(void* arg) {
     std::uint64_t empty = 0;
     if (::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &empty, nullptr, 8) != 0) {
         child_fail(plan, spawn_step::signals);
+    }
+    if (plan.exe_fd >= 0) {
+        ::syscall(SYS_execveat, plan.exe_fd, "", plan.argv, plan.envp, AT_EMPTY_PATH);
+        // ENOENT is what the kernel says for a #! script behind a close-on-exec fd (and for a
+        // missing ELF loader, which execve() below reports the same way).
+        if (errno != ENOENT) child_fail(plan, spawn_step::exec);
+        struct stat opened, named;
+        if (::fstat(plan.exe_fd, &opened) != 0 || ::stat(plan.path, &named) != 0 ||
+            opened.st_dev != named.st_dev || opened.st_ino != named.st_ino) {
+            errno = ESTALE;
+            child_fail(plan, spawn_step::identity);
+        }
     }
     ::execve(plan.path, plan.argv, plan.envp);
     child_fail(plan, spawn_step::exec);
@@ -177,6 +195,10 @@ spawn_failure describe_child_failure(spawn_step step, int err, const std::string
             return {"spawn_error", "cannot mark the child's file descriptors close-on-exec: " + reason};
         case spawn_step::signals:
             return {"spawn_error", "cannot reset the child's signal mask: " + reason};
+        case spawn_step::identity:
+            return {"executable_changed",
+                    quoted(path) +
+                        " changed while it was being started: it no longer names the file that was opened"};
         case spawn_step::none:
         case spawn_step::exec:
             break;

@@ -10,13 +10,20 @@
 
 namespace agentctl::exec {
 
-/// The step of the child's setup that failed.
-enum class spawn_step : int { none, session, cgroup, stdio, cwd, close_fds, signals, exec };
+/// The step of the child's setup that failed. `identity`: a script's path no longer names the
+/// file that was opened for it (see child_plan::exe_fd).
+enum class spawn_step : int { none, session, cgroup, stdio, cwd, close_fds, signals, exec, identity };
 
 /// Everything the child needs, prepared by the parent. The child reads it and, on failure,
 /// writes `failed_step`/`failed_errno` (CLONE_VM: it is the parent's memory).
 struct child_plan {
     const char* path = nullptr;
+    /// The file `path` named when the parent opened it (O_PATH); -1: exec by path. The child
+    /// execs this very file (execveat), so a swap of `path` meanwhile changes nothing. A #!
+    /// script cannot be run that way (its interpreter is handed the script by path, and a
+    /// close-on-exec fd has none): the child then execs `path`, after checking that it still
+    /// names this file.
+    int exe_fd = -1;
     char* const* argv = nullptr;
     char* const* envp = nullptr;
     int stdio[3] = {-1, -1, -1};  ///< become fds 0, 1, 2; all >= 3 so dup2 never clobbers one

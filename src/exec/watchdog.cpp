@@ -150,6 +150,10 @@ private:
             if (std::find(jobs_.begin(), jobs_.end(), f[1]) == jobs_.end()) jobs_.emplace_back(f[1]);
         } else if (type == wire::job_end && f.size() == 2) {
             std::erase(jobs_, f[1]);
+        } else if (type == wire::name_start && f.size() == 2) {
+            if (std::find(names_.begin(), names_.end(), f[1]) == names_.end()) names_.emplace_back(f[1]);
+        } else if (type == wire::name_end && f.size() == 2) {
+            std::erase(names_, f[1]);
         } else if (type == wire::note && f.size() == 2) {
             report("note " + std::string(f[1]));
         }
@@ -290,6 +294,30 @@ private:
     }
 
     void cancel_jobs() {
+        cancel_job_ids();
+        cancel_job_names();
+    }
+
+    // Jobs submitted whose id was not learnt yet: by name, one scancel each (scancel reads
+    // `a,b` as one name). The srun clients are dead by now.
+    void cancel_job_names() {
+        if (names_.empty()) return;
+        if (scancel_.empty()) {
+            report("failed scancel: no scancel announced for " + std::to_string(names_.size()) + " job names");
+            return;
+        }
+        std::size_t failed = 0;
+        for (const auto& name : names_) {
+            auto r = exec::run_blocking(scancel_, {scancel_, "--name=" + name}, scancel_env_, cfg_.options.call_timeout);
+            if (!r.ok()) {
+                ++failed;
+                report("failed scancel --name=" + name + ": " + r.describe());
+            }
+        }
+        report("slurm-cancelled-names " + std::to_string(names_.size() - failed));
+    }
+
+    void cancel_job_ids() {
         if (jobs_.empty()) return;
         std::string ids;
         for (const auto& j : jobs_) ids += (ids.empty() ? "" : " ") + j;
@@ -335,6 +363,7 @@ private:
     std::string scancel_;
     std::vector<std::string> scancel_env_;
     std::vector<std::string> jobs_;
+    std::vector<std::string> names_;
 };
 
 // Shows the process as "agentctl-watchdog" in ps and /proc/PID/cmdline: the forked copy must
@@ -596,6 +625,14 @@ void watchdog::announce_slurm_job(std::string_view job_id) {
 
 void watchdog::release_slurm_job(std::string_view job_id) {
     channel_->send({wire::job_end, job_id});
+}
+
+void watchdog::announce_slurm_name(std::string_view job_name) {
+    channel_->send({wire::name_start, job_name});
+}
+
+void watchdog::release_slurm_name(std::string_view job_name) {
+    channel_->send({wire::name_end, job_name});
 }
 
 void watchdog::note(std::string_view text) {

@@ -18,6 +18,8 @@ inline constexpr std::string_view engine = "engine";     // NAME PATH OWNER ENV.
 inline constexpr std::string_view slurm = "slurm";       // SCANCEL ENV...
 inline constexpr std::string_view job_start = "job+";    // ID
 inline constexpr std::string_view job_end = "job-";      // ID
+inline constexpr std::string_view name_start = "name+";  // NAME: a job about to be submitted
+inline constexpr std::string_view name_end = "name-";    // NAME: its id is known, or it is gone
 inline constexpr std::string_view note = "note";         // TEXT: a line for the report
 inline constexpr std::string_view clean_exit = "exit";   // nothing is left: exit at once
 // Watchdog -> owner.

@@ -6,7 +6,9 @@
 
 namespace agentctl {
 
-bool is_policy_code(std::string_view code) { return code.substr(0, 7) == "policy_"; }
+bool is_policy_code(std::string_view code) {
+    return code.substr(0, 7) == "policy_";
+}
 
 void diagnostics::error(std::string code, std::string path, std::string message, std::string help,
                         source_location where) {
@@ -16,8 +18,8 @@ void diagnostics::error(std::string code, std::string path, std::string message,
 
 void diagnostics::warning(std::string code, std::string path, std::string message, std::string help,
                           source_location where) {
-    items_.push_back({std::move(code), severity::warning, std::move(message), std::move(where), std::move(path),
-                      std::move(help)});
+    items_.push_back({std::move(code), severity::warning, std::move(message), std::move(where),
+                      std::move(path), std::move(help)});
 }
 
 void diagnostics::append(const diagnostics& other) {
@@ -25,7 +27,8 @@ void diagnostics::append(const diagnostics& other) {
 }
 
 bool diagnostics::has_errors() const {
-    return std::any_of(items_.begin(), items_.end(), [](const diagnostic& d) { return d.level == severity::error; });
+    return std::any_of(items_.begin(), items_.end(),
+                       [](const diagnostic& d) { return d.level == severity::error; });
 }
 
 int diagnostics::exit_code() const {
@@ -70,15 +73,20 @@ std::string nearest(std::string_view word, const std::vector<std::string_view>& 
 }
 
 void write_diagnostic(json_writer& w, const diagnostic& d) {
+    // File names are bytes (and so may be anything a message quotes): the writer needs UTF-8.
+    auto text = [](const std::string& s) {
+        bool lossy = false;
+        return is_valid_utf8(s) ? s : to_utf8_lossy(s, lossy);
+    };
     w.begin_object();
     w.member("code", d.code);
     w.member("severity", d.level == severity::error ? "error" : "warning");
-    w.member("message", d.message);
-    w.member("file", d.location.file);
+    w.member("message", text(d.message));
+    w.member("file", text(d.location.file));
     w.member("line", d.location.line);
     w.member("column", d.location.column);
-    w.member("path", d.path);
-    w.member("help", d.help);
+    w.member("path", text(d.path));
+    w.member("help", text(d.help));
     w.end_object();
 }
 

@@ -4,8 +4,11 @@
 #include <boost/json/object.hpp>
 #include <boost/json/string.hpp>
 
+#include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 
 namespace agentctl {
 
@@ -71,36 +74,62 @@ void json_writer::string(std::string_view s) {
 }
 
 namespace {
-inline bool needs_escape(unsigned char c) { return c < 0x20 || c == '"' || c == '\\'; }
+
+// What each byte becomes inside a JSON string: 0 itself, else the length of its escape.
+constexpr std::array<unsigned char, 256> escape_length = [] {
+    std::array<unsigned char, 256> t{};
+    for (int c = 0; c < 0x20; ++c) t[c] = 6;  // \u00XX
+    for (unsigned char c : {'\b', '\f', '\n', '\r', '\t'}) t[c] = 2;
+    t['"'] = 2;
+    t['\\'] = 2;
+    return t;
+}();
+
 }  // namespace
 
 void json_writer::put_string(std::string_view s) {
     static constexpr char hex[] = "0123456789abcdef";
     put('"');
-    std::size_t start = 0;
-    for (std::size_t i = 0; i < s.size(); ++i) {
-        unsigned char c = static_cast<unsigned char>(s[i]);
-        if (!needs_escape(c)) continue;
-        if (i > start) put(s.substr(start, i - start));
-        start = i + 1;
-        // Escapes go straight into the buffer: output full of control bytes (a binary
-        // stream) is one escape per byte.
-        switch (c) {
-        case '"': buffer_.append("\\\""); break;
-        case '\\': buffer_.append("\\\\"); break;
-        case '\n': buffer_.append("\\n"); break;
-        case '\r': buffer_.append("\\r"); break;
-        case '\t': buffer_.append("\\t"); break;
-        case '\b': buffer_.append("\\b"); break;
-        case '\f': buffer_.append("\\f"); break;
-        default: {
-            char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-            buffer_.append(u, 6);
+    // Runs without escapes are copied whole; escapes are written through a pointer into room
+    // made for the worst case of a slice (6 bytes per byte), so that output full of control
+    // bytes (a binary stream) costs a table lookup and a few stores per byte.
+    constexpr std::size_t slice = 16 * 1024;
+    std::size_t i = 0;
+    while (i < s.size()) {
+        std::size_t run = i;
+        while (run < s.size() && escape_length[static_cast<unsigned char>(s[run])] == 0) ++run;
+        if (run > i) put(s.substr(i, run - i));
+        i = run;
+        if (i == s.size()) break;
+        std::size_t end = std::min(s.size(), i + slice);
+        std::size_t used = buffer_.size();
+        buffer_.resize(used + (end - i) * 6);
+        char* out = buffer_.data() + used;
+        for (; i < end; ++i) {
+            unsigned char c = static_cast<unsigned char>(s[i]);
+            switch (escape_length[c]) {
+                case 0:
+                    *out++ = static_cast<char>(c);
+                    break;
+                case 2:
+                    *out++ = '\\';
+                    *out++ = c == '\b'   ? 'b'
+                             : c == '\f' ? 'f'
+                             : c == '\n' ? 'n'
+                             : c == '\r' ? 'r'
+                             : c == '\t' ? 't'
+                                         : static_cast<char>(c);
+                    break;
+                default:
+                    std::memcpy(out, "\\u00", 4);
+                    out[4] = hex[c >> 4];
+                    out[5] = hex[c & 15];
+                    out += 6;
+            }
         }
-        }
+        buffer_.resize(static_cast<std::size_t>(out - buffer_.data()));
         if (buffer_.size() >= flush_at) flush();
     }
-    put(s.substr(start));
     put('"');
 }
 

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -58,8 +59,14 @@ __attribute__((target("sha,sse4.1"))) void block_sha_ni(std::uint32_t* state, co
     _mm_storeu_si128(reinterpret_cast<__m128i*>(state + 4), _mm_alignr_epi8(dchg, feba, 8));
 }
 
+// CPUID directly: clang's __builtin_cpu_supports does not know "sha".
 bool have_sha_ni() {
-    static const bool yes = __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1");
+    static const bool yes = [] {
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_SSE4_1)) return false;
+        if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+        return (b & bit_SHA) != 0;
+    }();
     return yes;
 }
 #endif

@@ -14,15 +14,28 @@ std::size_t valid_sequence(std::string_view s, std::size_t i) {
     if (c < 0x80) return 1;
     std::size_t n;
     unsigned char lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) n = 2;
-    else if (c == 0xE0) { n = 3; lo = 0xA0; }
-    else if (c >= 0xE1 && c <= 0xEC) n = 3;
-    else if (c == 0xED) { n = 3; hi = 0x9F; }
-    else if (c >= 0xEE && c <= 0xEF) n = 3;
-    else if (c == 0xF0) { n = 4; lo = 0x90; }
-    else if (c >= 0xF1 && c <= 0xF3) n = 4;
-    else if (c == 0xF4) { n = 4; hi = 0x8F; }
-    else return 0;
+    if (c >= 0xC2 && c <= 0xDF)
+        n = 2;
+    else if (c == 0xE0) {
+        n = 3;
+        lo = 0xA0;
+    } else if (c >= 0xE1 && c <= 0xEC)
+        n = 3;
+    else if (c == 0xED) {
+        n = 3;
+        hi = 0x9F;
+    } else if (c >= 0xEE && c <= 0xEF)
+        n = 3;
+    else if (c == 0xF0) {
+        n = 4;
+        lo = 0x90;
+    } else if (c >= 0xF1 && c <= 0xF3)
+        n = 4;
+    else if (c == 0xF4) {
+        n = 4;
+        hi = 0x8F;
+    } else
+        return 0;
     if (i + n > s.size()) return 0;
     if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
     for (std::size_t j = 2; j < n; ++j)
@@ -58,7 +71,9 @@ std::size_t valid_prefix(std::string_view s, std::size_t i) {
 
 }  // namespace
 
-bool is_valid_utf8(std::string_view bytes) { return valid_prefix(bytes, 0) == bytes.size(); }
+bool is_valid_utf8(std::string_view bytes) {
+    return valid_prefix(bytes, 0) == bytes.size();
+}
 
 std::string to_utf8_lossy(std::string_view bytes, bool& lossy) {
     std::string out;
@@ -75,6 +90,14 @@ std::string to_utf8_lossy(std::string_view bytes, bool& lossy) {
         }
     }
     return out;
+}
+
+std::string_view utf8_prefix(std::string_view text, std::size_t max_bytes) {
+    if (text.size() <= max_bytes) return text;
+    std::size_t cut = max_bytes;
+    // Back up over continuation bytes to the start of the sequence the cut falls into.
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+    return text.substr(0, cut);
 }
 
 void make_utf8_lossy(std::string& bytes, bool& lossy) {

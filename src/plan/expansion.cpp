@@ -74,8 +74,8 @@ const boost::json::array* compiler::expansion_array(const boost::json::value& v,
     }
     if (!r->is_array()) {
         error("foreach_items_not_array", path,
-              std::string(what) + " `" + std::string(text) + "` is " + to_json(*r).substr(0, 60) +
-                  ", not an array",
+              std::string(what) + " `" + std::string(text) + "` is " +
+                  std::string(utf8_prefix(to_json(*r), 60)) + ", not an array",
               "the input must hold a list");
         return nullptr;
     }

@@ -68,10 +68,7 @@ std::string argv_text(const std::string& command, const std::vector<std::string>
 std::string short_json(const boost::json::value& v) {
     std::string s = to_json(v);
     if (s.size() <= max_with_chars) return s;
-    // Cut on a UTF-8 boundary.
-    std::size_t cut = max_with_chars - 1;
-    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
-    return s.substr(0, cut) + std::string(ellipsis);
+    return std::string(utf8_prefix(s, max_with_chars - 1)) + std::string(ellipsis);
 }
 
 // Order entries with runs of consecutive children of one parent folded into one entry.

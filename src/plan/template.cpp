@@ -10,7 +10,6 @@
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
-#include <boost/json/parse.hpp>
 #include <boost/json/string.hpp>
 
 #include <charconv>
@@ -464,10 +463,9 @@ std::optional<condition> parse_condition(std::string_view text, template_error& 
     if (rest.size() >= 2 && rest.front() == '\'' && rest.back() == '\'') {
         c.right = boost::json::string(rest.substr(1, rest.size() - 2));
     } else {
-        boost::system::error_code ec;
-        boost::json::value v = boost::json::parse(rest, ec);
+        json_read_result literal = read_json(rest);
         // A bare word that is not JSON compares as a string: `inputs.env == prod`.
-        c.right = ec ? boost::json::value(boost::json::string(rest)) : std::move(v);
+        c.right = literal.value ? std::move(*literal.value) : boost::json::value(boost::json::string(rest));
     }
     bool ordering = c.op == condition::op_t::lt || c.op == condition::op_t::le ||
                     c.op == condition::op_t::gt || c.op == condition::op_t::ge;

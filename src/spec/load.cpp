@@ -6,14 +6,10 @@
 #include "spec/reader.hpp"
 #include "spec/yaml_tree.hpp"
 
-#include <boost/json/basic_parser_impl.hpp>
-#include <boost/json/parse.hpp>
-#include <boost/json/value_stack.hpp>
+#include <boost/json/error.hpp>
 
-#include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <unordered_set>
 
 namespace agentctl {
 namespace {
@@ -106,204 +102,26 @@ source_location locate(std::string_view text, std::size_t offset, const std::str
     return {file, line, yaml::column_of(text, line_start, offset)};
 }
 
-/// Builds inputs from Boost.JSON's parser events (through its value_stack, as
-/// boost::json::parser does) and adds what that parser does not check: duplicate keys, NUL
-/// characters, and numbers JSON data here cannot hold, each with the place it was written.
-class inputs_handler {
-public:
-    static constexpr std::size_t max_object_size = boost::json::object::max_size();
-    static constexpr std::size_t max_array_size = boost::json::array::max_size();
-    static constexpr std::size_t max_key_size = boost::json::string::max_size();
-    static constexpr std::size_t max_string_size = boost::json::string::max_size();
-
-    explicit inputs_handler(std::string_view text) : text_(text) {}
-
-    bool on_document_begin(boost::system::error_code&) {
-        values_.reset();
-        return true;
-    }
-    bool on_document_end(boost::system::error_code&) { return true; }
-    bool on_object_begin(boost::system::error_code&) {
-        enter(true);
-        return true;
-    }
-    bool on_object_end(std::size_t n, boost::system::error_code&) {
-        levels_.pop_back();
-        values_.push_object(n);
-        after_value();
-        return true;
-    }
-    bool on_array_begin(boost::system::error_code&) {
-        enter(false);
-        return true;
-    }
-    bool on_array_end(std::size_t n, boost::system::error_code&) {
-        levels_.pop_back();
-        values_.push_array(n);
-        after_value();
-        return true;
-    }
-    bool on_key_part(boost::json::string_view s, std::size_t, boost::system::error_code&) {
-        if (key_.empty()) key_at_ = quote_of(s);
-        key_.append(s.data(), s.size());
-        values_.push_chars(s);
-        return true;
-    }
-    bool on_key(boost::json::string_view s, std::size_t, boost::system::error_code&) {
-        if (key_.empty()) key_at_ = quote_of(s);
-        key_.append(s.data(), s.size());
-        level& l = levels_.back();
-        l.key = key_;
-        if (!l.keys.insert(key_).second)
-            problem("duplicate_key", key_at_, "duplicate key `" + key_ + "` in " + path(levels_.size() - 1),
-                    "each key may appear once; the first one is kept");
-        values_.push_key(s);
-        key_.clear();
-        return true;
-    }
-    bool on_string_part(boost::json::string_view s, std::size_t, boost::system::error_code&) {
-        if (!in_string_) string_at_ = quote_of(s);
-        in_string_ = true;
-        nul_ = nul_ || s.find('\0') != boost::json::string_view::npos;
-        values_.push_chars(s);
-        return true;
-    }
-    bool on_string(boost::json::string_view s, std::size_t, boost::system::error_code&) {
-        if (!in_string_) string_at_ = quote_of(s);
-        in_string_ = false;
-        if (nul_ || s.find('\0') != boost::json::string_view::npos)
-            problem("nul_byte", string_at_, path(levels_.size()) + " contains a NUL character",
-                    "remove the \\u0000 escape");
-        nul_ = false;
-        values_.push_string(s);
-        after_value();
-        return true;
-    }
-    bool on_number_part(boost::json::string_view, boost::system::error_code&) { return true; }
-    bool on_int64(std::int64_t i, boost::json::string_view s, boost::system::error_code&) {
-        where(s);
-        values_.push_int64(i);
-        after_value();
-        return true;
-    }
-    bool on_uint64(std::uint64_t u, boost::json::string_view s, boost::system::error_code&) {
-        where(s);
-        values_.push_uint64(u);
-        after_value();
-        return true;
-    }
-    bool on_double(double d, boost::json::string_view s, boost::system::error_code&) {
-        std::size_t at = where(s);
-        bool integer = s.find_first_of(".eE") == boost::json::string_view::npos;
-        if (integer || !std::isfinite(d) || (d == 0 && s.find_first_of("123456789") < s.find_first_of("eE")))
-            problem("out_of_range", at,
-                    path(levels_.size()) + ": " + std::string(s.data(), std::min<std::size_t>(s.size(), 40)) +
-                        (integer ? " does not fit in 64 bits" : " is out of the range of a double"),
-                    "write a smaller number, or a string");
-        values_.push_double(d);
-        after_value();
-        return true;
-    }
-    bool on_bool(bool b, boost::system::error_code&) {
-        values_.push_bool(b);
-        after_value();
-        return true;
-    }
-    bool on_null(boost::system::error_code&) {
-        values_.push_null();
-        after_value();
-        return true;
-    }
-    bool on_comment_part(boost::json::string_view, boost::system::error_code&) { return true; }
-    bool on_comment(boost::json::string_view, boost::system::error_code&) { return true; }
-
-    boost::json::value release() { return values_.release(); }
-
-    struct finding {
-        std::string code;
-        std::size_t offset;
-        std::string message;
-        std::string help;
-    };
-    const std::vector<finding>& findings() const { return findings_; }
-    /// The last offset known to be inside the text: near the place of a parse error.
-    std::size_t last_offset() const { return last_; }
-
-private:
-    struct level {
-        bool object = false;
-        std::size_t index = 0;  // array: items so far
-        std::string key;        // object: the current key
-        std::unordered_set<std::string> keys;
-    };
-
-    void enter(bool object) { levels_.push_back({object, 0, {}, {}}); }
-    void after_value() {
-        if (!levels_.empty() && !levels_.back().object) ++levels_.back().index;
-    }
-    // Offset of a view into the text; views into the parser's own buffer (escaped strings)
-    // fall back to the last known offset.
-    std::size_t where(boost::json::string_view s) {
-        if (s.data() >= text_.data() && s.data() <= text_.data() + text_.size())
-            last_ = static_cast<std::size_t>(s.data() - text_.data());
-        return last_;
-    }
-    // The opening quote of a string whose first part is `s`.
-    std::size_t quote_of(boost::json::string_view s) {
-        bool inside = s.data() > text_.data() && s.data() <= text_.data() + text_.size();
-        std::size_t at = where(s);
-        return inside ? at - 1 : at;
-    }
-    // `a.b[2]`: where the value read inside the first `depth` levels is.
-    std::string path(std::size_t depth) const {
-        std::string out;
-        for (std::size_t i = 0; i < depth && i < levels_.size(); ++i) {
-            if (levels_[i].object)
-                out += (out.empty() ? "" : ".") + levels_[i].key;
-            else
-                out += "[" + std::to_string(levels_[i].index) + "]";
-        }
-        return out.empty() ? "the inputs" : "`" + out + "`";
-    }
-    void problem(std::string code, std::size_t offset, std::string message, std::string help) {
-        constexpr std::size_t max_findings = 100;
-        if (findings_.size() < max_findings)
-            findings_.push_back({std::move(code), offset, std::move(message), std::move(help)});
-    }
-
-    std::string_view text_;
-    boost::json::value_stack values_;
-    std::vector<level> levels_;
-    std::string key_;
-    std::size_t key_at_ = 0, string_at_ = 0, last_ = 0;
-    bool in_string_ = false, nul_ = false;
-    std::vector<finding> findings_;
-};
-
 // The text as JSON: true when it was JSON (the result, or its problems, are in `result`).
 bool parse_inputs_json(std::string_view text, const std::string& file, inputs_result& result,
                        boost::system::error_code& error, std::size_t& error_offset) {
-    boost::json::parse_options options;
-    options.max_depth = static_cast<std::size_t>(yaml::max_depth);
-    boost::json::basic_parser<inputs_handler> parser(options, text);
-    std::size_t used = parser.write_some(false, text.data(), text.size(), error);
-    if (!error && used < text.size()) error = boost::json::error::extra_data;
-    if (error) {
-        error_offset = used;
+    json_read_result read = read_json(text, "the inputs", static_cast<std::size_t>(yaml::max_depth));
+    if (read.syntax) {
+        error = read.syntax;
+        error_offset = read.syntax_offset;
         return false;
     }
-    for (const auto& f : parser.handler().findings())
+    for (const auto& f : read.findings)
         result.diags.error(f.code, "", f.message, f.help, locate(text, f.offset, file));
-    if (result.diags.has_errors()) return true;
-    boost::json::value v = parser.handler().release();
-    if (!v.is_object()) {
+    if (!read.value) return true;
+    if (!read.value->is_object()) {
         result.diags.error("not_a_mapping", "",
                            std::string("an inputs file holds a mapping, found ") +
-                               (v.is_array() ? "an array" : "a single value"),
+                               (read.value->is_array() ? "an array" : "a single value"),
                            "write a mapping of input names to values", locate(text, 0, file));
         return true;
     }
-    result.inputs = std::move(v.get_object());
+    result.inputs = std::move(read.value->get_object());
     return true;
 }
 
@@ -468,9 +286,17 @@ bool parse_input_assignment(std::string_view text, std::string& key, boost::json
         return false;
     }
     key = std::string(text.substr(0, eq));
-    boost::system::error_code ec;
-    auto parsed = boost::json::parse(raw, ec);
-    value = ec ? boost::json::value(boost::json::string(raw)) : std::move(parsed);
+    json_read_result read = read_json(raw, "the value");
+    if (read.syntax) {
+        value = boost::json::string(raw);
+        return true;
+    }
+    if (!read.findings.empty()) {
+        const json_finding& f = read.findings.front();
+        diags.error("invalid_input_assignment", "", "--input " + key + ": " + f.message, f.help);
+        return false;
+    }
+    value = std::move(*read.value);
     return true;
 }
 

@@ -301,7 +301,7 @@ std::string alias_name(std::string_view source, std::size_t offset) {
     while (end < source.size() &&
            std::string_view(" \t\r\n,[]{}").find(source[end]) == std::string_view::npos)
         ++end;
-    return std::string(source.substr(offset + 1, std::min<std::size_t>(end - offset - 1, 64)));
+    return std::string(utf8_prefix(source.substr(offset + 1, end - offset - 1), 64));
 }
 
 }  // namespace

@@ -83,7 +83,7 @@ std::string_view label(std::string_view path) {
 std::string quoted(std::string_view text) {
     constexpr std::size_t max_shown = 40;
     std::string out = "\"";
-    out += text.substr(0, max_shown);
+    out += utf8_prefix(text, max_shown);
     if (text.size() > max_shown) out += "...";
     out += '"';
     return out;

@@ -1,5 +1,7 @@
 #include "command.hpp"
 
+#include "../support/skips.hpp"
+
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
 
@@ -74,6 +76,9 @@ struct c_strings {
 pid_t spawn(const std::vector<std::string>& argv, std::vector<std::string> extra_env, posix_spawn_file_actions_t& fa,
             posix_spawnattr_t& attr) {
     std::vector<std::string> env = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/root", "LANG=C.UTF-8"};
+    // A sanitizer build's agentctl reports as the test setup asks (tests/meson.build).
+    for (const char* name : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"})
+        if (const char* v = std::getenv(name)) env.push_back(std::string(name) + "=" + v);
     env.insert(env.end(), extra_env.begin(), extra_env.end());
     c_strings args(argv), envp(std::move(env));
     pid_t pid = -1;
@@ -146,7 +151,8 @@ command_result run(const std::vector<std::string>& argv, const command_options& 
 
 command_result run_on_terminal(const std::vector<std::string>& argv,
                                const std::vector<std::pair<std::string, std::string>>& answers,
-                               std::chrono::milliseconds bound, int columns) {
+                               std::chrono::milliseconds bound,
+                               const std::function<std::string(pid_t)>& poll, int columns) {
     int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
     if (master < 0 || ::grantpt(master) != 0 || ::unlockpt(master) != 0) throw std::runtime_error("posix_openpt");
     if (columns > 0) {
@@ -189,6 +195,10 @@ command_result run_on_terminal(const std::vector<std::string>& argv,
             }
         }
         if (::waitpid(pid, &status, WNOHANG) == pid) exited = true;
+        if (!exited && poll) {
+            std::string text = poll(pid);
+            if (!text.empty()) (void)!::write(master, text.data(), text.size());
+        }
         if (!exited && std::chrono::steady_clock::now() - begun > bound) {
             r.timed_out = true;
             ::kill(-pid, SIGKILL);
@@ -254,7 +264,8 @@ std::string make_nonce() {
 }
 
 namespace {
-void normalise(boost::json::value& v, const std::string& key) {
+void normalise(boost::json::value& v, const std::string& key, const std::vector<std::string>& keys,
+               const std::vector<std::pair<std::string, std::string>>& replace) {
     // containment depends on the host (a writable cgroup v2 tree or not): tested elsewhere.
     static const char* volatile_keys[] = {"runId", "durationMs", "elapsedMs", "usage", "command", "containment"};
     for (const char* k : volatile_keys)
@@ -262,22 +273,43 @@ void normalise(boost::json::value& v, const std::string& key) {
             v = std::string("<") + k + ">";
             return;
         }
-    if (v.is_object())
-        for (auto& m : v.as_object()) normalise(m.value(), std::string(m.key()));
-    else if (v.is_array())
-        for (auto& e : v.as_array()) normalise(e, "");
+    for (const auto& k : keys)
+        if (key == k) {
+            v = "<" + k + ">";
+            return;
+        }
+    if (v.is_object()) {
+        for (auto& m : v.as_object()) normalise(m.value(), std::string(m.key()), keys, replace);
+    } else if (v.is_array()) {
+        for (auto& e : v.as_array()) normalise(e, "", keys, replace);
+    } else if (v.is_string() && !replace.empty()) {
+        std::string text(v.as_string());
+        for (const auto& [from, to] : replace)
+            for (auto at = text.find(from); !from.empty() && at != std::string::npos;
+                 at = text.find(from, at + to.size()))
+                text.replace(at, from.size(), to);
+        v = text;
+    }
 }
 }  // namespace
 
 std::string normalise_run_json(const std::string& json) {
+    return normalise_json(json, {}, {});
+}
+
+std::string normalise_json(const std::string& json, const std::vector<std::string>& keys,
+                           const std::vector<std::pair<std::string, std::string>>& replace) {
     boost::json::value v = boost::json::parse(json);
-    normalise(v, "");
+    normalise(v, "", keys, replace);
     return boost::json::serialize(v);
 }
 
 void check_golden(const std::string& golden, const std::string& actual) {
     std::string path = data_dir() + "/golden/" + golden;
-    if (const char* update = std::getenv("AGENTCTL_UPDATE_GOLDEN"); update && std::string(update) == "1") {
+    if (const char* update = std::getenv("AGENTCTL_UPDATE_GOLDEN"); update && *update) {
+        // A golden file rewritten by CI would make the comparison pass by definition.
+        BOOST_REQUIRE_MESSAGE(!test_support::in_ci(), "AGENTCTL_UPDATE_GOLDEN is set and CI=true: refused");
+        BOOST_REQUIRE_MESSAGE(std::string(update) == "1", "AGENTCTL_UPDATE_GOLDEN must be 1 or unset");
         std::ofstream(path, std::ios::binary) << actual;
         return;
     }

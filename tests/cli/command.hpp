@@ -43,10 +43,14 @@ command_result run(const std::vector<std::string>& argv, const command_options& 
 /// Runs `argv` on a new pseudo-terminal (stdin, stdout and stderr; its controlling terminal).
 /// Each time the output so far contains `answers[i].first`, writes `answers[i].second` to
 /// the terminal, in order. Output arrives in `out` (the terminal merges the streams).
-/// `columns` > 0: the terminal's width (else the pseudo-terminal's default, 0).
+/// `poll`, if given, is called every ~20 ms while it runs, with its pid; what it returns is
+/// written to the terminal (e.g. "\x03", the interrupt character: the terminal then sends
+/// SIGINT to its foreground process group). `columns` > 0: the terminal's width (else the
+/// pseudo-terminal's default, 0).
 command_result run_on_terminal(const std::vector<std::string>& argv,
                                const std::vector<std::pair<std::string, std::string>>& answers,
-                               std::chrono::milliseconds bound = std::chrono::milliseconds(60000), int columns = 0);
+                               std::chrono::milliseconds bound = std::chrono::milliseconds(60000),
+                               const std::function<std::string(pid_t)>& poll = {}, int columns = 0);
 
 /// agentctl with these arguments.
 command_result agentctl(const std::vector<std::string>& args, const command_options& options = {});
@@ -72,6 +76,11 @@ std::string make_nonce();
 /// Replaces values that change from run to run (runId, durations, usage, pids) so that
 /// JSON output can be compared with a golden file.
 std::string normalise_run_json(const std::string& json);
+
+/// normalise_run_json(), plus: the values of `keys` become "<key>", and in every string each
+/// `replace` pair's first text (a temporary folder, the probe's path) becomes its second.
+std::string normalise_json(const std::string& json, const std::vector<std::string>& keys,
+                           const std::vector<std::pair<std::string, std::string>>& replace);
 
 /// Compares `actual` with the file `golden` under data_dir()/golden; with
 /// AGENTCTL_UPDATE_GOLDEN=1 rewrites the file instead.

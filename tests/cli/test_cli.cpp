@@ -5,11 +5,13 @@
 #include <boost/test/unit_test.hpp>
 
 #include <signal.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 using namespace cli_test;
 using namespace std::chrono_literals;
@@ -44,18 +46,62 @@ bool nothing_left(const std::string& nonce) {
     return processes_with(nonce).empty();
 }
 
+/// The member names of a JSON object, in order.
+std::vector<std::string> keys_of(const json::value& v) {
+    std::vector<std::string> out;
+    for (const auto& m : v.as_object()) out.emplace_back(m.key());
+    return out;
+}
+
+/// The envelope of a failure (stderr under --output json), as specified.
+void check_error_envelope(const std::string& text, int exit_code) {
+    json::value v = parse_json(text);
+    BOOST_TEST((keys_of(v) == std::vector<std::string>{"apiVersion", "kind", "ok", "error", "diagnostics"}),
+               text);
+    BOOST_TEST(v.at("apiVersion").as_string() == "agentctl.dev/cli/v1");
+    BOOST_TEST(v.at("kind").as_string() == "Error");
+    BOOST_TEST(v.at("ok").as_bool() == false);
+    BOOST_TEST((keys_of(v.at("error")) == std::vector<std::string>{"message", "exitCode"}), text);
+    BOOST_TEST(!v.at("error").at("message").as_string().empty());
+    BOOST_TEST(v.at("error").at("exitCode").as_int64() == exit_code);
+    BOOST_TEST(v.at("diagnostics").is_array());
+}
+
+/// Golden form of a document printed for a workflow in `dir`: digests, the folder and the
+/// probe's path replaced (the digests after checking their form).
+std::string golden_form(const std::string& text, const temp_dir& dir, const std::string& nonce = "") {
+    json::value v = parse_json(text);
+    if (v.is_object() && v.as_object().contains("data") && v.at("data").is_object())
+        for (const char* key : {"workflowDigest", "planDigest"})
+            if (const auto* d = v.at("data").as_object().if_contains(key)) {
+                std::string digest(d->as_string());
+                BOOST_TEST(digest.size() == 71u, key << ": " << digest);
+                BOOST_TEST(digest.rfind("sha256:", 0) == 0u, key << ": " << digest);
+            }
+    std::vector<std::pair<std::string, std::string>> replace = {{dir.path(), "<dir>"}, {probe_bin(), "<probe>"}};
+    if (!nonce.empty()) replace.emplace_back(nonce, "<nonce>");
+    return normalise_json(text, {"workflowDigest", "planDigest"}, replace) + "\n";
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(version_in_both_forms) {
     auto human = agentctl({"version"});
     BOOST_TEST(human.exit_code == 0);
     BOOST_TEST(human.out.rfind("agentctl ", 0) == 0u);
+    BOOST_TEST(human.out.find('\n') == human.out.size() - 1, human.out);  // one line
     auto machine = agentctl({"--output", "json", "version"});
     BOOST_TEST(machine.exit_code == 0);
+    BOOST_TEST(machine.err.empty(), machine.err);
+    BOOST_TEST(machine.out.back() == '\n');
     json::value v = parse_json(machine.out);
+    // Exactly one document, in the specified envelope.
+    BOOST_TEST((keys_of(v) == std::vector<std::string>{"apiVersion", "kind", "ok", "data", "diagnostics"}));
     BOOST_TEST(v.at("apiVersion").as_string() == "agentctl.dev/cli/v1");
     BOOST_TEST(v.at("kind").as_string() == "Version");
     BOOST_TEST(v.at("ok").as_bool());
+    BOOST_TEST(v.at("diagnostics").as_array().empty());
+    BOOST_TEST(human.out == "agentctl " + std::string(v.at("data").at("version").as_string()) + "\n");
 }
 
 BOOST_AUTO_TEST_CASE(usage_errors_exit_2_and_honour_json) {
@@ -71,10 +117,7 @@ BOOST_AUTO_TEST_CASE(usage_errors_exit_2_and_honour_json) {
         auto rj = agentctl(j);
         BOOST_TEST(rj.exit_code == 2);
         BOOST_TEST(rj.out.empty());
-        json::value v = parse_json(rj.err);
-        BOOST_TEST(v.at("kind").as_string() == "Error");
-        BOOST_TEST(v.at("ok").as_bool() == false);
-        BOOST_TEST(v.at("error").at("exitCode").as_int64() == 2);
+        check_error_envelope(rj.err, 2);
     }
 }
 
@@ -84,11 +127,10 @@ BOOST_AUTO_TEST_CASE(check_valid_and_invalid_documents) {
     auto r = agentctl({"check", good});
     BOOST_TEST(r.exit_code == 0);
     BOOST_TEST(r.out == "valid: cli-test (1 task)\n");
+    BOOST_TEST(r.err.empty(), r.err);
     auto j = agentctl({"--output", "json", "check", good});
-    json::value v = parse_json(j.out);
-    BOOST_TEST(v.at("kind").as_string() == "CheckResult");
-    BOOST_TEST(v.at("data").at("valid").as_bool());
-    BOOST_TEST(v.at("data").at("planDigest").as_string().subview().substr(0, 7) == "sha256:");
+    BOOST_TEST(j.exit_code == 0);
+    check_golden("check.valid.json", golden_form(j.out, dir));
 
     // Two problems at once, each located.
     auto bad = dir.write("bad.yaml", probe_workflow("", "    - {id: a, uses: action:ok, timeoutSecond: 5}\n"
@@ -100,21 +142,31 @@ BOOST_AUTO_TEST_CASE(check_valid_and_invalid_documents) {
     BOOST_TEST(rb.err.find("did you mean \"timeoutSeconds\"") != std::string::npos, rb.err);
     BOOST_TEST(rb.err.find("unknown_action") != std::string::npos);
     auto jb = agentctl({"--output", "json", "check", bad});
+    BOOST_TEST(jb.exit_code == 2);
+    BOOST_TEST(jb.out.empty());
+    check_error_envelope(jb.err, 2);
+    // Both problems, each with every specified member, and nothing else.
     json::value e = parse_json(jb.err);
-    BOOST_TEST(e.at("kind").as_string() == "Error");
-    BOOST_TEST(e.at("diagnostics").as_array().size() >= 2u);
-    const auto& d0 = e.at("diagnostics").as_array()[0].as_object();
-    for (auto key : {"code", "severity", "message", "file", "line", "column", "path", "help"})
-        BOOST_TEST(d0.contains(key), key);
+    BOOST_TEST(e.at("diagnostics").as_array().size() == 2u);
+    for (const auto& d : e.at("diagnostics").as_array())
+        BOOST_TEST((keys_of(d) == std::vector<std::string>{"code", "severity", "message", "file", "line",
+                                                           "column", "path", "help"}));
+    check_golden("check.invalid.json", golden_form(jb.err, dir));
 }
 
 BOOST_AUTO_TEST_CASE(policy_violation_exits_3) {
     temp_dir dir;
     std::string wf = probe_workflow("    cat: {kind: builtin.shell.exec, command: /bin/cat}\n",
                                     "    - {id: a, uses: action:cat}\n");
-    auto r = agentctl({"check", dir.write("wf.yaml", wf)});
+    auto path = dir.write("wf.yaml", wf);
+    auto r = agentctl({"check", path});
     BOOST_TEST(r.exit_code == 3);
     BOOST_TEST(r.err.find("policy_process_not_allowed") != std::string::npos, r.err);
+    auto j = agentctl({"--output", "json", "check", path});
+    BOOST_TEST(j.exit_code == 3);
+    BOOST_TEST(j.out.empty());
+    check_error_envelope(j.err, 3);
+    check_golden("check.policy.json", golden_form(j.err, dir));
 }
 
 BOOST_AUTO_TEST_CASE(plan_json_is_byte_stable) {
@@ -152,12 +204,8 @@ BOOST_AUTO_TEST_CASE(failed_task_exits_4_and_shows_escaped_stderr_tail) {
     BOOST_TEST(r.err.find("\x1b[") == std::string::npos);
     BOOST_TEST(r.err.find("\\x1b[") != std::string::npos, r.err);
     auto j = agentctl({"--output", "json", "run", wf});
-    json::value v = parse_json(j.out);
-    BOOST_TEST(v.at("kind").as_string() == "RunOutcome");
-    BOOST_TEST(v.at("ok").as_bool() == false);
-    BOOST_TEST(v.at("data").at("state").as_string() == "failed");
-    BOOST_TEST(v.at("data").at("tasks").at("broken").at("exitCode").as_int64() == 3);
-    BOOST_TEST(v.at("data").at("tasks").at("after").at("state").as_string() == "skipped");
+    BOOST_TEST(j.exit_code == 4);
+    check_golden("run.failed.json", golden_form(j.out, dir));
 }
 
 BOOST_AUTO_TEST_CASE(approval_required_stops_before_any_effect) {
@@ -175,7 +223,9 @@ BOOST_AUTO_TEST_CASE(approval_required_stops_before_any_effect) {
     BOOST_TEST(!std::filesystem::exists(marker));
     auto j = agentctl({"--output", "json", "run", path});
     BOOST_TEST(j.exit_code == 3);
-    BOOST_TEST(parse_json(j.err).at("diagnostics").as_array()[0].at("code").as_string() == "policy_approval_required");
+    BOOST_TEST(j.out.empty());
+    check_error_envelope(j.err, 3);
+    check_golden("run.approval.json", golden_form(j.err, dir));
     // --interactive without a terminal is refused too, before anything runs.
     auto i = agentctl({"run", "--interactive", path});
     BOOST_TEST(i.exit_code == 3);
@@ -189,11 +239,9 @@ BOOST_AUTO_TEST_CASE(timeout_seconds_cancels_the_run_with_130) {
                                                       "    - {id: long, uses: action:sleep, needs: [done], with: {nonce: " + nonce + "}}\n"));
     auto r = agentctl({"--output", "json", "run", "--timeout-seconds", "0.5", wf});
     BOOST_TEST(r.exit_code == 130);
-    BOOST_TEST(r.wall < 10s);
-    json::value v = parse_json(r.out);
-    BOOST_TEST(v.at("data").at("state").as_string() == "cancelled");
-    BOOST_TEST(v.at("data").at("tasks").at("done").at("state").as_string() == "succeeded");
-    BOOST_TEST(v.at("data").at("tasks").at("long").at("state").as_string() == "cancelled");
+    BOOST_TEST(r.wall < 20s);  // not the sleeper's 30 s
+    // The finished task's result, the cancelled one's (SIGKILL: killGraceSeconds is 0).
+    check_golden("run.cancelled.json", golden_form(r.out, dir, nonce));
     BOOST_TEST(nothing_left(nonce));
 }
 
@@ -228,15 +276,11 @@ BOOST_AUTO_TEST_CASE(jsonl_streams_events_then_the_outcome) {
     auto wf = dir.write("wf.yaml", probe_workflow("", "    - {id: a, uses: action:ok}\n    - {id: b, uses: action:ok, needs: [a]}\n"));
     auto r = agentctl({"--output", "jsonl", "run", wf});
     BOOST_TEST(r.exit_code == 0);
-    std::vector<json::value> lines;
+    // One JSON document per line: the events in order, then the outcome.
+    std::string normalised;
     std::istringstream in(r.out);
-    for (std::string line; std::getline(in, line);) lines.push_back(parse_json(line));
-    BOOST_REQUIRE(lines.size() == 5u);
-    BOOST_TEST(lines[0].at("event").as_string() == "taskStarted");
-    BOOST_TEST(lines[0].at("taskId").as_string() == "a");
-    BOOST_TEST(lines[1].at("event").as_string() == "taskFinished");
-    BOOST_TEST(lines[3].at("taskId").as_string() == "b");
-    BOOST_TEST(lines[4].at("kind").as_string() == "RunOutcome");
+    for (std::string line; std::getline(in, line);) normalised += golden_form(line, dir);
+    check_golden("run.events.jsonl", normalised);
 }
 
 BOOST_AUTO_TEST_CASE(inputs_from_file_and_flags_in_order) {
@@ -362,4 +406,177 @@ BOOST_AUTO_TEST_CASE(second_sigint_kills_at_once) {
     BOOST_TEST(r.wall < 20s);  // neither the 30 s grace nor the 60 s slow exit
     BOOST_TEST(parse_json(r.out).at("data").at("state").as_string() == "cancelled");
     BOOST_TEST(nothing_left(nonce));
+}
+
+namespace {
+
+/// Field `n` (1-based, as in proc(5)) of /proc/PID/stat; empty if the process is gone.
+std::string stat_field(pid_t pid, int n) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(in, line);
+    auto close = line.rfind(')');
+    if (close == std::string::npos) return "";
+    std::istringstream fields(line.substr(close + 2));
+    std::string field;
+    for (int i = 3; i <= n && fields >> field;) ++i;
+    return field;
+}
+
+std::string sleepers_workflow(const temp_dir& dir, const std::string& nonce) {
+    return dir.write("wf.yaml",
+                     probe_workflow("",
+                                    "    - {id: done, uses: action:ok}\n"
+                                    "    - id: sleepers\n      uses: action:sleep\n      needs: [done]\n"
+                                    "      with: {nonce: " +
+                                        nonce +
+                                        "}\n"
+                                        "      foreach: {items: [1, 2, 3, 4]}\n"));
+}
+
+/// The outcome of one cancellation: the finished task kept, every sleeper cancelled by
+/// agentctl (SIGKILL, killGraceSeconds being 0), none dead of a signal of its own.
+void check_cancelled_sleepers(const json::value& v) {
+    BOOST_TEST(v.at("data").at("state").as_string() == "cancelled");
+    const auto& tasks = v.at("data").at("tasks").as_object();
+    BOOST_TEST(tasks.at("done").at("state").as_string() == "succeeded");
+    int sleepers = 0;
+    for (const auto& t : tasks) {
+        if (!t.key().starts_with("sleepers--")) continue;
+        ++sleepers;
+        BOOST_TEST(t.value().at("state").as_string() == "cancelled", t.key());
+        BOOST_TEST(t.value().at("signal").as_string() == "SIGKILL", t.key());
+        BOOST_TEST(t.value().at("error").at("code").as_string() == "cancelled", t.key());
+    }
+    BOOST_TEST(sleepers == 4);
+}
+
+}  // namespace
+
+// T-SIG-07: SIGTERM, and SIGHUP (its terminal closed), cancel the run as SIGINT does: what had
+// finished keeps its result, the running tasks are cancelled and their trees are gone, and
+// agentctl exits 130 (README and man page: "130 cancelled").
+BOOST_AUTO_TEST_CASE(sigterm_and_sighup_cancel_like_sigint) {
+    for (int sig : {SIGTERM, SIGHUP}) {
+        temp_dir dir;
+        std::string nonce = make_nonce();
+        auto wf = sleepers_workflow(dir, nonce);
+        bool sent = false;
+        command_options o;
+        o.bound = 30s;
+        o.poll = [&](pid_t pid) {
+            if (processes_with(nonce).size() < 4) return false;  // all four are running
+            ::kill(pid, sig);
+            sent = true;
+            return true;
+        };
+        auto r = agentctl({"--output", "json", "run", "--jobs", "4", wf}, o);
+        BOOST_TEST(sent, sigabbrev_np(sig));
+        BOOST_TEST(!r.timed_out);
+        BOOST_TEST(r.signal == 0, sigabbrev_np(sig) << ": agentctl died of signal " << r.signal);
+        BOOST_TEST(r.exit_code == 130, sigabbrev_np(sig) << ": " << r.err);
+        check_cancelled_sleepers(parse_json(r.out));
+        BOOST_TEST(nothing_left(nonce), sigabbrev_np(sig));
+    }
+}
+
+// T-CAN-03: Ctrl-C on agentctl's terminal. The terminal sends SIGINT to its whole foreground
+// process group; every task runs in a session of its own without a controlling terminal, so
+// agentctl alone gets it, and the outcome is that of one SIGINT: exit 130, the tasks cancelled
+// by agentctl (not dead of SIGINT), nothing left.
+BOOST_AUTO_TEST_CASE(ctrl_c_on_the_terminal_is_one_cancellation) {
+    temp_dir dir;
+    std::string nonce = make_nonce();
+    auto wf = sleepers_workflow(dir, nonce);
+    std::string out = dir.path() + "/out.json";
+    // sh execs agentctl: it is then the terminal's session leader and foreground group, its
+    // stdout in a file, its stderr on the terminal.
+    std::vector<std::string> argv = {
+        "/bin/sh", "-c", "exec \"$0\" --output json run --jobs 4 \"$1\" > \"$2\"", agentctl_bin(), wf, out};
+    bool sent = false;
+    std::vector<std::string> problems;
+    auto r = run_on_terminal(argv, {}, 30s, [&](pid_t agentctl_pid) -> std::string {
+        if (sent) return "";
+        auto children = processes_with(nonce);
+        if (children.size() < 4) return "";
+        for (pid_t c : children) {
+            if (stat_field(c, 6) == std::to_string(agentctl_pid)) problems.push_back("in agentctl's session");
+            if (stat_field(c, 7) != "0") problems.push_back("has a controlling terminal");
+        }
+        sent = true;
+        return "\x03";  // the interrupt character
+    });
+    BOOST_TEST(sent);
+    BOOST_TEST(problems.empty(), "a task " << (problems.empty() ? "" : problems.front()));
+    BOOST_TEST(!r.timed_out, r.out);
+    BOOST_TEST(r.exit_code == 130, r.out);
+    std::ifstream in(out);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    check_cancelled_sleepers(parse_json(text));
+    BOOST_TEST(nothing_left(nonce));
+}
+
+// T-FS-03: the workspace reached through a symlink (as /var -> /private/var elsewhere). The
+// root is canonicalised: a cwd beneath it is accepted and the task runs in the real folder; a
+// symlink inside that leads out is still refused.
+BOOST_AUTO_TEST_CASE(a_workspace_reached_through_a_symlink) {
+    temp_dir dir;
+    std::filesystem::create_directories(dir.path() + "/real/sub");
+    std::filesystem::create_directory_symlink(dir.path() + "/real", dir.path() + "/link");
+    std::filesystem::create_directory_symlink("../..", dir.path() + "/real/sub/out");
+    std::string actions = "    where: {kind: builtin.shell.exec, command: " + probe_bin() +
+                          ", args: [report-cwd], cwd: sub}\n"
+                          "    escape: {kind: builtin.shell.exec, command: " +
+                          probe_bin() + ", args: [report-cwd], cwd: sub/out}\n";
+    auto wf =
+        dir.write("wf.yaml", probe_workflow(actions,
+                                            "    - {id: where, uses: action:where, failure: continue}\n"
+                                            "    - {id: escape, uses: action:escape, failure: continue}\n"));
+    auto r = agentctl({"--output", "json", "run", "--workspace", dir.path() + "/link", wf});
+    BOOST_TEST(r.exit_code == 4, r.err);
+    json::value v = parse_json(r.out);
+    const auto& where = v.at("data").at("tasks").at("where");
+    BOOST_TEST(where.at("state").as_string() == "succeeded");
+    BOOST_TEST(where.at("stdout").as_string() ==
+               std::filesystem::canonical(dir.path()).string() + "/real/sub\n");
+    const auto& escape = v.at("data").at("tasks").at("escape");
+    BOOST_TEST(escape.at("state").as_string() == "spawn_failed");
+    BOOST_TEST(escape.at("error").at("code").as_string() == "cwd_unavailable");
+    BOOST_TEST(
+        escape.at("error").at("message").as_string().find("outside the workspace") != std::string::npos,
+        escape.at("error").at("message").as_string());
+}
+
+// T-IN-10: agentctl hands an allow-listed program its arguments verbatim, one element each,
+// templates included: an option-shaped value stays one argument and nothing interprets it.
+// Guarding a program's own options (`--`, `--end-of-options`) is the workflow's job
+// (docs/DESIGN.md, "What the allowlist does not do").
+BOOST_AUTO_TEST_CASE(option_shaped_arguments_pass_verbatim) {
+    temp_dir dir;
+    std::string pwn = dir.path() + "/pwn";
+    std::string actions = "    argv: {kind: builtin.shell.exec, command: " + probe_bin() +
+                          ", args: [report-argv, \"--upload-pack=touch " + pwn +
+                          "\", \"${{ inputs.opt }}\", --, \"-\", "
+                          "\"--output=" +
+                          pwn + " x\", \"\"]}\n";
+    auto wf =
+        dir.write("wf.yaml", probe_workflow(actions, "    - {id: a, uses: action:argv}\n",
+                                            "  inputs: {opt: \"--upload-p=touch " + pwn + "; -rf *\"}\n"));
+    auto r = agentctl({"--output", "json", "run", wf});
+    BOOST_TEST(r.exit_code == 0, r.err);
+    std::vector<std::string> expected = {
+        probe_bin(), "report-argv", "--upload-pack=touch " + pwn, "--upload-p=touch " + pwn + "; -rf *",
+        "--",        "-",           "--output=" + pwn + " x",     ""};
+    std::string hex;
+    for (const auto& a : expected) {
+        for (unsigned char c : a) {
+            static const char* digits = "0123456789abcdef";
+            hex += digits[c >> 4];
+            hex += digits[c & 15];
+        }
+        hex += "\n";
+    }
+    json::value v = parse_json(r.out);
+    BOOST_TEST(std::string(v.at("data").at("tasks").at("a").at("stdout").as_string()) == hex);
+    BOOST_TEST(!std::filesystem::exists(pwn));
 }

@@ -299,7 +299,7 @@ BOOST_AUTO_TEST_CASE(progress_fits_the_terminal_and_shows_elapsed_and_percent) {
                                             "    nap: {kind: builtin.shell.exec, command: " + probe_bin() +
                                                 ", args: [sleep, \"0.1\"]}\n",
                                             tasks));
-    auto r = run_on_terminal({agentctl_bin(), "run", "--jobs", "4", wf}, {}, 60s, 40);
+    auto r = run_on_terminal({agentctl_bin(), "run", "--jobs", "4", wf}, {}, 60s, {}, 40);
     BOOST_TEST(r.exit_code == 0, r.out);
     std::size_t redraws = 0;
     for (std::size_t at = 0; (at = r.out.find("\r\x1b[2K", at)) != std::string::npos;) {
@@ -314,7 +314,7 @@ BOOST_AUTO_TEST_CASE(progress_fits_the_terminal_and_shows_elapsed_and_percent) {
     }
     BOOST_TEST(redraws >= 2u, r.out);
     // Wide enough: all of it, with the percentage and the elapsed time.
-    auto wide = run_on_terminal({agentctl_bin(), "run", "--jobs", "4", wf}, {}, 60s, 200);
+    auto wide = run_on_terminal({agentctl_bin(), "run", "--jobs", "4", wf}, {}, 60s, {}, 200);
     BOOST_TEST(wide.exit_code == 0, wide.out);
     BOOST_TEST(wide.out.find("%) · ") != std::string::npos, wide.out);
     BOOST_TEST(wide.out.find(" failed · ") != std::string::npos, wide.out);  // then the elapsed time
@@ -329,7 +329,7 @@ BOOST_AUTO_TEST_CASE(approval_prompt_clears_the_progress_line_and_shows_the_comm
         workflow("probe", actions, "    - {id: one, uses: action:touch, foreach: {items: [x1]}}\n");
     wf.replace(wf.find("approval: never"), 15, "approval: always");
     auto path = dir.write("wf.yaml", wf);
-    auto r = run_on_terminal({agentctl_bin(), "run", "--interactive", path}, {{"[a]ll: ", "y\n"}}, 60s, 200);
+    auto r = run_on_terminal({agentctl_bin(), "run", "--interactive", path}, {{"[a]ll: ", "y\n"}}, 60s, {}, 200);
     BOOST_TEST(r.exit_code == 0, r.out);
     auto at = r.out.find("approve task \"one--0000\" (item=x1)");
     BOOST_REQUIRE_MESSAGE(at != std::string::npos, r.out);

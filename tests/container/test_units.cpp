@@ -95,7 +95,7 @@ BOOST_AUTO_TEST_CASE(run_argv_fixes_every_control_and_ends_with_the_image_and_ar
         BOOST_TEST(argv.front() == "run");
         BOOST_TEST(argv[1] == "--rm");
         for (const char* flag :
-             {"--pull=never", "--network=none", "--read-only", "--ipc=none", "--user=65532:65532", "--cap-drop=ALL",
+             {"--init", "--pull=never", "--network=none", "--read-only", "--ipc=none", "--user=65532:65532", "--cap-drop=ALL",
               "--security-opt=no-new-privileges", "--memory=33554432b", "--memory-swap=33554432b", "--cpus=0.500",
               "--pids-limit=16", "--tmpfs=/tmp:rw,noexec,nosuid,nodev,size=16777216", "--tmpfs=/dev/mqueue:ro",
               "--mount=type=bind,\"source=/srv/work\",target=/workspace,readonly", "--workdir=/workspace",
@@ -330,3 +330,27 @@ BOOST_AUTO_TEST_CASE(front_end_limits_are_exact_ranges) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// Under --init, the init reports a command it cannot run; nothing else is taken for that.
+BOOST_AUTO_TEST_CASE(init_exec_failures_are_told_from_the_commands_own_status) {
+    using ctr::init_exec_failure;
+    BOOST_TEST((ctr::init_exec_failure_of(
+                    127, "[FATAL tini (7)] exec /bin/nope failed: No such file or directory\n") ==
+                init_exec_failure::not_found));
+    BOOST_TEST(
+        (ctr::init_exec_failure_of(126, "[FATAL tini (7)] exec /etc/passwd failed: Permission denied\n") ==
+         init_exec_failure::not_executable));
+    BOOST_TEST((ctr::init_exec_failure_of(
+                    1, "ERROR (catatonit:6): failed to exec pid1: No such file or directory\n") ==
+                init_exec_failure::not_found));
+    BOOST_TEST(
+        (ctr::init_exec_failure_of(1, "ERROR (catatonit:6): failed to exec pid1: Permission denied\n") ==
+         init_exec_failure::not_executable));
+    BOOST_TEST((ctr::init_exec_failure_of(127, "ERROR (catatonit:6): failed to exec pid1: No such file") ==
+                init_exec_failure::none));
+    // The command's own 127 (a shell's "not found"), or the init's line with another status.
+    BOOST_TEST((ctr::init_exec_failure_of(127, "sh: nope: not found\n") == init_exec_failure::none));
+    BOOST_TEST((ctr::init_exec_failure_of(1, "[FATAL tini (7)] exec /bin/nope failed: x") ==
+                init_exec_failure::none));
+    BOOST_TEST((ctr::init_exec_failure_of(0, "") == init_exec_failure::none));
+}

@@ -79,9 +79,13 @@ public:
             slot.assign([this, id, finish, timer](asio::cancellation_type type) {
                 cancel_types[id].push_back(type);
                 timer->cancel();  // nothing may keep the io_context busy after completion
-                task_result r;
-                r.state = task_state::cancelled;
-                finish(std::move(r));
+                // Completes on the next turn, not here: completing clears the slot, which
+                // destroys this handler (and the copy of `finish` it holds) while it runs.
+                asio::post(io_, [finish] {
+                    task_result r;
+                    r.state = task_state::cancelled;
+                    finish(std::move(r));
+                });
             });
         std::uint32_t attempt = request.attempt;
         timer->async_wait([this, id, b, attempt, finish](boost::system::error_code ec) {

@@ -1,6 +1,8 @@
-// Exit statuses, capture, and what the child inherits (RELIABILITY §4.2, §4.6, §4.7, T-CON-05).
+// Exit statuses, capture, and what the child inherits (docs/TESTING.md).
 #include "harness.hpp"
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <fcntl.h>
@@ -8,6 +10,11 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <thread>
 
 using namespace exec_test;
 using agentctl::process_outcome;
@@ -122,6 +129,73 @@ BOOST_AUTO_TEST_CASE(child_holds_only_fds_0_1_2) {
     ::close(listener);
     ::close(efd);
     ::close(dup);
+}
+
+// T-CON-06: concurrent spawns never hand one child another's pipes. 64 runs on two
+// io_contexts, each served by its own thread (two spawn pumps at once). Once every child runs
+// (its marker exists), each one's /proc/<pid>/fd is read from outside: exactly 0, 1 and 2; 0
+// is /dev/null; 1 and 2 are pipes that no other child holds.
+BOOST_AUTO_TEST_CASE(concurrent_spawns_do_not_inherit_each_others_pipes) {
+    constexpr int per_context = 32;
+    temp_dir dir;
+    boost::asio::io_context contexts[2];
+    std::vector<boost::asio::cancellation_signal> signals(2 * per_context);
+    std::atomic<int> cancelled{0};
+    for (int c = 0; c < 2; ++c) {
+        for (int i = 0; i < per_context; ++i) {
+            int k = c * per_context + i;
+            auto req = probe_request(
+                nonce, {"trap-term", "exit", "0", "--marker", dir.path + "/m" + std::to_string(k)});
+            req.timeout = 120s;
+            agentctl::async_run_process(
+                contexts[c].get_executor(), req,
+                boost::asio::bind_cancellation_slot(signals[k].slot(), [&](agentctl::process_result r) {
+                    if (r.outcome == process_outcome::cancelled) ++cancelled;
+                }));
+        }
+    }
+    std::vector<std::thread> threads;
+    for (auto& io : contexts) threads.emplace_back([&io] { io.run_for(120s); });
+    auto all_running = [&] {
+        for (int k = 0; k < 2 * per_context; ++k)
+            if (::access((dir.path + "/m" + std::to_string(k)).c_str(), F_OK) != 0) return false;
+        return true;
+    };
+    auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (!all_running() && std::chrono::steady_clock::now() < deadline) ::usleep(10000);
+    bool ready = all_running();
+    BOOST_TEST(ready, "not every child wrote its marker within 60 s");
+
+    std::map<std::string, int> holders;  // pipe inode -> how many fds of all children hold it
+    auto children = processes_with(nonce);
+    if (ready) BOOST_TEST(children.size() == static_cast<std::size_t>(2 * per_context));
+    for (pid_t pid : children) {
+        std::string fd_dir = "/proc/" + std::to_string(pid) + "/fd";
+        std::map<int, std::string> fds;
+        std::error_code ec;
+        for (auto& entry : std::filesystem::directory_iterator(fd_dir, ec)) {
+            std::error_code link_ec;
+            auto target = std::filesystem::read_symlink(entry.path(), link_ec).string();
+            fds[std::stoi(entry.path().filename().string())] = target;
+        }
+        BOOST_TEST(fds.size() == 3u, "pid " << pid << " holds " << fds.size() << " fds");
+        BOOST_TEST(fds[0] == "/dev/null", "pid " << pid << " fd 0 is " << fds[0]);
+        for (int fd : {1, 2}) {
+            BOOST_TEST(fds[fd].starts_with("pipe:["), "pid " << pid << " fd " << fd << " is " << fds[fd]);
+            ++holders[fds[fd]];
+        }
+    }
+    for (const auto& [pipe, count] : holders)
+        BOOST_TEST(count == 1, pipe << " is held by " << count << " fds");
+
+    for (int c = 0; c < 2; ++c) {
+        boost::asio::post(contexts[c], [&, c] {
+            for (int i = 0; i < per_context; ++i)
+                signals[c * per_context + i].emit(boost::asio::cancellation_type::terminal);
+        });
+    }
+    for (auto& t : threads) t.join();
+    BOOST_TEST(cancelled.load() == 2 * per_context);
 }
 
 // T-SIG-08: default dispositions and an empty mask although the host ignores and blocks.

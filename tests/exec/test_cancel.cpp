@@ -1,5 +1,6 @@
 // Cancellation at every phase, the embedding application's signals, the exit-watch fallbacks,
-// strands on several threads, and destroying the io_context mid-run (RELIABILITY §4.4, §4.12).
+// strands on several threads, and destroying the io_context mid-run (docs/TESTING.md). Upper
+// bounds on wall time are far below the wait they rule out (a 100 s grace, a 300 s sleep).
 #include "harness.hpp"
 
 #include "exec/sys.hpp"
@@ -87,7 +88,7 @@ BOOST_AUTO_TEST_CASE(cancel_during_ladder) {
     auto marker = dir.path + "/ready";
     auto req = probe_request(nonce, {"trap-term", "ignore", "--marker", marker});
     req.timeout = 300ms;
-    req.kill_grace = 20s;
+    req.kill_grace = 100s;
     r.start(req);
     boost::asio::steady_timer during_grace(r.io);
     file_watch w(r.io, marker, [&] {
@@ -99,10 +100,10 @@ BOOST_AUTO_TEST_CASE(cancel_during_ladder) {
             r.cancel(cancellation_type::terminal);
         });
     });
-    r.run(15s);
+    r.run(60s);
     BOOST_TEST(r.result().outcome == process_outcome::timed_out);
     BOOST_TEST(r.result().signal.value_or(-1) == SIGKILL);
-    BOOST_TEST(r.wall() < 5s);
+    BOOST_TEST(r.wall() < 30s);  // not the 100 s grace
 }
 
 // T-SIG-01 through cancellation: partial runs the ladder (TERM ignored, SIGKILL after grace).
@@ -120,12 +121,12 @@ BOOST_AUTO_TEST_CASE(partial_cancel_runs_the_ladder) {
             cancelled_at = std::chrono::steady_clock::now();
             r.cancel(cancellation_type::partial);
         });
-        r.run(10s);
+        r.run(60s);
         auto after = std::chrono::steady_clock::now() - cancelled_at;
         BOOST_TEST(r.result().outcome == process_outcome::cancelled);
         BOOST_TEST(r.result().signal.value_or(-1) == SIGKILL);
-        BOOST_TEST(after >= 400ms);
-        BOOST_TEST(after < 400ms + 1500ms);
+        BOOST_TEST(after >= 400ms);  // the grace
+        BOOST_TEST(after < 20s);     // the child would wait 300 s
     }
 }
 
@@ -139,7 +140,7 @@ BOOST_AUTO_TEST_CASE(cancel_during_drain_keeps_exit) {
         auto marker = dir.path + "/ready";
         auto req = probe_request(
             nonce, {"fork-hold", "--hold", "stdout", "--pidfile-dir", pids.path, "--marker", marker});
-        req.drain_grace = 20s;
+        req.drain_grace = 120s;
         req.containment = policy;
         r.start(req);
         std::unique_ptr<exit_watch_pid> leader_gone;
@@ -156,11 +157,11 @@ BOOST_AUTO_TEST_CASE(cancel_during_drain_keeps_exit) {
                 });
             }
         });
-        r.run(15s);
+        r.run(60s);
         BOOST_TEST(leader_gone != nullptr);
         BOOST_TEST(r.result().outcome == process_outcome::exited);
         BOOST_TEST(r.result().exit_code.value_or(-1) == 0);
-        BOOST_TEST(r.wall() < 5s);
+        BOOST_TEST(r.wall() < 30s);  // not the 120 s drain grace
         BOOST_TEST(r.result().descendants_killed == 1u);
         for (auto& p : read_pidfiles(pids.path)) BOOST_TEST(!alive(p));
     }
@@ -170,13 +171,25 @@ BOOST_AUTO_TEST_CASE(cancel_during_drain_keeps_exit) {
 //   1. A handler that reaps only the application's own child: its status reaches it, and ours
 //      are all correct.
 //   2. A greedy handler (waitpid(-1)) steals the status of our children too: runs still end
-//      promptly and say "exit_status_lost" instead of inventing a status.
+//      promptly and say "exit_status_lost" instead of inventing a status. It runs at once on
+//      SIGCHLD while we reap only after the tree is gone, so it does steal.
 //   3. SIGCHLD ignored would let the kernel reap our children: runs fail before spawning.
+// The test's own disposition is restored however the case ends (a failed requirement too).
+namespace {
+
+struct sigchld_restore {
+    sigchld_restore() { ::sigaction(SIGCHLD, nullptr, &old); }
+    ~sigchld_restore() { ::sigaction(SIGCHLD, &old, nullptr); }
+    struct sigaction old {};
+};
+
+}  // namespace
+
 BOOST_AUTO_TEST_CASE(host_sigchld_handling) {
     static std::atomic<pid_t> foreign{0};
     static std::atomic<int> foreign_status{-1};
     static std::atomic<int> reaped_by_app{0};
-    struct sigaction old {};
+    sigchld_restore restore;
     auto run_batch = [&](auto check) {
         boost::asio::io_context io;
         int done = 0;
@@ -206,7 +219,7 @@ BOOST_AUTO_TEST_CASE(host_sigchld_handling) {
         pid_t p = foreign.load();
         if (p > 0 && ::waitpid(p, &status, WNOHANG) == p) foreign_status = status;
     };
-    ::sigaction(SIGCHLD, &own, &old);
+    ::sigaction(SIGCHLD, &own, nullptr);
     foreign = spawn_foreign();
     run_batch([](const agentctl::process_result& r, int code) {
         BOOST_TEST(r.exit_code.value_or(-1) == code);
@@ -223,17 +236,24 @@ BOOST_AUTO_TEST_CASE(host_sigchld_handling) {
     };
     ::sigaction(SIGCHLD, &greedy, nullptr);
     int lost = 0;
-    run_batch([&lost](const agentctl::process_result& r, int code) {
+    int intact = 0;
+    run_batch([&](const agentctl::process_result& r, int code) {
         BOOST_TEST(r.outcome == process_outcome::exited);
         if (r.error_code == "exit_status_lost") {
             ++lost;
             BOOST_TEST(!r.exit_code.has_value());
             BOOST_TEST(!r.signal.has_value());
+            BOOST_TEST(!r.error_message.empty());
         } else {
+            ++intact;
+            BOOST_TEST(r.error_code.empty());
             BOOST_TEST(r.exit_code.value_or(-1) == code);
         }
     });
     BOOST_TEST_MESSAGE("a greedy SIGCHLD handler stole " << lost << " of 100 exit statuses");
+    BOOST_TEST(lost + intact == 100);
+    BOOST_TEST(lost >= 1, "the greedy handler stole no status: exit_status_lost was not exercised");
+    BOOST_TEST(reaped_by_app.load() >= lost);  // every lost status was reaped by the handler
 
     for (int flags : {0, SA_NOCLDWAIT}) {
         struct sigaction ignore {};
@@ -245,7 +265,6 @@ BOOST_AUTO_TEST_CASE(host_sigchld_handling) {
             BOOST_TEST(r.error_code == "sigchld_ignored");
         });
     }
-    ::sigaction(SIGCHLD, &old, nullptr);
 }
 
 // T-ASIO-05: the fallbacks, pidfd_open() and polling, do the same job.

@@ -1,4 +1,4 @@
-// Output capture: caps, floods, encodings (RELIABILITY §4.5).
+// Output capture: caps, floods, encodings (docs/TESTING.md).
 #include "harness.hpp"
 
 #include <boost/test/unit_test.hpp>

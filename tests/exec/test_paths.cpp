@@ -1,5 +1,5 @@
 // Executable resolution, spawn errors, working directories, input hygiene, redaction
-// (RELIABILITY §4.7, §4.9, §4.10, T-CON-04).
+// (docs/TESTING.md).
 #include "harness.hpp"
 
 #include "exec/paths.hpp"
@@ -14,11 +14,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <optional>
+#include <thread>
 
 using namespace exec_test;
 using agentctl::process_outcome;
@@ -124,6 +126,104 @@ BOOST_AUTO_TEST_CASE(spawn_errors_are_distinct) {
         BOOST_TEST(r.error_message.find(c.says) != std::string::npos, r.error_message);
         BOOST_TEST(r.error_message.find(c.path) != std::string::npos, r.error_message);
         BOOST_TEST(!r.exit_code.has_value());
+    }
+}
+
+// T-EXE-05: the file resolved is the file that runs. One renamed over the path after the
+// resolution (as package managers and attackers replace programs) does not run: the spawn
+// says so. A deleted one is not found. Unchanged, it runs.
+BOOST_AUTO_TEST_CASE(an_executable_replaced_after_resolution_does_not_run) {
+    temp_dir ws;
+    std::string tool = ws.path + "/tool";
+    fs::copy_file(probe_path(), tool);
+    std::string err;
+    std::optional<agentctl::file_identity> id;
+    auto path = agentctl::resolve_executable("tool", ws.path, err, &id);
+    BOOST_REQUIRE(path.value_or("") == tool);
+    BOOST_REQUIRE(id.has_value());
+    auto req = command_request({tool, "exit", "7", "--nonce", nonce});
+    req.executable_identity = id;
+    BOOST_TEST(run_one(req).exit_code.value_or(-1) == 7);
+
+    std::string marker = ws.path + "/ran";
+    write_executable(ws.path + "/evil", "#!/bin/sh\ntouch " + marker + "\nexit 3\n");
+    BOOST_REQUIRE(::rename((ws.path + "/evil").c_str(), tool.c_str()) == 0);
+    auto swapped = run_one(req);
+    BOOST_TEST(swapped.outcome == process_outcome::spawn_failed);
+    BOOST_TEST(swapped.error_code == "executable_changed");
+    BOOST_TEST(swapped.error_message.find(tool) != std::string::npos, swapped.error_message);
+    BOOST_TEST(!swapped.exit_code.has_value());
+    BOOST_TEST(!fs::exists(marker));
+
+    fs::remove(tool);
+    BOOST_TEST(run_one(req).error_code == "executable_not_found");
+    // An absolute command is identified too.
+    std::optional<agentctl::file_identity> abs_id;
+    BOOST_TEST(agentctl::resolve_executable(probe_path(), "", err, &abs_id).has_value());
+    BOOST_TEST(abs_id.has_value());
+}
+
+// T-EXE-05 during the spawn: another thread renames a script over the program again and again
+// while it is spawned. Every run is the program itself or "executable_changed": the child
+// execs the descriptor the spawn opened and checked, never what the path names a moment later.
+BOOST_AUTO_TEST_CASE(a_rename_racing_the_spawn_never_runs_the_other_file) {
+    temp_dir ws;
+    std::string tool = ws.path + "/tool";
+    std::string marker = ws.path + "/ran";
+    fs::copy_file(probe_path(), ws.path + "/good");
+    write_executable(ws.path + "/evil", "#!/bin/sh\ntouch " + marker + "\nexit 3\n");
+    BOOST_REQUIRE(::link((ws.path + "/good").c_str(), tool.c_str()) == 0);
+    std::string err;
+    std::optional<agentctl::file_identity> id;
+    BOOST_REQUIRE(agentctl::resolve_executable(tool, "", err, &id).has_value());
+    std::atomic<bool> stop{false};
+    std::thread flipper([&] {
+        std::string next = ws.path + "/next";
+        for (unsigned i = 0; !stop.load(); ++i) {
+            ::unlink(next.c_str());
+            if (::link((ws.path + (i % 2 ? "/good" : "/evil")).c_str(), next.c_str()) == 0)
+                ::rename(next.c_str(), tool.c_str());
+        }
+    });
+    int ran = 0, refused = 0, other = 0;
+    for (int i = 0; i < 300; ++i) {
+        auto req = command_request({tool, "exit", "0", "--nonce", nonce});
+        req.executable_identity = id;
+        auto r = run_one(req);
+        if (r.exit_code == 0) {
+            ++ran;
+        } else if (r.error_code == "executable_changed") {
+            ++refused;
+        } else {
+            ++other;
+            BOOST_TEST_MESSAGE("run " << i << ": " << r.outcome << " " << r.error_code << " "
+                                      << r.exit_code.value_or(-1) << " " << r.error_message);
+        }
+    }
+    stop = true;
+    flipper.join();
+    BOOST_TEST_MESSAGE(ran << " ran, " << refused << " refused");
+    BOOST_TEST(other == 0);
+    BOOST_TEST(!fs::exists(marker));
+    BOOST_TEST(ran + refused == 300);
+}
+
+// Scripts keep working: exec'd by path once the path is shown to name the file opened, so $0
+// is the script's own path (not a /dev/fd name) and the status is its own.
+BOOST_AUTO_TEST_CASE(scripts_with_an_interpreter_line_still_run) {
+    temp_dir ws;
+    std::string script = ws.path + "/s.sh";
+    write_executable(script, "#!/bin/sh\necho \"$0 $1\"\nexit 4\n");
+    std::string err;
+    std::optional<agentctl::file_identity> id;
+    BOOST_REQUIRE(agentctl::resolve_executable(script, "", err, &id).has_value());
+    for (bool with_identity : {false, true}) {
+        auto req = command_request({script, "arg"});
+        if (with_identity) req.executable_identity = id;
+        auto r = run_one(req);
+        BOOST_TEST(r.outcome == process_outcome::exited);
+        BOOST_TEST(r.exit_code.value_or(-1) == 4);
+        BOOST_TEST(r.stdout_bytes == script + " arg\n");
     }
 }
 

@@ -1,5 +1,11 @@
-// Process trees, timeouts and the termination ladder (RELIABILITY §4.1, §4.2, §4.3).
+// Process trees, timeouts and the termination ladder (docs/TESTING.md lists the cases).
+//
+// Upper bounds on wall time prove that a run did not wait for something slow (a 300 s sleep, a
+// 100 s grace): they are set far below that and far above what a loaded machine adds, so they
+// hold under load and still fail if the wait happens.
 #include "harness.hpp"
+
+#include "../support/skips.hpp"
 
 #include "exec/tree.hpp"
 
@@ -33,7 +39,7 @@ BOOST_AUTO_TEST_CASE(automatic_containment_uses_cgroup_v2_where_available) {
     auto r = run_one(probe_request(nonce, {"exit", "0"}));
     BOOST_TEST(r.used == expected_mechanism(containment_policy::automatic));
     if (!host_has_cgroup_v2())
-        BOOST_TEST_MESSAGE("no writable cgroup v2 here: process-group containment only");
+        test_support::cannot_check("no writable cgroup v2 here: cgroup containment is not exercised");
     auto req = probe_request(nonce, {"exit", "0"});
     req.containment = containment_policy::process_group_only;
     BOOST_TEST(run_one(req).used == containment::process_group);
@@ -66,11 +72,9 @@ BOOST_AUTO_TEST_CASE(runs_after_a_kill_are_not_killed) {
 
 // Leaves left behind by a process that died without destroying its io_context are removed
 // by the next one that uses cgroups; a leaf whose owner lives is left alone.
-BOOST_AUTO_TEST_CASE(stale_leaves_of_dead_owners_are_removed) {
-    if (!host_has_cgroup_v2()) {
-        BOOST_TEST_MESSAGE("no writable cgroup v2 here: nothing to sweep");
-        return;
-    }
+BOOST_AUTO_TEST_CASE(stale_leaves_of_dead_owners_are_removed,
+                     *boost::unit_test::precondition(test_support::needs("a writable cgroup v2 hierarchy",
+                                                                         host_has_cgroup_v2))) {
     std::string why;
     auto parent = agentctl::exec::discover_cgroup_parent(why);
     BOOST_REQUIRE(parent.has_value());
@@ -97,7 +101,7 @@ BOOST_AUTO_TEST_CASE(timeout_kills_grandchild_in_group) {
         req.timeout = 300ms;
         req.containment = policy;
         milliseconds wall{};
-        auto r = run_one(req, 10s, &wall);
+        auto r = run_one(req, 60s, &wall);
         BOOST_TEST(r.outcome == process_outcome::timed_out);
         BOOST_TEST(r.signal.value_or(-1) == SIGKILL);
         BOOST_TEST(r.used == expected_mechanism(policy));
@@ -105,7 +109,7 @@ BOOST_AUTO_TEST_CASE(timeout_kills_grandchild_in_group) {
         auto recorded = read_pidfiles(pids.path);
         BOOST_TEST(recorded.size() == 2u);  // the tree was complete when it was killed
         for (auto& p : recorded) BOOST_TEST(!alive(p));
-        BOOST_TEST(wall < 300ms + 1500ms);
+        BOOST_TEST(wall < 20s);  // not the grandchild's 300 s
     }
 }
 
@@ -139,10 +143,10 @@ BOOST_AUTO_TEST_CASE(double_forked_setsid_escape_per_mechanism) {
             req.containment = policy;
             req.drain_grace = 200ms;
             milliseconds wall{};
-            auto r = run_one(req, 10s, &wall);
+            auto r = run_one(req, 60s, &wall);
             BOOST_TEST(r.outcome == process_outcome::exited);
             BOOST_TEST(r.exit_code.value_or(-1) == 0);
-            BOOST_TEST(wall < 200ms + 1500ms);  // bounded even though the escapee may hold stdout
+            BOOST_TEST(wall < 20s);  // bounded even though the escapee may hold stdout for 300 s
             auto recorded = read_pidfiles(pids.path);
             BOOST_REQUIRE(recorded.size() == 2u);
             std::vector<pid_record> survivors;
@@ -177,13 +181,13 @@ BOOST_AUTO_TEST_CASE(leader_exit_with_backgrounded_pipe_holder) {
             req.containment = policy;
             req.drain_grace = 250ms;
             milliseconds wall{};
-            auto r = run_one(req, 10s, &wall);
+            auto r = run_one(req, 60s, &wall);
             BOOST_TEST(r.outcome == process_outcome::exited, shell);
             BOOST_TEST(r.exit_code.value_or(-1) == 0);
             BOOST_TEST(r.stdout_bytes == "before\n");
             BOOST_TEST(r.descendants_killed == 1u);
             BOOST_TEST(wall >= 250ms);                       // it did wait for the pipes ...
-            BOOST_TEST(wall < 250ms + 1500ms);               // ... but not for the grandchild
+            BOOST_TEST(wall < 20s);                          // ... but not for the grandchild's 300 s
             BOOST_TEST(processes_with(nonce).size() <= 1u);  // dying, at most; the fixture waits
         }
     }
@@ -196,11 +200,11 @@ BOOST_AUTO_TEST_CASE(leader_exit_with_silent_background_child) {
         auto req = command_request(
             {"/bin/sh", "-c", probe_path() + " sleep 300 --nonce " + nonce + " >/dev/null 2>&1 & exit 0"});
         req.containment = policy;
-        req.drain_grace = 5s;
+        req.drain_grace = 120s;
         milliseconds wall{};
-        auto r = run_one(req, 10s, &wall);
+        auto r = run_one(req, 180s, &wall);
         BOOST_TEST(r.outcome == process_outcome::exited);
-        BOOST_TEST(wall < 2s);
+        BOOST_TEST(wall < 30s);  // EOF at once: not the 120 s drain grace
         if (expected_mechanism(policy) == containment::cgroup) BOOST_TEST(r.descendants_killed == 1u);
     }
 }
@@ -214,11 +218,11 @@ BOOST_AUTO_TEST_CASE(writer_after_leader_exit_is_bounded) {
         req.containment = policy;
         req.drain_grace = 300ms;
         milliseconds wall{};
-        auto r = run_one(req, 10s, &wall);
+        auto r = run_one(req, 60s, &wall);
         BOOST_TEST(r.outcome == process_outcome::exited);
         BOOST_TEST(r.descendants_killed == 1u);
         BOOST_TEST(r.stdout_bytes.starts_with("line 0\n"));
-        BOOST_TEST(wall < 300ms + 1500ms);
+        BOOST_TEST(wall < 20s);  // the writer would go on for 300 s
         for (auto& p : read_pidfiles(pids.path)) BOOST_TEST(!alive(p));
     }
 }
@@ -246,12 +250,12 @@ BOOST_AUTO_TEST_CASE(term_ignoring_child_is_killed_after_grace) {
         req.kill_grace = 400ms;
         req.containment = policy;
         milliseconds wall{};
-        auto r = run_one(req, 10s, &wall);
+        auto r = run_one(req, 60s, &wall);
         BOOST_TEST(::access(marker.c_str(), F_OK) == 0);  // the handler was in place before the TERM
         BOOST_TEST(r.outcome == process_outcome::timed_out);
         BOOST_TEST(r.signal.value_or(-1) == SIGKILL);
-        BOOST_TEST(wall >= 900ms);
-        BOOST_TEST(wall < 900ms + 1500ms);
+        BOOST_TEST(wall >= 900ms);  // timeout + grace
+        BOOST_TEST(wall < 20s);     // the child would wait 300 s
     }
 }
 
@@ -265,12 +269,12 @@ BOOST_AUTO_TEST_CASE(term_handling_child_returns_without_waiting_grace) {
         req.kill_grace = 100s;
         req.containment = policy;
         milliseconds wall{};
-        auto r = run_one(req, 20s, &wall);
+        auto r = run_one(req, 120s, &wall);
         BOOST_TEST(::access(marker.c_str(), F_OK) == 0);
         BOOST_TEST(r.outcome == process_outcome::timed_out);
         BOOST_TEST(r.exit_code.value_or(-1) == 17);
         BOOST_TEST(!r.signal.has_value());
-        BOOST_TEST(wall < 500ms + 1500ms);
+        BOOST_TEST(wall < 30s);  // not the 100 s grace
     }
 }
 
@@ -279,13 +283,13 @@ BOOST_AUTO_TEST_CASE(stopped_child_ends_on_term) {
     for (auto policy : both_policies) {
         auto req = probe_request(nonce, {"stop-self"});
         req.timeout = 300ms;
-        req.kill_grace = 20s;
+        req.kill_grace = 100s;
         req.containment = policy;
         milliseconds wall{};
-        auto r = run_one(req, 30s, &wall);
+        auto r = run_one(req, 120s, &wall);
         BOOST_TEST(r.outcome == process_outcome::timed_out);
         BOOST_TEST(r.signal.value_or(-1) == SIGTERM);
-        BOOST_TEST(wall < 300ms + 1500ms);
+        BOOST_TEST(wall < 30s);  // not the 100 s grace
     }
 }
 
@@ -297,15 +301,16 @@ BOOST_AUTO_TEST_CASE(ladder_kills_whole_tree) {
         auto req =
             probe_request(nonce, {"fork-hold", "--setsid", "--leader", "sleep", "--pidfile-dir", pids.path});
         req.timeout = 300ms;
-        req.kill_grace = 300ms;
+        req.kill_grace = 100s;
         req.containment = policy;
         milliseconds wall{};
-        auto r = run_one(req, 10s, &wall);
+        auto r = run_one(req, 120s, &wall);
         BOOST_TEST(r.outcome == process_outcome::timed_out);
         BOOST_TEST(r.signal.value_or(-1) == SIGTERM);  // the leader does not trap TERM
         BOOST_TEST(r.descendants_killed == 1u);
-        // The leader died of TERM; its setsid child, TERMed too, died with it: no SIGKILL wait.
-        BOOST_TEST(wall < 300ms + 1500ms);
+        // The leader died of TERM; its setsid child, TERMed too, died with it: no wait for the
+        // 100 s grace and its SIGKILL.
+        BOOST_TEST(wall < 30s);
         for (auto& p : read_pidfiles(pids.path)) BOOST_TEST(!alive(p));
     }
 }
@@ -323,29 +328,40 @@ BOOST_AUTO_TEST_CASE(trickle_output_before_timeout_is_kept) {
 }
 
 // T-TIME-04: a 1 ms timeout racing a child that exits at once: each run is exactly one of
-// {exited, timed out} with exactly one status, and nothing leaks.
+// {exited, timed out} with exactly one status, and nothing leaks. Every fifth child sleeps 5 s
+// instead, so the deadline certainly fires while it runs: the timed-out branch is exercised
+// however fast or loaded the machine is (the racing runs may land on either side).
 BOOST_AUTO_TEST_CASE(tiny_timeout_race_is_clean) {
     int exited = 0;
     int timed_out = 0;
-    for (int i = 0; i < 500; ++i) {
-        auto req = probe_request(nonce, {"exit", "0"});
+    int slow_timed_out = 0;
+    constexpr int runs = 500;
+    for (int i = 0; i < runs; ++i) {
+        bool slow = i % 5 == 4;
+        auto req = probe_request(
+            nonce, slow ? std::vector<std::string>{"sleep", "5"} : std::vector<std::string>{"exit", "0"});
         req.timeout = 1ms;
         auto r = run_one(req);
         if (r.outcome == process_outcome::exited) {
             ++exited;
+            BOOST_TEST(!slow, "run " << i << ": a 5 s child exited within a 1 ms timeout");
             BOOST_TEST(r.exit_code.value_or(-1) == 0);
+            BOOST_TEST(!r.signal.has_value());
         } else {
             // The deadline fired while it ran; the SIGKILL may still lose the race with its
             // own exit, which is then reported as such: one status, never both.
             ++timed_out;
+            slow_timed_out += slow;
             BOOST_TEST(r.outcome == process_outcome::timed_out);
             BOOST_TEST(r.signal.has_value() != r.exit_code.has_value());
             BOOST_TEST(r.signal.value_or(SIGKILL) == SIGKILL);
             BOOST_TEST(r.exit_code.value_or(0) == 0);
+            // A child still sleeping when the deadline fired cannot have exited by itself.
+            if (slow) BOOST_TEST(r.signal.value_or(-1) == SIGKILL, "run " << i);
         }
     }
     BOOST_TEST_MESSAGE("1 ms timeout: " << exited << " exited, " << timed_out << " timed out");
-    BOOST_TEST(exited + timed_out == 500);
+    BOOST_TEST(slow_timed_out == runs / 5);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

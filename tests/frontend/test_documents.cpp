@@ -5,6 +5,8 @@
 #include <agentctl/parse.hpp>
 #include <agentctl/plan.hpp>
 
+#include "targets.hpp"
+
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
@@ -129,4 +131,55 @@ BOOST_AUTO_TEST_CASE(parse_diagnostics_are_located) {
             }
         }
     }
+}
+
+namespace {
+
+std::vector<fs::path> files_in(const fs::path& dir) {
+    std::vector<fs::path> files;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir, ec))
+        if (entry.is_regular_file() && entry.path().filename().string().front() != '.')
+            files.push_back(entry.path());
+    std::sort(files.begin(), files.end());
+    return files;
+}
+
+std::string bytes_of(const fs::path& file) {
+    std::ifstream in(file, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+}  // namespace
+
+// Every input a fuzz target ever failed on is kept in tests/frontend/fuzz/TARGET/ and must now
+// pass that target's checks (fuzz/targets.hpp); so must every document here, the fuzzers' seeds.
+BOOST_AUTO_TEST_CASE(fuzz_inputs_pass_the_fuzz_checks) {
+    const fs::path data = invalid_dir().parent_path();
+    struct target {
+        std::string name;
+        std::string (*check)(std::string_view);
+        std::vector<fs::path> seeds;
+    };
+    const std::vector<target> targets = {
+        {"workflow", agentctl::fuzz::workflow, {data / "invalid", data / "golden"}},
+        {"templates", agentctl::fuzz::templates, {}},
+        {"json", agentctl::fuzz::json, {data / "golden"}},
+    };
+    std::size_t replayed = 0;
+    for (const auto& t : targets) {
+        BOOST_TEST_REQUIRE(fs::is_directory(data / "fuzz" / t.name), (data / "fuzz" / t.name).string()
+                                                                         << " is missing");
+        std::vector<fs::path> files = files_in(data / "fuzz" / t.name);
+        for (const auto& dir : t.seeds)
+            for (auto& f : files_in(dir)) files.push_back(std::move(f));
+        for (const auto& file : files) {
+            std::string problem = t.check(bytes_of(file));
+            BOOST_TEST(problem.empty(), t.name << " on " << file.string() << ": " << problem);
+            ++replayed;
+        }
+    }
+    BOOST_TEST(replayed > 100u);
 }

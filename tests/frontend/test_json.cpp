@@ -1,5 +1,6 @@
 // The JSON layer: digests, the writer, UTF-8 repair.
 #include <agentctl/json.hpp>
+#include <agentctl/parse.hpp>
 
 #include "json/sha256.hpp"
 
@@ -21,8 +22,10 @@ std::string digest(std::string_view s, bool portable) {
 
 BOOST_AUTO_TEST_CASE(sha256_known_vectors_in_both_implementations) {
     for (bool portable : {false, true}) {
-        BOOST_TEST(digest("", portable) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-        BOOST_TEST(digest("abc", portable) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        BOOST_TEST(digest("", portable) ==
+                   "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+        BOOST_TEST(digest("abc", portable) ==
+                   "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
         BOOST_TEST(digest("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", portable) ==
                    "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
         BOOST_TEST(digest(std::string(1000000, 'a'), portable) ==
@@ -46,7 +49,8 @@ BOOST_AUTO_TEST_CASE(sha256_hardware_and_portable_agree_on_any_split) {
         }
         BOOST_TEST(a.hex() == b.hex());
     }
-    BOOST_TEST(sha256_digest("abc") == "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    BOOST_TEST(sha256_digest("abc") ==
+               "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
 BOOST_AUTO_TEST_CASE(writer_escapes_and_keeps_member_order) {
@@ -70,6 +74,35 @@ BOOST_AUTO_TEST_CASE(writer_escapes_and_keeps_member_order) {
     BOOST_TEST(sink.text ==
                R"({"z":"a\"b\\c\n\u0001","a":-3,"list":[1.0,0.5,false,null],"v":{"b":1,"a":[true,"x"]}})");
     BOOST_TEST(boost::json::parse(sink.text).is_object());
+}
+
+// Long strings take the writer's slice path (escapes written in place, 16 KiB at a time,
+// flushed at 64 KiB): every byte of it must come back through a JSON parser unchanged.
+BOOST_AUTO_TEST_CASE(writer_escapes_long_mixed_strings_exactly) {
+    std::mt19937 rng(7);
+    for (std::size_t size : {0u, 1u, 16383u, 16384u, 16385u, 100000u, 300001u}) {
+        for (int kind = 0; kind < 3; ++kind) {
+            std::string text(size, '\0');  // kind 0: all NUL (a binary stream)
+            for (auto& c : text) {
+                if (kind == 1) c = static_cast<char>(rng() % 0x80);                     // any ASCII
+                if (kind == 2) c = rng() % 16 ? 'x' : static_cast<char>(rng() % 0x20);  // rare
+            }
+            string_sink sink;
+            {
+                json_writer w(sink);
+                w.begin_array();
+                w.string(text);
+                w.string("\"end\"");
+                w.end_array();
+            }
+            auto v = boost::json::parse(sink.text);
+            const auto& back = v.as_array().at(0).as_string();
+            BOOST_TEST((std::string_view(back.data(), back.size()) == text),
+                       "size " << size << " kind " << kind);
+            BOOST_TEST(v.as_array().at(1).as_string() == "\"end\"");
+            if (kind == 0) BOOST_TEST(sink.text.size() == size * 6 + 14);
+        }
+    }
 }
 
 BOOST_AUTO_TEST_CASE(utf8_repair_replaces_each_bad_byte_and_flags_it) {
@@ -115,4 +148,72 @@ BOOST_AUTO_TEST_CASE(utf8_repair_is_exact_at_every_offset_and_reuses_valid_text)
     make_utf8_lossy(repaired, lossy);
     BOOST_TEST(lossy);
     BOOST_TEST(repaired == "ok\xEF\xBF\xBD");
+}
+
+// Found by fuzzing: Boost.JSON 1.81 reads some decimals one unit in the last place off, so a
+// value written exactly by json_writer read back as another double. read_json is exact.
+BOOST_AUTO_TEST_CASE(read_json_converts_numbers_exactly) {
+    auto r = read_json("[9.333333333333299e+59, 0.1, 2.5e-3, 1e308, -0.0]");
+    BOOST_TEST_REQUIRE(r.value.has_value());
+    const auto& a = r.value->as_array();
+    BOOST_TEST(a[0].as_double() == 9.333333333333299e+59);
+    BOOST_TEST(a[1].as_double() == 0.1);
+    BOOST_TEST(to_json(*r.value) == "[9.333333333333299e+59,0.1,0.0025,1e+308,-0.0]");
+    BOOST_TEST(*read_json(to_json(*r.value)).value == *r.value);
+    auto ints = read_json("[18446744073709551615, -9223372036854775808, 7]");
+    BOOST_TEST_REQUIRE(ints.value.has_value());
+    BOOST_TEST(ints.value->as_array()[0].is_uint64());
+    BOOST_TEST(ints.value->as_array()[1].is_int64());
+    // What Boost.JSON accepts and JSON data here cannot hold, each with its offset.
+    auto bad =
+        read_json(R"({"a": 1, "a": 2, "big": 933333333333330000000000000000000000000013942795739375949140,)"
+                  R"( "inf": 1e999, "s": "x\u0000y"})",
+                  "doc");
+    BOOST_TEST(!bad.value.has_value());
+    std::vector<std::string> codes;
+    for (const auto& f : bad.findings) codes.push_back(f.code);
+    BOOST_TEST(
+        (codes == std::vector<std::string>{"duplicate_key", "out_of_range", "out_of_range", "nul_byte"}));
+    BOOST_TEST(bad.findings[0].offset == 9u);  // the second key's quote
+    BOOST_TEST(bad.findings[0].message == "duplicate key `a` in doc");
+    auto syntax = read_json("{\"a\": [1, }");
+    BOOST_TEST(syntax.syntax.failed());
+    BOOST_TEST(syntax.syntax_offset == 10u);
+    BOOST_TEST(read_json("1 2").syntax.failed());
+}
+
+// Found by fuzzing: a message quoting 40 bytes of a scalar cut a character in two, and the
+// diagnostic was no longer UTF-8 (the JSON writer needs it to be).
+BOOST_AUTO_TEST_CASE(shortened_text_keeps_whole_characters) {
+    const std::string text =
+        "ab\xc3\xa9"
+        "cd\xe2\x82\xac";  // "abécd€": 2 + 2 + 2 + 3 bytes
+    BOOST_TEST(utf8_prefix(text, 100) == text);
+    BOOST_TEST(utf8_prefix(text, 3) == "ab");
+    BOOST_TEST(utf8_prefix(text, 4) == "ab\xc3\xa9");
+    BOOST_TEST(utf8_prefix(text, 7) ==
+               "ab\xc3\xa9"
+               "cd");
+    BOOST_TEST(utf8_prefix(text, 8) ==
+               "ab\xc3\xa9"
+               "cd");
+    BOOST_TEST(utf8_prefix(text, 0) == "");
+    auto r = parse_workflow(std::string(39, '7') +
+                                "\xcb\xbf"
+                                "5\n",
+                            "wf.yaml");
+    BOOST_TEST_REQUIRE(!r.diags.empty());
+    BOOST_TEST(is_valid_utf8(r.diags.items()[0].message), r.diags.items()[0].message);
+    // A file name is bytes: the diagnostic's JSON is still valid.
+    diagnostic d;
+    d.code = "file_unreadable";
+    d.message = "cannot read caf\xe9";
+    d.location.file = "caf\xe9";
+    string_sink sink;
+    {
+        json_writer w(sink);
+        write_diagnostic(w, d);
+    }
+    BOOST_TEST(is_valid_utf8(sink.text));
+    BOOST_TEST(sink.text.find("caf\xef\xbf\xbd") != std::string::npos);
 }

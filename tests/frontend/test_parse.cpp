@@ -1147,6 +1147,13 @@ BOOST_AUTO_TEST_CASE(input_assignments) {
     BOOST_TEST(parse_input_assignment("empty=", key, value, diags));
     BOOST_TEST(value == json::value(""));
     BOOST_TEST(diags.empty());
+    BOOST_TEST(parse_input_assignment("x=9.333333333333299e+59", key, value, diags));
+    BOOST_TEST(value.as_double() == 9.333333333333299e+59);  // exact, unlike Boost.JSON's own
+    BOOST_TEST(diags.empty());
+    diagnostics dup;
+    BOOST_TEST(!parse_input_assignment(R"(m={"a": 1, "a": 2})", key, value, dup));
+    BOOST_TEST_REQUIRE(dup.size() == 1u);
+    BOOST_TEST(dup.items()[0].message == "--input m: duplicate key `a` in the value");
     BOOST_TEST(!parse_input_assignment("novalue", key, value, diags));
     BOOST_TEST(!parse_input_assignment("=3", key, value, diags));
     BOOST_TEST(diags.size() == 2u);

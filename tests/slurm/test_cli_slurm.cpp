@@ -23,6 +23,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <thread>
 
 namespace fs = std::filesystem;
 namespace json = boost::json;
@@ -319,6 +320,39 @@ BOOST_AUTO_TEST_CASE(sigint_cancels_pending_and_running_jobs) {
     }
     auto left = active_jobs_of(agent);
     BOOST_TEST(left.empty(), names_of(left));
+}
+
+// Crash safety (docs/CRASH_SAFETY.md): agentctl SIGKILLed with jobs running. Killing their
+// srun clients does not end the jobs; the watchdog's scancel of the announced job ids does.
+BOOST_AUTO_TEST_CASE(sigkill_of_agentctl_cancels_its_running_jobs) {
+    cli_test::temp_dir dir;
+    auto wf = dir.write("wf.yaml",
+                        workflow(allow_probe, probe_action("long", {"sleep", "300"}),
+                                 "    - {id: long, uses: action:long, foreach: {items: [1, 2]}}\n"));
+    bool killed = false;
+    pid_t agent = -1;
+    cli_test::command_options o;
+    o.poll = [&](pid_t pid) {
+        agent = pid;
+        auto jobs = active_jobs_of(pid);
+        std::size_t running = 0;
+        for (const auto& j : jobs) running += j.state == agentctl::slurm::job_state::running;
+        if (running < 2) return false;
+        ::kill(pid, SIGKILL);
+        killed = true;
+        return true;
+    };
+    o.bound = 120s;
+    auto r = cli({"--output", "json", "run", "--backend", "slurm", "--jobs", "2", wf}, o);
+    BOOST_TEST_REQUIRE(killed, "never saw both jobs running: " << r.out << r.err);
+    BOOST_TEST(r.signal == SIGKILL);
+    auto deadline = std::chrono::steady_clock::now() + 30s;
+    auto left = active_jobs_of(agent);
+    while (!left.empty() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(200ms);
+        left = active_jobs_of(agent);
+    }
+    BOOST_TEST(left.empty(), "still pending or running 30 s after the SIGKILL: " << names_of(left));
 }
 
 BOOST_AUTO_TEST_CASE(an_output_flood_is_stopped_and_its_job_cancelled) {

@@ -1,4 +1,4 @@
-// probe: a hostile or reporting child for the executor tests (RELIABILITY.md §4.0).
+// probe: a hostile or reporting child for the executor tests (docs/TESTING.md).
 //
 //   probe MODE [ARGS...] [--nonce TOKEN] [OPTIONS]
 //

@@ -1,0 +1,15 @@
+// libFuzzer entry point for agentctl::fuzz::templates (fuzz/targets.hpp); tools/fuzz builds and runs it.
+#include "targets.hpp"
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    std::string problem = agentctl::fuzz::templates({reinterpret_cast<const char*>(data), size});
+    if (!problem.empty()) {
+        std::fprintf(stderr, "fuzz_templates: %s\n", problem.c_str());
+        std::abort();
+    }
+    return 0;
+}
