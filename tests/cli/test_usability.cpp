@@ -329,7 +329,8 @@ BOOST_AUTO_TEST_CASE(approval_prompt_clears_the_progress_line_and_shows_the_comm
         workflow("probe", actions, "    - {id: one, uses: action:touch, foreach: {items: [x1]}}\n");
     wf.replace(wf.find("approval: never"), 15, "approval: always");
     auto path = dir.write("wf.yaml", wf);
-    auto r = run_on_terminal({agentctl_bin(), "run", "--interactive", path}, {{"[a]ll: ", "y\n"}}, 60s, {}, 200);
+    auto r =
+        run_on_terminal({agentctl_bin(), "run", "--interactive", path}, {{"[a]ll: ", "y\n"}}, 60s, {}, 200);
     BOOST_TEST(r.exit_code == 0, r.out);
     auto at = r.out.find("approve task \"one--0000\" (item=x1)");
     BOOST_REQUIRE_MESSAGE(at != std::string::npos, r.out);
