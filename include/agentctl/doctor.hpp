@@ -25,7 +25,9 @@ struct doctor_check {
     std::string action;   ///< the action's name
     std::string check;    ///< "executable" | "cwd" | "env" | "engine" | "backend"
     std::string subject;  ///< what was looked at: a path, a variable name, an engine
-    std::string status;   ///< "ok" | "missing" | "unavailable" | "unchecked"
+    /// "ok" | "missing" | "unavailable" | "unchecked" | "weak" (usable, with a warning:
+    /// a secret too short to redact without destroying output)
+    std::string status;
     std::string detail;   ///< why, for people; never a secret value
     /// A failure of this check alone makes the report not ready (false for an engine that
     /// `runtime: auto` can do without, because another candidate has the image).

@@ -128,7 +128,9 @@ compile_result check_document(const parse_result& parsed, const compile_options&
 void write_plan_json(const plan& p, json_sink& out);
 std::string plan_json(const plan& p);
 
-/// Human-readable plan: readable at a glance, large expansions summarised.
-std::string plan_text(const plan& p);
+/// Human-readable plan: readable at a glance, large expansions summarised. `workspace`: the
+/// absolute workspace root a front end resolved for it, shown instead of
+/// policy.workspaceRoot as written (empty: as written).
+std::string plan_text(const plan& p, std::string_view workspace = {});
 
 }  // namespace agentctl

@@ -5,6 +5,7 @@
 
 #include <agentctl/diagnostic.hpp>
 #include <agentctl/error.hpp>
+#include <agentctl/parse.hpp>
 #include <agentctl/plan.hpp>
 #include <agentctl/spec.hpp>
 
@@ -16,12 +17,20 @@
 
 namespace agentctl {
 
+/// An input filled from an items file (`--items NAME=FILE`).
+struct items_source {
+    std::string name;  ///< the input to fill
+    std::string file;  ///< `-`: standard input
+};
+
 /// A workflow file and the inputs given for it.
 struct session_request {
     std::string file;
-    std::vector<std::string> inputs;         ///< `KEY=VALUE`, applied in order after the inputs file
+    std::vector<std::string> inputs;         ///< `KEY=VALUE`, applied in order after the items files
     std::optional<std::string> inputs_file;  ///< a JSON or YAML mapping, applied over spec.inputs
     std::optional<std::string> workspace;    ///< base folder for workspaceRoot; else the workflow's folder
+    std::vector<items_source> items;         ///< each an array of strings, applied after the inputs file
+    item_separator separator = item_separator::line;  ///< how every items file is split
     /// The document's bytes, already read (a resume's, from its journal): parsed instead of
     /// reading `file`, which then only names it in diagnostics.
     std::optional<std::string> source;
@@ -40,7 +49,8 @@ struct session {
 };
 
 /// Loads and compiles `request.file` with its inputs: spec.inputs, then the inputs file, then
-/// each `--input` in order. Every problem is a diagnostic; nothing is run.
+/// each items file, then each `--input` in order (the last one wins). Every problem is a diagnostic; nothing
+/// is run.
 session open_session(const session_request& request);
 
 /// The canonical base folder: `request.workspace`, else the workflow file's folder.
@@ -54,6 +64,11 @@ struct host_environment {
     std::function<std::optional<std::string>(std::string_view)> lookup;
 };
 host_environment process_environment();
+
+/// What can be known of the secrets from agentctl's environment alone, reading no file and
+/// running no helper: a warning for each `{env}` secret of a process action whose value is
+/// shorter than limits::min_redactable_secret_bytes (`check`; a run warns for every source).
+diagnostics short_secret_warnings(const session& s, const host_environment& host);
 
 /// When tasks need approval under the policy and no one can approve them: the diagnostic
 /// (at spec.policy.approval) and the message a front end prints; nothing when the run may go.

@@ -26,6 +26,9 @@ inline constexpr std::uint64_t max_document_bytes = 1024 * 1024;  ///< larger fi
 /// the wrong file, not a budget), YAML up to the smaller one (its parser is ~50x slower).
 inline constexpr std::uint64_t max_inputs_file_bytes = 256ull * 1024 * 1024;
 inline constexpr std::uint64_t max_yaml_inputs_file_bytes = 16ull * 1024 * 1024;
+/// A secret value shorter than this is still redacted, but as such a short string it is
+/// likely to occur in ordinary output, which then becomes unreadable: it earns a warning.
+inline constexpr std::size_t min_redactable_secret_bytes = 4;
 inline constexpr int max_timeout_seconds = 86400;
 inline constexpr std::int64_t max_timeout_ms = 86400ll * 1000;
 inline constexpr int max_kill_grace_seconds = 3600;

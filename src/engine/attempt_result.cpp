@@ -23,6 +23,13 @@ error_code spawn_code(const std::string& code) {
     return error_code_from_string(code).value_or(error_code::spawn_error);
 }
 
+// The workflow key (of a task or an action) that sets the limit a stream passed.
+std::string limit_key(std::string_view stream) {
+    if (stream == "stdout") return "stdoutLimitBytes";
+    if (stream == "stderr") return "stderrLimitBytes";
+    return "combinedOutputLimitBytes";
+}
+
 }  // namespace
 
 task_result to_task_result(launch_result r, const resolved_environment& env, std::int64_t timeout_ms,
@@ -79,7 +86,9 @@ task_result to_task_result(launch_result r, const resolved_environment& env, std
             t.limit_bytes = p.limit_bytes;
             t.error = task_error{error_code::output_limit_exceeded,
                                  p.limit_stream + " exceeded its limit of " + std::to_string(p.limit_bytes) +
-                                     " bytes; the process tree was killed"};
+                                     " bytes; the process tree was killed (raise the limit with " +
+                                     limit_key(p.limit_stream) + " on the task or its action, up to " +
+                                     std::to_string(limits::max_stream_limit_bytes) + ")"};
             break;
         case process_outcome::spawn_failed:
             t.state = task_state::spawn_failed;

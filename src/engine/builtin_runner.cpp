@@ -111,6 +111,14 @@ private:
         if (r.workspace) ctx_.workspace = std::move(*r.workspace);
         ctx_.actions = std::move(r.actions);
         ctx_.slurm = std::move(r.slurm);
+        // Said before the first task starts (the events carry no task).
+        if (ctx_.options->events)
+            for (const auto& w : r.warnings) {
+                run_event e;
+                e.kind = run_event::kind_t::warning;
+                e.warning = &w;
+                ctx_.options->events->on_event(e);
+            }
         if (r.error) co_return std::move(r.error);
         co_await remove_dead_owners_containers();
         co_return std::nullopt;

@@ -81,7 +81,9 @@ private:
             std::string error;
             cwd = ctx_.workspace.open_beneath(*request.cwd, error);
             if (!cwd)
-                return task_error{error_code::cwd_unavailable, "cwd \"" + *request.cwd + "\": " + error};
+                return task_error{error_code::cwd_unavailable, "cwd \"" + *request.cwd + "\": " + error +
+                                                                   " (beneath the workspace root " +
+                                                                   ctx_.workspace.path() + ")"};
             req.cwd_fd = cwd->fd();
             req.cwd_display = cwd->path();
         } else {

@@ -35,10 +35,13 @@ public:
             if (cancelled((co_await asio::this_coro::cancellation_state).cancelled()))
                 co_return std::move(result_);
         }
+        // A run resolves every command before it runs any secret helper, and fails once,
+        // naming all that are missing, rather than once per task.
+        if (!survey() && !resolve_commands()) co_return std::move(result_);
         for (const auto& proc : plan_.processes) {
             const action_spec& a = plan_.actions[proc.action_index];
             prepared_action& prepared = result_.actions[proc.action_index];
-            resolve_command(a, prepared);
+            if (survey()) resolve_command(a, prepared);
             check_cwd(a);
             if (survey()) {
                 // Doctor reports each action's checks together, engines included.
@@ -48,6 +51,7 @@ public:
                 continue;
             }
             prepared.environment = co_await resolve_environment(a.env, env_context());
+            for (const auto& weak : prepared.environment.short_secrets) short_secret_warning(a, weak);
             if (prepared.environment.error) {
                 result_.error =
                     task_error{prepared.environment.error->code,
@@ -270,6 +274,53 @@ private:
         }
     }
 
+    // Strict: every host action's bare command name must resolve in PATH. An absolute path
+    // is only checked when its task starts (an earlier task may create it), and a container
+    // action's command runs inside its image.
+    bool resolve_commands() {
+        std::vector<std::string> missing;
+        std::string search_note;
+        for (const auto& proc : plan_.processes) {
+            const action_spec& a = plan_.actions[proc.action_index];
+            prepared_action& prepared = result_.actions[proc.action_index];
+            if (a.isolation == isolation_mode::container || !prepared.executable_error.empty() ||
+                !prepared.executable.empty())
+                continue;
+            resolve_command(a, prepared);
+            if (prepared.executable_error.empty()) continue;
+            // "command 'x' was not found in PATH (DIRS)": the PATH is said once for all.
+            std::string why = prepared.executable_error;
+            constexpr std::string_view marker = " was not found in PATH (";
+            if (auto at = why.find(marker); at != std::string::npos && why.back() == ')') {
+                if (search_note.empty())
+                    search_note =
+                        "PATH is " + why.substr(at + marker.size(), why.size() - at - marker.size() - 1);
+                why = why.substr(0, at) + " was not found in PATH";
+            }
+            missing.push_back("action \"" + a.name + "\": " + why);
+        }
+        if (missing.empty()) return true;
+        std::string message =
+            missing.size() == 1 ? missing[0] : std::to_string(missing.size()) + " executables are missing: ";
+        if (missing.size() > 1)
+            for (std::size_t i = 0; i < missing.size(); ++i) message += (i ? "; " : "") + missing[i];
+        if (!search_note.empty()) message += " (" + search_note + ")";
+        message += "; nothing was run";
+        result_.error = task_error{error_code::executable_not_found, std::move(message)};
+        return false;
+    }
+
+    void short_secret_warning(const action_spec& a, const std::string& what) {
+        diagnostics d;
+        d.warning(
+            "secret_too_short_to_redact", "spec.actions." + a.name + ".env." + what.substr(0, what.find(' ')),
+            "action \"" + a.name + "\": the secret " + what + " is shorter than " +
+                std::to_string(limits::min_redactable_secret_bytes) +
+                " bytes: every occurrence of it in output and errors becomes [REDACTED]",
+            "use a longer secret, or {env: NAME, secret: false} for a host variable that is not a secret");
+        result_.warnings.push_back(d.items().front());
+    }
+
     void check_cwd(const action_spec& a) {
         if (!survey()) return;  // a run opens each task's cwd when the task starts
         std::string cwd = a.cwd ? *a.cwd : ".";
@@ -296,9 +347,18 @@ private:
                 add(a.name, "env", e.name, "ok", "a literal value");
                 return;
             case env_source::kind_t::env:
-                if (settings_.host_env && settings_.host_env(s.text))
-                    add(a.name, "env", e.name, "ok", "from agentctl's environment variable " + s.text);
-                else
+                if (auto v = settings_.host_env ? settings_.host_env(s.text) : std::nullopt) {
+                    if (s.is_secret() && !v->empty() && v->size() < limits::min_redactable_secret_bytes)
+                        add(a.name, "env", e.name, "weak",
+                            "from agentctl's environment variable " + s.text + ", whose value is " +
+                                std::to_string(v->size()) + (v->size() == 1 ? " byte" : " bytes") +
+                                ": too short to redact without destroying output; use a longer secret, or "
+                                "{env: " +
+                                s.text + ", secret: false} if it is not one",
+                            /*blocking=*/false);
+                    else
+                        add(a.name, "env", e.name, "ok", "from agentctl's environment variable " + s.text);
+                } else
                     add(a.name, "env", e.name, "missing",
                         "agentctl's environment variable " + s.text + " is not set");
                 return;

@@ -62,6 +62,7 @@ struct preflight_result {
     std::optional<slurm::tools> slurm;  ///< backend slurm, strict: the commands, all checks passed
     std::vector<doctor_check> checks;  ///< survey: every check, per process action in plan order
     std::optional<task_error> error;   ///< strict: what stops the run before any task starts
+    std::vector<diagnostic> warnings;  ///< strict: what the run should say before it starts
 };
 
 /// Runs the preflight of `p` on the coroutine's executor. Cancellation (the coroutine's)

@@ -160,6 +160,7 @@ public:
             auto needing = tasks_requiring_approval(plan_);
             if (!needing.empty()) {
                 report_.error = approval_required_error(plan_, needing);
+                failed_before_start_ = true;
                 close_unstarted();
                 co_return;
             }
@@ -173,6 +174,7 @@ public:
                 asio::use_awaitable);
         if (setup || cancelling_) {
             if (setup) report_.error = std::move(setup);
+            failed_before_start_ = setup.has_value();
             close_unstarted();
             co_await finish_runner();
             co_return;
@@ -398,6 +400,7 @@ private:
             if (cancelled || attempt >= static_cast<std::uint32_t>(t.retry.max_attempts) ||
                 !retry_allowed(t.retry, plan_.action_of(t), result))
                 break;
+            emit_attempt_failed(idx, request.attempt, result);
             // Retried: this attempt's end (with its streams) goes to the journal now; the last
             // attempt's end is recorded with the task's final result (finish()).
             if (options_.journal) {
@@ -421,6 +424,21 @@ private:
             std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - begun)
                 .count());
         co_return result;
+    }
+
+    // A failed attempt that will be retried: said as it happens, so that retries are visible.
+    void emit_attempt_failed(std::uint32_t idx, std::uint32_t attempt, const task_result& r) {
+        if (!options_.events) return;
+        run_event e;
+        e.kind = run_event::kind_t::attempt_failed;
+        e.task_index = idx;
+        e.attempt = attempt;
+        e.result = &r;
+        e.retry_in_ms = static_cast<std::uint32_t>(std::max(0, plan_.tasks[idx].retry.backoff_ms));
+        e.elapsed = std::chrono::steady_clock::now() - started_;
+        e.running = running_;
+        e.finished = static_cast<std::uint32_t>(finished_);
+        options_.events->on_event(e);
     }
 
     void emit_started(std::uint32_t idx, std::uint32_t attempt) {
@@ -573,7 +591,12 @@ private:
                 record(i, aggregate_result(view_, plan_.tasks[i]));
                 continue;
             }
-            if (report_.error && !stop_after_failure_) {
+            if (report_.error && failed_before_start_) {
+                // The run's error says why, once: a thousand copies of it would say nothing more.
+                record(i, skipped_result(error_code::not_started,
+                                         "not started: the run failed before any task started (" +
+                                             std::string(to_string(report_.error->code)) + ")"));
+            } else if (report_.error && !stop_after_failure_) {
                 record(i, skipped_result(error_code::not_started, "not started: " + report_.error->message));
             } else if (cancelling_) {
                 task_result r;
@@ -591,6 +614,7 @@ private:
     }
 
     asio::any_io_executor ex_;
+    bool failed_before_start_ = false;  ///< the approval check or the runner's prepare failed
     const plan& plan_;
     run_options options_;
     std::unique_ptr<task_runner> builtin_;

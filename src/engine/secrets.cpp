@@ -72,8 +72,10 @@ std::string helper_failure(const process_result& r) {
 
 }  // namespace
 
-std::optional<std::string> read_secret_file(const environment_context& ctx, std::string_view path,
-                                            std::string& error, bool content) {
+namespace {
+
+std::optional<std::string> read_secret_file_in_roots(const environment_context& ctx, std::string_view path,
+                                                     std::string& error, bool content) {
     const auto& roots = ctx.policy->secret_file_roots;
     if (roots.empty()) {
         error = "policy.secretFileRoots is empty";
@@ -124,12 +126,27 @@ std::optional<std::string> read_secret_file(const environment_context& ctx, std:
     return std::nullopt;
 }
 
+}  // namespace
+
+std::optional<std::string> read_secret_file(const environment_context& ctx, std::string_view path,
+                                            std::string& error, bool content) {
+    auto value = read_secret_file_in_roots(ctx, path, error, content);
+    // A relative path is read beneath the workspace root: say which one it was.
+    if (!value && !path.empty() && path.front() != '/' && ctx.workspace)
+        error += " (relative to the workspace root " + ctx.workspace->path() + ")";
+    return value;
+}
+
 asio::awaitable<resolved_environment> resolve_environment(const std::vector<env_entry>& entries,
                                                           const environment_context& ctx) {
     resolved_environment result;
     auto add = [&](const env_entry& e, const std::string& value, bool secret) {
         result.entries.push_back(e.name + "=" + value);
         if (secret && !value.empty()) result.secrets.push_back(value);
+        if (secret && !value.empty() && value.size() < limits::min_redactable_secret_bytes)
+            result.short_secrets.push_back(e.name + " from " + source_text(e) + " (" +
+                                           std::to_string(value.size()) +
+                                           (value.size() == 1 ? " byte)" : " bytes)"));
     };
     auto fail = [&](const env_entry& e, error_code code, const std::string& why) {
         result.error =

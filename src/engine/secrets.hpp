@@ -23,6 +23,9 @@ namespace agentctl {
 struct resolved_environment {
     std::vector<std::string> entries;  ///< "NAME=value", declaration order
     std::vector<std::string> secrets;  ///< non-empty values of secret sources
+    /// Secret variables whose value is shorter than limits::min_redactable_secret_bytes:
+    /// "NAME from SOURCE (N bytes)", never the value.
+    std::vector<std::string> short_secrets;
     /// Set when resolution failed: nothing may run. Names the variable and the source,
     /// never a value.
     std::optional<task_error> error;

@@ -15,7 +15,8 @@ session open_session(const session_request& request) {
         request.source ? parse_workflow(*request.source, request.file) : load_workflow(request.file);
     if (request.source) parsed.source = *request.source;
 
-    // spec.inputs, then the inputs file, then each --input in order: the last one wins.
+    // spec.inputs, then the inputs file, then the items files, then each --input in order:
+    // the last one wins.
     compile_options options;
     diagnostics input_diags;
     if (request.inputs_file) {
@@ -24,6 +25,11 @@ session open_session(const session_request& request) {
         if (file_inputs.inputs)
             for (const auto& m : *file_inputs.inputs)
                 options.input_overrides.emplace_back(m.key(), m.value());
+    }
+    for (const auto& source : request.items) {
+        items_result items = load_items_file(source.file, request.separator);
+        input_diags.append(items.diags);
+        if (items.items) options.input_overrides.emplace_back(source.name, std::move(*items.items));
     }
     for (const auto& text : request.inputs) {
         std::string key;
@@ -68,6 +74,29 @@ host_environment process_environment() {
     env.search_path = exec::environment_variable("PATH").value_or("/usr/local/bin:/usr/bin:/bin");
     env.lookup = exec::environment_variable;
     return env;
+}
+
+diagnostics short_secret_warnings(const session& s, const host_environment& host) {
+    diagnostics d;
+    if (!s.compiled || !host.lookup) return d;
+    const plan& p = *s.compiled;
+    for (const auto& proc : p.processes) {
+        const action_spec& a = p.actions[proc.action_index];
+        for (const auto& e : a.env) {
+            if (e.source.kind != env_source::kind_t::env || !e.source.is_secret()) continue;
+            auto value = host.lookup(e.source.text);
+            if (!value || value->empty() || value->size() >= limits::min_redactable_secret_bytes) continue;
+            std::string path = "spec.actions." + a.name + ".env." + e.name;
+            d.warning("secret_too_short_to_redact", path,
+                      "the secret " + e.name + " from {env: " + e.source.text + "} is " +
+                          std::to_string(value->size()) + (value->size() == 1 ? " byte" : " bytes") +
+                          " long here: every occurrence of it in output and errors becomes [REDACTED]",
+                      "use a longer secret, or {env: " + e.source.text +
+                          ", secret: false} for a host variable that is not a secret",
+                      s.document ? s.document->where(path) : source_location{});
+        }
+    }
+    return d;
 }
 
 std::optional<approval_refusal> refuse_unapproved(const session& s) {

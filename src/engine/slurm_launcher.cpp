@@ -252,7 +252,10 @@ private:
         if (attempt.cwd && !attempt.cwd->empty() && *attempt.cwd != ".") {
             std::string error;
             cwd = ctx_.workspace.open_beneath(*attempt.cwd, error);
-            if (!cwd) co_return fail(error_code::cwd_unavailable, "cwd \"" + *attempt.cwd + "\": " + error);
+            if (!cwd)
+                co_return fail(error_code::cwd_unavailable, "cwd \"" + *attempt.cwd + "\": " + error +
+                                                                " (beneath the workspace root " +
+                                                                ctx_.workspace.path() + ")");
             cwd_fd = cwd->fd();
             // The canonical path of what was opened: what the node changes to (--chdir).
             auto canonical = exec::path_of(cwd_fd);

@@ -171,11 +171,15 @@ void write_run_outcome(json_sink& out, const plan& p, const run_report& report, 
 
 void write_event(json_writer& w, const plan& p, const run_event& e) {
     w.begin_object();
-    w.member("event", e.kind == run_event::kind_t::task_started ? "taskStarted" : "taskFinished");
+    w.member("event", e.kind == run_event::kind_t::task_started     ? "taskStarted"
+                      : e.kind == run_event::kind_t::attempt_failed ? "attemptFailed"
+                                                                    : "taskFinished");
     w.member("taskId", p.tasks[e.task_index].id);
     w.member("attempt", static_cast<std::uint64_t>(e.attempt));
     w.member("elapsedMs", static_cast<std::uint64_t>(
                               std::chrono::duration_cast<std::chrono::milliseconds>(e.elapsed).count()));
+    if (e.kind == run_event::kind_t::attempt_failed)
+        w.member("retryInMs", static_cast<std::uint64_t>(e.retry_in_ms));
     if (e.result) {
         w.key("result");
         write_task_result(w, p, e.task_index, *e.result);

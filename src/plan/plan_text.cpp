@@ -197,13 +197,13 @@ std::string binding_names(const plan_task& child) {
 
 }  // namespace
 
-std::string plan_text(const plan& p) {
+std::string plan_text(const plan& p, std::string_view workspace) {
     std::string out = "plan " + p.workflow_name + "\n";
     out += "  workflow " + p.workflow_digest + "\n";
     out += "  plan     " + p.plan_digest + "\n";
     out += "  approval " + std::string(to_string(p.policy.approval)) + "  max concurrency " +
            std::to_string(p.max_concurrency) + "  kill grace " + std::to_string(p.kill_grace_seconds) +
-           "s  workspace " + p.policy.workspace_root + "\n";
+           "s  workspace " + (workspace.empty() ? p.policy.workspace_root : std::string(workspace)) + "\n";
     std::vector<std::string> budgets;
     const budgets_spec& b = p.budgets;
     if (b.max_tasks) budgets.push_back("maxTasks " + std::to_string(*b.max_tasks));

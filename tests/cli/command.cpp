@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -161,9 +162,15 @@ command_result run(const std::vector<std::string>& argv, const command_options& 
 command_result run_on_terminal(const std::vector<std::string>& argv,
                                const std::vector<std::pair<std::string, std::string>>& answers,
                                std::chrono::milliseconds bound,
-                               const std::function<std::string(pid_t)>& poll) {
+                               const std::function<std::string(pid_t)>& poll, int columns) {
     int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
     if (master < 0 || ::grantpt(master) != 0 || ::unlockpt(master) != 0) throw std::runtime_error("posix_openpt");
+    if (columns > 0) {
+        winsize ws{};
+        ws.ws_row = 24;
+        ws.ws_col = static_cast<unsigned short>(columns);
+        if (::ioctl(master, TIOCSWINSZ, &ws) != 0) throw std::runtime_error("TIOCSWINSZ");
+    }
     std::string slave = ::ptsname(master);
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);

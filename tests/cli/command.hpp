@@ -45,11 +45,12 @@ command_result run(const std::vector<std::string>& argv, const command_options& 
 /// the terminal, in order. Output arrives in `out` (the terminal merges the streams).
 /// `poll`, if given, is called every ~20 ms while it runs, with its pid; what it returns is
 /// written to the terminal (e.g. "\x03", the interrupt character: the terminal then sends
-/// SIGINT to its foreground process group).
+/// SIGINT to its foreground process group). `columns` > 0: the terminal's width (else the
+/// pseudo-terminal's default, 0).
 command_result run_on_terminal(const std::vector<std::string>& argv,
                                const std::vector<std::pair<std::string, std::string>>& answers,
                                std::chrono::milliseconds bound = std::chrono::milliseconds(60000),
-                               const std::function<std::string(pid_t)>& poll = {});
+                               const std::function<std::string(pid_t)>& poll = {}, int columns = 0);
 
 /// agentctl with these arguments.
 command_result agentctl(const std::vector<std::string>& args, const command_options& options = {});

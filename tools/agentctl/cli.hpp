@@ -29,11 +29,15 @@ struct command_line {
     bool verbose = false;
     std::vector<std::string> inputs;         ///< --input K=V, in order
     std::optional<std::string> inputs_file;  ///< --inputs-file
+    std::vector<items_source> items;         ///< --items NAME=FILE, in order
+    bool null_separated = false;             ///< --null
     std::optional<int> jobs;
     std::optional<std::string> workspace;
     std::optional<double> timeout_seconds;
     bool interactive = false;
     bool keep_going = false;
+    bool show_output = false;                    ///< --show-output (also set by --tag)
+    bool tag = false;                            ///< --tag
     backend_kind backend = backend_kind::local;  ///< --backend
     slurm_options slurm;                         ///< --slurm-*
     std::vector<std::string> argv;               ///< agentctl's own, as given (recorded in the journal)
@@ -51,7 +55,10 @@ struct command_line {
     bool rerun_uncertain = false;      ///< resume --rerun-uncertain
     bool dry_run = false;              ///< resume --dry-run
 
-    session_request request() const { return {file, inputs, inputs_file, workspace, std::nullopt}; }
+    session_request request() const {
+        return {file,  inputs, inputs_file, workspace,
+                items, null_separated ? item_separator::nul : item_separator::line, std::nullopt};
+    }
 };
 
 /// The process exit status of `s`.
@@ -82,6 +89,10 @@ std::string paint(bool color, const char* sgr, std::string_view text);
 void print_diagnostics_human(const command_line& cl, const diagnostics& diags);
 /// What the sweep of dead runs' leftovers removed (human output; JSON carries it itself).
 void print_leftovers_human(const command_line& cl, const sweep_report& r);
+
+/// The absolute workspace root of `p` when the base folder is `base_dir` (policy.workspaceRoot
+/// as written when absolute, else beneath `base_dir`), normalised lexically.
+std::string workspace_root_path(const plan& p, const std::string& base_dir);
 
 /// The success envelope on stdout.
 void print_success(std::string_view kind, const std::function<void(json_writer&)>& write_data,

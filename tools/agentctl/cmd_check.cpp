@@ -13,6 +13,7 @@ int run_check(const command_line& cl) {
     session& s = *new session(open_and_report(cl));
     if (!s.ok()) return status(s.status);
     const plan& p = *s.compiled;
+    s.diags.append(short_secret_warnings(s, process_environment()));
 
     if (cl.output == output_format::human) {
         print_diagnostics_human(cl, s.diags);

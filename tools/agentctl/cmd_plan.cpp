@@ -16,7 +16,13 @@ int run_plan(const command_line& cl) {
 
     if (cl.output == output_format::human) {
         print_diagnostics_human(cl, s.diags);
-        fd_sink(STDOUT_FILENO).write(plan_text(p));
+        // The workspace as a run would use it: absolute, from --workspace or the file's folder.
+        std::string error, workspace;
+        if (auto base = resolve_base_dir(cl.request(), error))
+            workspace = workspace_root_path(p, *base);
+        else
+            workspace = p.policy.workspace_root + " (" + error + ")";
+        fd_sink(STDOUT_FILENO).write(plan_text(p, workspace));
         return status(exit_status::success);
     }
     print_success(

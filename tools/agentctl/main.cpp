@@ -60,16 +60,21 @@ const std::vector<option_info>& options() {
         {"version", 0, "", "print the version", {}},
         {"input", 0, "KEY=VALUE", "set an input; VALUE is JSON if it parses, else a string", file_commands,
          true},
-        {"inputs-file", 0, "FILE", "a JSON or YAML mapping of inputs", file_commands},
+        {"inputs-file", 0, "FILE", "a JSON or YAML mapping of inputs (-: standard input)", file_commands},
+        {"items", 0, "NAME=FILE", "set input NAME to FILE's lines, an array of strings (-: standard input)",
+         file_commands, true},
+        {"null", 0, "", "--items files are NUL-separated, not one item per line", file_commands},
         {"jobs", 'j', "N", "tasks at once, 1..4096 (overrides runtime.maxConcurrency)", {"run", "resume"}},
         {"workspace",
          0,
          "DIR",
          "base folder for workspaceRoot (default: the workflow's folder)",
-         {"run", "doctor"}},
+         {"plan", "run", "doctor"}},
         {"timeout-seconds", 0, "S", "cancel the whole run after S seconds", {"run"}},
         {"interactive", 0, "", "ask for approval on the terminal", {"run"}},
         {"keep-going", 0, "", "treat every task as failure: continue", {"run"}},
+        {"show-output", 0, "", "print each finished task's stdout, whole, in order of completion", {"run"}},
+        {"tag", 0, "", "with --show-output (implied): prefix each line with the task's item or id", {"run"}},
         {"backend",
          0,
          "local|slurm",
@@ -399,9 +404,25 @@ int main(int argc, char** argv) {
 
     if (vm.count("input")) cl.inputs = vm["input"].as<std::vector<std::string>>();
     if (vm.count("inputs-file")) cl.inputs_file = text("inputs-file");
+    int from_stdin = cl.inputs_file == "-";
+    if (vm.count("items"))
+        for (const auto& spec : vm["items"].as<std::vector<std::string>>()) {
+            auto eq = spec.find('=');
+            if (eq == 0 || eq == std::string::npos || eq + 1 == spec.size())
+                return usage_error(cl, "--items needs NAME=FILE, not \"" + spec + "\"");
+            cl.items.push_back({spec.substr(0, eq), spec.substr(eq + 1)});
+            from_stdin += cl.items.back().file == "-";
+        }
+    if (from_stdin > 1)
+        return usage_error(cl, "only one of --items and --inputs-file can read standard input (-)");
+    cl.null_separated = vm.count("null") > 0;
+    if (cl.null_separated && cl.items.empty())
+        return usage_error(cl, "--null applies to --items files; none given");
     if (vm.count("workspace")) cl.workspace = text("workspace");
     cl.interactive = vm.count("interactive") > 0;
     cl.keep_going = vm.count("keep-going") > 0;
+    cl.tag = vm.count("tag") > 0;
+    cl.show_output = vm.count("show-output") > 0 || cl.tag;
     if (vm.count("backend")) {
         auto b = agentctl::backend_from_string(text("backend"));
         if (!b) return usage_error(cl, "--backend must be local or slurm, not \"" + text("backend") + "\"");

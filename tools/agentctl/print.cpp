@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <filesystem>
 
 namespace agentctl::cli {
 
@@ -108,6 +109,14 @@ void print_leftovers_human(const command_line& cl, const sweep_report& r) {
                printable(j) + "\n";
     if (!r.unavailable.empty() && cl.verbose) out += "agentctl: no cgroup sweep: " + printable(r.unavailable) + "\n";
     standard_error().write(out);
+}
+
+std::string workspace_root_path(const plan& p, const std::string& base_dir) {
+    std::filesystem::path root(p.policy.workspace_root);
+    if (root.is_relative()) root = std::filesystem::path(base_dir) / root;
+    std::string text = root.lexically_normal().string();
+    while (text.size() > 1 && text.back() == '/') text.pop_back();
+    return text;
 }
 
 void print_success(std::string_view kind, const std::function<void(json_writer&)>& write_data,

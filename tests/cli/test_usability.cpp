@@ -1,0 +1,476 @@
+// The CLI for someone moving a batch job from GNU parallel or xargs -P: items from files and
+// stdin, a missing executable found before anything runs, readable human output.
+#include "command.hpp"
+
+#include <boost/json.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+using namespace cli_test;
+using namespace std::chrono_literals;
+namespace json = boost::json;
+
+namespace {
+
+std::string workflow(const std::string& allow, const std::string& actions, const std::string& tasks,
+                     const std::string& extra_spec = "") {
+    return "apiVersion: agentctl.dev/v1\n"
+           "kind: Workflow\n"
+           "metadata: {name: usability}\n"
+           "spec:\n"
+           "  policy: {processAllowlist: [" +
+           allow + "], approval: never}\n" + extra_spec + "  actions:\n" + actions + "  tasks:\n" + tasks;
+}
+
+json::value parse_json(const std::string& text) {
+    json::error_code ec;
+    json::value v = json::parse(text, ec);
+    BOOST_REQUIRE_MESSAGE(!ec, "not JSON: " << text);
+    return v;
+}
+
+// A builtin.assign task whose output is the input `files`.
+std::string echo_files_workflow() {
+    return workflow("probe", "    keep: {kind: builtin.assign}\n",
+                    "    - {id: keep, uses: action:keep, with: {files: \"${{ inputs.files }}\"}}\n",
+                    "  inputs: {files: []}\n");
+}
+
+std::string sh_quoted(const std::string& s) {
+    return "'" + s + "'";
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(usability)
+
+BOOST_AUTO_TEST_CASE(items_file_fills_an_input_with_one_string_per_line) {
+    temp_dir dir;
+    auto wf = dir.write("wf.yaml", echo_files_workflow());
+    auto list = dir.write("list.txt", "a.txt\nb c.txt\r\n\"q\".txt\n");
+    auto r = agentctl({"--output", "json", "run", wf, "--items", "files=" + list});
+    BOOST_TEST(r.exit_code == 0, r.err);
+    json::value v = parse_json(r.out);
+    const auto& files = v.at("data").at("output").at("keep").at("files").as_array();
+    BOOST_REQUIRE(files.size() == 3u);
+    BOOST_TEST(files[0].as_string() == "a.txt");
+    BOOST_TEST(files[1].as_string() == "b c.txt");
+    BOOST_TEST(files[2].as_string() == "\"q\".txt");
+
+    // NUL-separated: a newline is part of an item.
+    auto nul = dir.write("list0", std::string("x\ny\0z\0", 6));
+    auto n = agentctl({"--output", "json", "run", wf, "--null", "--items", "files=" + nul});
+    BOOST_TEST(n.exit_code == 0, n.err);
+    json::value nv = parse_json(n.out);
+    const auto& two = nv.at("data").at("output").at("keep").at("files").as_array();
+    BOOST_REQUIRE(two.size() == 2u);
+    BOOST_TEST(two[0].as_string() == "x\ny");
+
+    // Malformed uses are usage errors, before anything is read.
+    BOOST_TEST(agentctl({"run", wf, "--items", "files"}).exit_code == 2);
+    BOOST_TEST(agentctl({"run", wf, "--items", "=" + list}).exit_code == 2);
+    BOOST_TEST(agentctl({"run", wf, "--null"}).exit_code == 2);
+    BOOST_TEST(agentctl({"run", wf, "--items", "files=-", "--inputs-file", "-"}).exit_code == 2);
+    auto missing = agentctl({"run", wf, "--items", "files=" + dir.path() + "/none"});
+    BOOST_TEST(missing.exit_code == 2);
+    BOOST_TEST(missing.err.find("none") != std::string::npos, missing.err);
+}
+
+BOOST_AUTO_TEST_CASE(items_from_stdin_beyond_the_argument_list_limit) {
+    temp_dir dir;
+    auto wf = dir.write("wf.yaml", echo_files_workflow());
+    // 30 000 paths of ~100 bytes: 3 MB, far past what one --input argument can carry.
+    std::string text;
+    for (int i = 0; i < 30000; ++i)
+        text += "/data/batch/" + std::string(80, 'p') + "/file-" + std::to_string(i) + ".txt\n";
+    auto list = dir.write("list.txt", text);
+    auto r = run({"/bin/sh", "-c",
+                  "cat " + sh_quoted(list) + " | " + sh_quoted(agentctl_bin()) + " --output json run " +
+                      sh_quoted(wf) + " --items files=-"});
+    BOOST_TEST(r.exit_code == 0, r.err.substr(0, 2000));
+    json::value v = parse_json(r.out);
+    const auto& files = v.at("data").at("output").at("keep").at("files").as_array();
+    BOOST_REQUIRE(files.size() == 30000u);
+    BOOST_TEST(files[29999].as_string().subview().find("file-29999.txt") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(inputs_file_from_stdin_and_larger_than_a_mebibyte) {
+    temp_dir dir;
+    auto wf = dir.write("wf.yaml", echo_files_workflow());
+    std::string text = "{\"files\": [";
+    for (int i = 0; i < 18000; ++i)
+        text += (i ? "," : "") + std::string("\"") + std::string(90, 'f') + std::to_string(i) + "\"";
+    text += "]}";
+    BOOST_REQUIRE(text.size() > 1600000u);
+    auto inputs = dir.write("inputs.json", text);
+    auto r = agentctl({"--output", "json", "run", wf, "--inputs-file", inputs});
+    BOOST_TEST(r.exit_code == 0, r.err);
+    BOOST_TEST(parse_json(r.out).at("data").at("output").at("keep").at("files").as_array().size() == 18000u);
+    auto s = run({"/bin/sh", "-c",
+                  "cat " + sh_quoted(inputs) + " | " + sh_quoted(agentctl_bin()) + " --output json run " +
+                      sh_quoted(wf) + " --inputs-file -"});
+    BOOST_TEST(s.exit_code == 0, s.err);
+    BOOST_TEST(parse_json(s.out).at("data").at("output").at("keep").at("files").as_array().size() == 18000u);
+}
+
+BOOST_AUTO_TEST_CASE(a_missing_executable_fails_once_before_anything_runs) {
+    temp_dir dir;
+    std::string marker = dir.path() + "/first-ran";
+    std::string actions =
+        "    first: {kind: builtin.shell.exec, command: " + probe_bin() + ", args: [write-file, " + marker +
+        ", \"1\"]}\n"
+        "    gz: {kind: builtin.shell.exec, command: gzipx-not-here, args: [\"${{ vars.item }}\"]}\n";
+    std::string tasks =
+        "    - {id: first, uses: action:first}\n"
+        "    - {id: gz, uses: action:gz, needs: [first], foreach: {items: [a, b, c, d, e, f, g, h, i, j]}}\n";
+    auto wf = dir.write("wf.yaml", workflow("probe, gzipx-not-here", actions, tasks));
+    auto count = [](const std::string& text, const std::string& what) {
+        std::size_t n = 0;
+        for (std::size_t at = 0; (at = text.find(what, at)) != std::string::npos; at += what.size()) ++n;
+        return n;
+    };
+    auto r = agentctl({"--color", "never", "run", "--jobs", "1", wf});
+    BOOST_TEST(r.exit_code == 4, r.err);
+    BOOST_TEST(!std::filesystem::exists(marker));
+    // One diagnostic naming the command, and the PATH said once, not per task.
+    BOOST_TEST(count(r.err, "command 'gzipx-not-here' was not found in PATH") == 1u, r.err);
+    BOOST_TEST(count(r.err + r.out, "/usr/local/bin:/usr/bin:/bin") == 1u, r.err + r.out);
+    BOOST_TEST(r.err.find("nothing was run") != std::string::npos, r.err);
+    auto j = agentctl({"--output", "json", "run", wf});
+    BOOST_TEST(j.exit_code == 4);
+    json::value v = parse_json(j.out);
+    BOOST_TEST(v.at("data").at("error").at("code").as_string() == "executable_not_found");
+    BOOST_TEST(v.at("data").at("tasks").at("first").at("state").as_string() == "skipped");
+    // The run's error names the PATH; its ten children do not repeat it.
+    BOOST_TEST(count(j.out, "/usr/local/bin:/usr/bin:/bin") == 1u, j.out);
+    BOOST_TEST(v.at("data").at("tasks").at("gz--0003").at("error").at("message").as_string() ==
+               "not started: the run failed before any task started (executable_not_found)");
+    BOOST_TEST(!std::filesystem::exists(marker));
+    // doctor says so too.
+    auto d = agentctl({"--color", "never", "doctor", wf});
+    BOOST_TEST(d.exit_code == 4, d.out + d.err);
+    BOOST_TEST((d.out + d.err).find("command 'gzipx-not-here' was not found in PATH") != std::string::npos,
+               d.out + d.err);
+}
+
+BOOST_AUTO_TEST_CASE(failures_with_a_path_name_the_workspace_root) {
+    temp_dir dir;
+    std::string actions =
+        "    c: {kind: builtin.shell.exec, command: /bin/cat, args: [data/a.txt]}\n"
+        "    d: {kind: builtin.shell.exec, command: /bin/cat, cwd: sub, args: [x]}\n";
+    std::string tasks =
+        "    - {id: c, uses: action:c, failure: continue}\n"
+        "    - {id: d, uses: action:d, failure: continue}\n";
+    auto wf = dir.write("project/wf.yaml", workflow("cat", actions, tasks));
+    std::string root = std::filesystem::canonical(dir.path() + "/project").string();
+    command_options elsewhere;
+    elsewhere.cwd = "/";
+    auto r = agentctl({"--color", "never", "run", wf.substr(1)}, elsewhere);  // relative to /
+    BOOST_TEST(r.exit_code == 4, r.err);
+    BOOST_TEST(r.err.find("tasks ran in the workspace root " + root + " ") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("working directory 'sub' does not exist (beneath the workspace root " + root +
+                          ")") != std::string::npos,
+               r.err);
+    auto j = agentctl({"--output", "json", "run", wf});
+    BOOST_TEST(
+        parse_json(j.out).at("data").at("tasks").at("d").at("error").at("message").as_string().subview().find(
+            "workspace root " + root) != std::string::npos,
+        j.out);
+    // plan shows it absolute, also with --workspace.
+    auto p = agentctl({"plan", wf.substr(1)}, elsewhere);
+    BOOST_TEST(p.exit_code == 0, p.err);
+    BOOST_TEST(p.out.find("workspace " + root + "\n") != std::string::npos, p.out);
+    auto pw = agentctl({"plan", "--workspace", dir.path(), wf});
+    BOOST_TEST(pw.out.find("workspace " + std::filesystem::canonical(dir.path()).string() + "\n") !=
+                   std::string::npos,
+               pw.out);
+}
+
+BOOST_AUTO_TEST_CASE(secrets_too_short_to_redact_are_warned_about) {
+    temp_dir dir;
+    dir.write("secrets/tok", "ab");
+    std::string actions =
+        "    s:\n      kind: builtin.shell.exec\n      command: /bin/echo\n      args: [\"8 9 10\"]\n"
+        "      env: {DEBUG: {env: DEBUG}, TOK: {file: secrets/tok}, LONG: {env: LONG}, PLAIN: {env: DEBUG, "
+        "secret: "
+        "false}}\n";
+    std::string wf = workflow("echo", actions, "    - {id: s, uses: action:s}\n");
+    wf.replace(
+        wf.find("approval: never"), 15,
+        "approval: never, environmentAllowlist: [DEBUG, TOK, LONG, PLAIN], secretFileRoots: [secrets]");
+    auto path = dir.write("wf.yaml", wf);
+    command_options env;
+    env.env = {"DEBUG=1", "LONG=a-long-enough-secret"};
+    // check: what the environment alone tells (the file is not read).
+    auto c = agentctl({"--color", "never", "check", path}, env);
+    BOOST_TEST(c.exit_code == 0, c.err);
+    BOOST_TEST(c.err.find("secret_too_short_to_redact") != std::string::npos, c.err);
+    BOOST_TEST(c.err.find("DEBUG from {env: DEBUG} is 1 byte") != std::string::npos, c.err);
+    BOOST_TEST(c.err.find("LONG") == std::string::npos, c.err);
+    BOOST_TEST(c.err.find("TOK") == std::string::npos, c.err);
+    auto cj = agentctl({"--output", "json", "check", path}, env);
+    BOOST_TEST(parse_json(cj.out).at("diagnostics").as_array().size() == 1u, cj.out);
+    // doctor: the same, as a non-blocking check.
+    auto d = agentctl({"--color", "never", "doctor", path}, env);
+    BOOST_TEST(d.exit_code == 0, d.out);
+    BOOST_TEST(d.out.find("env DEBUG: weak") != std::string::npos, d.out);
+    // run: every source, the file's too, before anything runs.
+    auto r = agentctl({"--color", "never", "run", path}, env);
+    BOOST_TEST(r.exit_code == 0, r.err);
+    BOOST_TEST(r.err.find("the secret TOK from {file: secrets/tok} (2 bytes)") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("the secret DEBUG from {env: DEBUG} (1 byte)") != std::string::npos, r.err);
+    // Without short secrets: silence.
+    env.env = {"DEBUG=long-enough", "LONG=a-long-enough-secret"};
+    dir.write("secrets/tok", "abcd");
+    auto quiet = agentctl({"--color", "never", "run", path}, env);
+    BOOST_TEST(quiet.err.find("secret_too_short_to_redact") == std::string::npos, quiet.err);
+}
+
+BOOST_AUTO_TEST_CASE(show_output_groups_each_task_and_tags_it) {
+    temp_dir dir;
+    // Each task writes two lines with a pause between: at --jobs 3 they run side by side.
+    std::string actions =
+        "    two: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, \"echo a-$0; sleep 0.2; echo "
+        "b-$0\", \"${{ vars.file }}\"]}\n";
+    std::string tasks =
+        "    - {id: gz, uses: action:two, foreach: {items: [f1.txt, f2.txt, f3.txt], as: file}}\n";
+    auto wf = dir.write("wf.yaml", workflow("sh", actions, tasks));
+    auto plain = agentctl({"--color", "never", "run", "--jobs", "3", wf});
+    BOOST_TEST(plain.exit_code == 0, plain.err);
+    BOOST_TEST(plain.out.find("a-f1.txt\nb-f1.txt") == std::string::npos, plain.out);
+    auto shown = agentctl({"--color", "never", "run", "--jobs", "3", "--show-output", wf});
+    BOOST_TEST(shown.exit_code == 0, shown.err);
+    for (std::string f : {"f1.txt", "f2.txt", "f3.txt"})
+        BOOST_TEST(shown.out.find("a-" + f + "\nb-" + f + "\n") != std::string::npos, shown.out);
+    auto tagged = agentctl({"--color", "never", "run", "--jobs", "3", "--tag", wf});
+    BOOST_TEST(tagged.exit_code == 0, tagged.err);
+    for (std::string f : {"f1.txt", "f2.txt", "f3.txt"})
+        BOOST_TEST(tagged.out.find(f + "\ta-" + f + "\n" + f + "\tb-" + f + "\n") != std::string::npos,
+                   tagged.out);
+    BOOST_TEST(agentctl({"check", "--show-output", wf}).exit_code == 2);
+}
+
+BOOST_AUTO_TEST_CASE(outputs_are_readable_and_failures_name_their_vars) {
+    temp_dir dir;
+    std::string actions =
+        "    lines: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, \"printf "
+        "'one\\\\ntwo\\\\nthree\\\\n'\"]}\n"
+        "    bad: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, \"exit 1\", \"${{ vars.file "
+        "}}\"]}\n";
+    std::string tasks =
+        "    - {id: lines, uses: action:lines}\n"
+        "    - {id: gz, uses: action:bad, failure: continue, foreach: {items: [f12.txt, f13.txt], as: "
+        "file}}\n";
+    std::string extra =
+        "  outputs:\n    text: \"${{ tasks.lines.output.stdout }}\"\n"
+        "    words: [" +
+        std::string(40, 'w') + ", " + std::string(300, 'x') + "]\n";
+    auto wf = dir.write("wf.yaml", workflow("sh", actions, tasks, "") + "");
+    // spec.outputs goes after the tasks: append it.
+    std::ofstream(wf, std::ios::app) << extra;
+    auto r = agentctl({"--color", "never", "run", "--keep-going", wf});
+    BOOST_TEST(r.exit_code == 4, r.err);
+    BOOST_TEST(r.out.find("  text: |\n") == std::string::npos, r.out);  // the key says it is text
+    BOOST_TEST(r.out.find("  text:\n    one\n    two\n    three\n") != std::string::npos, r.out);
+    BOOST_TEST(r.out.find("  words:\n    - " + std::string(40, 'w') + "\n    - " + std::string(300, 'x') +
+                          "\n") != std::string::npos,
+               r.out);
+    BOOST_TEST(r.out.find("bytes)") == std::string::npos, r.out);  // nothing cut
+    BOOST_TEST(r.out.find("[\"") == std::string::npos, r.out);     // no JSON blob
+    BOOST_TEST(r.err.find("✗ gz--0001 failed (file=f13.txt): exited with status 1") != std::string::npos,
+               r.err);
+    BOOST_TEST(r.err.find("failed gz--0000 (file=f12.txt): exited with status 1") != std::string::npos,
+               r.err);
+}
+
+BOOST_AUTO_TEST_CASE(progress_fits_the_terminal_and_shows_elapsed_and_percent) {
+    temp_dir dir;
+    std::string tasks = "    - {id: nap, uses: action:nap, foreach: {items: [" + [] {
+        std::string items;
+        for (int i = 0; i < 24; ++i) items += (i ? ", " : "") + std::to_string(i);
+        return items;
+    }() + "]}}\n";
+    auto wf = dir.write("wf.yaml", workflow("probe",
+                                            "    nap: {kind: builtin.shell.exec, command: " + probe_bin() +
+                                                ", args: [sleep, \"0.1\"]}\n",
+                                            tasks));
+    auto r = run_on_terminal({agentctl_bin(), "run", "--jobs", "4", wf}, {}, 60s, {}, 40);
+    BOOST_TEST(r.exit_code == 0, r.out);
+    std::size_t redraws = 0;
+    for (std::size_t at = 0; (at = r.out.find("\r\x1b[2K", at)) != std::string::npos;) {
+        at += 5;
+        std::size_t end = r.out.find_first_of("\r\n", at);
+        std::string line = r.out.substr(at, end - at);
+        if (line.find("/24 done") == std::string::npos) continue;  // the summary after the last clear
+        std::size_t chars = 0;
+        for (unsigned char c : line) chars += (c & 0xc0) != 0x80;
+        BOOST_TEST(chars < 40u, "a redraw of " << chars << " characters: " << line);
+        ++redraws;
+    }
+    BOOST_TEST(redraws >= 2u, r.out);
+    // Wide enough: all of it, with the percentage and the elapsed time.
+    auto wide = run_on_terminal({agentctl_bin(), "run", "--jobs", "4", wf}, {}, 60s, {}, 200);
+    BOOST_TEST(wide.exit_code == 0, wide.out);
+    BOOST_TEST(wide.out.find("%) · ") != std::string::npos, wide.out);
+    BOOST_TEST(wide.out.find(" failed · ") != std::string::npos, wide.out);  // then the elapsed time
+    BOOST_TEST(wide.out.find("/24 done (") != std::string::npos, wide.out);
+}
+
+BOOST_AUTO_TEST_CASE(approval_prompt_clears_the_progress_line_and_shows_the_command_line) {
+    temp_dir dir;
+    std::string actions = "    touch: {kind: builtin.shell.exec, command: " + probe_bin() +
+                          ", args: [write-file, \"" + dir.path() + "/one file\", \"${{ vars.item }}\"]}\n";
+    std::string wf =
+        workflow("probe", actions, "    - {id: one, uses: action:touch, foreach: {items: [x1]}}\n");
+    wf.replace(wf.find("approval: never"), 15, "approval: always");
+    auto path = dir.write("wf.yaml", wf);
+    auto r =
+        run_on_terminal({agentctl_bin(), "run", "--interactive", path}, {{"[a]ll: ", "y\n"}}, 60s, {}, 200);
+    BOOST_TEST(r.exit_code == 0, r.out);
+    auto at = r.out.find("approve task \"one--0000\" (item=x1)");
+    BOOST_REQUIRE_MESSAGE(at != std::string::npos, r.out);
+    // Nothing of the progress line is left in front of the question.
+    BOOST_TEST((at == 0 || r.out.compare(at - 4, 4, "\x1b[2K") == 0 || r.out[at - 1] == '\n'), r.out);
+    BOOST_TEST(
+        r.out.find(probe_bin() + " write-file '" + dir.path() + "/one file' x1", at) != std::string::npos,
+        r.out);
+}
+
+BOOST_AUTO_TEST_CASE(cancellation_says_why_and_sums_up_unstarted_tasks) {
+    temp_dir dir;
+    std::string nonce = make_nonce();
+    std::string actions = "    sleep: {kind: builtin.shell.exec, command: " + probe_bin() +
+                          ", args: [sleep, \"30\", --nonce, " + nonce + "]}\n";
+    std::string tasks = "    - {id: s, uses: action:sleep, foreach: {items: [1, 2, 3, 4, 5, 6, 7, 8]}}\n";
+    auto wf = dir.write("wf.yaml", workflow("probe", actions, tasks));
+    auto r = agentctl({"--color", "never", "run", "--jobs", "2", "--timeout-seconds", "0.5", wf});
+    BOOST_TEST(r.exit_code == 130, r.err);
+    BOOST_TEST(r.err.find("the run was cancelled (run timeout 0.5 s reached") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("6 tasks not started: s--0002, s--0003, s--0004, s--0005, s--0006, …") !=
+                   std::string::npos,
+               r.err);
+    BOOST_TEST(r.err.find("not started: the run was cancelled") == std::string::npos,
+               r.err);  // not one line each
+    auto j = agentctl({"--output", "json", "run", "--jobs", "2", "--timeout-seconds", "0.5", wf});
+    BOOST_TEST(j.exit_code == 130);
+    bool said = false;
+    json::value outcome = parse_json(j.out);
+    for (const auto& d : outcome.at("diagnostics").as_array())
+        said = said ||
+               (d.at("code").as_string() == "run_cancelled" &&
+                d.at("message").as_string().subview().find("run timeout 0.5 s reached") != std::string::npos);
+    BOOST_TEST(said, j.out);
+    // SIGINT, by name.
+    command_options o;
+    o.poll = [&](pid_t pid) {
+        if (processes_with(nonce).size() < 2) return false;
+        ::kill(pid, SIGINT);
+        return true;
+    };
+    auto i = agentctl({"--color", "never", "run", "--jobs", "2", wf}, o);
+    BOOST_TEST(i.exit_code == 130, i.err);
+    BOOST_TEST(i.err.find("the run was cancelled (SIGINT)") != std::string::npos, i.err);
+}
+
+BOOST_AUTO_TEST_CASE(retries_stderr_tails_and_limits_say_what_they_hide) {
+    temp_dir dir;
+    std::string actions =
+        "    flaky: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, \"echo attempt >&2; exit 2\"]}\n"
+        "    noisy: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, \"seq 1 12 >&2; exit 1\"]}\n"
+        "    loud: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, \"seq 1 100000\"], "
+        "stdoutLimitBytes: 1024}\n";
+    std::string tasks =
+        "    - {id: flaky, uses: action:flaky, failure: continue, retry: {maxAttempts: 3, on: "
+        "[exit_nonzero], "
+        "backoffMs: 10}}\n"
+        "    - {id: noisy, uses: action:noisy, failure: continue}\n"
+        "    - {id: loud, uses: action:loud, failure: continue}\n";
+    auto wf = dir.write("wf.yaml", workflow("sh", actions, tasks));
+    auto r = agentctl({"--color", "never", "run", wf});
+    BOOST_TEST(r.exit_code == 4, r.err);
+    BOOST_TEST(r.err.find("↻ flaky attempt 1 of 3 failed: exited with status 2; retrying in 10 ms") !=
+                   std::string::npos,
+               r.err);
+    BOOST_TEST(r.err.find("↻ flaky attempt 2 of 3 failed") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("↻ flaky attempt 3") == std::string::npos,
+               r.err);  // the last one is the task's end
+    BOOST_TEST(r.err.find("  | … 7 earlier stderr lines not shown (12 in all") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("  | 8\n  | 9\n  | 10\n  | 11\n  | 12\n") != std::string::npos, r.err);
+    BOOST_TEST(
+        r.err.find("raise the limit with stdoutLimitBytes on the task or its action") != std::string::npos,
+        r.err);
+    // jsonl: each failed attempt that is retried is an event of its own.
+    auto l = agentctl({"--output", "jsonl", "run", wf});
+    std::istringstream in(l.out);
+    std::vector<std::uint64_t> failed_attempts;
+    for (std::string line; std::getline(in, line);) {
+        json::value v = parse_json(line);
+        if (v.is_object() && v.as_object().contains("event") &&
+            v.at("event").as_string() == "attemptFailed") {
+            BOOST_TEST(v.at("taskId").as_string() == "flaky");
+            BOOST_TEST(v.at("retryInMs").as_int64() == 10);
+            BOOST_TEST(v.at("result").at("exitCode").as_int64() == 2);
+            failed_attempts.push_back(static_cast<std::uint64_t>(v.at("attempt").as_int64()));
+        }
+    }
+    BOOST_TEST((failed_attempts == std::vector<std::uint64_t>{1, 2}), l.out);
+}
+
+BOOST_AUTO_TEST_CASE(zero_tasks_from_a_misnamed_input_warns_even_when_quiet) {
+    temp_dir dir;
+    auto wf = dir.write(
+        "wf.yaml", workflow("\"true\"", "    ok: {kind: builtin.shell.exec, command: /bin/true}\n",
+                            "    - {id: gz, uses: action:ok, foreach: {items: \"${{ inputs.files }}\"}}\n",
+                            "  inputs: {files: []}\n"));
+    auto r = agentctl({"--color", "never", "run", "-q", wf, "--input", "file=[\"a\"]"});
+    BOOST_TEST(r.exit_code == 0, r.err);
+    BOOST_TEST(r.err.find("undeclared_input") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("gz expanded to no task [empty_expansion]") != std::string::npos, r.err);
+    // Named right: quiet is quiet.
+    auto ok = agentctl({"--color", "never", "run", "-q", wf, "--input", "files=[\"a\"]"});
+    BOOST_TEST(ok.exit_code == 0, ok.err);
+    BOOST_TEST(ok.err.find("warning") == std::string::npos, ok.err);
+}
+
+BOOST_AUTO_TEST_CASE(the_readme_batch_from_parallel_runs_as_written) {
+    // The workflow and the command line of README.md's "From GNU parallel", exactly.
+    std::ifstream in(data_dir() + "/../../README.md");
+    std::string readme((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto section = readme.find("## From GNU parallel");
+    BOOST_REQUIRE(section != std::string::npos);
+    auto begin = readme.find("```yaml\n# gzip.yaml\n", section);
+    BOOST_REQUIRE(begin != std::string::npos);
+    begin += 8;
+    auto end = readme.find("```", begin);
+    std::string yaml = readme.substr(begin, end - begin);
+    std::string line = "agentctl run gzip.yaml -j 8 --items files=list.txt --workspace .";
+    BOOST_REQUIRE_MESSAGE(readme.find(line, section) != std::string::npos,
+                          "the README's command line changed");
+    BOOST_REQUIRE_MESSAGE(std::filesystem::exists("/usr/bin/gzip") || std::filesystem::exists("/bin/gzip"),
+                          "gzip is missing: this test needs it");
+
+    temp_dir dir;
+    dir.write("recipes/gzip.yaml", yaml);  // the workflow elsewhere: --workspace . is what matters
+    std::string list;
+    for (int i = 0; i < 12; ++i) list += "f" + std::to_string(i) + ".txt\n";
+    for (int i = 0; i < 12; ++i) dir.write("data/f" + std::to_string(i) + ".txt", "hello\n");
+    dir.write("data/list.txt", list);
+    command_options o;
+    o.cwd = dir.path() + "/data";
+    auto r = agentctl({"run", dir.path() + "/recipes/gzip.yaml", "-j", "8", "--items", "files=list.txt",
+                       "--workspace", "."},
+                      o);
+    BOOST_TEST(r.exit_code == 0, r.err);
+    for (int i = 0; i < 12; ++i) {
+        std::string base = dir.path() + "/data/f" + std::to_string(i) + ".txt";
+        BOOST_TEST(std::filesystem::exists(base + ".gz"), base);
+        BOOST_TEST(std::filesystem::exists(base), base);  // -k kept it
+    }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
