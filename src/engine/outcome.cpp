@@ -36,6 +36,10 @@ task_result without_streams(const task_result& r) {
     out.isolation = r.isolation;
     out.engine = r.engine;
     out.containment = r.containment;
+    out.backend = r.backend;
+    out.slurm_job_id = r.slurm_job_id;
+    out.slurm_node = r.slurm_node;
+    out.slurm_state = r.slurm_state;
     out.descendants_killed = r.descendants_killed;
     out.usage = r.usage;
     out.limit_stream = r.limit_stream;

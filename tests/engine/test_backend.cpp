@@ -1,4 +1,7 @@
-// The backend choice and the Slurm options as the library reads them (no Slurm needed).
+// The backend choice and the Slurm options as the library reads them (no Slurm needed), and
+// what a Slurm result keeps on its way into the journal.
+#include "engine/outcome.hpp"
+
 #include <agentctl/backend.hpp>
 
 #include <boost/test/unit_test.hpp>
@@ -63,3 +66,39 @@ BOOST_AUTO_TEST_CASE(slurm_options_are_checked) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// A result recorded in the journal drops its streams and keeps everything else: the report of
+// a journaled run is written from this copy (a Slurm run once lost its job id here).
+BOOST_AUTO_TEST_CASE(a_result_without_its_streams_keeps_every_other_member) {
+    agentctl::task_result r;
+    r.state = agentctl::task_state::failed;
+    r.attempts = 2;
+    r.exit_code = 3;
+    r.stdout_text = "out";
+    r.stderr_text = "err";
+    r.command = "/bin/x";
+    r.argv = {"/bin/x", "a"};
+    r.isolation = "process";
+    r.containment = "slurm";
+    r.backend = "slurm";
+    r.slurm_job_id = 42;
+    r.slurm_node = "node1";
+    r.slurm_state = "FAILED";
+    r.descendants_killed = 1;
+    r.limit_stream = "stdout";
+    r.error = agentctl::task_error{agentctl::error_code::exit_nonzero, "exited with status 3"};
+    auto w = agentctl::without_streams(r);
+    BOOST_TEST(w.stdout_text.empty());
+    BOOST_TEST(w.stderr_text.empty());
+    BOOST_TEST((w.state == r.state && w.attempts == 2u && w.exit_code == 3));
+    BOOST_TEST(w.command == r.command);
+    BOOST_TEST((w.argv == r.argv));
+    BOOST_TEST(w.containment == "slurm");
+    BOOST_TEST(w.backend == "slurm");
+    BOOST_TEST((w.slurm_job_id == std::optional<std::uint64_t>(42)));
+    BOOST_TEST(w.slurm_node == "node1");
+    BOOST_TEST(w.slurm_state == "FAILED");
+    BOOST_TEST(w.descendants_killed == 1u);
+    BOOST_TEST(w.limit_stream == "stdout");
+    BOOST_TEST((w.error && w.error->code == agentctl::error_code::exit_nonzero));
+}

@@ -146,6 +146,14 @@ queue_entry wait_listed(const std::string& name, milliseconds bound = 20s) {
     return *e;
 }
 
+// Listed, and past COMPLETING (which a loaded node can show for seconds after srun returned).
+queue_entry wait_settled(const std::string& name, milliseconds bound = 30s) {
+    std::optional<queue_entry> e;
+    BOOST_TEST_REQUIRE(poll_until([&] { return (e = entry(name)) && e->state != job_state::completing; }, bound),
+                       name << " did not settle; last seen: " << (e ? e->state_text : "not listed"));
+    return *e;
+}
+
 queue_entry wait_running(const std::string& name, milliseconds bound = 30s) {
     std::optional<queue_entry> e;
     BOOST_TEST_REQUIRE(poll_until([&] { return (e = entry(name)) && e->state == job_state::running; }, bound),
@@ -530,7 +538,7 @@ BOOST_AUTO_TEST_CASE(time_limit_ends_the_job_as_timeout) {
     BOOST_TEST((o.exited && o.code == 143), describe(o));
     BOOST_TEST(o.wall >= 60s);
     BOOST_TEST(o.err.find("DUE TO TIME LIMIT") != std::string::npos, o.err);
-    auto e = wait_listed(name_of(req));
+    auto e = wait_settled(name_of(req));
     BOOST_TEST((e.state == job_state::timeout), e.state_text);
     auto end = classify_outcome(o, e);
     BOOST_TEST((end.kind == end_kind::time_limit), end.message);
