@@ -42,7 +42,7 @@ if ((quick)); then
     mode=quick suffix=-quick w1_n=2000 w2_n=400 w3_n=500 group_cap=300
     runs=${runs:-3}
 else
-    mode=full suffix= w1_n=10000 w2_n=2000 w3_n=1000 group_cap=900
+    mode=full suffix='' w1_n=10000 w2_n=2000 w3_n=1000 group_cap=900
     runs=${runs:-5}
 fi
 w3_j=1000

@@ -64,6 +64,7 @@ if [ -x "$build/bench/plan_bench" ]; then
     "$build/bench/plan_bench" "$tmp/wf.yaml" 3 "$@" | sed 's/^/  /'
 fi
 
+# shellcheck disable=SC2086 # the line is split into its fields on purpose
 set -- $best_line
 status=0
 if awk "BEGIN { exit !($1 >= $max_seconds) }"; then

@@ -149,8 +149,9 @@ queue_entry wait_listed(const std::string& name, milliseconds bound = 20s) {
 // Listed, and past COMPLETING (which a loaded node can show for seconds after srun returned).
 queue_entry wait_settled(const std::string& name, milliseconds bound = 30s) {
     std::optional<queue_entry> e;
-    BOOST_TEST_REQUIRE(poll_until([&] { return (e = entry(name)) && e->state != job_state::completing; }, bound),
-                       name << " did not settle; last seen: " << (e ? e->state_text : "not listed"));
+    BOOST_TEST_REQUIRE(
+        poll_until([&] { return (e = entry(name)) && e->state != job_state::completing; }, bound),
+        name << " did not settle; last seen: " << (e ? e->state_text : "not listed"));
     return *e;
 }
 
