@@ -65,8 +65,9 @@ boost::asio::cancellation_type exec_service::take_pending_cancel(run_op& op) {
 }
 
 // Spawning blocks this thread until the child has exec'd (~0.1-1 ms). Doing a few per turn and
-// re-posting lets the reactor run timers and cancellations in between (PERFORMANCE §5.6):
-// unbatched, 1 000 queued spawns delay every deadline by the time it takes to spawn them all.
+// re-posting lets the reactor run timers and cancellations in between (docs/DESIGN.md,
+// "Executor", Spawn): unbatched, 1 000 queued spawns delay every deadline by the time it takes
+// to spawn them all.
 void exec_service::pump() {
     boost::asio::any_io_executor ex;
     for (int i = 0; i < spawns_per_turn; ++i) {
