@@ -437,6 +437,12 @@ struct journal_writer_options {
     /// record_*() returns true once this many bytes are queued and not yet committed: the
     /// caller should wait for async_sync() before it records (or captures) more.
     std::uint64_t high_water_bytes = 64 * 1024 * 1024;
+    /// Group commits are paced: while at least 8 attempts are in flight (intents recorded,
+    /// ends not yet) and at most a quarter of them wait on a sync, a commit begins no sooner
+    /// than this long after the previous one ended, so that it takes what arrives meanwhile.
+    /// A lone caller, a few attempts, a close or a queue above the high-water mark never
+    /// wait. 0: every commit begins as soon as it can. docs/JOURNAL.md, "Group commits".
+    std::chrono::microseconds commit_interval{10000};
 };
 
 namespace detail {

@@ -24,6 +24,8 @@ struct journal_db {
     std::string streams_path;              ///< path + "-streams": stream files, one folder per run
     exec::unique_fd streams_dir;           ///< opened on first use
     journal_detail::statement blob_query;  ///< SELECT data FROM streams (declared after conn: closed first)
+    /// BEGIN IMMEDIATE and COMMIT, prepared once: the writer commits hundreds of times a second.
+    journal_detail::statement begin_immediate, commit;
 
     journal_error error(int rc, std::string_view what) const {
         return journal_detail::sqlite_error(rc, conn.get(), path, what);

@@ -304,10 +304,18 @@ std::int64_t now_ms() {
 
 std::optional<journal_error> in_write_transaction(detail::journal_db& db, std::string_view what,
                                                   const std::function<std::optional<journal_error>()>& body) {
-    if (int rc = db.conn.exec("BEGIN IMMEDIATE;"); rc != SQLITE_OK) return db.error(rc, what);
+    auto run = [&](statement& s, const char* sql) {
+        int rc = SQLITE_OK;
+        if (!s) s = db.conn.prepare(sql, rc);
+        if (!s) return rc;
+        reset_guard guard(s);
+        rc = s.step();
+        return rc == SQLITE_DONE ? SQLITE_OK : rc;
+    };
+    if (int rc = run(db.begin_immediate, "BEGIN IMMEDIATE;"); rc != SQLITE_OK) return db.error(rc, what);
     auto e = body();
     if (!e) {
-        if (int rc = db.conn.exec("COMMIT;"); rc != SQLITE_OK) e = db.error(rc, what);
+        if (int rc = run(db.commit, "COMMIT;"); rc != SQLITE_OK) e = db.error(rc, what);
     }
     // A failed COMMIT (SQLITE_FULL, I/O) may leave the transaction open: end it.
     if (e && !sqlite3_get_autocommit(db.conn.get())) db.conn.exec("ROLLBACK;");

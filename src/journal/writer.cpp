@@ -14,10 +14,13 @@
 #include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 
 #include <atomic>
 #include <deque>
 #include <mutex>
+#include <unordered_map>
 
 namespace agentctl {
 
@@ -74,12 +77,16 @@ class journal_writer_impl : public std::enable_shared_from_this<journal_writer_i
 public:
     journal_writer_impl(asio::any_io_executor ex, asio::any_io_executor worker, journal db,
                         journal_writer_options options)
-        : ex_(std::move(ex)), worker_(std::move(worker)), db_(std::move(db.db_)), options_(options) {
+        : ex_(std::move(ex)),
+          worker_(asio::make_strand(std::move(worker))),
+          db_(std::move(db.db_)),
+          options_(options),
+          pacing_(worker_) {
         if (db_) threshold_ = db_->options.stream_file_threshold;
     }
 
     bool push(record rec, std::uint64_t bytes) {
-        bool post = false, above = false;
+        bool post = false, above = false, stop = false;
         {
             std::lock_guard lock(mu_);
             if (closing_) return false;
@@ -87,14 +94,16 @@ public:
             enqueue(std::move(rec), bytes);
             above = queued_bytes_ >= options_.high_water_bytes;
             if (!posted_) post = posted_ = true;
+            stop = stop_pacing();
         }
         if (post) schedule();
+        if (stop) cut_pacing_short();
         return above;
     }
 
     // Two records under one lock: a drain takes both or neither, so they commit together.
     bool push_pair(record first, std::uint64_t first_bytes, record second, std::uint64_t second_bytes) {
-        bool post = false, above = false;
+        bool post = false, above = false, stop = false;
         {
             std::lock_guard lock(mu_);
             if (closing_) return false;
@@ -102,13 +111,17 @@ public:
             enqueue(std::move(second), second_bytes);
             above = queued_bytes_ >= options_.high_water_bytes;
             if (!posted_) post = posted_ = true;
+            stop = stop_pacing();
         }
         if (post) schedule();
+        if (stop) cut_pacing_short();
         return above;
     }
 
     // Under mu_.
     void enqueue(record rec, std::uint64_t bytes) {
+        if (std::holds_alternative<attempt_intent>(rec)) ++in_flight_;
+        if (std::holds_alternative<attempt_end>(rec) && in_flight_ > 0) --in_flight_;
         queue_.push_back(entry{std::move(rec), journal_detail::now_ms(), bytes});
         ++queued_;
         queued_bytes_ += bytes;
@@ -119,7 +132,7 @@ public:
         auto work = asio::prefer(asio::get_associated_executor(handler, ex_),
                                  asio::execution::outstanding_work.tracked);
         std::optional<journal_error> result;
-        bool complete_now = false, post = false;
+        bool complete_now = false, post = false, stop = false;
         {
             std::lock_guard lock(mu_);
             bool after_close = closing_;  // a sync (or a second close) once a close is queued
@@ -137,8 +150,10 @@ public:
             } else {
                 waiters_.push_back(waiter{queued_, std::move(handler), std::move(work), after_close});
             }
+            stop = stop_pacing();
         }
         if (post) schedule();
+        if (stop) cut_pacing_short();
         if (complete_now) {
             // Never from inside the initiating call: through the I/O executor first.
             asio::post(ex_, [h = std::move(handler), w = std::move(work), e = std::move(result)]() mutable {
@@ -168,7 +183,54 @@ public:
 
 private:
     void schedule() {
-        asio::post(worker_, [self = shared_from_this()] { self->drain(); });
+        asio::post(worker_, [self = shared_from_this()] { self->drain_when_due(); });
+    }
+
+    // Group commits are paced (docs/JOURNAL.md, "Group commits"): a commit may wait until
+    // commit_interval after the previous one, to take the records that arrive meanwhile, but
+    // only while that idles little: many attempts are in flight and at most a quarter of them
+    // wait on a sync. A lone caller, a few slots, a close or a full queue never wait.
+    static constexpr std::uint64_t pace_min_in_flight = 8;
+
+    // Under mu_.
+    bool may_pace() const {
+        return options_.commit_interval.count() > 0 && !closing_ &&
+               queued_bytes_ < options_.high_water_bytes && in_flight_ >= pace_min_in_flight &&
+               waiters_.size() * 4 <= in_flight_;
+    }
+
+    // Under mu_: a paced wait is pending that may no longer wait.
+    bool stop_pacing() {
+        if (!pacing_armed_ || may_pace()) return false;
+        pacing_armed_ = false;
+        return true;
+    }
+
+    // The pending wait ends now (its handler drains). The timer is only touched on the strand.
+    void cut_pacing_short() {
+        asio::post(worker_, [self = shared_from_this()] { self->pacing_.cancel(); });
+    }
+
+    // On the worker: drain now, or when the paced wait ends.
+    void drain_when_due() {
+        auto due = last_commit_end_ + options_.commit_interval;
+        bool wait = false;
+        {
+            std::lock_guard lock(mu_);
+            wait = pacing_armed_ = may_pace() && std::chrono::steady_clock::now() < due;
+        }
+        if (!wait) {
+            drain();
+            return;
+        }
+        pacing_.expires_at(due);
+        pacing_.async_wait([self = shared_from_this()](const boost::system::error_code&) {
+            {
+                std::lock_guard lock(self->mu_);
+                self->pacing_armed_ = false;
+            }
+            self->drain();
+        });
     }
 
     // On the worker: one batch, one transaction.
@@ -184,7 +246,10 @@ private:
             sticky = error_;
         }
         std::optional<journal_error> failure;
-        if (!batch.empty() && !sticky) failure = apply(batch);
+        if (!batch.empty() && !sticky) {
+            failure = apply(batch);
+            last_commit_end_ = std::chrono::steady_clock::now();
+        }
         bool close_now = !batch.empty() && std::holds_alternative<close_record>(batch.back().rec);
         if (close_now) close_connection();
         std::uint64_t records = batch.size();
@@ -224,8 +289,9 @@ private:
     void close_connection() {
         if (!db_) return;
         // Statements first: a connection with live statements closes only when they go.
-        for (statement* s : {&insert_run_, &insert_intent_, &update_handle_, &update_end_, &insert_final_,
-                             &find_end_streams_, &update_run_end_, &insert_blob_})
+        for (statement* s :
+             {&insert_run_, &insert_intent_, &update_handle_, &update_end_, &update_handle_end_,
+              &insert_final_, &find_end_streams_, &update_run_end_, &insert_blob_})
             *s = statement();
         run_dir_.reset();
         // A passive checkpoint moves what this run wrote into the database file; another
@@ -239,16 +305,20 @@ private:
         auto& db = *db_;
         std::size_t applied = 0;
         files_written_ = false;
+        last_end_.reset();
+        merge_handles(batch);
         auto e = journal_detail::in_write_transaction(db, "recording", [&]() -> std::optional<journal_error> {
             for (auto& en : batch) {
                 if (std::holds_alternative<close_record>(en.rec)) continue;
-                if (auto e = std::visit([&](auto& r) { return apply_one(r, en.ms); }, en.rec)) return e;
                 ++applied;
+                if (auto* h = std::get_if<attempt_handle>(&en.rec); h && merged_.count(key_of(*h))) continue;
+                if (auto e = std::visit([&](auto& r) { return apply_one(r, en.ms); }, en.rec)) return e;
             }
             if (files_written_ && db.options.durability == journal_durability::full && run_dir_)
                 if (int err = exec::sync_directory(run_dir_.get()); err != 0) return file_error(err, "");
             return std::nullopt;
         });
+        merged_.clear();
         if (e) {
             // Nothing of this batch is in the database: forget what it allocated.
             run_seq_ = committed_run_seq_;
@@ -263,6 +333,29 @@ private:
         stats_.stream_files += batch_stream_files_;
         batch_stream_bytes_ = batch_stream_files_ = 0;
         return std::nullopt;
+    }
+
+    static std::uint64_t key_of(std::uint32_t task, std::uint32_t attempt) {
+        return (static_cast<std::uint64_t>(task) << 32) | attempt;
+    }
+    template <typename R>
+    static std::uint64_t key_of(const R& r) {
+        return key_of(r.task_index, r.attempt);
+    }
+
+    // A handle whose attempt also ends in this batch is written by the end's statement: one
+    // row update per attempt instead of two (a short task's handle and end usually arrive
+    // together). The last handle of an attempt wins, as separate updates would have it.
+    void merge_handles(std::deque<entry>& batch) {
+        merged_.clear();
+        std::unordered_map<std::uint64_t, const entry*> handles;
+        for (const auto& en : batch) {
+            if (const auto* h = std::get_if<attempt_handle>(&en.rec))
+                handles[key_of(*h)] = &en;
+            else if (const auto* a = std::get_if<attempt_end>(&en.rec))
+                if (auto it = handles.find(key_of(*a)); it != handles.end())
+                    merged_.emplace(it->first, it->second);
+        }
     }
 
     statement& prepared(statement& s, const char* sql, int& rc) {
@@ -448,13 +541,7 @@ private:
                      rc);
         if (!s) return db_->error(rc, "recording a handle");
         reset_guard guard(s);
-        s.bind(1, ms);
-        s.bind(2, h.pid);
-        s.bind(3, h.pid_start_time);
-        s.bind_nonempty(4, h.cgroup);
-        s.bind_nonempty(5, h.container);
-        s.bind_nonempty(6, h.container_engine);
-        s.bind_nonempty(7, h.slurm_job_id);
+        bind_handle(s, 1, h, ms);
         s.bind(8, run_seq_);
         s.bind(9, h.task_index);
         s.bind(10, h.attempt);
@@ -462,6 +549,17 @@ private:
         if (sqlite3_changes(db_->conn.get()) != 1)
             return missing_attempt("the handle", h.task_index, h.attempt);
         return std::nullopt;
+    }
+
+    // HANDLE_MS, PID, PID_START, CGROUP, CONTAINER, CONTAINER_ENGINE, SLURM_JOB_ID from `first`.
+    static void bind_handle(statement& s, int first, const attempt_handle& h, std::int64_t ms) {
+        s.bind(first, ms);
+        s.bind(first + 1, h.pid);
+        s.bind(first + 2, h.pid_start_time);
+        s.bind_nonempty(first + 3, h.cgroup);
+        s.bind_nonempty(first + 4, h.container);
+        s.bind_nonempty(first + 5, h.container_engine);
+        s.bind_nonempty(first + 6, h.slurm_job_id);
     }
 
     // The columns that results and attempts share: state, exit, duration, error.
@@ -487,14 +585,27 @@ private:
         if (auto e = put_stream(streams.out, out)) return e;
         if (auto e = put_stream(streams.err, err)) return e;
         int rc = SQLITE_OK;
-        statement& s = prepared(
-            update_end_,
-            "UPDATE attempts SET ended_ms = ?, state = ?, exit_code = ?, signal = ?, duration_ms = ?, "
-            "error_code = ?, error_message = ?, cleanup_failed = ?, result_json = ?, "
-            "stdout_length = ?, stdout_crc = ?, stdout_file = ?, stderr_length = ?, stderr_crc = ?, "
-            "stderr_file = ?, stdout_blob = ?, stderr_blob = ? "
-            "WHERE run_seq = ? AND task_index = ? AND attempt = ? AND ended_ms IS NULL",
-            rc);
+        auto merged = merged_.find(key_of(a));
+        bool with_handle = merged != merged_.end();
+        statement& s =
+            with_handle
+                ? prepared(update_handle_end_,
+                           "UPDATE attempts SET ended_ms = ?, state = ?, exit_code = ?, signal = ?, "
+                           "duration_ms = ?, error_code = ?, error_message = ?, cleanup_failed = ?, "
+                           "result_json = ?, stdout_length = ?, stdout_crc = ?, stdout_file = ?, "
+                           "stderr_length = ?, stderr_crc = ?, stderr_file = ?, stdout_blob = ?, "
+                           "stderr_blob = ?, handle_ms = ?, pid = ?, pid_start = ?, cgroup = ?, "
+                           "container = ?, container_engine = ?, slurm_job_id = ? "
+                           "WHERE run_seq = ? AND task_index = ? AND attempt = ? AND ended_ms IS NULL",
+                           rc)
+                : prepared(update_end_,
+                           "UPDATE attempts SET ended_ms = ?, state = ?, exit_code = ?, signal = ?, "
+                           "duration_ms = ?, error_code = ?, error_message = ?, cleanup_failed = ?, "
+                           "result_json = ?, stdout_length = ?, stdout_crc = ?, stdout_file = ?, "
+                           "stderr_length = ?, stderr_crc = ?, stderr_file = ?, stdout_blob = ?, "
+                           "stderr_blob = ? "
+                           "WHERE run_seq = ? AND task_index = ? AND attempt = ? AND ended_ms IS NULL",
+                           rc);
         if (!s) return db_->error(rc, "recording an end");
         std::string json = journal_detail::encode_result(a.result);
         reset_guard guard(s);
@@ -504,13 +615,19 @@ private:
         s.bind(9, json);
         bind_stream(s, 10, 16, out);
         bind_stream(s, 13, 17, err);
-        s.bind(18, run_seq_);
-        s.bind(19, a.task_index);
-        s.bind(20, a.attempt);
+        int where = 18;
+        if (with_handle) {
+            bind_handle(s, 18, std::get<attempt_handle>(merged->second->rec), merged->second->ms);
+            where = 25;
+        }
+        s.bind(where, run_seq_);
+        s.bind(where + 1, a.task_index);
+        s.bind(where + 2, a.attempt);
         if (s.step() != SQLITE_DONE)
             return step_error("recording the end of task index " + std::to_string(a.task_index) +
                               " attempt " + std::to_string(a.attempt));
         if (sqlite3_changes(db_->conn.get()) != 1) return missing_attempt("the end", a.task_index, a.attempt);
+        last_end_ = recorded_end{a.task_index, a.attempt, out.length, err.length};
         return std::nullopt;
     }
 
@@ -519,7 +636,13 @@ private:
         int rc = SQLITE_OK;
         stored_stream out, err;
         bool from_attempt = false;
-        if (f.streams_attempt) {
+        if (f.streams_attempt && last_end_ && last_end_->task_index == f.task_index &&
+            last_end_->attempt == *f.streams_attempt) {
+            // record_end_and_final: the end was applied just before, in this transaction.
+            out.length = last_end_->stdout_length;
+            err.length = last_end_->stderr_length;
+            from_attempt = true;
+        } else if (f.streams_attempt) {
             statement& q =
                 prepared(find_end_streams_,
                          "SELECT stdout_length, stderr_length FROM attempts "
@@ -608,6 +731,8 @@ private:
     std::optional<journal_error> apply_one(close_record&, std::int64_t) { return std::nullopt; }
 
     asio::any_io_executor ex_;
+    // A strand of the caller's worker: drains and the pacing timer never run concurrently,
+    // even on a pool of several threads.
     asio::any_io_executor worker_;
 
     // Shared between the callers and the worker, under mu_.
@@ -622,6 +747,8 @@ private:
     bool closing_ = false;  // a close is queued: later records are dropped
     bool closed_ = false;
     std::optional<journal_error> error_;  // sticky
+    std::uint64_t in_flight_ = 0;         // attempts whose intent is queued and end is not yet
+    bool pacing_armed_ = false;           // a paced wait is pending
     journal_writer_stats stats_;
     std::atomic<std::uint32_t> segment_{0};
 
@@ -638,8 +765,16 @@ private:
     bool files_written_ = false;
     std::uint64_t batch_stream_bytes_ = 0;
     std::uint64_t batch_stream_files_ = 0;
-    statement insert_run_, insert_intent_, update_handle_, update_end_, insert_final_, find_end_streams_,
-        update_run_end_, insert_blob_;
+    asio::steady_timer pacing_;
+    std::chrono::steady_clock::time_point last_commit_end_{};
+    struct recorded_end {
+        std::uint32_t task_index = 0, attempt = 0;
+        std::uint64_t stdout_length = 0, stderr_length = 0;
+    };
+    std::optional<recorded_end> last_end_;                    // the end applied last in this transaction
+    std::unordered_map<std::uint64_t, const entry*> merged_;  // handles the batch's ends write
+    statement insert_run_, insert_intent_, update_handle_, update_end_, update_handle_end_, insert_final_,
+        find_end_streams_, update_run_end_, insert_blob_;
 };
 
 void journal_async_sync(journal_writer_impl& w, sync_handler h) {

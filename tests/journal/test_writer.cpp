@@ -6,6 +6,8 @@
 #include <boost/asio/bind_executor.hpp>
 #include <boost/json/serialize.hpp>
 
+#include <algorithm>
+#include <array>
 #include <filesystem>
 
 using namespace agentctl;
@@ -170,6 +172,150 @@ BOOST_AUTO_TEST_CASE(group_commit_batches_concurrent_records) {
     BOOST_TEST(s.commits * 10 < s.records, "commits " << s.commits << " for " << s.records << " records");
     BOOST_TEST(s.commits >= 79u, "at least one commit per synced batch of intents");
     BOOST_TEST(count_rows(path, "results") == 5000);
+}
+
+// Pacing (docs/JOURNAL.md, "Group commits"). With an interval of an hour, a sync that the
+// writer paces would never complete in the test's time: each check below either completes at
+// once or stays pending until the rule says the wait must end.
+namespace {
+
+// Starts an async_sync; `done` is set when it completes.
+void start_sync(writer_env& env, bool& done) {
+    env.writer->async_sync([&done](std::optional<journal_error> e) {
+        BOOST_TEST(!e.has_value(), (e ? e->message : ""));
+        done = true;
+    });
+}
+
+// Runs the test's io_context until every flag is set or `bound` passes; true if all are set.
+bool run_until(writer_env& env, const std::vector<bool*>& flags, std::chrono::milliseconds bound) {
+    auto all = [&] { return std::all_of(flags.begin(), flags.end(), [](bool* f) { return *f; }); };
+    env.io.restart();
+    auto deadline = std::chrono::steady_clock::now() + bound;
+    while (!all() && std::chrono::steady_clock::now() < deadline) env.io.run_one_for(10ms);
+    return all();
+}
+
+journal_writer_options hour_pacing() {
+    journal_writer_options o;
+    o.commit_interval = std::chrono::hours(1);
+    return o;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_few_attempts_in_flight_are_never_paced) {
+    temp_dir tmp;
+    writer_env env(open_or_fail(tmp.file("journal.db"), journal_access::write), hour_pacing());
+    env.writer->record_run(make_run("run-1", 100));
+    BOOST_TEST_REQUIRE(!env.sync().has_value());
+    // Seven attempts in flight, each waiting on its own sync in turn (the way --jobs 7 starts
+    // them): below the eight that pacing needs, so every sync commits at once.
+    for (std::uint32_t i = 0; i < 7; ++i) {
+        env.writer->record_intent(make_intent(i));
+        BOOST_TEST_REQUIRE(!env.sync(10s).has_value());
+    }
+    BOOST_TEST(env.writer->stats().commits == 8u);
+}
+
+BOOST_AUTO_TEST_CASE(pacing_waits_only_while_few_of_many_attempts_wait) {
+    temp_dir tmp;
+    std::string path = tmp.file("journal.db");
+    writer_env env(open_or_fail(path, journal_access::write), hour_pacing());
+    env.writer->record_run(make_run("run-1", 100));
+    BOOST_TEST_REQUIRE(!env.sync().has_value());
+    std::array<bool, 22> done{};  // done[i]: the sync after intent i completed
+    auto flags = [&](std::uint32_t from, std::uint32_t to) {
+        std::vector<bool*> f;
+        for (std::uint32_t i = from; i < to; ++i) f.push_back(&done[i]);
+        return f;
+    };
+    auto start = [&](std::uint32_t i) {
+        env.writer->record_intent(make_intent(i));
+        start_sync(env, done[i]);
+    };
+
+    // Sixteen intents and sixteen waiters: every attempt waits, so nothing is paced.
+    for (std::uint32_t i = 0; i < 16; ++i) start(i);
+    BOOST_TEST_REQUIRE(run_until(env, flags(0, 16), 10s), "syncs of attempts that all wait were paced");
+    auto commits = env.writer->stats().commits;
+
+    // Sixteen running and one more waiting on its intent: the commit is paced.
+    start(16);
+    BOOST_TEST(!run_until(env, flags(16, 17), 300ms), "a sync with most attempts running was not paced");
+    BOOST_TEST(env.writer->stats().commits == commits);
+
+    // Four more (5 of 21 wait: at most a quarter) keep it paced; a sixth (6 of 22) ends the
+    // wait, and one commit takes all six intents.
+    for (std::uint32_t i = 17; i < 21; ++i) start(i);
+    BOOST_TEST(!run_until(env, flags(16, 21), 300ms), "the wait ended while only a quarter waited");
+    start(21);
+    BOOST_TEST_REQUIRE(run_until(env, flags(16, 22), 10s), "the paced wait did not end when more waited");
+    BOOST_TEST(env.writer->stats().commits == commits + 1);
+    BOOST_TEST(count_rows(path, "attempts") == 22);
+
+    // Ends bring the attempts in flight below eight: a lone sync is not paced.
+    for (std::uint32_t i = 0; i < 20; ++i)
+        env.writer->record_end(make_end(i, 1, make_result(task_state::succeeded, "")));
+    BOOST_TEST_REQUIRE(!env.sync(10s).has_value());
+    BOOST_TEST(count_rows(path, "attempts", "ended_ms IS NOT NULL") == 20);
+    // A close never waits.
+    BOOST_TEST_REQUIRE(!env.close(10s).has_value());
+}
+
+// A handle and the end of the same attempt in one batch are written by one statement (the
+// last handle of the attempt wins); the rows read back as if each had been applied alone.
+BOOST_AUTO_TEST_CASE(handles_and_ends_in_one_batch_read_back_whole) {
+    temp_dir tmp;
+    std::string path = tmp.file("journal.db");
+    {
+        // The worker is not running yet: everything below is one batch.
+        writer_env env(open_or_fail(path, journal_access::write), {}, /*start_worker=*/false);
+        env.writer->record_run(make_run("run-1", 3));
+        for (std::uint32_t i = 0; i < 3; ++i) env.writer->record_intent(make_intent(i));
+        auto handle = [](std::uint32_t task, std::int64_t pid, std::string cgroup) {
+            attempt_handle h;
+            h.task_index = task;
+            h.pid = pid;
+            h.pid_start_time = 1000 + pid;
+            h.cgroup = std::move(cgroup);
+            return h;
+        };
+        auto r = make_result(task_state::succeeded, "out\n");
+        env.writer->record_handle(handle(0, 10, "/cg/0"));  // merged into task 0's end
+        env.writer->record_handle(handle(1, 11, "/cg/1-first"));
+        env.writer->record_handle(handle(1, 12, "/cg/1"));  // the last of task 1's: it wins
+        env.writer->record_handle(handle(2, 13, "/cg/2"));  // task 2 does not end: its own update
+        env.writer->record_end_and_final(make_end(0, 1, r),
+                                         make_final(0, make_result(task_state::succeeded, ""), 1));
+        env.writer->record_end(make_end(1, 1, r));
+        env.start_worker();
+        BOOST_TEST_REQUIRE(!env.sync().has_value());
+        BOOST_TEST(env.writer->stats().commits == 1u);
+    }
+    journal j = open_or_fail(path, journal_access::read);
+    std::vector<journal_attempt> attempts;
+    BOOST_TEST(!j.for_each_attempt("run-1", [&](journal_attempt& a) {
+        attempts.push_back(a);
+        return true;
+    }));
+    BOOST_TEST_REQUIRE(attempts.size() == 3u);
+    const std::pair<std::int64_t, std::string> expected[] = {{10, "/cg/0"}, {12, "/cg/1"}, {13, "/cg/2"}};
+    for (std::size_t i = 0; i < 3; ++i) {
+        BOOST_TEST_REQUIRE(attempts[i].handle.has_value(), "task " << i);
+        BOOST_TEST(attempts[i].handle->pid.value_or(0) == expected[i].first);
+        BOOST_TEST(attempts[i].handle->pid_start_time.value_or(0) == 1000u + expected[i].first);
+        BOOST_TEST(attempts[i].handle->cgroup == expected[i].second);
+        BOOST_TEST(attempts[i].handle_ms > 0);
+        BOOST_TEST(attempts[i].end.has_value() == (i < 2), "task " << i);
+    }
+    BOOST_TEST(attempts[0].stdout_bytes == 4u);
+    // The final names the end just recorded, and has its lengths without reading them back.
+    auto result = j.load_result("run-1", task_id(0), true);
+    BOOST_TEST_REQUIRE(result.has_value());
+    BOOST_TEST_REQUIRE(result->has_value());
+    BOOST_TEST((*result)->stdout_bytes == 4u);
+    BOOST_TEST(stdout_of((*result)->result) == "out\n");
 }
 
 BOOST_AUTO_TEST_CASE(completion_runs_on_the_handlers_executor) {
