@@ -498,6 +498,33 @@ BOOST_AUTO_TEST_CASE(a_live_run_is_never_resumed_and_uncertain_attempts_refuse_r
     BOOST_TEST(dry.out.find("uncertain   nap: uncertain: attempt 1 started") == 0u, dry.out);
 }
 
+// A run's --timeout-seconds is stored with it and bounds the resumed part too: a resume of a
+// run that timed out does not run unbounded.
+BOOST_AUTO_TEST_CASE(resume_keeps_the_runs_timeout) {
+    temp_dir dir;
+    std::string db = dir.path() + "/j.db";
+    std::string marker = dir.path() + "/started";
+    std::string wf =
+        dir.write("wf.yaml",
+                  "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: slow}\nspec:\n"
+                  "  policy: {processAllowlist: [sh], approval: never}\n"
+                  "  actions:\n"
+                  "    nap: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo x >> " +
+                      marker +
+                      "; exec sleep 60']}\n"
+                      "  tasks:\n    - {id: nap, uses: 'action:nap'}\n");
+    auto first = agentctl({"run", wf, "--db", db, "--timeout-seconds", "1"});
+    BOOST_TEST(first.exit_code == 130, first.err);
+    std::string id = newest_run(db);
+    auto begun = std::chrono::steady_clock::now();
+    auto resumed = agentctl({"resume", id, "--db", db, "--rerun-uncertain"});
+    auto took = std::chrono::steady_clock::now() - begun;
+    BOOST_TEST(resumed.exit_code == 130, resumed.err);
+    BOOST_TEST(resumed.err.find("--timeout-seconds") != std::string::npos, resumed.err);
+    BOOST_TEST(read_file(marker) == "x\nx\n", "the resume did not run the task again");
+    BOOST_TEST(took < 30s, "the resume ran without the run's timeout");
+}
+
 BOOST_AUTO_TEST_CASE(a_disk_that_fills_fails_the_run_clearly_and_keeps_what_was_recorded) {
     temp_dir dir;
     tmpfs_mount full(dir.path() + "/small", "size=1m");

@@ -83,6 +83,9 @@ command_line stored_options(const command_line& cl, const resume_plan& rp) {
     if (!cl.jobs)
         if (auto* j = o->if_contains("jobs"); j && j->is_int64()) r.jobs = static_cast<int>(j->as_int64());
     if (auto* k = o->if_contains("keepGoing"); k && k->is_bool()) r.keep_going = k->as_bool();
+    // The run's --timeout-seconds bounds the resumed part too, counted from the resume.
+    if (auto* t = o->if_contains("timeoutSeconds"); t && t->is_number())
+        r.timeout_seconds = t->to_number<double>();
     if (auto* b = o->if_contains("backend"); b && b->is_string())
         if (auto kind = backend_from_string(b->as_string())) r.backend = *kind;
     if (auto* s = o->if_contains("slurm"); s && s->is_object()) {
