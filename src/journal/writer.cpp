@@ -155,8 +155,10 @@ public:
         if (post) schedule();
         if (stop) cut_pacing_short();
         if (complete_now) {
-            // Never from inside the initiating call: through the I/O executor first.
-            asio::post(ex_, [h = std::move(handler), w = std::move(work), e = std::move(result)]() mutable {
+            // Never from inside the initiating call: through the worker first, which always
+            // runs (a handler bound to another executor must not need `ex` to be running).
+            asio::post(worker_, [h = std::move(handler), w = std::move(work),
+                                 e = std::move(result)]() mutable {
                 asio::dispatch(
                     w, [h = std::move(h), e = std::move(e)]() mutable { std::move(h)(std::move(e)); });
             });
