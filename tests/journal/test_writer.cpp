@@ -4,11 +4,13 @@
 #include "../support/error_text.hpp"
 
 #include <boost/asio/bind_executor.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/json/serialize.hpp>
 
 #include <algorithm>
 #include <array>
 #include <filesystem>
+#include <future>
 
 using namespace agentctl;
 using namespace journal_test;
@@ -352,8 +354,12 @@ BOOST_AUTO_TEST_CASE(errors_are_sticky) {
     writer_env env(open_or_fail(path, journal_access::write));
     env.writer->record_run(make_run("run-1"));
     BOOST_TEST_REQUIRE(!env.sync().has_value());
+    // The worker is held busy while both are queued, so that they are one batch.
+    std::promise<void> hold;
+    boost::asio::post(env.worker, [held = hold.get_future().share()] { held.wait(); });
     env.writer->record_intent(make_intent(0));
     env.writer->record_intent(make_intent(0));  // the same attempt twice: refused
+    hold.set_value();
     auto e = env.sync();
     BOOST_TEST_REQUIRE(e.has_value());
     BOOST_TEST(e->message.find(path) != std::string::npos, e->message);
