@@ -61,6 +61,18 @@ std::string two_tasks(const std::string& marker) {
            "    - {id: b, uses: 'action:fail', needs: [a]}\n";
 }
 
+// One task "nap" that appends a line to `marker`, then sleeps `seconds`.
+std::string one_napping_task(const temp_dir& dir, const std::string& marker, int seconds) {
+    return dir.write("wf.yaml",
+                     "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: nap}\nspec:\n"
+                     "  policy: {processAllowlist: [sh], approval: never}\n"
+                     "  actions:\n"
+                     "    nap: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo x >> " +
+                         marker + "; exec sleep " + std::to_string(seconds) +
+                         "']}\n"
+                         "  tasks:\n    - {id: nap, uses: 'action:nap'}\n");
+}
+
 std::string newest_run(const std::string& db) {
     auto r = agentctl({"--output", "json", "runs", "list", "--db", db, "--limit", "1"});
     BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
@@ -455,15 +467,7 @@ BOOST_AUTO_TEST_CASE(a_live_run_is_never_resumed_and_uncertain_attempts_refuse_r
     temp_dir dir;
     std::string db = dir.path() + "/j.db";
     std::string started = dir.path() + "/started";
-    std::string wf =
-        dir.write("wf.yaml",
-                  "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: long}\nspec:\n"
-                  "  policy: {processAllowlist: [sh], approval: never}\n"
-                  "  actions:\n"
-                  "    nap: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo x >> " +
-                      started +
-                      "; sleep 30']}\n"
-                      "  tasks:\n    - {id: nap, uses: 'action:nap'}\n");
+    std::string wf = one_napping_task(dir, started, 30);
     command_result live_resume, live_dry;
     bool asked = false;
     command_options o;
@@ -504,15 +508,7 @@ BOOST_AUTO_TEST_CASE(resume_keeps_the_runs_timeout) {
     temp_dir dir;
     std::string db = dir.path() + "/j.db";
     std::string marker = dir.path() + "/started";
-    std::string wf =
-        dir.write("wf.yaml",
-                  "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: slow}\nspec:\n"
-                  "  policy: {processAllowlist: [sh], approval: never}\n"
-                  "  actions:\n"
-                  "    nap: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo x >> " +
-                      marker +
-                      "; exec sleep 60']}\n"
-                      "  tasks:\n    - {id: nap, uses: 'action:nap'}\n");
+    std::string wf = one_napping_task(dir, marker, 60);
     auto first = agentctl({"run", wf, "--db", db, "--timeout-seconds", "1"});
     BOOST_TEST(first.exit_code == 130, first.err);
     std::string id = newest_run(db);
