@@ -315,8 +315,7 @@ std::vector<pid_t> processes_with(const std::string& needle) {
         char* end = nullptr;
         long pid = std::strtol(e->d_name, &end, 10);
         if (*end != '\0' || pid <= 0) continue;
-        std::ifstream f("/proc/" + std::string(e->d_name) + "/cmdline", std::ios::binary);
-        std::string cmdline((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        std::string cmdline = slurp("/proc/" + std::string(e->d_name) + "/cmdline");
         if (cmdline.find(needle) != std::string::npos) found.push_back(static_cast<pid_t>(pid));
     }
     ::closedir(d);
