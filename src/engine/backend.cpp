@@ -1,6 +1,8 @@
-// The backend choice, the Slurm options, and cancelling dead runs' Slurm jobs.
+// The backend choice, the Slurm options, and removing what dead runs left: their Slurm jobs
+// and their containers.
 #include <agentctl/backend.hpp>
 
+#include "engine/container_client.hpp"
 #include "engine/slurm_client.hpp"
 #include "exec/host.hpp"
 #include "slurm/command.hpp"
@@ -129,6 +131,21 @@ asio::awaitable<slurm_leftover_report> cancel_leftovers(slurm_leftover_options o
     co_return report;
 }
 
+asio::awaitable<container_leftover_report> remove_container_leftovers(container_leftover_options options) {
+    container_leftover_report report;
+    for (const char* name : {"docker", "podman"}) {
+        std::string error;
+        auto e = container::find_engine(name, options.search_path, error);
+        if (!e) continue;
+        report.engines.emplace_back(name);
+        auto swept = co_await container::remove_dead_owners_containers(
+            *e, container::client_environment(options.host_env));
+        if (!swept.list_error.empty()) report.unlisted.push_back(std::move(swept.list_error));
+        for (auto& c : swept.containers) report.containers.push_back(std::move(c));
+    }
+    co_return report;
+}
+
 }  // namespace
 
 namespace detail {
@@ -140,6 +157,19 @@ void async_cancel_slurm_leftovers_impl(asio::any_io_executor ex, slurm_leftover_
                        if (e)
                            r.error = task_error{error_code::internal_error,
                                                 "cancelling dead runs' Slurm jobs failed unexpectedly"};
+                       auto ex = asio::get_associated_executor(h);
+                       asio::dispatch(ex, [h = std::move(h), r = std::move(r)]() mutable {
+                           std::move(h)(std::move(r));
+                       });
+                   });
+}
+
+void async_remove_container_leftovers_impl(
+    asio::any_io_executor ex, container_leftover_options options,
+    asio::any_completion_handler<void(container_leftover_report)> handler) {
+    asio::co_spawn(ex, remove_container_leftovers(std::move(options)),
+                   [h = std::move(handler)](std::exception_ptr e, container_leftover_report r) mutable {
+                       if (e) r.unlisted.emplace_back("removing dead runs' containers failed unexpectedly");
                        auto ex = asio::get_associated_executor(h);
                        asio::dispatch(ex, [h = std::move(h), r = std::move(r)]() mutable {
                            std::move(h)(std::move(r));

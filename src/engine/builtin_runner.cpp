@@ -133,7 +133,8 @@ private:
             auto env = container::client_environment(ctx_.options->host_env);
             auto removed = co_await container::remove_dead_owners_containers(a.container->engine, std::move(env));
             if (ctx_.options->leftovers)
-                for (auto& c : removed) ctx_.options->leftovers->containers.push_back(std::move(c));
+                for (auto& c : removed.containers)
+                    ctx_.options->leftovers->containers.push_back(std::move(c));
         }
     }
 

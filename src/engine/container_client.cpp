@@ -60,11 +60,13 @@ asio::awaitable<container_events> events_of(const engine& e, const std::string& 
     co_return parse_events(r.stdout_bytes);
 }
 
-asio::awaitable<std::vector<swept_container>> remove_dead_owners_containers(const engine& e,
-                                                                            std::vector<std::string> env) {
-    std::vector<swept_container> out;
+asio::awaitable<owners_sweep> remove_dead_owners_containers(const engine& e, std::vector<std::string> env) {
+    owners_sweep out;
     process_result listed = co_await call(e, owned_list_argv(e), env);
-    if (listed.outcome != process_outcome::exited || listed.exit_code != 0) co_return out;
+    if (listed.outcome != process_outcome::exited || listed.exit_code != 0) {
+        out.list_error = e.name + " ps: " + describe(listed) + ": " + excerpt(listed.stderr_bytes);
+        co_return out;
+    }
     std::string host = exec::host_name();
     auto dead = dead_owner_containers(listed.stdout_bytes, host, exec::process_start_time);
     if (dead.empty()) co_return out;
@@ -76,7 +78,7 @@ asio::awaitable<std::vector<swept_container>> remove_dead_owners_containers(cons
         c.name = std::move(name);
         c.removed = ok;
         if (!ok) c.error = e.name + " rm: " + describe(removed) + ": " + excerpt(removed.stderr_bytes);
-        out.push_back(std::move(c));
+        out.containers.push_back(std::move(c));
     }
     co_return out;
 }

@@ -37,9 +37,15 @@ boost::asio::awaitable<container_events> events_of(const engine& e, const std::s
                                                    std::chrono::system_clock::time_point since,
                                                    std::vector<std::string> env);
 
-/// Removes the containers on `e` whose owner (an agentctl on this host) is dead, before a
-/// run starts anything: what a crashed runner left. Best effort, bounded like every call.
-boost::asio::awaitable<std::vector<swept_container>> remove_dead_owners_containers(const engine& e,
-                                                                                   std::vector<std::string> env);
+/// What remove_dead_owners_containers did on one engine.
+struct owners_sweep {
+    std::vector<swept_container> containers;  ///< each container of a dead owner, removed or not
+    std::string list_error;                   ///< why the engine could not list; empty if it did
+};
+
+/// Removes the containers on `e` whose owner (an agentctl on this host) is dead: what a
+/// crashed runner left. Best effort, bounded like every call.
+boost::asio::awaitable<owners_sweep> remove_dead_owners_containers(const engine& e,
+                                                                   std::vector<std::string> env);
 
 }  // namespace agentctl::container

@@ -83,13 +83,15 @@ std::string newest_run(const std::string& db) {
 }
 
 // The members that change from run to run, fixed, so that documents compare exactly; and
-// the warning of a host whose Slurm commands cannot reach a controller, dropped.
+// the warnings of a host whose Slurm commands cannot reach a controller or whose Docker
+// daemon is not running (`runs gc` asks every engine in the PATH), dropped.
 void normalise(json::value& v) {
     if (auto* o = v.if_object()) {
         if (auto* d = o->if_contains("diagnostics"); d && d->is_array()) {
             json::array kept;
             for (auto& x : d->as_array())
-                if (!x.is_object() || !x.as_object().contains("code") || x.at("code") != "slurm_sweep_failed")
+                if (!x.is_object() || !x.as_object().contains("code") ||
+                    (x.at("code") != "slurm_sweep_failed" && x.at("code") != "container_sweep_failed"))
                     kept.push_back(x);
             *d = std::move(kept);
         }

@@ -8,11 +8,14 @@
 #include <boost/test/unit_test.hpp>
 
 #include <dirent.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 
 namespace asio = boost::asio;
@@ -76,6 +79,80 @@ cli_test::command_result engine_cli(const std::string& engine, const std::vector
     options.env = fixture_env();
     options.bound = 60s;
     return cli_test::run(argv, options);
+}
+
+namespace {
+// Field 22 of /proc/PID/stat: the start time that, with the pid, names a process.
+std::string start_time(pid_t pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    std::istringstream fields(line.substr(line.rfind(')') + 2));
+    std::string field;
+    for (int i = 3; i <= 22; ++i) fields >> field;
+    return field;
+}
+}  // namespace
+
+owner_labels make_owner_labels() {
+    char host_buf[256] = {};
+    ::gethostname(host_buf, sizeof host_buf - 1);
+    std::string host = host_buf;
+    pid_t child = ::fork();
+    if (child == 0) ::_exit(0);
+    BOOST_REQUIRE(child > 0);
+    std::string child_start = start_time(child);  // a zombie until reaped: still readable
+    int status = 0;
+    BOOST_REQUIRE(::waitpid(child, &status, 0) == child);
+    BOOST_REQUIRE(!child_start.empty());
+    owner_labels o;
+    o.dead = host + ":" + std::to_string(child) + ":" + child_start + ":deadbeef";
+    o.live = host + ":" + std::to_string(::getpid()) + ":" + start_time(::getpid()) + ":11ve0000";
+    o.elsewhere = "elsewhere.invalid:" + std::to_string(child) + ":" + child_start + ":e15e0000";
+    return o;
+}
+
+std::map<std::string, std::string> start_owned_containers(const std::string& engine) {
+    owner_labels labels = make_owner_labels();
+    std::random_device rd;
+    std::string tag = std::to_string(rd() % 1000000);
+    std::map<std::string, std::string> names;
+    for (const auto& [kind, owner] : std::map<std::string, std::string>{{"dead", labels.dead},
+                                                                        {"live", labels.live},
+                                                                        {"elsewhere", labels.elsewhere},
+                                                                        {"unlabelled", ""}}) {
+        std::string name = "agentctl-job-" + kind + "-" + tag;
+        std::vector<std::string> args = {"run", "--detach", "--network=none", "--name",
+                                         name,  "--label",  "agentctl.test=1"};
+        if (!owner.empty()) {
+            args.push_back("--label");
+            args.push_back("agentctl.owner=" + owner);
+        }
+        args.insert(args.end(), {image(), "sleep", "300"});
+        auto r = engine_cli(engine, args);
+        BOOST_REQUIRE_MESSAGE(r.exit_code == 0, engine << " run --detach " << name << " failed: " << r.err);
+        names[kind] = name;
+    }
+    return names;
+}
+
+bool container_exists(const std::string& engine, const std::string& name) {
+    return engine_cli(engine, {"container", "inspect", "--format", "{{.Name}}", name}).exit_code == 0;
+}
+
+bool container_gone(const std::string& engine, const std::string& name) {
+    for (int i = 0; i < 50; ++i) {
+        if (!container_exists(engine, name)) return true;
+        ::usleep(100000);  // the engine's own removal, which has no event to wait for here
+    }
+    return false;
+}
+
+void remove_containers(const std::string& engine, const std::map<std::string, std::string>& names) {
+    std::vector<std::string> rm = {"rm", "--force"};
+    if (engine == "podman") rm.push_back("--time=0");
+    for (const auto& entry : names) rm.push_back(entry.second);
+    engine_cli(engine, rm);
 }
 
 std::vector<std::string> containers_labelled(const std::string& engine, const std::string& label) {

@@ -37,6 +37,29 @@ std::vector<std::string> fixture_env();
 /// Runs `<engine> args...` with the fixture's environment (60 s bound).
 cli_test::command_result engine_cli(const std::string& engine, const std::vector<std::string>& args);
 
+/// agentctl.owner label values ("HOST:PID:START:PIDNS") of three owners: a dead agentctl of
+/// this host (a real pid and start time, the process since reaped), a live one (this test)
+/// and one on another host.
+struct owner_labels {
+    std::string dead, live, elsewhere;
+};
+owner_labels make_owner_labels();
+
+/// Four detached `sleep 300` containers on `engine`, as a crashed runner, a live one, another
+/// host's and a stranger would leave them: named agentctl-job-KIND-TAG, labelled with the
+/// owners of make_owner_labels() (the stranger's with none). Their names by kind: "dead",
+/// "live", "elsewhere", "unlabelled".
+std::map<std::string, std::string> start_owned_containers(const std::string& engine);
+
+/// The container exists on `engine`, running or not.
+bool container_exists(const std::string& engine, const std::string& name);
+
+/// Waits (up to 5 s) until the container is gone: `rm --force` may return before it is (Docker).
+bool container_gone(const std::string& engine, const std::string& name);
+
+/// Removes the containers at once, whatever their state.
+void remove_containers(const std::string& engine, const std::map<std::string, std::string>& names);
+
 /// Names of containers (running or not) labelled `label` ("key=value") on `engine`.
 std::vector<std::string> containers_labelled(const std::string& engine, const std::string& label);
 

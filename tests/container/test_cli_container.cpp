@@ -84,4 +84,48 @@ BOOST_DATA_TEST_CASE(run_and_doctor_through_the_cli, bdata::make(engines), engin
     BOOST_TEST(human.out.find("not ready") != std::string::npos, human.out);
 }
 
+// `runs gc` removes what crashed runners left on every engine in the PATH, as a run does on
+// the engines it uses, and says so; a live runner's, another host's and an unlabelled
+// container stay.
+BOOST_DATA_TEST_CASE(runs_gc_removes_dead_owners_containers_on_every_engine, bdata::make(engines), engine) {
+    temp_dir state;
+    auto names = start_owned_containers(engine);
+    cli_test::command_options o;
+    o.env = fixture_env();
+    o.env.push_back("AGENTCTL_STATE_DIR=" + state.path());
+    o.bound = std::chrono::seconds(120);
+    auto r = cli_test::agentctl({"--output", "json", "runs", "gc"}, o);
+    BOOST_TEST(r.exit_code == 0, r.out << r.err);
+    json::value v = parse_json(r.out);
+    bool reported = false;
+    for (const auto& c : v.at("data").at("leftovers").at("containers").as_array()) {
+        BOOST_TEST(c.at("name").as_string() != names["live"]);
+        BOOST_TEST(c.at("name").as_string() != names["elsewhere"]);
+        BOOST_TEST(c.at("name").as_string() != names["unlabelled"]);
+        if (c.at("name").as_string() == names["dead"]) {
+            reported = true;
+            BOOST_TEST(c.at("engine").as_string() == engine);
+            BOOST_TEST(c.at("removed").as_bool());
+        }
+    }
+    BOOST_TEST(reported, r.out);
+    for (const auto& d : v.at("diagnostics").as_array())
+        BOOST_TEST(d.at("code").as_string() != "container_sweep_failed", d.at("message").as_string());
+    BOOST_TEST(container_gone(engine, names["dead"]));
+    BOOST_TEST(container_exists(engine, names["live"]));
+    BOOST_TEST(container_exists(engine, names["elsewhere"]));
+    BOOST_TEST(container_exists(engine, names["unlabelled"]));
+
+    // Human output names what it removed.
+    auto again = start_owned_containers(engine);
+    auto human = cli_test::agentctl({"runs", "gc"}, o);
+    BOOST_TEST(human.exit_code == 0, human.out << human.err);
+    BOOST_TEST(human.err.find("removed what a dead run left: " + engine + " container " + again["dead"]) !=
+                   std::string::npos,
+               human.err);
+    BOOST_TEST(container_gone(engine, again["dead"]));
+    remove_containers(engine, names);
+    remove_containers(engine, again);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

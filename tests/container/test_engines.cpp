@@ -504,66 +504,18 @@ BOOST_DATA_TEST_CASE(the_end_of_run_sweep_removes_containers_nobody_waited_for, 
 // (owner pid gone), and nothing else: not another runner's live container, not one owned on
 // another host, not an unlabelled one whose name looks like ours.
 BOOST_DATA_TEST_CASE(the_end_of_run_sweep_removes_only_dead_owners_leftovers, bdata::make(engines), engine) {
-    char host_buf[256] = {};
-    ::gethostname(host_buf, sizeof host_buf - 1);
-    std::string host = host_buf;
-    // Field 22 of /proc/PID/stat: the start time that, with the pid, names a process.
-    auto start_time = [](pid_t pid) {
-        std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-        std::string line;
-        std::getline(stat, line);
-        std::istringstream fields(line.substr(line.rfind(')') + 2));
-        std::string field;
-        for (int i = 3; i <= 22; ++i) fields >> field;
-        return field;
-    };
-    // A crashed runner: a real pid and start time, the process since gone (a zombie until reaped).
-    pid_t child = ::fork();
-    if (child == 0) ::_exit(0);
-    BOOST_REQUIRE(child > 0);
-    std::string child_start = start_time(child);
-    int status = 0;
-    BOOST_REQUIRE(::waitpid(child, &status, 0) == child);
-    BOOST_REQUIRE(!child_start.empty());
-
-    std::random_device rd;
-    std::string tag = std::to_string(rd() % 1000000);
-    std::map<std::string, std::string> owners = {
-        {"agentctl-job-dead-" + tag, host + ":" + std::to_string(child) + ":" + child_start + ":deadbeef"},
-        {"agentctl-job-live-" + tag, host + ":" + std::to_string(::getpid()) + ":" + start_time(::getpid()) + ":11ve0000"},
-        {"agentctl-job-elsewhere-" + tag, "elsewhere.invalid:" + std::to_string(child) + ":" + child_start + ":e15e0000"},
-        {"agentctl-job-unlabelled-" + tag, ""},
-    };
-    for (const auto& [name, owner] : owners) {
-        std::vector<std::string> args = {"run", "--detach", "--network=none", "--name", name, "--label", "agentctl.test=1"};
-        if (!owner.empty()) {
-            args.push_back("--label");
-            args.push_back("agentctl.owner=" + owner);
-        }
-        args.insert(args.end(), {image(), "sleep", "300"});
-        auto r = engine_cli(engine, args);
-        BOOST_REQUIRE_MESSAGE(r.exit_code == 0, engine << " run --detach " << name << " failed: " << r.err);
-    }
-    auto exists = [&](const std::string& name) {
-        return engine_cli(engine, {"container", "inspect", "--format", "{{.Name}}", name}).exit_code == 0;
-    };
+    auto names = start_owned_containers(engine);
 
     temp_dir ws;
     auto wf = make_workflow(allow, container_action("a", engine, probe, {"exit", "0"}), single("a"));
     auto out = run_yaml(wf, in(ws.path()));
     BOOST_TEST(out.task("t").state == task_state::succeeded, message_of(out.task("t")));
     BOOST_TEST(!out.report.error, (out.report.error ? out.report.error->message : ""));
-    // `rm --force` may return before the container is gone (Docker): wait a little.
-    for (int i = 0; i < 50 && exists("agentctl-job-dead-" + tag); ++i) ::usleep(100000);
-    BOOST_TEST(!exists("agentctl-job-dead-" + tag));
-    BOOST_TEST(exists("agentctl-job-live-" + tag));
-    BOOST_TEST(exists("agentctl-job-elsewhere-" + tag));
-    BOOST_TEST(exists("agentctl-job-unlabelled-" + tag));
-
-    std::vector<std::string> rm = {"rm", "--force"};
-    if (engine == "podman") rm.push_back("--time=0");
-    for (const auto& entry : owners) rm.push_back(entry.first);
-    engine_cli(engine, rm);
+    BOOST_TEST(container_gone(engine, names["dead"]));
+    BOOST_TEST(container_exists(engine, names["live"]));
+    BOOST_TEST(container_exists(engine, names["elsewhere"]));
+    BOOST_TEST(container_exists(engine, names["unlabelled"]));
+    remove_containers(engine, names);
     require_no_containers_left(out);
 }
 

@@ -425,7 +425,7 @@ int runs_gc(const command_line& cl) {
     int failed = 0;
     auto db = open_journal(cl, journal_access::write, failed);
     if (!db) return failed;
-    dead_run_sweep swept = sweep_dead_runs(&*db, /*every_slurm_job=*/true);
+    dead_run_sweep swept = sweep_dead_runs(&*db, /*whole_host=*/true);
     if (swept.error) return print_journal_failure(cl, *swept.error);
     auto report = db->gc(cl.keep.value_or(std::numeric_limits<std::size_t>::max()), owner_alive_here);
     if (!report) return print_journal_failure(cl, report.error());

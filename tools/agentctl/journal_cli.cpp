@@ -114,7 +114,7 @@ void restore_failed_streams(const plan& p, run_report& report, journal_streams& 
     }
 }
 
-dead_run_sweep sweep_dead_runs(journal* db, bool every_slurm_job) {
+dead_run_sweep sweep_dead_runs(journal* db, bool whole_host) {
     dead_run_sweep out;
     out.removed = sweep_dead_owners();
     std::vector<journal_dead_run> dead;
@@ -133,12 +133,12 @@ dead_run_sweep sweep_dead_runs(journal* db, bool every_slurm_job) {
         if (run && run->options_json.find("\"backend\":\"slurm\"") != std::string::npos)
             slurm_runs.push_back(d.run_id);
     }
-    if (every_slurm_job || !slurm_runs.empty()) {
+    if (whole_host || !slurm_runs.empty()) {
         host_environment host = process_environment();
         slurm_leftover_options o;
         o.search_path = host.search_path;
         o.host_env = host.lookup;
-        if (!every_slurm_job) o.run_ids = slurm_runs;
+        if (!whole_host) o.run_ids = slurm_runs;
         asio::io_context io(1);
         async_cancel_slurm_leftovers(io.get_executor(), std::move(o), [&](slurm_leftover_report r) {
             out.removed.slurm_cancelled = std::move(r.cancelled);
@@ -150,6 +150,21 @@ dead_run_sweep sweep_dead_runs(journal* db, bool every_slurm_job) {
                     "Slurm jobs of dead runs are looked for again by the next run, resume or runs gc");
             else if (r.error)
                 out.removed.slurm_left.push_back("(" + r.error->message + ")");
+        });
+        io.run();
+    }
+    if (whole_host) {
+        host_environment host = process_environment();
+        container_leftover_options o;
+        o.search_path = host.search_path;
+        o.host_env = host.lookup;
+        asio::io_context io(1);
+        async_remove_container_leftovers(io.get_executor(), std::move(o), [&](container_leftover_report r) {
+            for (auto& c : r.containers) out.removed.containers.push_back(std::move(c));
+            for (const auto& why : r.unlisted)
+                out.warnings.warning(
+                    "container_sweep_failed", "", "containers of dead runs could not be listed: " + why,
+                    "they are looked for again by the next run that uses the engine, or runs gc");
         });
         io.run();
     }

@@ -81,9 +81,10 @@ struct dead_run_sweep {
 };
 
 /// Sweeps before anything starts. `db` (write access) may be null (`--no-journal`): then only
-/// cgroups are looked at. `every_slurm_job`: cancel every dead agentctl run's Slurm jobs
-/// (`runs gc`), not only those of the journal's dead runs.
-dead_run_sweep sweep_dead_runs(journal* db, bool every_slurm_job);
+/// cgroups are looked at. `whole_host` (`runs gc`): also cancel every dead agentctl run's
+/// Slurm jobs, not only those of the journal's dead runs, and remove dead owners' containers
+/// on every engine in the PATH (a run does that itself, on the engines it uses).
+dead_run_sweep sweep_dead_runs(journal* db, bool whole_host);
 
 /// The journal's record of a run started from this command line (the engine fills in ids,
 /// digests, task count and owner).
