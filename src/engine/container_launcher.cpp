@@ -25,11 +25,6 @@ namespace {
 
 using container::engine;
 
-std::string basename_of(std::string_view path) {
-    auto slash = path.rfind('/');
-    return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
-}
-
 std::string alnum(std::string_view s, std::size_t max) {
     std::string out;
     for (char c : s) {
@@ -167,28 +162,10 @@ private:
         out.command = eng.path;
 
         // Fail closed before anything is created.
-        const auto& allow = ctx_.compiled->policy.process_allowlist;
-        if (std::find(allow.begin(), allow.end(), basename_of(action.command)) == allow.end())
-            co_return fail(error_code::policy_process_not_allowed,
-                           "\"" + basename_of(action.command) + "\" is not in policy.processAllowlist");
-        std::optional<exec::directory> cwd;  // open until the client has exited
-        std::string host_dir = ctx_.workspace.path();
-        int cwd_fd = ctx_.workspace.fd();
-        if (attempt.cwd && !attempt.cwd->empty() && *attempt.cwd != ".") {
-            std::string error;
-            cwd = ctx_.workspace.open_beneath(*attempt.cwd, error);
-            if (!cwd)
-                co_return fail(error_code::cwd_unavailable, "cwd \"" + *attempt.cwd + "\": " + error +
-                                                                " (beneath the workspace root " +
-                                                                ctx_.workspace.path() + ")");
-            cwd_fd = cwd->fd();
-            // The canonical path of what was opened: this is what the engine binds.
-            auto canonical = exec::path_of(cwd_fd);
-            if (!canonical)
-                co_return fail(error_code::cwd_unavailable,
-                               "cwd \"" + *attempt.cwd + "\": its path cannot be read");
-            host_dir = std::move(*canonical);
-        }
+        if (auto refused = allowlist_refusal(ctx_, action)) co_return fail(refused->code, refused->message);
+        working_directory cwd;  // open until the client has exited
+        if (auto e = open_working_directory(ctx_, attempt.cwd, cwd)) co_return fail(e->code, e->message);
+        const std::string& host_dir = cwd.path;
         if (!container::mount_source_field(host_dir))
             co_return fail(error_code::cwd_unavailable,
                            "the working directory " + host_dir +
@@ -227,7 +204,7 @@ private:
         req.argv.push_back(eng.path);
         for (auto& a : container::run_argv(eng, action, settings, args)) req.argv.push_back(std::move(a));
         req.env = container::client_environment(ctx_.options->host_env, env);
-        req.cwd_fd = cwd_fd;
+        req.cwd_fd = cwd.fd;
         req.cwd_display = host_dir;
         req.stdin_data = request.stdin_data;
         req.stdout_limit = task.limits.stdout_bytes;

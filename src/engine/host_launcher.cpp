@@ -18,11 +18,6 @@ void launcher::async_finish(asio::any_completion_handler<void(std::optional<task
 
 namespace {
 
-std::string basename_of(std::string_view path) {
-    auto slash = path.rfind('/');
-    return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
-}
-
 class host_launcher final : public launcher {
 public:
     explicit host_launcher(launch_context& ctx) : launcher(ctx) {}
@@ -61,15 +56,11 @@ private:
         const attempt_request& request = *launch.attempt;
         const action_spec& action = request.action();
         const plan_task& task = request.task();
-        const auto& policy = ctx_.compiled->policy;
         const run_options& options = *ctx_.options;
         const prepared_action& prepared = ctx_.actions[task.action_index];
 
         // 1. The allowlist, checked again right before the effect.
-        const auto& allow = policy.process_allowlist;
-        if (std::find(allow.begin(), allow.end(), basename_of(action.command)) == allow.end())
-            return task_error{error_code::policy_process_not_allowed,
-                              "\"" + basename_of(action.command) + "\" is not in policy.processAllowlist"};
+        if (auto refused = allowlist_refusal(ctx_, action)) return refused;
 
         // 2. The executable, resolved by the preflight.
         if (prepared.executable.empty())

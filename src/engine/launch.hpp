@@ -87,6 +87,24 @@ protected:
     launch_context& ctx_;
 };
 
+/// The allowlist, checked again right before the effect: why policy.processAllowlist refuses
+/// the action's command (by its basename), or nothing.
+std::optional<task_error> allowlist_refusal(const launch_context& ctx, const action_spec& action);
+
+/// Where a program launched elsewhere (a container, a Slurm node) works: the attempt's cwd
+/// opened beneath the workspace root, or the root itself.
+struct working_directory {
+    std::optional<exec::directory> opened;  ///< the cwd, held open until the program has exited
+    int fd = -1;                            ///< the cwd's or the root's descriptor
+    std::string path;                       ///< its canonical path: what the engine binds, srun changes to
+};
+
+/// Opens `cwd` (empty or ".": the root) beneath the workspace root into `out`; the error
+/// (cwd_unavailable) when it is not there, leads out, or its path cannot be read.
+std::optional<task_error> open_working_directory(const launch_context& ctx,
+                                                 const std::optional<std::string>& cwd,
+                                                 working_directory& out);
+
 /// A launch as a task result: state and error from the outcome, stdout/stderr redacted with
 /// `env.secrets` and made valid UTF-8, and the shell output object
 /// `{status, changed, exitCode, signal?, stdout, stderr}`. `timeout_ms` is named on timeout.

@@ -46,11 +46,6 @@ constexpr auto client_exit_bound = 5s;
 // What the classification reads of srun's stderr: its own lines come last.
 constexpr std::size_t stderr_tail_bytes = 16 * 1024;
 
-std::string basename_of(std::string_view path) {
-    auto slash = path.rfind('/');
-    return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
-}
-
 /// One launch's job as the poller sees it.
 struct tracked_job {
     std::string name;
@@ -239,31 +234,12 @@ private:
         const slurm::tools& tools = *ctx_.slurm;
 
         // Fail closed before anything is submitted, exactly as for a host process.
-        const auto& allow = ctx_.compiled->policy.process_allowlist;
-        if (std::find(allow.begin(), allow.end(), basename_of(action.command)) == allow.end())
-            co_return fail(error_code::policy_process_not_allowed,
-                           "\"" + basename_of(action.command) + "\" is not in policy.processAllowlist");
+        if (auto refused = allowlist_refusal(ctx_, action)) co_return fail(refused->code, refused->message);
         if (prepared.executable.empty())
             co_return fail(error_code::executable_not_found, prepared.executable_error);
         out.command = prepared.executable;
-        std::optional<exec::directory> cwd;  // open until srun has exited
-        std::string dir = ctx_.workspace.path();
-        int cwd_fd = ctx_.workspace.fd();
-        if (attempt.cwd && !attempt.cwd->empty() && *attempt.cwd != ".") {
-            std::string error;
-            cwd = ctx_.workspace.open_beneath(*attempt.cwd, error);
-            if (!cwd)
-                co_return fail(error_code::cwd_unavailable, "cwd \"" + *attempt.cwd + "\": " + error +
-                                                                " (beneath the workspace root " +
-                                                                ctx_.workspace.path() + ")");
-            cwd_fd = cwd->fd();
-            // The canonical path of what was opened: what the node changes to (--chdir).
-            auto canonical = exec::path_of(cwd_fd);
-            if (!canonical)
-                co_return fail(error_code::cwd_unavailable,
-                               "cwd \"" + *attempt.cwd + "\": its path cannot be read");
-            dir = std::move(*canonical);
-        }
+        working_directory cwd;  // open until srun has exited; its path is what the node changes to
+        if (auto e = open_working_directory(ctx_, attempt.cwd, cwd)) co_return fail(e->code, e->message);
         const auto& env = ctx_.environment_of(task.action_index).entries;
         slurm::srun_request sr;
         for (const auto& entry : env) {
@@ -281,7 +257,7 @@ private:
         sr.executable = prepared.executable;
         sr.args = attempt.args;
         sr.args.insert(sr.args.end(), request.extra_args.begin(), request.extra_args.end());
-        sr.cwd = dir;
+        sr.cwd = cwd.path;
         auto grace = std::chrono::seconds(ctx_.compiled->kill_grace_seconds);
         sr.timeout_ms = static_cast<std::uint64_t>(task.timeout_ms);
         sr.kill_grace_ms = static_cast<std::uint64_t>(grace.count()) * 1000;
@@ -306,8 +282,8 @@ private:
         req.argv = std::move(argv.argv);
         // Built from nothing: SLURM_CONF and the declared values (docs/SLURM.md, section 3).
         req.env = slurm::client_environment(ctx_.options->host_env, env);
-        req.cwd_fd = cwd_fd;
-        req.cwd_display = dir;
+        req.cwd_fd = cwd.fd;
+        req.cwd_display = cwd.path;
         req.stdin_data = request.stdin_data;
         req.stdout_limit = task.limits.stdout_bytes;
         req.stderr_limit = task.limits.stderr_bytes;
@@ -379,7 +355,7 @@ private:
             out.process.exit_code.reset();
             out.process.signal.reset();
         }
-        cwd.reset();
+        cwd.opened.reset();
         if (cleanup_error)
             out.error = task_error{error_code::slurm_cleanup_failed, "failed to confirm that Slurm job " +
                                                                          name + " is gone after " + after +

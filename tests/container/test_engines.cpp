@@ -269,8 +269,9 @@ BOOST_DATA_TEST_CASE(a_timeout_with_grace_sends_sigterm_first, bdata::make(engin
                        "    - {id: stubborn, uses: action:stubborn, failure: continue}\n",
                        "  runtime: {killGraceSeconds: 3}\n");
     auto out = run_yaml(wf, in(ws.path()).with_jobs(2));
-    BOOST_TEST(out.task("polite").state == task_state::timed_out);
-    BOOST_TEST(out.task("stubborn").state == task_state::timed_out);
+    BOOST_TEST_REQUIRE(!out.report.error, (out.report.error ? out.report.error->message : ""));
+    BOOST_TEST(out.task("polite").state == task_state::timed_out, message_of(out.task("polite")));
+    BOOST_TEST(out.task("stubborn").state == task_state::timed_out, message_of(out.task("stubborn")));
     // The polite one ended on SIGTERM (exit 0), well before the grace; the other needed SIGKILL.
     BOOST_TEST(out.task("polite").duration_ms < 2000u + 2500u);
     BOOST_TEST(out.task("stubborn").duration_ms >= 2000u + 2900u);

@@ -1,0 +1,42 @@
+// What the launchers share: the last allowlist check and the working directory.
+#include "engine/launch.hpp"
+
+#include "exec/workspace.hpp"
+
+#include <algorithm>
+
+namespace agentctl {
+
+std::optional<task_error> allowlist_refusal(const launch_context& ctx, const action_spec& action) {
+    std::string_view command = action.command;
+    auto slash = command.rfind('/');
+    std::string name(slash == std::string_view::npos ? command : command.substr(slash + 1));
+    const auto& allow = ctx.compiled->policy.process_allowlist;
+    if (std::find(allow.begin(), allow.end(), name) != allow.end()) return std::nullopt;
+    return task_error{error_code::policy_process_not_allowed,
+                      "\"" + name + "\" is not in policy.processAllowlist"};
+}
+
+std::optional<task_error> open_working_directory(const launch_context& ctx,
+                                                 const std::optional<std::string>& cwd,
+                                                 working_directory& out) {
+    if (!cwd || cwd->empty() || *cwd == ".") {
+        out.fd = ctx.workspace.fd();
+        out.path = ctx.workspace.path();
+        return std::nullopt;
+    }
+    std::string error;
+    out.opened = ctx.workspace.open_beneath(*cwd, error);
+    if (!out.opened)
+        return task_error{
+            error_code::cwd_unavailable,
+            "cwd \"" + *cwd + "\": " + error + " (beneath the workspace root " + ctx.workspace.path() + ")"};
+    out.fd = out.opened->fd();
+    auto canonical = exec::path_of(out.fd);
+    if (!canonical)
+        return task_error{error_code::cwd_unavailable, "cwd \"" + *cwd + "\": its path cannot be read"};
+    out.path = std::move(*canonical);
+    return std::nullopt;
+}
+
+}  // namespace agentctl
