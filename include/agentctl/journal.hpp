@@ -81,8 +81,9 @@ private:
 };
 
 /// The schema version this agentctl writes and reads. A database with a higher one is refused
-/// (`newer_schema`); a lower one is migrated when opened for writing.
-inline constexpr int journal_schema_version = 1;
+/// (`newer_schema`); a lower one is migrated when opened for writing. Version 2: a final
+/// result's JSON may be stored as that of its attempt's end (docs/JOURNAL.md).
+inline constexpr int journal_schema_version = 2;
 
 // ---------------------------------------------------------------------------------------------
 // Location

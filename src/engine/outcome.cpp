@@ -21,7 +21,7 @@ task_result failed_result(error_code code, std::string message) {
     return r;
 }
 
-task_result without_streams(const task_result& r) {
+task_result without_streams(const task_result& r, bool in_place) {
     task_result out;
     // Every member but the streams, spelled out so that a new member is not forgotten silently.
     out.state = r.state;
@@ -52,7 +52,10 @@ task_result without_streams(const task_result& r) {
     if (r.streams_in_output && r.output.is_object()) {
         json::object o;
         for (const auto& m : r.output.get_object())
-            if (m.key() != "stdout" && m.key() != "stderr") o.emplace(m.key(), m.value());
+            if (m.key() != "stdout" && m.key() != "stderr")
+                o.emplace(m.key(), m.value());
+            else if (in_place)
+                o.emplace(m.key(), m.value().is_string() ? json::value(json::string()) : m.value());
         out.output = std::move(o);
     } else {
         out.output = r.output;

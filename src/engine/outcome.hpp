@@ -14,8 +14,10 @@ task_result skipped_result(error_code code, std::string message);
 task_result failed_result(error_code code, std::string message);
 
 /// A copy of `r` without its captured streams: stdout_text, stderr_text, and the output's
-/// `stdout` and `stderr` where the output holds them (streams_in_output).
-task_result without_streams(const task_result& r);
+/// `stdout` and `stderr` where the output holds them (streams_in_output). `in_place`: those
+/// two stay where they are, as empty strings: a journal final's result then has its end's
+/// JSON, which the journal stores once (docs/JOURNAL.md, "results").
+task_result without_streams(const task_result& r, bool in_place = false);
 
 /// A task is a failure unless it succeeded, was skipped or was cancelled.
 bool is_failure(task_state s);

@@ -230,7 +230,8 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
             }
             rp.state.reuse[i] = std::move((*full)->result);
         } else {
-            task_result r = std::move(finals[i]->result);
+            // As the run that recorded it kept it: without the output's (empty) stream members.
+            task_result r = without_streams(finals[i]->result);
             r.streams_released = true;
             rp.state.reuse[i] = std::move(r);
         }

@@ -510,9 +510,10 @@ private:
             // The last attempt's end holds the streams; the final names it. Both go in one
             // commit: a crash never leaves an end whose final is missing.
             bool cleanup_failed = r.error && r.error->code == error_code::container_cleanup_failed;
+            task_final final{idx, t.id, without_streams(r, /*in_place=*/true), r.attempts, false};
             options_.journal->record_end_and_final(
                 attempt_end{idx, r.attempts, keep ? task_result(r) : std::move(r), cleanup_failed},
-                task_final{idx, t.id, light, light.attempts, false});
+                std::move(final));
             if (!keep) {
                 light.streams_released = true;
                 r = std::move(light);
@@ -533,8 +534,8 @@ private:
     void journal_missing_final(std::uint32_t idx) {
         const auto& from = options_.resume->final_from_attempt;
         if (idx >= from.size() || from[idx] == 0) return;
-        options_.journal->record_final(
-            task_final{idx, plan_.tasks[idx].id, without_streams(results_[idx]), from[idx], true});
+        options_.journal->record_final(task_final{
+            idx, plan_.tasks[idx].id, without_streams(results_[idx], /*in_place=*/true), from[idx], true});
     }
 
     void record_handle(std::uint32_t idx, std::uint32_t attempt, const attempt_started& s) {

@@ -226,6 +226,78 @@ std::string encode_result(const task_result& r) {
 
 namespace {
 
+// Values that serialise to the same text: the same kind, objects member by member in order.
+bool same_json(const json::value& a, const json::value& b) {
+    if (a.kind() != b.kind()) return false;
+    switch (a.kind()) {
+        case json::kind::object: {
+            const auto &x = a.get_object(), &y = b.get_object();
+            if (x.size() != y.size()) return false;
+            for (auto i = x.begin(), j = y.begin(); i != x.end(); ++i, ++j)
+                if (i->key() != j->key() || !same_json(i->value(), j->value())) return false;
+            return true;
+        }
+        case json::kind::array: {
+            const auto &x = a.get_array(), &y = b.get_array();
+            if (x.size() != y.size()) return false;
+            for (std::size_t i = 0; i < x.size(); ++i)
+                if (!same_json(x[i], y[i])) return false;
+            return true;
+        }
+        case json::kind::string:
+            return a.get_string() == b.get_string();
+        case json::kind::int64:
+            return a.get_int64() == b.get_int64();
+        case json::kind::uint64:
+            return a.get_uint64() == b.get_uint64();
+        case json::kind::double_: {  // bit for bit: 0.0 and -0.0 print differently
+            double x = a.get_double(), y = b.get_double();
+            return std::memcmp(&x, &y, sizeof x) == 0;
+        }
+        case json::kind::bool_:
+            return a.get_bool() == b.get_bool();
+        case json::kind::null:
+            return true;
+    }
+    return false;
+}
+
+// `output` as encode_result() writes it: stripped streams are null whatever their text.
+bool same_output(const task_result& a, const task_result& b) {
+    bool strip_out = stream_in_output(a, "stdout"), strip_err = stream_in_output(a, "stderr");
+    if (strip_out != stream_in_output(b, "stdout") || strip_err != stream_in_output(b, "stderr"))
+        return false;
+    if (!strip_out && !strip_err) return same_json(a.output, b.output);
+    const auto &x = a.output.get_object(), &y = b.output.get_object();
+    if (x.size() != y.size()) return false;
+    for (auto i = x.begin(), j = y.begin(); i != x.end(); ++i, ++j) {
+        if (i->key() != j->key()) return false;
+        bool stripped = (strip_out && i->key() == "stdout") || (strip_err && i->key() == "stderr");
+        if (!stripped && !same_json(i->value(), j->value())) return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+bool same_encoding(const task_result& a, const task_result& b) {
+    auto same_error = [](const std::optional<task_error>& x, const std::optional<task_error>& y) {
+        return x.has_value() == y.has_value() && (!x || (x->code == y->code && x->message == y->message));
+    };
+    return a.state == b.state && a.attempts == b.attempts && a.exit_code == b.exit_code &&
+           a.signal == b.signal && a.stdout_lossy == b.stdout_lossy && a.stderr_lossy == b.stderr_lossy &&
+           a.duration_ms == b.duration_ms && a.command == b.command && a.argv == b.argv &&
+           a.isolation == b.isolation && a.backend == b.backend && a.slurm_job_id == b.slurm_job_id &&
+           a.slurm_node == b.slurm_node && a.slurm_state == b.slurm_state && a.engine == b.engine &&
+           a.containment == b.containment && a.descendants_killed == b.descendants_killed &&
+           a.usage.user_us == b.usage.user_us && a.usage.system_us == b.usage.system_us &&
+           a.usage.max_rss_kib == b.usage.max_rss_kib && a.limit_stream == b.limit_stream &&
+           a.limit_bytes == b.limit_bytes && a.output_bytes == b.output_bytes &&
+           same_error(a.error, b.error) && a.streams_in_output == b.streams_in_output && same_output(a, b);
+}
+
+namespace {
+
 std::string string_at(const json::object& o, std::string_view key) {
     auto* v = o.if_contains(key);
     return v && v->is_string() ? std::string(v->get_string()) : std::string();

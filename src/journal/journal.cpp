@@ -278,9 +278,13 @@ journal_result<journal_run> journal::load_run(std::string_view run_id) {
 namespace {
 
 // Columns 0-8 of every results query; with streams, the result's own stream columns follow.
+// A result_json of '' is that of the end of streams_attempt (docs/JOURNAL.md, "results"):
+// the one place that reads it so.
 constexpr const char* result_columns =
     "task_index, task_id, segment, recorded_ms, reused, streams_attempt, stdout_length, stderr_length, "
-    "result_json";
+    "CASE result_json WHEN '' THEN (SELECT attempts.result_json FROM attempts WHERE attempts.run_seq = "
+    "results.run_seq AND attempts.task_index = results.task_index AND attempts.attempt = "
+    "results.streams_attempt) ELSE result_json END";
 constexpr const char* own_stream_columns =
     ", stdout_length, stdout_crc, stdout_file, stdout_blob, stderr_length, stderr_crc, stderr_file, "
     "stderr_blob";
@@ -845,6 +849,19 @@ std::optional<journal_error> journal::verify() {
         }
         if (rc != SQLITE_DONE) return db.error(db.last_rc(), "checking streams");
     }
+    // A result stored as its end's JSON ('') names an end that is there.
+    statement s = db.conn.prepare(
+        "SELECT task_id FROM results WHERE result_json = '' AND NOT EXISTS (SELECT 1 FROM attempts a "
+        "WHERE a.run_seq = results.run_seq AND a.task_index = results.task_index AND a.attempt = "
+        "results.streams_attempt AND a.result_json IS NOT NULL) LIMIT 1",
+        rc);
+    if (!s) return db.error(rc, "checking results");
+    rc = s.step();
+    if (rc == SQLITE_ROW)
+        return journal_error{journal_errc::corrupt, "journal " + db.path + ": the result of task " +
+                                                        std::string(s.text(0)) +
+                                                        " is that of an attempt's end that is missing"};
+    if (rc != SQLITE_DONE) return db.error(db.last_rc(), "checking results");
     return std::nullopt;
 }
 

@@ -16,11 +16,12 @@ namespace {
 // "agct": PRAGMA application_id of every agentctl journal.
 constexpr std::int64_t application_id = 0x61676374;
 
-// Schema version 1. One row per attempt (its intent, then its handle and its end filled in),
-// one per task's final result; a stream below the file threshold is a row of `streams` (a
-// rowid table, so a few KiB stay on their page), a larger one a file named by the row.
-// docs/JOURNAL.md describes every column.
-constexpr const char* schema_v1 = R"sql(
+// The schema of journal_schema_version (the tables of version 1; version 2 only lets
+// results.result_json be '' for "that of the end of streams_attempt"). One row per attempt
+// (its intent, then its handle and its end filled in), one per task's final result; a stream
+// below the file threshold is a row of `streams` (a rowid table, so a few KiB stay on their
+// page), a larger one a file named by the row. docs/JOURNAL.md describes every column.
+constexpr const char* schema = R"sql(
 CREATE TABLE meta(
   key TEXT PRIMARY KEY NOT NULL,
   value TEXT NOT NULL
@@ -126,8 +127,15 @@ CREATE TABLE streams(
 )sql";
 
 // Migrations: migrations[v - 1] turns schema version v into v + 1, inside one write
-// transaction. Version 1 is the first; add the SQL of each new version here.
-constexpr std::array<const char*, journal_schema_version - 1> migrations{};
+// transaction (nullptr: nothing to change but the version). Version 1 is the first; add the
+// SQL of each new version here.
+constexpr std::array<const char*, journal_schema_version - 1> migrations{
+    nullptr,  // 1 -> 2: results.result_json may be ''; version 1 rows all carry their own JSON
+};
+
+// The oldest version a reader reads as it is, without a migration: version 1 rows read the
+// same under version 2's rules (none of them is '').
+constexpr std::int64_t oldest_readable_version = 1;
 
 journal_error make_error(journal_errc code, std::string message) {
     return journal_error{code, std::move(message)};
@@ -190,7 +198,7 @@ std::optional<journal_error> ensure_wal(detail::journal_db& db) {
     return std::nullopt;
 }
 
-// Creates schema v1 in an empty database. Another process may be doing the same: the check
+// Creates the schema in an empty database. Another process may be doing the same: the check
 // for emptiness is repeated inside the write transaction.
 std::optional<journal_error> initialise(detail::journal_db& db, bool& raced) {
     raced = false;
@@ -208,7 +216,7 @@ std::optional<journal_error> initialise(detail::journal_db& db, bool& raced) {
             raced = true;
             return std::nullopt;
         }
-        if (rc = db.conn.exec(schema_v1); rc != SQLITE_OK) return db.error(rc, "creating the schema");
+        if (rc = db.conn.exec(schema); rc != SQLITE_OK) return db.error(rc, "creating the schema");
         std::string pragmas = "PRAGMA application_id=" + std::to_string(application_id) +
                               "; PRAGMA user_version=" + std::to_string(journal_schema_version) + ";";
         if (rc = db.conn.exec(pragmas.c_str()); rc != SQLITE_OK) return db.error(rc, "creating the schema");
@@ -465,7 +473,7 @@ journal_result<std::unique_ptr<detail::journal_db>> open_db(const std::string& p
             if (auto e = ensure_wal(*db)) return *e;
             if (needs_migration)
                 if (auto e = migrate(*db, *user_version)) return *e;
-        } else if (needs_migration) {
+        } else if (needs_migration && *user_version < oldest_readable_version) {
             return make_error(journal_errc::unreadable,
                               "journal " + path + ": schema version " + std::to_string(*user_version) +
                                   " must be migrated first (open it for writing: run, resume or runs gc)");

@@ -1,9 +1,11 @@
 // The backend choice and the Slurm options as the library reads them (no Slurm needed), and
 // what a Slurm result keeps on its way into the journal.
 #include "engine/outcome.hpp"
+#include "journal/codec.hpp"
 
 #include <agentctl/backend.hpp>
 
+#include <boost/json/serialize.hpp>
 #include <boost/test/unit_test.hpp>
 
 using namespace agentctl;
@@ -101,4 +103,32 @@ BOOST_AUTO_TEST_CASE(a_result_without_its_streams_keeps_every_other_member) {
     BOOST_TEST(w.descendants_killed == 1u);
     BOOST_TEST(w.limit_stream == "stdout");
     BOOST_TEST((w.error && w.error->code == agentctl::error_code::exit_nonzero));
+}
+
+// The journal's final of an attempt that ran: the streams emptied in place, so that its JSON is
+// the end's and the journal stores it once (docs/JOURNAL.md, "results").
+BOOST_AUTO_TEST_CASE(a_final_without_its_streams_in_place_encodes_as_its_end) {
+    agentctl::task_result r;
+    r.state = agentctl::task_state::succeeded;
+    r.attempts = 1;
+    r.exit_code = 0;
+    r.output_bytes = 9;
+    r.output = boost::json::object{{"status", "changed"}, {"stdout", "printed\n"}, {"stderr", "x"}, {"z", 1}};
+    r.streams_in_output = true;  // as the built-in runner keeps them
+    auto removed = agentctl::without_streams(r);
+    BOOST_TEST(!removed.output.as_object().contains("stdout"));
+    BOOST_TEST(agentctl::journal_detail::encode_result(removed) !=
+               agentctl::journal_detail::encode_result(r));
+    auto in_place = agentctl::without_streams(r, /*in_place=*/true);
+    BOOST_TEST(boost::json::serialize(in_place.output) ==
+               R"({"status":"changed","stdout":"","stderr":"","z":1})");
+    BOOST_TEST(agentctl::journal_detail::same_encoding(in_place, r));
+    BOOST_TEST(agentctl::journal_detail::encode_result(in_place) ==
+               agentctl::journal_detail::encode_result(r));
+    r.streams_in_output = false;  // a result whose streams are apart: output is kept whole
+    r.stdout_text = "printed\n";
+    in_place = agentctl::without_streams(r, true);
+    BOOST_TEST(in_place.stdout_text.empty());
+    BOOST_TEST(agentctl::journal_detail::encode_result(in_place) ==
+               agentctl::journal_detail::encode_result(r));
 }

@@ -184,11 +184,90 @@ BOOST_AUTO_TEST_CASE(newer_schema) {
     temp_dir tmp;
     std::string path = tmp.file("journal.db");
     make_journal(path);
-    BOOST_TEST_REQUIRE(exec_sql(path, "PRAGMA user_version = 2;"));
+    const std::string next = std::to_string(journal_schema_version + 1);
+    BOOST_TEST_REQUIRE(exec_sql(path, "PRAGMA user_version = " + next + ";"));
     expect_error(path, journal_access::read, journal_errc::newer_schema);
     expect_error(path, journal_access::write, journal_errc::newer_schema);
     auto e = open_error(path, journal_access::read);
-    BOOST_TEST(e.message.find("schema version 2") != std::string::npos, e.message);
+    BOOST_TEST(e.message.find("schema version " + next) != std::string::npos, e.message);
+    BOOST_TEST(e.message.find("knows up to " + std::to_string(journal_schema_version)) != std::string::npos,
+               e.message);
+}
+
+// A journal of schema version 1: the same tables, every final result with its own JSON (a
+// version 1 writer never stored ''). Made here by recording with this writer, then putting
+// each end's JSON back into the finals stored once and setting user_version to 1.
+BOOST_AUTO_TEST_CASE(a_version_1_journal_is_read_then_migrated) {
+    static_assert(journal_schema_version == 2, "version 2 is what this test migrates to");
+    temp_dir tmp;
+    std::string path = tmp.file("journal.db");
+    task_result ran = make_result(task_state::succeeded, "out\n", "err\n");
+    task_result skipped;
+    skipped.state = task_state::skipped;
+    {
+        writer_env env(open_or_fail(path, journal_access::write));
+        env.writer->record_run(make_run("run-1", 2));
+        env.writer->record_intent(make_intent(0));
+        env.writer->record_end_and_final(make_end(0, 1, ran), make_final(0, ran, 1));
+        env.writer->record_final(make_final(1, skipped, std::nullopt));
+        env.writer->record_run_end(journal_run_end{journal_run_state::succeeded, 5, std::nullopt});
+        BOOST_TEST_REQUIRE(!env.close().has_value());
+    }
+    BOOST_TEST_REQUIRE(count_rows(path, "results", "result_json = ''") == 1);
+    BOOST_TEST_REQUIRE(exec_sql(path,
+                                "UPDATE results SET result_json = (SELECT a.result_json FROM attempts a "
+                                "WHERE a.run_seq = results.run_seq AND a.task_index = results.task_index "
+                                "AND a.attempt = results.streams_attempt) WHERE result_json = ''; "
+                                "PRAGMA user_version = 1;"));
+    BOOST_TEST_REQUIRE(count_rows(path, "results", "result_json = '' OR result_json IS NULL") == 0);
+    BOOST_TEST_REQUIRE(count_rows(path, "pragma_user_version", "user_version = 1") == 1);
+
+    auto read_back = [&](journal& j, const char* when) {
+        BOOST_TEST(!j.verify().has_value(), when);
+        std::vector<journal_task_result> results;
+        auto e = j.for_each_result("run-1", true, [&](journal_task_result& r) {
+            results.push_back(r);
+            return true;
+        });
+        BOOST_TEST_REQUIRE(!e.has_value(), when << ": " << (e ? e->message : ""));
+        BOOST_TEST_REQUIRE(results.size() == 2u, when);
+        BOOST_TEST(results[0].result.state == task_state::succeeded, when);
+        BOOST_TEST(stdout_of(results[0].result) == "out\n", when);
+        BOOST_TEST(stderr_of(results[0].result) == "err\n", when);
+        BOOST_TEST(results[0].result.output == ran.output, when);
+        BOOST_TEST(results[1].result.state == task_state::skipped, when);
+        auto one = j.load_result_at("run-1", 0, false);
+        BOOST_TEST_REQUIRE(one.has_value(), when << ": " << why(one));
+        BOOST_TEST_REQUIRE(one->has_value(), when);
+        BOOST_TEST((*one)->result.duration_ms == ran.duration_ms, when);
+    };
+    {
+        // Version 1 rows read the same under version 2: a reader needs no migration.
+        journal j = open_or_fail(path, journal_access::read);
+        read_back(j, "read as version 1");
+    }
+    BOOST_TEST(count_rows(path, "pragma_user_version", "user_version = 1") == 1, "a reader writes nothing");
+    {
+        journal j = open_or_fail(path, journal_access::write);
+        read_back(j, "migrated");
+    }
+    BOOST_TEST(count_rows(path, "pragma_user_version", "user_version = 2") == 1);
+    BOOST_TEST(count_rows(path, "results", "result_json = ''") == 0, "the migration changes no row");
+    {
+        // A run recorded after the migration stores its finals once, beside the old rows.
+        writer_env env(open_or_fail(path, journal_access::write));
+        env.writer->record_run(make_run("run-2", 1));
+        env.writer->record_intent(make_intent(0));
+        env.writer->record_end_and_final(make_end(0, 1, ran), make_final(0, ran, 1));
+        BOOST_TEST_REQUIRE(!env.close().has_value());
+    }
+    BOOST_TEST(count_rows(path, "results", "result_json = ''") == 1);
+    journal j = open_or_fail(path, journal_access::read);
+    read_back(j, "after a version 2 run");
+    auto second = j.load_result("run-2", task_id(0), true);
+    BOOST_TEST_REQUIRE(second.has_value(), why(second));
+    BOOST_TEST_REQUIRE(second->has_value());
+    BOOST_TEST(stdout_of((*second)->result) == "out\n");
 }
 
 BOOST_AUTO_TEST_CASE(codes_have_stable_names) {

@@ -2,6 +2,7 @@
 #include "harness.hpp"
 
 #include "../support/error_text.hpp"
+#include "journal/codec.hpp"
 
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/post.hpp>
@@ -318,6 +319,172 @@ BOOST_AUTO_TEST_CASE(handles_and_ends_in_one_batch_read_back_whole) {
     BOOST_TEST_REQUIRE(result->has_value());
     BOOST_TEST((*result)->stdout_bytes == 4u);
     BOOST_TEST(stdout_of((*result)->result) == "out\n");
+}
+
+// A final whose JSON is byte for byte its end's is stored as '' and reads back whole through
+// every reader; one that differs keeps its own JSON (docs/JOURNAL.md, "results").
+BOOST_AUTO_TEST_CASE(a_final_like_its_end_stores_its_json_once) {
+    namespace jd = agentctl::journal_detail;
+    temp_dir tmp;
+    std::string path = tmp.file("journal.db");
+    std::vector<task_final> finals;              // what each task's final result was, by task index
+    auto same_but_streams = [](task_result r) {  // as the engine's final: its streams are the end's
+        if (r.streams_in_output)
+            for (const char* k : {"stdout", "stderr"}) r.output.as_object()[k] = "";
+        r.stdout_text.clear();
+        r.stderr_text.clear();
+        return r;
+    };
+    {
+        writer_env env(open_or_fail(path, journal_access::write));
+        env.writer->record_run(make_run("run-1", 9));
+        for (std::uint32_t i = 0; i < 8; ++i) env.writer->record_intent(make_intent(i));
+        env.writer->record_intent(make_intent(2, 2));
+        BOOST_TEST_REQUIRE(!env.sync().has_value());
+        auto record_pair = [&](std::uint32_t task, std::uint32_t attempt, const task_result& end,
+                               task_final final) {
+            finals.push_back(final);
+            env.writer->record_end_and_final(make_end(task, attempt, end), std::move(final));
+        };
+        // 0: streams kept in output (the built-in runner's shape): the same JSON, so ''.
+        task_result r0 = make_result(task_state::succeeded, "zero out\n", "zero err\n");
+        record_pair(0, 1, r0, make_final(0, same_but_streams(r0), 1));
+        // 1: streams apart (a process's shape), the final without them: ''.
+        task_result r1 = make_result(task_state::failed, "one out\n", "one err\n", false);
+        record_pair(1, 1, r1, make_final(1, same_but_streams(r1), 1));
+        // 2: retried; the second attempt's end and the final agree: ''.
+        env.writer->record_end(make_end(2, 1, make_result(task_state::failed, "first try\n")));
+        task_result r2 = make_result(task_state::succeeded, "second try\n");
+        r2.attempts = 2;
+        r2.duration_ms = 40;  // both attempts
+        record_pair(2, 2, r2, make_final(2, same_but_streams(r2), 2));
+        // 3: the final says more than its end (cancelled during the retry's backoff): its own.
+        task_result r3 = make_result(task_state::failed, "three\n");
+        task_result f3 = same_but_streams(r3);
+        f3.state = task_state::cancelled;
+        f3.duration_ms = 99;
+        record_pair(3, 1, r3, make_final(3, f3, 1));
+        // 4: the output's streams left out of the final (without_streams): it differs.
+        task_result r4 = make_result(task_state::succeeded, "four\n");
+        task_result f4 = r4;
+        f4.output.as_object().erase("stdout");
+        f4.output.as_object().erase("stderr");
+        record_pair(4, 1, r4, make_final(4, f4, 1));
+        BOOST_TEST_REQUIRE(!env.sync().has_value());
+        // 5 and 6: the end was committed before; the final compares with its stored text.
+        task_result r5 = make_result(task_state::succeeded, "five\n");
+        task_result r6 = make_result(task_state::succeeded, "six\n");
+        env.writer->record_end(make_end(5, 1, r5));
+        env.writer->record_end(make_end(6, 1, r6));
+        BOOST_TEST_REQUIRE(!env.sync().has_value());
+        finals.push_back(make_final(5, same_but_streams(r5), 1));
+        task_result f6 = same_but_streams(r6);
+        f6.duration_ms = 1234;
+        finals.push_back(make_final(6, f6, 1));
+        // 7: a resume's reused result whose final was lost: the same JSON as the end, ''.
+        task_result r7 = make_result(task_state::succeeded, "seven\n");
+        env.writer->record_end(make_end(7, 1, r7));
+        finals.push_back(make_final(7, same_but_streams(r7), 1));
+        finals.back().reused = true;
+        // 8: never ran: no end to share with.
+        task_result skipped;
+        skipped.state = task_state::skipped;
+        finals.push_back(make_final(8, skipped, std::nullopt));
+        for (std::size_t i = 5; i < finals.size(); ++i) env.writer->record_final(finals[i]);
+        env.writer->record_run_end(journal_run_end{journal_run_state::failed, 7, std::nullopt});
+        BOOST_TEST_REQUIRE(!env.close().has_value());
+    }
+    BOOST_TEST_REQUIRE(finals.size() == 9u);
+    // Straight from SQLite: which rows hold their own JSON.
+    const bool stored_once[] = {true, true, true, false, false, true, false, true, false};
+    for (std::uint32_t i = 0; i < 9; ++i)
+        BOOST_TEST(
+            count_rows(path, "results", "task_index = " + std::to_string(i) + " AND result_json = ''") ==
+                (stored_once[i] ? 1 : 0),
+            "task " << i);
+    BOOST_TEST(count_rows(path, "results", "result_json = ''") == 5);
+
+    const std::string streams[][2] = {{"zero out\n", "zero err\n"},
+                                      {"one out\n", "one err\n"},
+                                      {"second try\n", ""},
+                                      {"three\n", ""},
+                                      {"four\n", ""},
+                                      {"five\n", ""},
+                                      {"six\n", ""},
+                                      {"seven\n", ""},
+                                      {"", ""}};
+    journal j = open_or_fail(path, journal_access::read);
+    BOOST_TEST(!j.verify().has_value());
+    // Every reader gives each final's own JSON back, and the streams of the attempt it names.
+    auto check = [&](const journal_task_result& r, bool with_streams, const char* reader) {
+        const std::uint32_t i = r.task_index;
+        BOOST_TEST_REQUIRE(i < 9u);
+        BOOST_TEST(jd::encode_result(r.result) == jd::encode_result(finals[i].result),
+                   reader << ", task " << i);
+        BOOST_TEST(r.result.state == finals[i].result.state, reader << ", task " << i);
+        BOOST_TEST(r.reused == finals[i].reused, reader << ", task " << i);
+        if (with_streams) {
+            BOOST_TEST(stdout_of(r.result) == streams[i][0], reader << ", task " << i);
+            BOOST_TEST(stderr_of(r.result) == streams[i][1], reader << ", task " << i);
+        }
+    };
+    for (bool with_streams : {false, true}) {
+        std::uint32_t seen = 0;
+        BOOST_TEST(!j.for_each_result("run-1", with_streams, [&](journal_task_result& r) {
+            check(r, with_streams, "for_each_result");
+            ++seen;
+            return true;
+        }));
+        BOOST_TEST(seen == 9u);
+        for (std::uint32_t i = 0; i < 9; ++i) {
+            auto by_id = j.load_result("run-1", task_id(i), with_streams);
+            BOOST_TEST_REQUIRE(by_id.has_value(), why(by_id));
+            BOOST_TEST_REQUIRE(by_id->has_value());
+            check(**by_id, with_streams, "load_result");
+            auto at = j.load_result_at("run-1", i, with_streams);
+            BOOST_TEST_REQUIRE(at.has_value(), why(at));
+            BOOST_TEST_REQUIRE(at->has_value());
+            check(**at, with_streams, "load_result_at");
+        }
+    }
+    for (std::uint32_t i = 0; i < 9; ++i)
+        BOOST_TEST(stream_of(j, "run-1", task_id(i), journal_stream::stdout_stream) == streams[i][0]);
+    auto runs = j.list_runs(10, nullptr);
+    BOOST_TEST_REQUIRE(runs.has_value(), why(runs));
+    BOOST_TEST_REQUIRE(runs->size() == 1u);
+    BOOST_TEST((*runs)[0].recorded == 9u);
+    BOOST_TEST((*runs)[0].reused == 1u);
+    BOOST_TEST((*runs)[0].tasks_by_state["succeeded"] == 6u);
+}
+
+// A '' that names no end is damage: verify() and the readers say so, never read it as empty.
+BOOST_AUTO_TEST_CASE(a_stored_once_result_without_its_end_is_corrupt) {
+    temp_dir tmp;
+    std::string path = tmp.file("journal.db");
+    {
+        writer_env env(open_or_fail(path, journal_access::write));
+        env.writer->record_run(make_run("run-1", 2));
+        task_result skipped;
+        skipped.state = task_state::skipped;
+        env.writer->record_final(make_final(0, skipped, std::nullopt));
+        env.writer->record_final(make_final(1, skipped, std::nullopt));
+        BOOST_TEST_REQUIRE(!env.close().has_value());
+    }
+    BOOST_TEST_REQUIRE(exec_sql(path, "UPDATE results SET result_json = '' WHERE task_index = 1"));
+    journal j = open_or_fail(path, journal_access::read);
+    auto v = j.verify();
+    BOOST_TEST_REQUIRE(v.has_value());
+    BOOST_TEST(v->code == journal_errc::corrupt, v->message);
+    BOOST_TEST(v->message.find(task_id(1)) != std::string::npos, v->message);
+    auto r = j.load_result_at("run-1", 1, false);
+    BOOST_TEST_REQUIRE(!r.has_value());
+    BOOST_TEST(r.error().code == journal_errc::corrupt, r.error().message);
+    auto e = j.for_each_result("run-1", false, [](journal_task_result&) { return true; });
+    BOOST_TEST_REQUIRE(e.has_value());
+    BOOST_TEST(e->code == journal_errc::corrupt);
+    auto fine = j.load_result_at("run-1", 0, false);
+    BOOST_TEST_REQUIRE(fine.has_value(), why(fine));
+    BOOST_TEST(fine->has_value());
 }
 
 BOOST_AUTO_TEST_CASE(completion_runs_on_the_handlers_executor) {
