@@ -32,11 +32,6 @@ result_streams streams_of(const task_result& r);
 /// member order survives) and listed under "stripped".
 std::string encode_result(const task_result& r);
 
-/// True only if encode_result(a) == encode_result(b), decided without encoding: every member
-/// encode_result() writes compares equal (`output` member by member, in order, of the same
-/// JSON kinds; a stripped stream only as being one). Keep it in step with encode_result().
-bool same_encoding(const task_result& a, const task_result& b);
-
 /// Parses encode_result()'s JSON. False on malformed input.
 bool decode_result(std::string_view json, task_result& r);
 

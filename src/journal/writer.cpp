@@ -629,7 +629,7 @@ private:
             return step_error("recording the end of task index " + std::to_string(a.task_index) +
                               " attempt " + std::to_string(a.attempt));
         if (sqlite3_changes(db_->conn.get()) != 1) return missing_attempt("the end", a.task_index, a.attempt);
-        last_end_ = recorded_end{a.task_index, a.attempt, out.length, err.length, &a.result};
+        last_end_ = recorded_end{a.task_index, a.attempt, out.length, err.length, std::move(json)};
         return std::nullopt;
     }
 
@@ -639,15 +639,15 @@ private:
         stored_stream out, err;
         bool from_attempt = false;
         // The result's JSON, or "" when it is byte for byte that of the end named by
-        // streams_attempt: stored once (docs/JOURNAL.md, "results"). Unset: not known yet.
-        std::optional<std::string> json;
+        // streams_attempt: stored once (docs/JOURNAL.md, "results").
+        std::string json = journal_detail::encode_result(f.result);
         if (f.streams_attempt && last_end_ && last_end_->task_index == f.task_index &&
             last_end_->attempt == *f.streams_attempt) {
             // record_end_and_final: the end was applied just before, in this transaction.
             out.length = last_end_->stdout_length;
             err.length = last_end_->stderr_length;
             from_attempt = true;
-            if (journal_detail::same_encoding(f.result, *last_end_->result)) json.emplace();
+            if (json == last_end_->json) json.clear();
         } else if (f.streams_attempt) {
             statement& q =
                 prepared(find_end_streams_,
@@ -664,8 +664,7 @@ private:
                 out.length = q.uint64(0);
                 err.length = q.uint64(1);
                 from_attempt = true;
-                json = journal_detail::encode_result(f.result);
-                if (*json == q.text(2)) json->clear();
+                if (json == q.text(2)) json.clear();
             } else if (rc != SQLITE_DONE) {
                 return step_error("recording a result");
             }
@@ -684,7 +683,6 @@ private:
                      "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                      rc);
         if (!s) return db_->error(rc, "recording a result");
-        if (!json) json = journal_detail::encode_result(f.result);
         reset_guard guard(s);
         s.bind(1, run_seq_);
         s.bind(2, f.task_index);
@@ -703,7 +701,7 @@ private:
             bind_stream(s, 16, 22, out);
             bind_stream(s, 19, 23, err);
         }
-        s.bind(15, *json);
+        s.bind(15, json);
         if (s.step() != SQLITE_DONE) return step_error("recording the result of task " + f.task_id);
         return std::nullopt;
     }
@@ -778,7 +776,7 @@ private:
     struct recorded_end {
         std::uint32_t task_index = 0, attempt = 0;
         std::uint64_t stdout_length = 0, stderr_length = 0;
-        const task_result* result = nullptr;  // in the batch being applied
+        std::string json;  // its result_json
     };
     std::optional<recorded_end> last_end_;                    // the end applied last in this transaction
     std::unordered_map<std::uint64_t, const entry*> merged_;  // handles the batch's ends write
