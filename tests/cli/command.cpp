@@ -329,6 +329,26 @@ std::string make_nonce() {
     return s.str();
 }
 
+bool agentctl_uses_cgroups() {
+    static const bool yes = [] {
+        temp_dir dir;
+        auto wf =
+            dir.write("wf.yaml",
+                      "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: containment}\nspec:\n"
+                      "  policy: {processAllowlist: [\"true\"], approval: never}\n"
+                      "  actions:\n    ok: {kind: builtin.shell.exec, command: /bin/true}\n"
+                      "  tasks:\n    - {id: ok, uses: action:ok}\n");
+        auto r = agentctl({"--output", "json", "run", "--no-journal", wf});
+        if (r.exit_code != 0) return false;
+        boost::system::error_code ec;
+        auto v = boost::json::parse(r.out, ec);
+        if (ec || !v.is_object()) return false;
+        const auto* c = v.find_pointer("/data/tasks/ok/containment", ec);
+        return !ec && c != nullptr && c->is_string() && c->as_string() == "cgroup";
+    }();
+    return yes;
+}
+
 namespace {
 void normalise(boost::json::value& v, const std::string& key, const std::vector<std::string>& keys,
                const std::vector<std::pair<std::string, std::string>>& replace) {

@@ -80,6 +80,12 @@ bool wait_for_processes(const std::string& nonce, std::size_t count, std::chrono
 /// A random token to tag the processes of one test.
 std::string make_nonce();
 
+/// Whether agentctl contains host tasks in cgroups here (a writable cgroup v2 tree), as the
+/// run result's `containment` of a trivial task says; asked once. The cases that rely on
+/// cgroups take it as a precondition (tests/support/skips.hpp), so that a host without them
+/// skips them with the reason, and fails under CI=true.
+bool agentctl_uses_cgroups();
+
 /// Replaces values that change from run to run (runId, durations, usage, pids) so that
 /// JSON output can be compared with a golden file.
 std::string normalise_run_json(const std::string& json);
