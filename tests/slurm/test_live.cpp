@@ -538,7 +538,10 @@ BOOST_AUTO_TEST_CASE(time_limit_ends_the_job_as_timeout) {
     BOOST_TEST(!o.timed_out, describe(o));
     BOOST_TEST((o.exited && o.code == 143), describe(o));
     BOOST_TEST(o.wall >= 60s);
-    BOOST_TEST(o.err.find("DUE TO TIME LIMIT") != std::string::npos, o.err);
+    // srun usually prints slurmstepd's "*** ... DUE TO TIME LIMIT ***", but not always (seen
+    // once with only "task 0: Terminated"): the controller's TIMEOUT state is what decides.
+    BOOST_TEST_MESSAGE(
+        "srun said DUE TO TIME LIMIT: " << (o.err.find("DUE TO TIME LIMIT") != std::string::npos));
     auto e = wait_settled(name_of(req));
     BOOST_TEST((e.state == job_state::timeout), e.state_text);
     auto end = classify_outcome(o, e);
