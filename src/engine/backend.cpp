@@ -3,6 +3,7 @@
 #include <agentctl/backend.hpp>
 
 #include "engine/container_client.hpp"
+#include "engine/post_result.hpp"
 #include "engine/slurm_client.hpp"
 #include "exec/host.hpp"
 #include "slurm/command.hpp"
@@ -157,10 +158,7 @@ void async_cancel_slurm_leftovers_impl(asio::any_io_executor ex, slurm_leftover_
                        if (e)
                            r.error = task_error{error_code::internal_error,
                                                 "cancelling dead runs' Slurm jobs failed unexpectedly"};
-                       auto ex = asio::get_associated_executor(h);
-                       asio::dispatch(ex, [h = std::move(h), r = std::move(r)]() mutable {
-                           std::move(h)(std::move(r));
-                       });
+                       dispatch_result(std::move(h), std::move(r));
                    });
 }
 
@@ -170,10 +168,7 @@ void async_remove_container_leftovers_impl(
     asio::co_spawn(ex, remove_container_leftovers(std::move(options)),
                    [h = std::move(handler)](std::exception_ptr e, container_leftover_report r) mutable {
                        if (e) r.unlisted.emplace_back("removing dead runs' containers failed unexpectedly");
-                       auto ex = asio::get_associated_executor(h);
-                       asio::dispatch(ex, [h = std::move(h), r = std::move(r)]() mutable {
-                           std::move(h)(std::move(r));
-                       });
+                       dispatch_result(std::move(h), std::move(r));
                    });
 }
 

@@ -3,6 +3,7 @@
 // sweep of the run's containers when it ends. Decisions: docs/DESIGN.md, "Containers".
 #include "engine/container_client.hpp"
 #include "engine/launch.hpp"
+#include "engine/post_result.hpp"
 #include "exec/host.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -74,9 +75,7 @@ auto completion(asio::any_completion_handler<void(std::optional<task_error>)> ha
     return [h = std::move(handler)](std::exception_ptr e, std::optional<task_error> value) mutable {
         if (e)
             value = task_error{error_code::internal_error, "container engine handling failed unexpectedly"};
-        auto ex = asio::get_associated_executor(h);
-        asio::dispatch(ex,
-                       [h = std::move(h), v = std::move(value)]() mutable { std::move(h)(std::move(v)); });
+        dispatch_result(std::move(h), std::move(value));
     };
 }
 
@@ -106,10 +105,7 @@ public:
                                r.error = task_error{error_code::internal_error,
                                                     "the container launch failed unexpectedly"};
                            }
-                           auto ex = asio::get_associated_executor(h);
-                           asio::dispatch(ex, [h = std::move(h), r = std::move(r)]() mutable {
-                               std::move(h)(std::move(r));
-                           });
+                           dispatch_result(std::move(h), std::move(r));
                        });
     }
 

@@ -1,6 +1,7 @@
 // agentctl doctor: the survey preflight (preflight.cpp) as a report; runs nothing.
 #include <agentctl/doctor.hpp>
 
+#include "engine/post_result.hpp"
 #include "engine/preflight.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -46,10 +47,7 @@ void async_doctor_impl(asio::any_io_executor ex, const plan& p, doctor_options o
                                r.checks.push_back(doctor_check{"", "internal", "", "unavailable",
                                                                "the check failed unexpectedly", true});
                            }
-                           auto ex = asio::get_associated_executor(h);
-                           asio::dispatch(ex, [h = std::move(h), r = std::move(r)]() mutable {
-                               std::move(h)(std::move(r));
-                           });
+                           dispatch_result(std::move(h), std::move(r));
                        }));
 }
 

@@ -4,6 +4,7 @@
 // and confirm it gone; at the end, a sweep of the run's jobs. Decisions: docs/DESIGN.md,
 // "Slurm backend"; what Slurm does: docs/SLURM.md.
 #include "engine/launch.hpp"
+#include "engine/post_result.hpp"
 #include "engine/slurm_client.hpp"
 #include "exec/host.hpp"
 #include "slurm/classify.hpp"
@@ -149,9 +150,7 @@ void classify(launch_result& out, const tracked_job& t) {
 auto completion(asio::any_completion_handler<void(std::optional<task_error>)> handler) {
     return [h = std::move(handler)](std::exception_ptr e, std::optional<task_error> value) mutable {
         if (e) value = task_error{error_code::internal_error, "the Slurm cleanup failed unexpectedly"};
-        auto ex = asio::get_associated_executor(h);
-        asio::dispatch(ex,
-                       [h = std::move(h), v = std::move(value)]() mutable { std::move(h)(std::move(v)); });
+        dispatch_result(std::move(h), std::move(value));
     };
 }
 
@@ -182,9 +181,7 @@ public:
                     r.process.outcome = process_outcome::spawn_failed;
                     r.error = task_error{error_code::internal_error, "the Slurm launch failed unexpectedly"};
                 }
-                auto ex = asio::get_associated_executor(h);
-                asio::dispatch(
-                    ex, [h = std::move(h), r = std::move(r)]() mutable { std::move(h)(std::move(r)); });
+                dispatch_result(std::move(h), std::move(r));
             });
     }
 
