@@ -155,6 +155,22 @@ queue_entry wait_settled(const std::string& name, milliseconds bound = 30s) {
     return *e;
 }
 
+// Every name listed and past COMPLETING, from one squeue per poll.
+std::map<std::string, queue_entry> wait_all_settled(const std::vector<std::string>& names,
+                                                    milliseconds bound = 30s) {
+    std::map<std::string, queue_entry> jobs;
+    auto settled = [&] {
+        jobs = query(names);
+        if (jobs.size() != names.size()) return false;
+        for (const auto& [name, e] : jobs)
+            if (e.state == job_state::completing) return false;
+        return true;
+    };
+    BOOST_TEST_REQUIRE(poll_until(settled, bound), "of " << names.size() << " jobs, " << jobs.size()
+                                                         << " listed, not all past COMPLETING");
+    return jobs;
+}
+
 queue_entry wait_running(const std::string& name, milliseconds bound = 30s) {
     std::optional<queue_entry> e;
     BOOST_TEST_REQUIRE(poll_until([&] { return (e = entry(name)) && e->state == job_state::running; }, bound),
@@ -246,8 +262,8 @@ BOOST_AUTO_TEST_CASE(exit_codes_and_signals_come_back) {
         names.push_back(name_of(req));
         outcomes.push_back(run(argv_of(req), client_env(), 30s));
     }
-    auto jobs = query(names);  // one squeue for all of them
-    BOOST_TEST_REQUIRE(jobs.size() == rows.size());
+    // One squeue for all of them; a job can show COMPLETING for a while after srun returned.
+    auto jobs = wait_all_settled(names);
     for (std::size_t i = 0; i < rows.size(); ++i) {
         const auto& r = rows[i];
         const auto& o = outcomes[i];
@@ -517,8 +533,7 @@ BOOST_AUTO_TEST_CASE(one_squeue_answers_for_many_names) {
         BOOST_TEST((o.exited && o.code == 0), describe(o));
     }
     // Ended jobs stay listed with --states=all, in their final state, by name and by id.
-    auto after = query(names);
-    BOOST_TEST_REQUIRE(after.size() == names.size());
+    auto after = wait_all_settled(names);
     for (const auto& [name, e] : after)
         BOOST_TEST((e.state == job_state::completed), name << " " << e.state_text);
     std::vector<std::uint64_t> id_list(ids.begin(), ids.end());
