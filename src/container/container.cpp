@@ -1,6 +1,8 @@
 // Container engine argument vectors and output parsing (docs/DESIGN.md, "Containers").
 #include "container/container.hpp"
 
+#include "exec/client.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -96,34 +98,11 @@ std::vector<std::string> client_environment(const host_environment& host_env,
 }
 
 std::string excerpt(std::string_view text) {
-    std::string out;
-    for (char c : text) {
-        if (out.size() >= 512) {
-            out += "…";
-            break;
-        }
-        out.push_back(c == '\n' || c == '\r' ? ' ' : c);
-    }
-    while (!out.empty() && out.back() == ' ') out.pop_back();
-    return out.empty() ? "no diagnostic output" : out;
+    return exec::excerpt(text);
 }
 
 std::string describe(const process_result& r) {
-    switch (r.outcome) {
-        case process_outcome::exited:
-            if (r.exit_code) return "exit status " + std::to_string(*r.exit_code);
-            if (r.signal) return "killed by signal " + std::to_string(*r.signal);
-            return "an unknown exit status";
-        case process_outcome::timed_out:
-            return "no answer within " + std::to_string(call_timeout.count()) + " s";
-        case process_outcome::cancelled:
-            return "cancelled";
-        case process_outcome::output_limit_exceeded:
-            return "more than 64 KiB of output";
-        case process_outcome::spawn_failed:
-            return "could not start: " + r.error_message;
-    }
-    return "an unknown failure";
+    return exec::describe_call(r, call_timeout, call_output_limit);
 }
 
 bool says_no_such_container(std::string_view stderr_text) {

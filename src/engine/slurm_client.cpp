@@ -72,35 +72,12 @@ asio::awaitable<process_result> call(std::vector<std::string> argv, std::vector<
     co_return co_await exec::call_client(std::move(c), cancellable);
 }
 
-std::string describe(const process_result& r) {
-    switch (r.outcome) {
-        case process_outcome::exited:
-            if (r.exit_code) return "exit status " + std::to_string(*r.exit_code);
-            if (r.signal) return "killed by signal " + std::to_string(*r.signal);
-            return "an unknown exit status";
-        case process_outcome::timed_out:
-            return "no answer within " + std::to_string(call_timeout.count()) + " s";
-        case process_outcome::cancelled:
-            return "cancelled";
-        case process_outcome::output_limit_exceeded:
-            return "more output than expected";
-        case process_outcome::spawn_failed:
-            return "could not start: " + r.error_message;
-    }
-    return "an unknown failure";
+std::string describe(const process_result& r, std::uint64_t output_limit) {
+    return exec::describe_call(r, call_timeout, output_limit);
 }
 
 std::string excerpt(std::string_view text) {
-    std::string out;
-    for (char c : text) {
-        if (out.size() >= 512) {
-            out += "...";
-            break;
-        }
-        out.push_back(c == '\n' || c == '\r' ? ' ' : c);
-    }
-    while (!out.empty() && out.back() == ' ') out.pop_back();
-    return out.empty() ? "no diagnostic output" : out;
+    return exec::excerpt(text);
 }
 
 std::string job_text(const queue_entry& e) {
@@ -114,7 +91,7 @@ asio::awaitable<listing> list_by_names(const std::string& squeue, const std::vec
         std::string what = command_text(cmd);
         process_result r = co_await call(std::move(cmd), env, false, listing_limit);
         if (r.outcome != process_outcome::exited || r.exit_code != 0) {
-            out.error = what + ": " + describe(r) + ": " + excerpt(r.stderr_bytes);
+            out.error = what + ": " + describe(r, listing_limit) + ": " + excerpt(r.stderr_bytes);
             co_return out;
         }
         auto entries = parse_squeue(r.stdout_bytes);
@@ -131,7 +108,7 @@ asio::awaitable<listing> list_mine(const std::string& squeue, const std::vector<
     std::string what = command_text(cmd);
     process_result r = co_await call(std::move(cmd), env, false, listing_limit);
     if (r.outcome != process_outcome::exited || r.exit_code != 0) {
-        out.error = what + ": " + describe(r) + ": " + excerpt(r.stderr_bytes);
+        out.error = what + ": " + describe(r, listing_limit) + ": " + excerpt(r.stderr_bytes);
         co_return out;
     }
     out.entries = parse_squeue(r.stdout_bytes);

@@ -27,6 +27,8 @@ struct tools {
 /// Every call's bound: a hung controller answers no client within its MessageTimeout (10 s
 /// by default), a stopped one makes srun, squeue and scancel retry for 9 s.
 inline constexpr std::chrono::seconds call_timeout{15};
+/// Per stream, for a call that expects a line or two.
+inline constexpr std::uint64_t default_output_limit = 64 * 1024;
 
 /// The names of the commands, in the order tools lists them.
 inline constexpr std::string_view tool_names[] = {"srun", "squeue", "scancel", "scontrol", "sinfo"};
@@ -40,10 +42,11 @@ std::optional<tools> find_tools(std::string_view search_path, std::vector<std::s
 /// Runs `argv` (argv[0] absolute) with exactly `env`, bounded by call_timeout and
 /// `output_limit` per stream, in its own process group. Not cancellable unless `cancellable`.
 boost::asio::awaitable<process_result> call(std::vector<std::string> argv, std::vector<std::string> env,
-                                            bool cancellable = false, std::uint64_t output_limit = 64 * 1024);
+                                            bool cancellable = false,
+                                            std::uint64_t output_limit = default_output_limit);
 
-/// "exit status 1", "no answer within 15 s", ...
-std::string describe(const process_result& r);
+/// "exit status 1", "no answer within 15 s", ... for a call with `output_limit`.
+std::string describe(const process_result& r, std::uint64_t output_limit = default_output_limit);
 /// One line of `text` for a message (newlines folded, at most 512 bytes).
 std::string excerpt(std::string_view text);
 

@@ -1,5 +1,6 @@
 #include "exec/blocking_call.hpp"
 
+#include "exec/client.hpp"
 #include "exec/sys.hpp"
 
 #include <poll.h>
@@ -18,13 +19,6 @@ int ms_left(std::chrono::steady_clock::time_point deadline) {
     auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     return static_cast<int>(std::max<long long>(left.count(), 0));
-}
-
-std::string excerpt(std::string text) {
-    std::replace(text.begin(), text.end(), '\n', ' ');
-    while (!text.empty() && text.back() == ' ') text.pop_back();
-    if (text.size() > 300) text = text.substr(0, 300) + "...";
-    return text.empty() ? "no diagnostic output" : text;
 }
 
 }  // namespace

@@ -9,6 +9,43 @@ namespace asio = boost::asio;
 
 namespace agentctl::exec {
 
+std::string describe_call(const process_result& r, std::chrono::milliseconds timeout,
+                          std::uint64_t output_limit) {
+    switch (r.outcome) {
+        case process_outcome::exited:
+            if (r.exit_code) return "exit status " + std::to_string(*r.exit_code);
+            if (r.signal) return "killed by signal " + std::to_string(*r.signal);
+            return "an unknown exit status";
+        case process_outcome::timed_out:
+            if (timeout.count() % 1000 == 0)
+                return "no answer within " + std::to_string(timeout.count() / 1000) + " s";
+            return "no answer within " + std::to_string(timeout.count()) + " ms";
+        case process_outcome::cancelled:
+            return "cancelled";
+        case process_outcome::output_limit_exceeded:
+            if (output_limit % (1024 * 1024) == 0)
+                return "more than " + std::to_string(output_limit >> 20) + " MiB of output";
+            return "more than " + std::to_string(output_limit >> 10) + " KiB of output";
+        case process_outcome::spawn_failed:
+            return "could not start: " + r.error_message;
+    }
+    return "an unknown failure";
+}
+
+std::string excerpt(std::string_view text) {
+    constexpr std::size_t most = 512;
+    std::string out;
+    for (char c : text) {
+        if (out.size() >= most) {
+            out += "…";
+            break;
+        }
+        out.push_back(c == '\n' || c == '\r' ? ' ' : c);
+    }
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    return out.empty() ? "no diagnostic output" : out;
+}
+
 asio::awaitable<process_result> call_client(client_call call, bool cancellable) {
     process_request req;
     req.executable = call.executable;

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace agentctl::exec {
@@ -22,6 +23,15 @@ struct client_call {
     std::chrono::milliseconds timeout{10000};
     std::uint64_t output_limit = 64 * 1024;  ///< per stream
 };
+
+/// How a finished call went, for messages: "exit status 1", "no answer within 10 s", "more
+/// than 64 KiB of output", ... `timeout` and `output_limit` are the bounds it was given.
+std::string describe_call(const process_result& r, std::chrono::milliseconds timeout,
+                          std::uint64_t output_limit);
+
+/// Text (a client's stderr) as one line for messages: newlines folded, at most 512 bytes then
+/// "…", "no diagnostic output" when empty.
+std::string excerpt(std::string_view text);
 
 /// Runs the call on the coroutine's executor. Not cancellable unless `cancellable` (then
 /// through the coroutine's cancellation state): cleanup calls must run to completion.

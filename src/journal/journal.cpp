@@ -389,54 +389,50 @@ std::optional<journal_error> journal::for_each_result(std::string_view run_id, b
     return std::nullopt;
 }
 
+namespace {
+
+// The one result of a run whose `where` (after run_seq = ?) matches `key`, or none.
+template <typename Key>
+journal_result<std::optional<journal_task_result>> load_one_result(detail::journal_db& db, std::int64_t seq,
+                                                                   const char* where, const Key& key,
+                                                                   bool with_streams) {
+    int rc = SQLITE_OK;
+    statement s = db.conn.prepare(results_query(with_streams, where), rc);
+    if (!s) return db.error(rc, "reading a result");
+    s.bind(1, seq);
+    s.bind(2, key);
+    rc = s.step();
+    if (rc == SQLITE_DONE) return std::optional<journal_task_result>();
+    if (rc != SQLITE_ROW) return db.error(db.last_rc(), "reading a result");
+    journal_task_result r;
+    if (auto e = result_from_row(db, s, r)) return *e;
+    if (with_streams) {
+        stream_loader streams(db);
+        if (auto e = streams.load(seq, s, r)) return *e;
+    }
+    return std::optional<journal_task_result>(std::move(r));
+}
+
+}  // namespace
+
 // By id: no index on task ids (one more B-tree written per result), so a scan of the run's
 // rows, which SQLite does at some million rows a second.
 journal_result<std::optional<journal_task_result>> journal::load_result(std::string_view run_id,
                                                                         std::string_view task_id,
                                                                         bool with_streams) {
     if (!db_) return closed_error();
-    auto& db = *db_;
-    auto seq = run_seq_of(db, run_id);
+    auto seq = run_seq_of(*db_, run_id);
     if (!seq) return seq.error();
-    int rc = SQLITE_OK;
-    statement s = db.conn.prepare(results_query(with_streams, "run_seq = ? AND task_id = ?"), rc);
-    if (!s) return db.error(rc, "reading a result");
-    s.bind(1, *seq);
-    s.bind(2, task_id);
-    rc = s.step();
-    if (rc == SQLITE_DONE) return std::optional<journal_task_result>();
-    if (rc != SQLITE_ROW) return db.error(db.last_rc(), "reading a result");
-    journal_task_result r;
-    if (auto e = result_from_row(db, s, r)) return *e;
-    if (with_streams) {
-        stream_loader streams(db);
-        if (auto e = streams.load(*seq, s, r)) return *e;
-    }
-    return std::optional<journal_task_result>(std::move(r));
+    return load_one_result(*db_, *seq, "run_seq = ? AND task_id = ?", task_id, with_streams);
 }
 
 journal_result<std::optional<journal_task_result>> journal::load_result_at(std::string_view run_id,
                                                                            std::uint32_t task_index,
                                                                            bool with_streams) {
     if (!db_) return closed_error();
-    auto& db = *db_;
-    auto seq = run_seq_of(db, run_id);
+    auto seq = run_seq_of(*db_, run_id);
     if (!seq) return seq.error();
-    int rc = SQLITE_OK;
-    statement s = db.conn.prepare(results_query(with_streams, "run_seq = ? AND task_index = ?"), rc);
-    if (!s) return db.error(rc, "reading a result");
-    s.bind(1, *seq);
-    s.bind(2, task_index);
-    rc = s.step();
-    if (rc == SQLITE_DONE) return std::optional<journal_task_result>();
-    if (rc != SQLITE_ROW) return db.error(db.last_rc(), "reading a result");
-    journal_task_result r;
-    if (auto e = result_from_row(db, s, r)) return *e;
-    if (with_streams) {
-        stream_loader streams(db);
-        if (auto e = streams.load(*seq, s, r)) return *e;
-    }
-    return std::optional<journal_task_result>(std::move(r));
+    return load_one_result(*db_, *seq, "run_seq = ? AND task_index = ?", task_index, with_streams);
 }
 
 std::optional<journal_error> journal::read_stream(std::string_view run_id, std::string_view task_id,
