@@ -427,6 +427,7 @@ private:
 struct journal_writer_stats {
     std::uint64_t records = 0;        ///< record_*() calls committed (or failed)
     std::uint64_t commits = 0;        ///< transactions committed
+    std::uint64_t paced_commits = 0;  ///< of which waited for commit_interval first
     std::uint64_t largest_batch = 0;  ///< records in the largest transaction
     std::uint64_t stream_bytes = 0;   ///< captured bytes stored
     std::uint64_t stream_files = 0;   ///< of which in files of their own
@@ -442,7 +443,8 @@ struct journal_writer_options {
     /// ends not yet) and at most a quarter of them wait on a sync, a commit begins no sooner
     /// than this long after the previous one ended, so that it takes what arrives meanwhile.
     /// A lone caller, a few attempts, a close or a queue above the high-water mark never
-    /// wait. 0: every commit begins as soon as it can. docs/JOURNAL.md, "Group commits".
+    /// wait; after a paced commit that answered a single sync, the next 32 do not either.
+    /// 0: every commit begins as soon as it can. docs/JOURNAL.md, "Group commits".
     std::chrono::microseconds commit_interval{10000};
 };
 

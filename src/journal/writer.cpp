@@ -191,12 +191,16 @@ private:
     // Group commits are paced (docs/JOURNAL.md, "Group commits"): a commit may wait until
     // commit_interval after the previous one, to take the records that arrive meanwhile, but
     // only while that idles little: many attempts are in flight and at most a quarter of them
-    // wait on a sync. A lone caller, a few slots, a close or a full queue never wait.
+    // wait on a sync. A lone caller, a few slots, a close or a full queue never wait. Nor does
+    // one sync at a time while the rest produce nothing (a chain of short tasks beside long
+    // ones): a paced commit that answered a single waiter turns pacing off for the next
+    // pace_probation commits, or until one answers two waiters or more.
     static constexpr std::uint64_t pace_min_in_flight = 8;
+    static constexpr std::uint32_t pace_probation = 32;
 
     // Under mu_.
     bool may_pace() const {
-        return options_.commit_interval.count() > 0 && !closing_ &&
+        return options_.commit_interval.count() > 0 && !closing_ && unpaced_left_ == 0 &&
                queued_bytes_ < options_.high_water_bytes && in_flight_ >= pace_min_in_flight &&
                waiters_.size() * 4 <= in_flight_;
     }
@@ -222,7 +226,7 @@ private:
             wait = pacing_armed_ = may_pace() && std::chrono::steady_clock::now() < due;
         }
         if (!wait) {
-            drain();
+            drain(false);
             return;
         }
         pacing_.expires_at(due);
@@ -231,12 +235,12 @@ private:
                 std::lock_guard lock(self->mu_);
                 self->pacing_armed_ = false;
             }
-            self->drain();
+            self->drain(true);
         });
     }
 
-    // On the worker: one batch, one transaction.
-    void drain() {
+    // On the worker: one batch, one transaction. `paced`: it waited for the interval first.
+    void drain(bool paced) {
         std::deque<entry> batch;
         std::uint64_t batch_end = 0, batch_bytes = 0;
         std::optional<journal_error> sticky;
@@ -266,11 +270,18 @@ private:
             committed_ = batch_end;
             queued_bytes_ -= std::min(queued_bytes_, batch_bytes);
             stats_.records += records;
+            if (paced && records > 0 && !sticky && !failure) ++stats_.paced_commits;
             if (close_now) closed_ = true;
             while (!waiters_.empty() && waiters_.front().target <= committed_) {
                 ready.push_back(std::move(waiters_.front()));
                 waiters_.pop_front();
             }
+            if (ready.size() >= 2)
+                unpaced_left_ = 0;
+            else if (paced && ready.size() == 1)
+                unpaced_left_ = pace_probation;
+            else if (!paced && unpaced_left_ > 0)
+                --unpaced_left_;
             error = error_;
             closed = closed_;
             if (queue_.empty())
@@ -755,6 +766,7 @@ private:
     std::optional<journal_error> error_;  // sticky
     std::uint64_t in_flight_ = 0;         // attempts whose intent is queued and end is not yet
     bool pacing_armed_ = false;           // a paced wait is pending
+    std::uint32_t unpaced_left_ = 0;      // commits not to pace: waiting answered one waiter
     journal_writer_stats stats_;
     std::atomic<std::uint32_t> segment_{0};
 

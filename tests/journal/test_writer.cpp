@@ -266,6 +266,58 @@ BOOST_AUTO_TEST_CASE(pacing_waits_only_while_few_of_many_attempts_wait) {
     BOOST_TEST_REQUIRE(!env.close(10s).has_value());
 }
 
+// One sync at a time while many attempts run on and record nothing (a chain of short tasks
+// beside long ones): waiting gains nothing, so a paced commit that answered one sync stops
+// pacing for a while. Waiting that answers several syncs at once goes on being paced.
+BOOST_AUTO_TEST_CASE(pacing_stops_while_it_answers_one_sync_at_a_time) {
+    temp_dir tmp;
+    journal_writer_options o;
+    o.commit_interval = std::chrono::seconds(1);  // long: a commit of this test is paced only by the rule
+    writer_env env(open_or_fail(tmp.file("journal.db"), journal_access::write), o);
+    env.writer->record_run(make_run("run-1", 200));
+    BOOST_TEST_REQUIRE(!env.sync().has_value());
+    std::uint32_t next = 0;
+    // 64 attempts start together: every one waits, nothing is paced.
+    {
+        std::array<bool, 64> started{};
+        std::vector<bool*> flags;
+        for (; next < 64; ++next) {
+            env.writer->record_intent(make_intent(next));
+            start_sync(env, started[next]);
+            flags.push_back(&started[next]);
+        }
+        BOOST_TEST_REQUIRE(run_until(env, flags, 10s));
+    }
+    BOOST_TEST(env.writer->stats().paced_commits == 0u);
+
+    // Four starts at a time, while the rest run: each commit is paced and answers four syncs.
+    std::array<bool, 4> done{};
+    for (int round = 0; round < 3; ++round) {
+        std::vector<bool*> flags;
+        for (auto& d : done) {
+            d = false;
+            env.writer->record_intent(make_intent(next++));
+            start_sync(env, d);
+            flags.push_back(&d);
+        }
+        BOOST_TEST_REQUIRE(run_until(env, flags, 10s), "round " << round);
+    }
+    auto before = env.writer->stats();
+    BOOST_TEST(before.paced_commits == 3u, "paced " << before.paced_commits << " of 3 rounds");
+
+    // Then one start at a time: the first is paced and answers it alone; the next 32 are not
+    // paced, the 34th is again.
+    for (int i = 0; i < 40; ++i) {
+        env.writer->record_intent(make_intent(next++));
+        BOOST_TEST_REQUIRE(!env.sync(10s).has_value());
+    }
+    auto after = env.writer->stats();
+    BOOST_TEST(after.commits - before.commits == 40u);
+    BOOST_TEST(after.paced_commits - before.paced_commits == 2u,
+               "paced " << after.paced_commits - before.paced_commits << " of 40 lone syncs");
+    BOOST_TEST_REQUIRE(!env.close(10s).has_value());
+}
+
 // A handle and the end of the same attempt in one batch are written by one statement (the
 // last handle of the attempt wins); the rows read back as if each had been applied alone.
 BOOST_AUTO_TEST_CASE(handles_and_ends_in_one_batch_read_back_whole) {
