@@ -345,14 +345,16 @@ int run_workload(const options& o, const std::string& path) {
         "s\","
         "\"threshold\":%lld,\"page_size\":%d,\"checkpoint\":%d,\"wall_s\":%.3f,\"close_s\":%.3f,\"records\":%"
         "llu,"
-        "\"commits\":%llu,\"largest_batch\":%llu,\"syncs\":%zu,\"sync_p50_us\":%.0f,\"sync_p99_us\":%.0f,"
+        "\"commits\":%llu,\"paced_commits\":%llu,\"largest_batch\":%llu,\"syncs\":%zu,\"sync_p50_us\":%.0f,"
+        "\"sync_p99_us\":%.0f,"
         "\"writer_cpu_s\":%.3f,\"run_cpu_s\":%.3f,\"mb_per_s\":%.0f,\"stream_files\":%llu,"
         "\"peak_queued_mib\":%.1f,\"max_rss_mib\":%.1f,\"journal_mib\":%.1f,\"journal_mib_closed\":%.1f",
         o.mode.c_str(), o.serial ? "true" : "false", o.n, o.j, o.burst, o.size, o.full ? "full" : "normal",
         o.threshold == SIZE_MAX ? -1LL : static_cast<long long>(o.threshold), o.page_size, o.checkpoint, wall,
         close_s, static_cast<unsigned long long>(stats.records),
-        static_cast<unsigned long long>(stats.commits), static_cast<unsigned long long>(stats.largest_batch),
-        latencies.size(), pct(0.5) * 1e6, pct(0.99) * 1e6, writer_cpu, run_cpu, big ? mb / wall : 0.0,
+        static_cast<unsigned long long>(stats.commits), static_cast<unsigned long long>(stats.paced_commits),
+        static_cast<unsigned long long>(stats.largest_batch), latencies.size(), pct(0.5) * 1e6,
+        pct(0.99) * 1e6, writer_cpu, run_cpu, big ? mb / wall : 0.0,
         static_cast<unsigned long long>(stats.stream_files),
         static_cast<double>(stats.peak_queued_bytes) / 1048576.0, static_cast<double>(max_rss_kib()) / 1024.0,
         static_cast<double>(bytes_open) / 1048576.0, static_cast<double>(journal_bytes(path)) / 1048576.0);
