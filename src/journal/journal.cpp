@@ -391,11 +391,16 @@ std::optional<journal_error> journal::for_each_result(std::string_view run_id, b
 
 namespace {
 
-// The one result of a run whose `where` (after run_seq = ?) matches `key`, or none.
+// The one result of run `run_id` whose `where` (after run_seq = ?) matches `key`, or none.
 template <typename Key>
-journal_result<std::optional<journal_task_result>> load_one_result(detail::journal_db& db, std::int64_t seq,
-                                                                   const char* where, const Key& key,
-                                                                   bool with_streams) {
+journal_result<std::optional<journal_task_result>> load_one_result(detail::journal_db* handle,
+                                                                   std::string_view run_id, const char* where,
+                                                                   const Key& key, bool with_streams) {
+    if (!handle) return closed_error();
+    auto& db = *handle;
+    auto run_seq = run_seq_of(db, run_id);
+    if (!run_seq) return run_seq.error();
+    const std::int64_t seq = *run_seq;
     int rc = SQLITE_OK;
     statement s = db.conn.prepare(results_query(with_streams, where), rc);
     if (!s) return db.error(rc, "reading a result");
@@ -420,19 +425,13 @@ journal_result<std::optional<journal_task_result>> load_one_result(detail::journ
 journal_result<std::optional<journal_task_result>> journal::load_result(std::string_view run_id,
                                                                         std::string_view task_id,
                                                                         bool with_streams) {
-    if (!db_) return closed_error();
-    auto seq = run_seq_of(*db_, run_id);
-    if (!seq) return seq.error();
-    return load_one_result(*db_, *seq, "run_seq = ? AND task_id = ?", task_id, with_streams);
+    return load_one_result(db_.get(), run_id, "run_seq = ? AND task_id = ?", task_id, with_streams);
 }
 
 journal_result<std::optional<journal_task_result>> journal::load_result_at(std::string_view run_id,
                                                                            std::uint32_t task_index,
                                                                            bool with_streams) {
-    if (!db_) return closed_error();
-    auto seq = run_seq_of(*db_, run_id);
-    if (!seq) return seq.error();
-    return load_one_result(*db_, *seq, "run_seq = ? AND task_index = ?", task_index, with_streams);
+    return load_one_result(db_.get(), run_id, "run_seq = ? AND task_index = ?", task_index, with_streams);
 }
 
 std::optional<journal_error> journal::read_stream(std::string_view run_id, std::string_view task_id,

@@ -133,14 +133,15 @@ dead_run_sweep sweep_dead_runs(journal* db, bool whole_host) {
         if (run && run->options_json.find("\"backend\":\"slurm\"") != std::string::npos)
             slurm_runs.push_back(d.run_id);
     }
+    // Both sweeps at once, on one loop: gc waits for the slower, not for their sum.
     if (whole_host || !slurm_runs.empty()) {
         host_environment host = process_environment();
-        slurm_leftover_options o;
-        o.search_path = host.search_path;
-        o.host_env = host.lookup;
-        if (!whole_host) o.run_ids = slurm_runs;
         asio::io_context io(1);
-        async_cancel_slurm_leftovers(io.get_executor(), std::move(o), [&](slurm_leftover_report r) {
+        slurm_leftover_options so;
+        so.search_path = host.search_path;
+        so.host_env = host.lookup;
+        if (!whole_host) so.run_ids = slurm_runs;
+        async_cancel_slurm_leftovers(io.get_executor(), std::move(so), [&](slurm_leftover_report r) {
             out.removed.slurm_cancelled = std::move(r.cancelled);
             out.removed.slurm_left = std::move(r.left);
             // Not listed at all (no controller here): said, not counted as a job left.
@@ -151,21 +152,20 @@ dead_run_sweep sweep_dead_runs(journal* db, bool whole_host) {
             else if (r.error)
                 out.removed.slurm_left.push_back("(" + r.error->message + ")");
         });
-        io.run();
-    }
-    if (whole_host) {
-        host_environment host = process_environment();
-        container_leftover_options o;
-        o.search_path = host.search_path;
-        o.host_env = host.lookup;
-        asio::io_context io(1);
-        async_remove_container_leftovers(io.get_executor(), std::move(o), [&](container_leftover_report r) {
-            for (auto& c : r.containers) out.removed.containers.push_back(std::move(c));
-            for (const auto& why : r.unlisted)
-                out.warnings.warning(
-                    "container_sweep_failed", "", "containers of dead runs could not be listed: " + why,
-                    "they are looked for again by the next run that uses the engine, or runs gc");
-        });
+        if (whole_host) {
+            container_leftover_options co;
+            co.search_path = host.search_path;
+            co.host_env = host.lookup;
+            async_remove_container_leftovers(
+                io.get_executor(), std::move(co), [&](container_leftover_report r) {
+                    for (auto& c : r.containers) out.removed.containers.push_back(std::move(c));
+                    for (const auto& why : r.unlisted)
+                        out.warnings.warning(
+                            "container_sweep_failed", "",
+                            "containers of dead runs could not be listed: " + why,
+                            "they are looked for again by the next run that uses the engine, or runs gc");
+                });
+        }
         io.run();
     }
     // What they left is gone (or reported): they are interrupted now, not running.
