@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <pwd.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <cstring>
 #include <vector>
@@ -67,7 +68,30 @@ path_info probe_path(const std::string& path) {
     info.is_directory = S_ISDIR(st.st_mode);
     info.is_regular = S_ISREG(st.st_mode);
     info.size = static_cast<std::uint64_t>(st.st_size);
+    info.device = static_cast<std::uint64_t>(st.st_dev);
+    info.inode = static_cast<std::uint64_t>(st.st_ino);
+    info.modified_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+    info.changed_ns = static_cast<std::int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec;
     return info;
+}
+
+path_info settled_probe(const std::string& path) {
+    path_info first = probe_path(path);
+    if (first.error != 0) return first;
+    // Linux stamps ctime from CLOCK_REALTIME_COARSE (fs/inode.c, current_time()).
+    struct timespec tick {};
+    ::clock_getres(CLOCK_REALTIME_COARSE, &tick);
+    for (int i = 0; i < 20; ++i) {
+        struct timespec now {};
+        ::clock_gettime(CLOCK_REALTIME_COARSE, &now);
+        if (static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec > first.changed_ns) break;
+        ::nanosleep(&tick, nullptr);
+    }
+    path_info again = probe_path(path);
+    if (again.error == 0 && (again.changed_ns != first.changed_ns || again.size != first.size ||
+                             again.inode != first.inode || again.modified_ns != first.modified_ns))
+        again.error = EAGAIN;
+    return again;
 }
 
 int directory_writable(const std::string& path) {
@@ -113,6 +137,20 @@ int write_file(int dir_fd, const std::string& name, std::string_view data, bool 
     if (sync && ::fdatasync(fd.get()) != 0) return errno;
     // close() reports deferred write errors on some file systems (NFS): check it.
     if (::close(fd.release()) != 0) return errno;
+    return 0;
+}
+
+int replace_file(const std::string& path, std::string_view data) {
+    std::string temporary = path + ".tmp-" + std::to_string(::getpid());
+    if (int err = write_file(AT_FDCWD, temporary, data, false); err != 0) {
+        ::unlink(temporary.c_str());
+        return err;
+    }
+    if (::rename(temporary.c_str(), path.c_str()) != 0) {
+        int err = errno;
+        ::unlink(temporary.c_str());
+        return err;
+    }
     return 0;
 }
 

@@ -30,8 +30,18 @@ struct path_info {
     bool is_directory = false;
     bool is_regular = false;
     std::uint64_t size = 0;
+    /// Which file it is and when it last changed: together they tell a file that nobody
+    /// wrote since (the ctime cannot be set back through the file system; docs/JOURNAL.md,
+    /// "The integrity check").
+    std::uint64_t device = 0, inode = 0;
+    std::int64_t modified_ns = 0, changed_ns = 0;
 };
 path_info probe_path(const std::string& path);
+
+/// probe_path() once the coarse clock that stamps file changes has moved past the file's
+/// ctime (waiting at most a few clock ticks): a later change then shows as a later ctime,
+/// even one in the same tick as the last. EAGAIN in `error` when the file changed meanwhile.
+path_info settled_probe(const std::string& path);
 
 /// access(2) W_OK on a directory: 0, or EROFS on a read-only file system, EACCES, ...
 int directory_writable(const std::string& path);
@@ -46,6 +56,10 @@ int open_directory(int parent_fd, const std::string& name, bool create, unique_f
 /// Writes `data` to a new file `name` in `dir_fd` (mode 0600, replacing a file of that name),
 /// with fdatasync() when `sync`. Returns 0 or an errno value (ENOSPC: the disk is full).
 int write_file(int dir_fd, const std::string& name, std::string_view data, bool sync);
+
+/// Replaces the file at `path` with `data` (mode 0600) through a temporary file beside it and
+/// rename(2): a reader sees the old content or the new, never part of it. 0 or an errno value.
+int replace_file(const std::string& path, std::string_view data);
 
 /// Reads the file `name` in `dir_fd` in chunks of at most 64 KiB. Returns 0 or an errno value.
 int read_file(int dir_fd, const std::string& name, const std::function<void(std::string_view)>& chunk);

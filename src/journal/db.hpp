@@ -27,7 +27,23 @@ struct journal_db {
     /// BEGIN IMMEDIATE and COMMIT, prepared once: the writer commits hundreds of times a second.
     journal_detail::statement begin_immediate, commit;
 
+    /// The integrity check (docs/JOURNAL.md, "The integrity check"): whether this open ran
+    /// quick_check, and when the check that the file's state descends from ran (ms since the
+    /// epoch). A writing connection that closes without trouble seals the file with it.
+    bool quick_checked = false;
+    std::int64_t checked_ms = 0;
+    bool seal_on_close = false;
+    /// A failure was met: the close leaves no seal, and the next open checks.
+    mutable bool trouble = false;
+
+    journal_db() = default;
+    journal_db(const journal_db&) = delete;
+    journal_db& operator=(const journal_db&) = delete;
+    /// Closes the connection, then writes the seal (seal_on_close, no trouble).
+    ~journal_db();
+
     journal_error error(int rc, std::string_view what) const {
+        trouble = true;
         return journal_detail::sqlite_error(rc, conn.get(), path, what);
     }
     /// The extended code of the connection's last failure.

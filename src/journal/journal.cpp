@@ -40,6 +40,10 @@ const std::string& journal::path() const {
     return db_->path;
 }
 
+bool journal::quick_checked() const {
+    return db_ && db_->quick_checked;
+}
+
 namespace {
 
 journal_error closed_error() {
@@ -863,7 +867,7 @@ std::optional<journal_error> journal::verify() {
 std::vector<std::string> journal::files() const {
     std::vector<std::string> out;
     if (!db_) return out;
-    for (const char* suffix : {"", "-wal", "-shm"})
+    for (const char* suffix : {"", "-wal", "-shm", "-seal"})
         if (exec::probe_path(db_->path + suffix).error == 0) out.push_back(db_->path + suffix);
     for (const auto& f : stream_files(*db_)) out.push_back(db_->streams_path + "/" + f.first);
     return out;

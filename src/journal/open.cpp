@@ -252,8 +252,49 @@ std::optional<journal_error> migrate(detail::journal_db& db, std::int64_t from) 
 }
 
 // The checks that need the schema: ours, not newer, not truncated, structurally sound.
+// The seal (docs/JOURNAL.md, "The integrity check"): one line that a writing connection
+// leaves when it closes without trouble, naming the file as it left it and when the check
+// that its state descends from ran. Anything else in the file is no seal.
+constexpr std::string_view seal_magic = "agentctl-journal-seal 1";
+
+std::string seal_path(const std::string& path) {
+    return path + "-seal";
+}
+
+std::string seal_text(const exec::path_info& f, std::int64_t checked_ms) {
+    return std::string(seal_magic) + " device=" + std::to_string(f.device) +
+           " inode=" + std::to_string(f.inode) + " size=" + std::to_string(f.size) +
+           " mtime=" + std::to_string(f.modified_ns) + " ctime=" + std::to_string(f.changed_ns) +
+           " checked=" + std::to_string(checked_ms) + "\n";
+}
+
+// When the check that the sealed state descends from ran, if `file` is that state (and no
+// WAL is left over) and the check is younger than `interval`.
+std::optional<std::int64_t> sealed_check(const std::string& path, const exec::path_info& file,
+                                         std::chrono::milliseconds interval) {
+    if (interval.count() <= 0 || !file.is_regular || file.size == 0) return std::nullopt;
+    std::string text = exec::read_prefix(seal_path(path), 512);
+    auto checked_at = text.rfind(" checked=");
+    if (text.empty() || text.back() != '\n' || checked_at == std::string::npos) return std::nullopt;
+    std::int64_t checked = 0;
+    try {
+        std::size_t used = 0;
+        checked = std::stoll(text.substr(checked_at + 9), &used);
+        if (checked_at + 9 + used + 1 != text.size()) return std::nullopt;
+    } catch (const std::exception&) {
+        return std::nullopt;
+    }
+    if (text != seal_text(file, checked)) return std::nullopt;
+    // A WAL left over is work some connection did not finish: check.
+    exec::path_info wal = exec::probe_path(path + "-wal");
+    if (wal.error == 0 && wal.size > 0) return std::nullopt;
+    std::int64_t age = now_ms() - checked;
+    if (age < 0 || age >= interval.count()) return std::nullopt;
+    return checked;
+}
+
 std::optional<journal_error> check_ours(detail::journal_db& db, std::int64_t app_id,
-                                        std::int64_t user_version, bool& needs_migration) {
+                                        std::int64_t user_version, bool unchanged, bool& needs_migration) {
     needs_migration = false;
     if (app_id != application_id)
         return make_error(
@@ -289,14 +330,19 @@ std::optional<journal_error> check_ours(detail::journal_db& db, std::int64_t app
                               "journal " + db.path + ": truncated (" + std::to_string(file.size) +
                                   " bytes; its header says " + std::to_string(expected) + ")");
     }
-    if (db.options.quick_check) {
+    if (db.options.quick_check && !unchanged) {
+        db.quick_checked = true;
+        db.checked_ms = now_ms();
         statement s = db.conn.prepare("PRAGMA quick_check;", rc);
         if (!s) return identify_error(db, rc, "checking its integrity");
         rc = s.step();
+        // Damage found (or the check failed): no seal may vouch for this file again.
+        if (rc != SQLITE_ROW || s.text(0) != "ok") (void)exec::remove_tree(AT_FDCWD, seal_path(db.path));
         if (rc != SQLITE_ROW) return identify_error(db, db.last_rc(), "checking its integrity");
-        if (s.text(0) != "ok")
+        if (s.text(0) != "ok") {
             return make_error(journal_errc::corrupt, "journal " + db.path + ": damaged (quick_check: " +
                                                          std::string(s.text(0)) + ")");
+        }
     }
     needs_migration = user_version < journal_schema_version;
     return std::nullopt;
@@ -418,6 +464,15 @@ journal_result<std::unique_ptr<detail::journal_db>> open_db(const std::string& p
                           "journal " + path + ": the file is empty (no run recorded there)");
     }
 
+    // Before SQLite opens it (a writer's open may change it): is the file as sealed?
+    bool unchanged = false;
+    if (options.quick_check && info.error == 0) {
+        if (auto checked = sealed_check(path, info, options.quick_check_interval)) {
+            unchanged = true;
+            db->checked_ms = *checked;
+        }
+    }
+
     // Readers of a journal on a read-only file system cannot create its -shm file; nothing
     // can write there either, so SQLite may read it as immutable.
     bool immutable = false;
@@ -467,7 +522,8 @@ journal_result<std::unique_ptr<detail::journal_db>> open_db(const std::string& p
             continue;  // check what is there now, ours or the racing creator's
         }
         bool needs_migration = false;
-        if (auto e = check_ours(*db, app_id.value_or(0), user_version.value_or(0), needs_migration))
+        if (auto e = check_ours(*db, app_id.value_or(0), user_version.value_or(0), unchanged && round == 0,
+                                needs_migration))
             return *e;
         if (writing) {
             if (auto e = ensure_wal(*db)) return *e;
@@ -478,8 +534,38 @@ journal_result<std::unique_ptr<detail::journal_db>> open_db(const std::string& p
                               "journal " + path + ": schema version " + std::to_string(*user_version) +
                                   " must be migrated first (open it for writing: run, resume or runs gc)");
         }
+        db->seal_on_close = writing;
         return db;
     }
 }
 
 }  // namespace agentctl::journal_detail
+
+namespace agentctl::detail {
+
+journal_db::~journal_db() {
+    if (!conn) return;
+    // Statements first: a connection with live statements closes only when they go.
+    blob_query = journal_detail::statement();
+    begin_immediate = journal_detail::statement();
+    commit = journal_detail::statement();
+    streams_dir.reset();
+    bool seal = seal_on_close && !trouble;
+    // The last connection's close checkpoints and removes the WAL: the seal names the file after it.
+    conn.close();
+    if (seal_on_close && trouble) {
+        // Damage met (or a failure that may hide it) on a file that may be unchanged: the
+        // old seal must not vouch for it.
+        (void)exec::remove_tree(AT_FDCWD, journal_detail::seal_path(path));
+        return;
+    }
+    if (!seal) return;
+    exec::path_info file = exec::settled_probe(path);
+    if (file.error != 0 || !file.is_regular) return;
+    exec::path_info wal = exec::probe_path(path + "-wal");
+    if (wal.error == 0 && wal.size > 0) return;  // another connection is still at work: it seals
+    // Nothing to do when it fails (a full disk): without a seal, the next open checks.
+    (void)exec::replace_file(journal_detail::seal_path(path), journal_detail::seal_text(file, checked_ms));
+}
+
+}  // namespace agentctl::detail

@@ -254,6 +254,7 @@ private:
         std::optional<journal_error> failure;
         if (!batch.empty() && !sticky) {
             failure = apply(batch);
+            if (failure && db_) db_->trouble = true;  // no seal: the next open checks the file
             last_commit_end_ = std::chrono::steady_clock::now();
         }
         bool close_now = !batch.empty() && std::holds_alternative<close_record>(batch.back().rec);

@@ -98,6 +98,8 @@ BOOST_AUTO_TEST_CASE(disk_full_in_the_database, *boost::unit_test::precondition(
     BOOST_TEST(error->code == journal_errc::disk_full, error->message);
     BOOST_TEST(error->message.find(path) != std::string::npos, error->message);
     BOOST_TEST(committed > 0u);
+    BOOST_TEST(!std::filesystem::exists(path + "-seal"), "a writer that failed leaves no seal");
+    BOOST_TEST(open_or_fail(path, journal_access::read).quick_checked(), "so the next open checks");
     check_committed_ends(path, committed, 8 * 1024);
 }
 

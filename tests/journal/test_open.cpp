@@ -279,3 +279,102 @@ BOOST_AUTO_TEST_CASE(codes_have_stable_names) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// The quick_check runs when the file may have changed since a check, not at every open
+// (docs/JOURNAL.md, "The integrity check").
+BOOST_AUTO_TEST_SUITE(integrity_check)
+
+namespace {
+bool checked_on_open(const std::string& path, journal_access access, const journal_open_options& o = {}) {
+    journal j = open_or_fail(path, access, o);
+    return j.quick_checked();
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(an_unchanged_journal_is_not_checked_again) {
+    temp_dir tmp;
+    std::string path = tmp.file("journal.db");
+    make_journal(path);
+    BOOST_TEST_REQUIRE(std::filesystem::exists(path + "-seal"), "a clean close seals the file");
+    BOOST_TEST(!checked_on_open(path, journal_access::write));
+    BOOST_TEST(!checked_on_open(path, journal_access::read));
+    // Recording another run keeps the seal: the file changed only through this writer.
+    make_journal(path, "run-2");
+    BOOST_TEST(!checked_on_open(path, journal_access::write));
+    journal_open_options every_open;
+    every_open.quick_check_interval = std::chrono::milliseconds(0);
+    BOOST_TEST(checked_on_open(path, journal_access::write, every_open));
+    journal_open_options off;
+    off.quick_check = false;
+    BOOST_TEST(!checked_on_open(path, journal_access::read, off));
+}
+
+BOOST_AUTO_TEST_CASE(a_change_behind_its_back_is_checked_even_with_its_mtime_put_back) {
+    temp_dir tmp;
+    std::string path = tmp.file("journal.db");
+    {
+        writer_env env(open_or_fail(path, journal_access::write));
+        env.writer->record_run(make_run("run-1", 500));
+        for (std::uint32_t i = 0; i < 500; ++i) {
+            env.writer->record_intent(make_intent(i));
+            env.writer->record_end(make_end(i, 1, make_result(task_state::succeeded, pattern(i, 1, 500))));
+        }
+        BOOST_TEST_REQUIRE(!env.close().has_value());
+    }
+    BOOST_TEST_REQUIRE(!checked_on_open(path, journal_access::read), "sealed");
+    struct stat before {};
+    BOOST_TEST_REQUIRE(::stat(path.c_str(), &before) == 0);
+    // The same damage as damaged_pages_fail_the_quick_check, at once after the seal, with the
+    // size kept and the mtime set back: only the ctime tells, and it cannot be set back.
+    std::string bytes = read_file(path);
+    for (std::size_t p = 4; p < bytes.size() / 4096; p += 2)
+        for (std::size_t i = 0; i < 64; ++i) bytes[p * 4096 + i] = static_cast<char>(0xa5 ^ i);
+    write_file(path, bytes);
+    struct timespec times[2] = {before.st_atim, before.st_mtim};
+    BOOST_TEST_REQUIRE(::utimensat(AT_FDCWD, path.c_str(), times, 0) == 0);
+    expect_error(path, journal_access::read, journal_errc::corrupt);
+    expect_error(path, journal_access::write, journal_errc::corrupt);
+    BOOST_TEST(!std::filesystem::exists(path + "-seal"), "the open that found the damage removed the seal");
+
+    // A change that does no harm is checked once, and sealed again.
+    std::string other = tmp.file("other.db");
+    make_journal(other);
+    BOOST_TEST_REQUIRE(::chmod(other.c_str(), 0640) == 0);
+    BOOST_TEST(checked_on_open(other, journal_access::write));
+    BOOST_TEST(!checked_on_open(other, journal_access::write));
+}
+
+BOOST_AUTO_TEST_CASE(a_wal_left_over_an_old_or_foreign_seal_means_a_check) {
+    temp_dir tmp;
+    std::string path = tmp.file("journal.db");
+    make_journal(path);
+    {
+        // Another writer is at work (or died at work): its WAL holds what the file lacks.
+        writer_env env(open_or_fail(path, journal_access::write));
+        env.writer->record_run(make_run("run-2", 1));
+        BOOST_TEST_REQUIRE(!env.sync().has_value());
+        BOOST_TEST_REQUIRE(std::filesystem::file_size(path + "-wal") > 0u);
+        BOOST_TEST(checked_on_open(path, journal_access::read));
+        BOOST_TEST_REQUIRE(!env.close().has_value());
+    }
+    BOOST_TEST_REQUIRE(!checked_on_open(path, journal_access::write));
+
+    std::string seal = read_file(path + "-seal");
+    auto checked = seal.rfind(" checked=");
+    BOOST_TEST_REQUIRE(checked != std::string::npos, seal);
+    // A check older than the interval (here, 1970).
+    write_file(path + "-seal", seal.substr(0, checked) + " checked=0\n");
+    BOOST_TEST(checked_on_open(path, journal_access::read));
+    // A torn seal.
+    write_file(path + "-seal", seal.substr(0, seal.size() - 1));
+    BOOST_TEST(checked_on_open(path, journal_access::read));
+    // Another file's seal: a copy has another inode and ctime.
+    write_file(path + "-seal", seal);
+    BOOST_TEST_REQUIRE(!checked_on_open(path, journal_access::read));
+    std::string copy = tmp.file("copy.db");
+    std::filesystem::copy_file(path, copy);
+    write_file(copy + "-seal", seal);
+    BOOST_TEST(checked_on_open(copy, journal_access::read));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
