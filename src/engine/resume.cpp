@@ -13,6 +13,7 @@
 #include <boost/json/serialize.hpp>
 
 #include <algorithm>
+#include <unordered_map>
 
 namespace asio = boost::asio;
 namespace json = boost::json;
@@ -39,12 +40,26 @@ std::string_view to_string(resume_action a) {
 
 namespace {
 
-std::string end_text(const journal_attempt& a) {
-    if (!a.end) return "started, no end recorded";
-    std::string s(to_string(a.end->state));
-    if (a.cleanup_failed) s += ", cleanup failed";
-    return s;
-}
+// What the decisions read of a task's last attempt. The attempt itself stays in memory only
+// where it is needed whole: listed as uncertain, or its end taken as the result.
+struct last_attempt {
+    std::uint32_t attempt = 0;
+    std::uint32_t segment = 0;
+    std::optional<task_state> end;
+    bool cleanup_failed = false;
+    bool uncertain = false;
+
+    static last_attempt of(const journal_attempt& a) {
+        return {a.intent.attempt, a.segment, a.end ? std::optional(a.end->state) : std::nullopt,
+                a.cleanup_failed, a.uncertain()};
+    }
+    std::string end_text() const {
+        if (!end) return "started, no end recorded";
+        std::string s(to_string(*end));
+        if (cleanup_failed) s += ", cleanup failed";
+        return s;
+    }
+};
 
 std::string attempt_where(const journal_attempt& a) {
     std::string s;
@@ -119,25 +134,37 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
         return rp;
     }
 
+    // One result and one attempt per task at a time: the recorded finals go straight into
+    // rp.state.reuse (those not reused are dropped after the decisions), and of the attempts
+    // only what the decisions read is kept (last_attempt).
     const std::size_t n = p.tasks.size();
-    std::vector<std::optional<journal_task_result>> finals(n);
     auto mismatch = [&](std::uint32_t index, const std::string& id) {
         return index >= n || p.tasks[index].id != id;
     };
     bool bad = false;
+    rp.state.reuse.resize(n);
+    std::vector<std::optional<std::uint32_t>> final_segment(n);
     auto e = db.for_each_result(run_id, false, [&](journal_task_result& r) {
         if (mismatch(r.task_index, r.task_id)) return !(bad = true);
-        finals[r.task_index] = std::move(r);
+        final_segment[r.task_index] = r.segment;
+        rp.state.reuse[r.task_index] = std::move(r.result);
         return true;
     });
-    std::vector<std::optional<journal_attempt>> last(n);
+    std::vector<std::optional<last_attempt>> last(n);
+    std::unordered_map<std::uint32_t, journal_attempt> whole;  // uncertain, or an end whose final was lost
     rp.state.attempts_before.assign(n, 0);
     if (!e && !bad)
         e = db.for_each_attempt(run_id, [&](journal_attempt& a) {
             if (mismatch(a.intent.task_index, a.intent.task_id)) return !(bad = true);
-            auto& before = rp.state.attempts_before[a.intent.task_index];
+            const std::uint32_t i = a.intent.task_index;
+            auto& before = rp.state.attempts_before[i];
             before = std::max(before, a.intent.attempt);
-            last[a.intent.task_index] = std::move(a);
+            last[i] = last_attempt::of(a);
+            bool lost_final = a.end && a.end->state == task_state::succeeded && !final_segment[i];
+            if (last[i]->uncertain || lost_final)
+                whole.insert_or_assign(i, std::move(a));
+            else
+                whole.erase(i);
             return true;
         });
     if (e || bad) {
@@ -148,51 +175,49 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
         return rp;
     }
 
-    rp.state.reuse.resize(n);
     rp.state.final_from_attempt.assign(n, 0);
     rp.decisions.resize(n);
     std::vector<bool> runs(n, false);
     for (std::uint32_t i = 0; i < n; ++i) {
         const plan_task& t = p.tasks[i];
         resume_decision& d = rp.decisions[i];
-        const auto& f = finals[i];
+        const std::optional<task_result>& f = rp.state.reuse[i];  // the recorded final, if any
         const auto& a = last[i];
         if (t.kind == plan_task::kind_t::aggregate) {
             d = {resume_action::aggregate, "recomputed from its children"};
-        } else if (f && f->result.state == task_state::succeeded) {
-            d = {resume_action::reuse, "succeeded in segment " + std::to_string(f->segment)};
-        } else if (!f && a && a->end && a->end->state == task_state::succeeded && !a->uncertain() &&
-                   !t.output_referenced) {
+        } else if (f && f->state == task_state::succeeded) {
+            d = {resume_action::reuse, "succeeded in segment " + std::to_string(*final_segment[i])};
+        } else if (!f && a && a->end == task_state::succeeded && !a->uncertain && !t.output_referenced) {
             // Its end was committed, its final was not (a crash in between): it did succeed.
             // (When a later task reads its output, the streams would be needed in memory, and
             // only finals are read back with them: it then runs again, below.)
             d = {resume_action::reuse, "succeeded in segment " + std::to_string(a->segment) + " (attempt " +
-                                           std::to_string(a->intent.attempt) + ")"};
-            rp.state.final_from_attempt[i] = a->intent.attempt;
-        } else if (a && a->uncertain()) {
-            rp.uncertain.push_back(*a);
+                                           std::to_string(a->attempt) + ")"};
+            rp.state.final_from_attempt[i] = a->attempt;
+        } else if (a && a->uncertain) {
+            const journal_attempt& kept = whole.at(i);
+            rp.uncertain.push_back(kept);
             std::string why =
-                "attempt " + std::to_string(a->intent.attempt) + " " + end_text(*a) + attempt_where(*a);
+                "attempt " + std::to_string(a->attempt) + " " + a->end_text() + attempt_where(kept);
             if (options.rerun_uncertain)
                 d = {resume_action::rerun, "uncertain: " + why + "; --rerun-uncertain"};
             else
                 d = {resume_action::uncertain, "uncertain: " + why};
-        } else if (f && f->result.attempts > 0 && is_failure(f->result.state) &&
-                   f->result.state != task_state::cancelled) {
+        } else if (f && f->attempts > 0 && is_failure(f->state) && f->state != task_state::cancelled) {
             if (options.retry_failed)
-                d = {resume_action::run, failed_text(f->result) + "; --retry-failed"};
+                d = {resume_action::run, failed_text(*f) + "; --retry-failed"};
             else
-                d = {resume_action::keep_failed, failed_text(f->result) + "; kept without --retry-failed"};
-        } else if (f && f->result.state != task_state::skipped && f->result.state != task_state::cancelled &&
-                   f->result.attempts == 0 && is_failure(f->result.state)) {
+                d = {resume_action::keep_failed, failed_text(*f) + "; kept without --retry-failed"};
+        } else if (f && f->state != task_state::skipped && f->state != task_state::cancelled &&
+                   f->attempts == 0 && is_failure(f->state)) {
             // Failed without an attempt (a policy, template or approval decision): decided again.
-            d = {resume_action::run, failed_text(f->result) + " before starting; decided again"};
+            d = {resume_action::run, failed_text(*f) + " before starting; decided again"};
         } else if (a) {
             d = {resume_action::run,
-                 "did not finish (attempt " + std::to_string(a->intent.attempt) + " " + end_text(*a) + ")"};
+                 "did not finish (attempt " + std::to_string(a->attempt) + " " + a->end_text() + ")"};
         } else {
             d = {resume_action::run,
-                 f ? "never started (" + std::string(to_string(f->result.state)) + ")" : "never started"};
+                 f ? "never started (" + std::string(to_string(f->state)) + ")" : "never started"};
         }
         // Dependants of anything that runs again run (the scheduler decides the same way).
         if (d.action == resume_action::reuse || d.action == resume_action::keep_failed) {
@@ -212,12 +237,16 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
     // The results taken over: with their streams only where something reads them later.
     for (std::uint32_t i = 0; i < n; ++i) {
         const resume_decision& d = rp.decisions[i];
-        if (d.action != resume_action::reuse && d.action != resume_action::keep_failed) continue;
+        std::optional<task_result>& kept = rp.state.reuse[i];
+        if (d.action != resume_action::reuse && d.action != resume_action::keep_failed) {
+            kept.reset();
+            continue;
+        }
         const bool streams = p.tasks[i].output_referenced;
         if (rp.state.final_from_attempt[i]) {
-            task_result r = *last[i]->end;
+            task_result r = std::move(*whole.at(i).end);
             r.streams_released = true;  // read back through the final the resume records
-            rp.state.reuse[i] = std::move(r);
+            kept = std::move(r);
             continue;
         }
         if (streams) {
@@ -228,12 +257,12 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
                             : full.error().message);
                 return rp;
             }
-            rp.state.reuse[i] = std::move((*full)->result);
+            kept = std::move((*full)->result);
         } else {
             // As the run that recorded it kept it: without the output's (empty) stream members.
-            task_result r = without_streams(finals[i]->result);
+            task_result r = without_streams(*kept);
             r.streams_released = true;
-            rp.state.reuse[i] = std::move(r);
+            kept = std::move(r);
         }
     }
 
@@ -241,8 +270,8 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
         std::string list;
         for (const auto& a : rp.uncertain) {
             if (!list.empty()) list += "; ";
-            list += a.intent.task_id + ": attempt " + std::to_string(a.intent.attempt) + " " + end_text(a) +
-                    attempt_where(a);
+            list += a.intent.task_id + ": attempt " + std::to_string(a.intent.attempt) + " " +
+                    last_attempt::of(a).end_text() + attempt_where(a);
         }
         refuse(rp, exit_status::policy,
                "run " + rp.run.run_id + " has " + std::to_string(rp.uncertain.size()) +

@@ -563,7 +563,7 @@ journal_db::~journal_db() {
     exec::path_info file = exec::settled_probe(path);
     if (file.error != 0 || !file.is_regular) return;
     exec::path_info wal = exec::probe_path(path + "-wal");
-    if (wal.error == 0 && wal.size > 0) return;  // another connection is still at work: it seals
+    if (wal.error == 0 && wal.size > 0) return;  // another connection holds the WAL: the next open checks
     // Nothing to do when it fails (a full disk): without a seal, the next open checks.
     (void)exec::replace_file(journal_detail::seal_path(path), journal_detail::seal_text(file, checked_ms));
 }
