@@ -95,8 +95,10 @@ struct run_options {
     /// each attempt's intent (committed before the attempt starts), its handle, its end, each
     /// task's final result, the run's end. With a journal, a finished task's captured output
     /// leaves memory once recorded unless something reads it later (plan_task::
-    /// output_referenced): its result in run_report::tasks is then `streams_released`.
-    /// nullptr: nothing is recorded and every result stays whole in memory.
+    /// output_referenced): its result in run_report::tasks is then `streams_released`, and
+    /// a foreach/matrix aggregate's output (one item per child) goes too (`output_released`;
+    /// run_report::output then holds null in its place). nullptr: nothing is recorded and
+    /// every result stays whole in memory.
     journal_writer* journal = nullptr;
     /// The run's record as the caller knows it (workflow source and path, argv, inputs,
     /// options); the engine fills in the run id, the digests, the task count and the owner.

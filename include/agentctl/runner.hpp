@@ -75,6 +75,10 @@ struct task_result {
     /// The run's journal holds this result whole; here the captured streams (and the output's
     /// copies of them) were let go to keep memory flat. Read them from the journal.
     bool streams_released = false;
+    /// The run's journal holds this result whole; here its `output` was let go too (it is
+    /// null): a foreach/matrix aggregate's output, one item per child, that nothing later in
+    /// the run reads. Read it from the journal (journal::load_result).
+    bool output_released = false;
 };
 
 /// The task's captured stdout (redacted, valid UTF-8), wherever it is kept.

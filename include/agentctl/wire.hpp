@@ -16,6 +16,8 @@
 #include <agentctl/plan.hpp>
 #include <agentctl/watchdog.hpp>
 
+#include <boost/json/value.hpp>
+
 #include <functional>
 #include <string_view>
 
@@ -32,13 +34,19 @@ void write_error_envelope(json_sink& out, std::string_view message, exit_status 
 /// One jsonl line (without the newline): `{event, taskId, attempt, elapsedMs, result?}`.
 void write_event(json_writer& w, const plan& p, const run_event& e);
 
-/// Where a report finds the captured streams of results that let them go
-/// (task_result::streams_released): the run's journal.
+/// Where a report finds what results let go (task_result::streams_released,
+/// output_released): the run's journal.
 class stream_source {
 public:
     virtual ~stream_source() = default;
     /// Fills `out` and `err` with task `index`'s stdout and stderr (redacted, UTF-8).
     virtual void streams(std::uint32_t index, std::string& out, std::string& err) = 0;
+    /// Task `index`'s output as recorded; false (and `out` untouched) when it cannot be read.
+    virtual bool output(std::uint32_t index, boost::json::value& out) {
+        (void)index;
+        (void)out;
+        return false;
+    }
 };
 
 /// The `RunOutcome` envelope on `out`: `ok` is whether the run succeeded. With `leftovers`

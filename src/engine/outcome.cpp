@@ -49,6 +49,7 @@ task_result without_streams(const task_result& r, bool in_place) {
     out.streams_in_output = r.streams_in_output;
     out.reused = r.reused;
     out.streams_released = r.streams_released;
+    out.output_released = r.output_released;
     if (r.streams_in_output && r.output.is_object()) {
         json::object o;
         for (const auto& m : r.output.get_object())

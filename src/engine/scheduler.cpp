@@ -501,7 +501,13 @@ private:
         task_result& r = results_[idx];
         const plan_task& t = plan_.tasks[idx];
         const bool keep = t.output_referenced;
+        // An aggregate's output (one item per child) leaves memory with its final too: the
+        // light result is built without it, and reports read it from the journal.
+        const bool release_output = !keep && t.kind == plan_task::kind_t::aggregate;
+        json::value output;
+        if (release_output) output = std::exchange(r.output, nullptr);
         task_result light = without_streams(r);
+        if (release_output) r.output = std::move(output);
         std::optional<std::uint32_t> streams_attempt;
         bool unstarted = r.error && r.error->code == error_code::journal_failed;
         if (ran && ended_[idx]) {
@@ -526,6 +532,7 @@ private:
             options_.journal->record_final(task_final{idx, t.id, keep ? task_result(r) : std::move(r), std::nullopt, false});
         if (!keep) {
             light.streams_released = true;
+            light.output_released = release_output;
             r = std::move(light);
         }
     }

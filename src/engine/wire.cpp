@@ -327,7 +327,13 @@ void write_run_report(json_writer& w, const plan& p, const run_report& report, c
     for (std::uint32_t i = 0; i < p.tasks.size() && i < report.tasks.size(); ++i) {
         const task_result& r = report.tasks[i];
         w.key(p.tasks[i].id);
-        if (r.streams_released && streams && !r.isolation.empty()) {
+        if (r.output_released) {
+            // An aggregate's items, read back one aggregate at a time.
+            task_result whole = r;
+            whole.output = nullptr;
+            if (streams) streams->output(i, whole.output);
+            write_task_result(w, p, i, whole);
+        } else if (r.streams_released && streams && !r.isolation.empty()) {
             // One task's streams at a time: the document streams out, memory stays flat.
             out.clear();
             err.clear();
@@ -344,8 +350,16 @@ void write_run_report(json_writer& w, const plan& p, const run_report& report, c
         w.begin_object();
         for (const auto& m : report.output.get_object()) {
             w.key(m.key());
-            if (auto i = p.find(m.key())) write_output(w, p, *i, m.value());
-            else w.value(m.value());
+            auto i = p.find(m.key());
+            if (i && *i < report.tasks.size() && report.tasks[*i].output_released) {
+                json::value output;
+                if (streams) streams->output(*i, output);
+                write_output(w, p, *i, output);
+            } else if (i) {
+                write_output(w, p, *i, m.value());
+            } else {
+                w.value(m.value());
+            }
         }
         w.end_object();
     } else {

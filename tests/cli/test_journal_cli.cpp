@@ -410,6 +410,32 @@ BOOST_AUTO_TEST_CASE(runs_list_show_gc_outputs) {
     BOOST_TEST(empty.out == "no runs recorded in " + db + "\n");
 }
 
+// A foreach's aggregate lets its items go once recorded (memory stays flat): the JSON report
+// reads them back from the journal and is the report a run without a journal prints.
+BOOST_AUTO_TEST_CASE(a_released_aggregate_reports_as_if_it_had_been_kept) {
+    temp_dir dir;
+    std::string db = dir.path() + "/j.db";
+    std::string wf =
+        dir.write("wf.yaml",
+                  "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: fan}\nspec:\n"
+                  "  policy: {processAllowlist: [sh], approval: never}\n"
+                  "  actions:\n"
+                  "    say: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo $0', "
+                  "'${{ vars.item }}']}\n"
+                  "  tasks:\n"
+                  "    - {id: each, uses: 'action:say', foreach: {items: [red, green, blue]}}\n");
+    auto journaled = agentctl({"--output", "json", "run", wf, "--db", db});
+    BOOST_TEST(journaled.exit_code == 0, journaled.err);
+    auto memory = agentctl({"--output", "json", "run", wf, "--no-journal"});
+    BOOST_TEST(memory.exit_code == 0, memory.err);
+    BOOST_TEST(normalised(journaled.out) == normalised(memory.out));
+    auto v = parse_json(journaled.out);
+    const auto& items = v.at("data").at("tasks").at("each").at("output").at("items").as_array();
+    BOOST_TEST_REQUIRE(items.size() == 3u, journaled.out);
+    BOOST_TEST(items[2].at("taskId").as_string() == "each--0002");
+    BOOST_TEST(v.at("data").at("output").at("each").at("items").as_array().size() == 3u);
+}
+
 BOOST_AUTO_TEST_CASE(resume_reuses_what_succeeded_and_reports_reused_and_executed) {
     temp_dir dir;
     std::string db = dir.path() + "/j.db";

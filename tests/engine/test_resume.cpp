@@ -246,3 +246,52 @@ BOOST_FIXTURE_TEST_CASE(uncertain_attempts_refuse_unless_rerun_and_live_runs_are
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// With a journal, an aggregate's output (one item per child) leaves memory once recorded,
+// unless something later in the run reads it; the journal keeps it whole.
+BOOST_AUTO_TEST_SUITE(released_outputs)
+
+BOOST_FIXTURE_TEST_CASE(an_unread_aggregate_output_leaves_memory_and_a_read_one_stays, fixture) {
+    source = R"(apiVersion: agentctl.dev/v1
+kind: Workflow
+metadata: {name: fan}
+spec:
+  policy: {processAllowlist: ["true"], approval: never}
+  runtime: {maxConcurrency: 4}
+  actions:
+    t: {kind: builtin.shell.exec, command: /bin/true}
+  tasks:
+    - {id: each, uses: action:t, foreach: {items: [1, 2, 3]}}
+    - {id: kept, uses: action:t, foreach: {items: [1, 2]}}
+  outputs: {seen: "${{ tasks.kept.output.items }}"}
+)";
+    parse_result parsed = parse_workflow(source, "fan.yaml");
+    BOOST_REQUIRE(parsed.document);
+    compile_result c = compile(*parsed.document);
+    BOOST_REQUIRE(c.compiled);
+    compiled = std::move(*c.compiled);
+    auto each = compiled.find("each"), kept = compiled.find("kept");
+    BOOST_REQUIRE(each);
+    BOOST_REQUIRE(kept);
+
+    scripted_runner runner;
+    run_report r = first_run(runner);
+    BOOST_TEST((r.state == run_state::succeeded));
+    const task_result& released = r.tasks[*each];
+    BOOST_TEST(released.output_released);
+    BOOST_TEST(released.output.is_null());
+    BOOST_TEST((released.state == task_state::succeeded), "the rest of the result stays");
+    BOOST_TEST(r.output.at("seen").as_array().size() == 2u);
+    BOOST_TEST(!r.tasks[*kept].output_released, "spec.outputs reads it");
+    BOOST_TEST(r.tasks[*kept].output.at("items").as_array().size() == 2u);
+
+    journal db = open_db();
+    auto stored = db.load_result(r.run_id, "each", false);
+    BOOST_REQUIRE_MESSAGE(stored, (stored ? "" : stored.error().message));
+    BOOST_REQUIRE(*stored);
+    const auto& items = (*stored)->result.output.at("items").as_array();
+    BOOST_TEST(items.size() == 3u, "the journal has every item");
+    BOOST_TEST(items[2].at("taskId").as_string() == "each--0002");
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -95,6 +95,17 @@ void journal_streams::streams(std::uint32_t index, std::string& out, std::string
     err = std::string(stderr_of((*r)->result));
 }
 
+bool journal_streams::output(std::uint32_t index, boost::json::value& out) {
+    auto r = db_.load_result_at(run_id_, index, false);
+    if (!r) {
+        if (!error) error = r.error();
+        return false;
+    }
+    if (!*r) return false;
+    out = std::move((*r)->result.output);
+    return true;
+}
+
 void restore_failed_streams(const plan& p, run_report& report, journal_streams& streams) {
     std::size_t shown = 0;
     for (std::uint32_t i = 0; i < p.tasks.size() && i < report.tasks.size() && shown < 10; ++i) {

@@ -60,6 +60,7 @@ class journal_streams final : public stream_source {
 public:
     journal_streams(journal& db, std::string run_id) : db_(db), run_id_(std::move(run_id)) {}
     void streams(std::uint32_t index, std::string& out, std::string& err) override;
+    bool output(std::uint32_t index, boost::json::value& out) override;
     std::optional<journal_error> error;
 
 private:
