@@ -251,7 +251,6 @@ std::optional<journal_error> migrate(detail::journal_db& db, std::int64_t from) 
     });
 }
 
-// The checks that need the schema: ours, not newer, not truncated, structurally sound.
 // The seal (docs/JOURNAL.md, "The integrity check"): one line that a writing connection
 // leaves when it closes without trouble, naming the file as it left it and when the check
 // that its state descends from ran. Anything else in the file is no seal.
@@ -293,6 +292,7 @@ std::optional<std::int64_t> sealed_check(const std::string& path, const exec::pa
     return checked;
 }
 
+// The checks that need the schema: ours, not newer, not truncated, structurally sound.
 std::optional<journal_error> check_ours(detail::journal_db& db, std::int64_t app_id,
                                         std::int64_t user_version, bool unchanged, bool& needs_migration) {
     needs_migration = false;
@@ -339,10 +339,9 @@ std::optional<journal_error> check_ours(detail::journal_db& db, std::int64_t app
         // Damage found (or the check failed): no seal may vouch for this file again.
         if (rc != SQLITE_ROW || s.text(0) != "ok") (void)exec::remove_tree(AT_FDCWD, seal_path(db.path));
         if (rc != SQLITE_ROW) return identify_error(db, db.last_rc(), "checking its integrity");
-        if (s.text(0) != "ok") {
+        if (s.text(0) != "ok")
             return make_error(journal_errc::corrupt, "journal " + db.path + ": damaged (quick_check: " +
                                                          std::string(s.text(0)) + ")");
-        }
     }
     needs_migration = user_version < journal_schema_version;
     return std::nullopt;
