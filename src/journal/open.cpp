@@ -7,6 +7,7 @@
 #include <agentctl/version.hpp>
 
 #include <array>
+#include <charconv>
 #include <chrono>
 
 namespace agentctl::journal_detail {
@@ -276,13 +277,8 @@ std::optional<std::int64_t> sealed_check(const std::string& path, const exec::pa
     auto checked_at = text.rfind(" checked=");
     if (text.empty() || text.back() != '\n' || checked_at == std::string::npos) return std::nullopt;
     std::int64_t checked = 0;
-    try {
-        std::size_t used = 0;
-        checked = std::stoll(text.substr(checked_at + 9), &used);
-        if (checked_at + 9 + used + 1 != text.size()) return std::nullopt;
-    } catch (const std::exception&) {
-        return std::nullopt;
-    }
+    const char* last = text.data() + text.size() - 1;  // the newline
+    if (std::from_chars(text.data() + checked_at + 9, last, checked).ptr != last) return std::nullopt;
     if (text != seal_text(file, checked)) return std::nullopt;
     // A WAL left over is work some connection did not finish: check.
     exec::path_info wal = exec::probe_path(path + "-wal");

@@ -87,13 +87,18 @@ public:
 struct fixture {
     std::string dir, db_path;
     plan compiled;
-    std::string source = workflow;
+    std::string source;
 
     fixture() {
         char tmpl[] = "/tmp/agentctl-resume-XXXXXX";
         BOOST_REQUIRE(::mkdtemp(tmpl));
         dir = tmpl;
         db_path = dir + "/journal.db";
+        use(workflow);
+    }
+    /// Runs `text` from now on.
+    void use(std::string text) {
+        source = std::move(text);
         parse_result parsed = parse_workflow(source, "chain.yaml");
         BOOST_REQUIRE(parsed.document);
         compile_result c = compile(*parsed.document);
@@ -252,7 +257,7 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(released_outputs)
 
 BOOST_FIXTURE_TEST_CASE(an_unread_aggregate_output_leaves_memory_and_a_read_one_stays, fixture) {
-    source = R"(apiVersion: agentctl.dev/v1
+    use(R"(apiVersion: agentctl.dev/v1
 kind: Workflow
 metadata: {name: fan}
 spec:
@@ -264,12 +269,7 @@ spec:
     - {id: each, uses: action:t, foreach: {items: [1, 2, 3]}}
     - {id: kept, uses: action:t, foreach: {items: [1, 2]}}
   outputs: {seen: "${{ tasks.kept.output.items }}"}
-)";
-    parse_result parsed = parse_workflow(source, "fan.yaml");
-    BOOST_REQUIRE(parsed.document);
-    compile_result c = compile(*parsed.document);
-    BOOST_REQUIRE(c.compiled);
-    compiled = std::move(*c.compiled);
+)");
     auto each = compiled.find("each"), kept = compiled.find("kept");
     BOOST_REQUIRE(each);
     BOOST_REQUIRE(kept);

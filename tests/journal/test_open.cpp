@@ -22,6 +22,26 @@ void make_journal(const std::string& path, const std::string& run_id = "run-1") 
     BOOST_TEST_REQUIRE(!env.close().has_value());
 }
 
+// A journal of 500 ends with 500-byte streams: enough pages to damage, closed cleanly.
+void make_journal_of_500_ends(const std::string& path) {
+    writer_env env(open_or_fail(path, journal_access::write));
+    env.writer->record_run(make_run("run-1", 500));
+    for (std::uint32_t i = 0; i < 500; ++i) {
+        env.writer->record_intent(make_intent(i));
+        env.writer->record_end(make_end(i, 1, make_result(task_state::succeeded, pattern(i, 1, 500))));
+    }
+    BOOST_TEST_REQUIRE(!env.close().has_value());
+}
+
+// Scribbles over b-tree pages in the middle (page headers included), keeping the size.
+void scribble_over_pages(const std::string& path) {
+    std::string bytes = read_file(path);
+    BOOST_TEST_REQUIRE(bytes.size() > 40'000u);
+    for (std::size_t p = 4; p < bytes.size() / 4096; p += 2)
+        for (std::size_t i = 0; i < 64; ++i) bytes[p * 4096 + i] = static_cast<char>(0xa5 ^ i);
+    write_file(path, bytes);
+}
+
 void expect_error(const std::string& path, journal_access access, journal_errc code) {
     auto e = open_error(path, access);
     BOOST_TEST(e.code == code, e.message);
@@ -162,21 +182,8 @@ BOOST_AUTO_TEST_CASE(damaged_header) {
 BOOST_AUTO_TEST_CASE(damaged_pages_fail_the_quick_check) {
     temp_dir tmp;
     std::string path = tmp.file("journal.db");
-    {
-        writer_env env(open_or_fail(path, journal_access::write));
-        env.writer->record_run(make_run("run-1", 500));
-        for (std::uint32_t i = 0; i < 500; ++i) {
-            env.writer->record_intent(make_intent(i));
-            env.writer->record_end(make_end(i, 1, make_result(task_state::succeeded, pattern(i, 1, 500))));
-        }
-        BOOST_TEST_REQUIRE(!env.close().has_value());
-    }
-    std::string bytes = read_file(path);
-    BOOST_TEST_REQUIRE(bytes.size() > 40'000u);
-    // Scribble over b-tree pages in the middle (page headers included), keeping the size.
-    for (std::size_t p = 4; p < bytes.size() / 4096; p += 2)
-        for (std::size_t i = 0; i < 64; ++i) bytes[p * 4096 + i] = static_cast<char>(0xa5 ^ i);
-    write_file(path, bytes);
+    make_journal_of_500_ends(path);
+    scribble_over_pages(path);
     expect_error(path, journal_access::read, journal_errc::corrupt);
 }
 
@@ -312,24 +319,13 @@ BOOST_AUTO_TEST_CASE(an_unchanged_journal_is_not_checked_again) {
 BOOST_AUTO_TEST_CASE(a_change_behind_its_back_is_checked_even_with_its_mtime_put_back) {
     temp_dir tmp;
     std::string path = tmp.file("journal.db");
-    {
-        writer_env env(open_or_fail(path, journal_access::write));
-        env.writer->record_run(make_run("run-1", 500));
-        for (std::uint32_t i = 0; i < 500; ++i) {
-            env.writer->record_intent(make_intent(i));
-            env.writer->record_end(make_end(i, 1, make_result(task_state::succeeded, pattern(i, 1, 500))));
-        }
-        BOOST_TEST_REQUIRE(!env.close().has_value());
-    }
+    make_journal_of_500_ends(path);
     BOOST_TEST_REQUIRE(!checked_on_open(path, journal_access::read), "sealed");
     struct stat before {};
     BOOST_TEST_REQUIRE(::stat(path.c_str(), &before) == 0);
     // The same damage as damaged_pages_fail_the_quick_check, at once after the seal, with the
     // size kept and the mtime set back: only the ctime tells, and it cannot be set back.
-    std::string bytes = read_file(path);
-    for (std::size_t p = 4; p < bytes.size() / 4096; p += 2)
-        for (std::size_t i = 0; i < 64; ++i) bytes[p * 4096 + i] = static_cast<char>(0xa5 ^ i);
-    write_file(path, bytes);
+    scribble_over_pages(path);
     struct timespec times[2] = {before.st_atim, before.st_mtim};
     BOOST_TEST_REQUIRE(::utimensat(AT_FDCWD, path.c_str(), times, 0) == 0);
     expect_error(path, journal_access::read, journal_errc::corrupt);
