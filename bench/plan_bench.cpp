@@ -69,8 +69,8 @@ int main(int argc, char** argv) {
         std::printf(
             "tasks %zu  load %.1f ms  compile %.1f ms  json %.1f ms (%zu bytes)  text %.1f ms (%zu bytes)  "
             "total %.1f ms\n",
-            result.compiled->tasks.size(), load_ms, compile_ms, json_ms, sink.count, text_ms, text_bytes,
-            load_ms + compile_ms + json_ms);
+            static_cast<std::size_t>(result.compiled->size()), load_ms, compile_ms, json_ms, sink.count,
+            text_ms, text_bytes, load_ms + compile_ms + json_ms);
     }
     return 0;
 }

@@ -122,8 +122,10 @@ int main(int argc, char** argv) {
             running = false;
             heartbeat.cancel();
             signals.cancel();
+            // Every task's outcome is in the report; its whole result too without a journal
+            // (with one, the results are read back from the journal below).
             std::size_t ok = 0;
-            for (const auto& t : report.tasks) ok += t.state == agentctl::task_state::succeeded;
+            for (const auto& t : report.outcomes) ok += t.state == agentctl::task_state::succeeded;
             auto ms = [](auto d) {
                 return static_cast<long long>(
                     std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
@@ -133,7 +135,7 @@ int main(int argc, char** argv) {
                 "run %s %s: %zu of %zu tasks succeeded in %lld ms; longest heartbeat gap %lld ms "
                 "(%lld ms on the wall clock, waits for a CPU included)\n",
                 report.run_id.c_str(), std::string(agentctl::to_string(report.state)).c_str(), ok,
-                report.tasks.size(), static_cast<long long>(report.duration.count()), gap, ms(worst_wall));
+                report.outcomes.size(), static_cast<long long>(report.duration.count()), gap, ms(worst_wall));
             status = report.state == agentctl::run_state::succeeded && gap <= 100 ? 0 : 1;
             run_id = report.run_id;
             if (writer) {
@@ -168,7 +170,7 @@ int main(int argc, char** argv) {
         }
         std::printf("journal %s: run %s, %zu results, %zu bytes of stdout\n", argv[3], run_id.c_str(), results,
                     bytes);
-        if (results != plan.tasks.size()) status = 1;
+        if (results != plan.size()) status = 1;
     }
     return status;
 }

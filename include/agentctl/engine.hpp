@@ -53,7 +53,7 @@ public:
 };
 
 /// What a resumed run takes over from the earlier segments of its journal (async_resume()
-/// fills it from the journal; indexed like plan::tasks).
+/// fills it from the journal; indexed by plan index).
 struct resume_state {
     /// A final result to reuse instead of running the task; it is reused only while none of
     /// the task's needs runs again in this segment (dependants of what runs again run).
@@ -93,12 +93,13 @@ struct run_options {
     sweep_report* leftovers = nullptr;
     /// Records the run (docs/JOURNAL.md, docs/DESIGN.md "Journal"): the run before any effect,
     /// each attempt's intent (committed before the attempt starts), its handle, its end, each
-    /// task's final result, the run's end. With a journal, a finished task's captured output
-    /// leaves memory once recorded unless something reads it later (plan_task::
-    /// output_referenced): its result in run_report::tasks is then `streams_released`, and
-    /// a foreach/matrix aggregate's output (one item per child) goes too (`output_released`;
-    /// run_report::output then holds null in its place). nullptr: nothing is recorded and
-    /// every result stays whole in memory.
+    /// task's final result, the run's end. With a journal, a finished task's result leaves
+    /// memory once recorded unless something reads its output later (plan::
+    /// output_referenced()): run_report::tasks stays empty (run_report::outcomes has every
+    /// task's state) and reports read the results from the journal. A foreach/matrix
+    /// aggregate that nothing reads is recorded without its items (`output_released`: they
+    /// are its children's, read back from theirs), and run_report::output holds null in its
+    /// place. nullptr: nothing is recorded and every result stays whole in memory.
     journal_writer* journal = nullptr;
     /// The run's record as the caller knows it (workflow source and path, argv, inputs,
     /// options); the engine fills in the run id, the digests, the task count and the owner.
@@ -108,10 +109,25 @@ struct run_options {
     const resume_state* resume = nullptr;
 };
 
-/// What a run produced. `tasks` is indexed like plan::tasks.
+/// What a report keeps of every task, whatever it keeps of results: a few bytes each.
+struct task_outcome {
+    task_state state = task_state::skipped;
+    std::uint32_t attempts = 0;
+    bool reused = false;  ///< taken over from an earlier segment of the journal (resume)
+    /// Decided in this run: run, or completed without running (a condition, a failed need, a
+    /// template error), but not taken over and not left unstarted when the run stopped.
+    bool executed = false;
+};
+
+/// What a run produced. Results are indexed by plan index (plan::task()).
 struct run_report {
     std::string run_id;
     run_state state = run_state::failed;
+    /// Every task's outcome (empty when a resume could not claim its run: nothing ran).
+    std::vector<task_outcome> outcomes;
+    /// Every task's whole result, when the run had no journal. With a journal it is empty:
+    /// the results are in the journal (journal::for_each_result(), journal_results), so that
+    /// memory does not grow with the number of tasks (docs/DESIGN.md, "Engine").
     std::vector<task_result> tasks;
     boost::json::value output;  ///< rendered spec.outputs, or task id -> output when there are none
     std::optional<task_error> error;  ///< a run-level failure (approval, budget, setup)
@@ -180,7 +196,7 @@ struct resume_plan {
     journal_run run;                         ///< as recorded (the workflow source included)
     std::optional<plan> compiled;            ///< absent when the stored document no longer compiles
     diagnostics diags;                       ///< the recompilation's
-    std::vector<resume_decision> decisions;  ///< indexed like plan::tasks
+    std::vector<resume_decision> decisions;  ///< by plan index
     std::vector<journal_attempt> uncertain;  ///< last attempts that may have had their effect
     resume_state state;                      ///< what the scheduler takes over
     /// Why it cannot go on: unknown_run, run_live, a journal error (exit 5), a stored

@@ -82,8 +82,9 @@ private:
 
 /// The schema version this agentctl writes and reads. A database with a higher one is refused
 /// (`newer_schema`); a lower one is migrated when opened for writing. Version 2: a final
-/// result's JSON may be stored as that of its attempt's end (docs/JOURNAL.md).
-inline constexpr int journal_schema_version = 2;
+/// result's JSON may be stored as that of its attempt's end; version 3: an aggregate's final
+/// may be recorded without its items, which are its children's (docs/JOURNAL.md).
+inline constexpr int journal_schema_version = 3;
 
 // ---------------------------------------------------------------------------------------------
 // Location
@@ -370,6 +371,11 @@ public:
     /// The run's final results in plan order (task_index), one at a time, without keeping
     /// them: `fn` returns false to stop. `with_streams` loads each task's stdout and stderr.
     std::optional<journal_error> for_each_result(std::string_view run_id, bool with_streams,
+                                                 const std::function<bool(journal_task_result&)>& fn);
+    /// The same for the tasks in [first, end) only (an aggregate's children: a range of the
+    /// primary key). Usable while another of this connection's readers is part way through.
+    std::optional<journal_error> for_each_result(std::string_view run_id, bool with_streams,
+                                                 std::uint32_t first, std::uint32_t end,
                                                  const std::function<bool(journal_task_result&)>& fn);
 
     /// One task's final result by id; nullopt inside when the task has none recorded.

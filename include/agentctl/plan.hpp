@@ -11,6 +11,7 @@
 #include <agentctl/spec.hpp>
 #include <agentctl/template.hpp>
 
+#include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
@@ -33,26 +34,37 @@ struct output_limits {
     std::uint64_t combined_bytes = limits::default_combined_limit_bytes;
 };
 
-/// One node of the plan. Plan tasks are stored in topological order.
+/// One node of the plan: a task, or what every child of a foreach/matrix shares.
+///
+/// The plan stores singles, aggregates and one *child template* per expanded task, never the
+/// children themselves: a child is rendered from its template and its item when asked for
+/// (plan::task()), so a plan of 100 000 children costs its items, not 100 000 nodes
+/// (docs/DESIGN.md, "Plan").
 struct plan_task {
     enum class kind_t {
         single,     ///< a declared task without expansion
-        child,      ///< one foreach item or matrix cell
+        child,      ///< one foreach item or matrix cell (stored: the template of all of them)
         aggregate,  ///< the declared id of an expanded task; finishes when its children do
     };
-    std::string id;
+    std::string id;  ///< a child template's is empty: plan::task_id() names each child
     kind_t kind = kind_t::single;
     std::uint32_t declared_index = 0;  ///< index of the declaring task in spec.tasks
-    std::string parent;                ///< child: the aggregate's id
+    std::string parent;                ///< child (and its template): the aggregate's id
     enum class expansion_t { none, foreach, matrix };
     expansion_t expansion = expansion_t::none;  ///< child and aggregate: how the declared task expands
     std::uint32_t expansion_index = 0;          ///< child: 0-based item/cell index
     std::uint32_t action_index = 0;             ///< into plan::actions; unused for aggregates
-    std::vector<std::uint32_t> needs;           ///< indices into plan::tasks, all smaller than this one's
-    boost::json::object vars;                   ///< child: foreach/matrix bindings
-    boost::json::value with;                    ///< rendered input when !with_deferred, else the template
-    bool with_deferred = false;                 ///< `with` refers to task outputs: rendered at run time
-    /// Process tasks whose action args/cwd hold templates: rendered here when static.
+    /// Plan indices of the declared tasks (singles or aggregates) this one needs, all smaller
+    /// than its own. An aggregate lists none: it needs its children, [first_child,
+    /// first_child + child_count).
+    std::vector<std::uint32_t> needs;
+    boost::json::object vars;  ///< child: foreach/matrix bindings (a template's are empty)
+    /// Rendered input when !with_deferred, else the template. A child template holds the
+    /// template; plan::task() renders it for each child.
+    boost::json::value with;
+    bool with_deferred = false;  ///< `with` refers to task outputs: rendered at run time
+    /// Process tasks whose action args/cwd hold templates: rendered here when static (a child
+    /// template leaves them to plan::task()).
     std::optional<std::vector<std::string>> args;
     std::optional<std::string> cwd;
     bool argv_deferred = false;        ///< args/cwd refer to task outputs: rendered at run time
@@ -61,12 +73,34 @@ struct plan_task {
     failure_mode failure = failure_mode::stop;
     std::optional<condition> when;
     output_limits limits;
-    bool requires_approval = false;       ///< a process task under approval != never
-    std::vector<std::uint32_t> children;  ///< aggregate: plan indices of its children, in item order
+    bool requires_approval = false;  ///< a process task under approval != never
+    /// Aggregate and child template: the plan indices of the children, [first_child,
+    /// first_child + child_count), in item order.
+    std::uint32_t first_child = 0;
+    std::uint32_t child_count = 0;
+    std::uint32_t expansion_slot = 0;  ///< aggregate and child template: into plan::expansions
     /// Something reads this task's output later in the run: a template of another task (with,
     /// args, cwd, when; deferred or not) or spec.outputs, directly or through an aggregate (an
-    /// aggregate's output holds every child's). Internal: not in the plan JSON or text.
+    /// aggregate's output holds every child's). A child template's flag holds for all its
+    /// children; plan::output_referenced() also knows children spec.outputs names one by one.
+    /// Internal: not in the plan JSON or text.
     bool output_referenced = false;
+};
+
+/// What one foreach or matrix expands over; its children are rendered from this and their
+/// template (plan::task()).
+struct plan_expansion {
+    std::uint32_t node = 0;       ///< the child template in plan::nodes
+    std::uint32_t aggregate = 0;  ///< the aggregate's plan index
+    std::uint32_t first_child = 0;
+    std::uint32_t count = 0;
+    std::uint32_t id_width = 4;  ///< digits of the zero-padded index in child ids
+    std::string as;              ///< foreach: the item's name under `vars.`
+    boost::json::array items;    ///< foreach: the items, in order
+    /// matrix: the axes by name; children are their product, the last axis fastest.
+    std::vector<std::pair<std::string, boost::json::array>> axes;
+    /// Items whose child's output spec.outputs names by the child's id (sorted).
+    std::vector<std::uint32_t> referenced;
 };
 
 /// The isolation contract of one process action (`processes[]` of the plan).
@@ -80,6 +114,9 @@ struct plan_process {
 /// Fixed container controls, listed in the plan exactly as enforced.
 std::vector<std::string> fixed_container_controls();
 
+/// Tasks are numbered in plan order (topological; declaration order breaks ties; each
+/// expanded task's children are consecutive, in item order): the *plan index*, which
+/// results, events and the journal use.
 struct plan {
     int format_version = plan_format_version;
     std::string workflow_name;
@@ -89,18 +126,41 @@ struct plan {
     int kill_grace_seconds = 0;
     budgets_spec budgets;
     policy_spec policy;
-    boost::json::object inputs;   ///< merged: defaults, --inputs-file, --input
+    boost::json::value inputs =
+        boost::json::object();    ///< merged: defaults, --inputs-file, --input (an object)
     boost::json::object outputs;  ///< templates, rendered at the end of a run
     std::vector<action_spec> actions;
-    std::vector<plan_task> tasks;  ///< topological order; declaration order breaks ties
+    /// Singles, aggregates and child templates, in plan order: a child template stands for
+    /// its children's consecutive plan indices.
+    std::vector<plan_task> nodes;
+    std::vector<plan_expansion> expansions;  ///< in plan order of their children
+    /// Plan index of each node's first task (a child template: its first child's; one with
+    /// no children: where it would be), ascending; parallel to `nodes`.
+    std::vector<std::uint32_t> node_starts;
+    std::uint32_t task_count = 0;  ///< tasks, children included
     std::vector<plan_process> processes;
     std::vector<std::string> warnings;
+    std::unordered_map<std::string, std::uint32_t> index;  ///< declared id -> plan index (no children)
 
-    /// Index of a task by id, or nullopt.
+    /// Number of tasks, children included.
+    std::uint32_t size() const { return task_count; }
+    /// The node behind task `i`: the task itself, or for a child its template (the fields all
+    /// children share: kind, needs, action, limits, retry, failure, when, approval).
+    const plan_task& node(std::uint32_t i) const { return nodes[node_of(i)]; }
+    /// Position in `nodes` of task `i`'s node.
+    std::uint32_t node_of(std::uint32_t i) const;
+    /// Task `i` whole: a child with its id, vars and rendered with/args/cwd.
+    plan_task task(std::uint32_t i) const;
+    std::string task_id(std::uint32_t i) const;
+    /// Task `i`'s foreach/matrix bindings (empty for others).
+    boost::json::object vars_of(std::uint32_t i) const;
+    /// Whether something later in a run reads task `i`'s output.
+    bool output_referenced(std::uint32_t i) const;
+    /// The expansion a child or an aggregate belongs to, or nullptr.
+    const plan_expansion* expansion_of(std::uint32_t i) const;
+    /// Index of a task by id (children too: `PARENT--NNNN`), or nullopt.
     std::optional<std::uint32_t> find(std::string_view id) const;
     const action_spec& action_of(const plan_task& t) const { return actions[t.action_index]; }
-
-    std::unordered_map<std::string, std::uint32_t> index;  ///< id -> position in tasks
 };
 
 /// Inputs given on the command line, applied in order over spec.inputs.

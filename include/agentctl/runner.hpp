@@ -75,9 +75,9 @@ struct task_result {
     /// The run's journal holds this result whole; here the captured streams (and the output's
     /// copies of them) were let go to keep memory flat. Read them from the journal.
     bool streams_released = false;
-    /// The run's journal holds this result whole; here its `output` was let go too (it is
-    /// null): a foreach/matrix aggregate's output, one item per child, that nothing later in
-    /// the run reads. Read it from the journal (journal::load_result).
+    /// A foreach/matrix aggregate whose output (one item per child) nothing later in the run
+    /// reads, in a run with a journal: its `output` is null, and it is recorded so. Its items
+    /// are its children's results, read back from theirs (journal_results, the reports).
     bool output_released = false;
 };
 
@@ -111,6 +111,7 @@ struct attempt_started {
 struct attempt_request {
     const plan* compiled = nullptr;
     std::uint32_t task_index = 0;
+    std::string task_id;
     std::uint32_t attempt = 1;  ///< 1-based
     boost::json::value with;    ///< the task's rendered input
     std::vector<std::string> args;  ///< rendered action args
@@ -119,7 +120,8 @@ struct attempt_request {
     /// what identifies the attempt once it started. Empty: nothing is called.
     std::function<void(const attempt_started&)> on_started;
 
-    const plan_task& task() const { return compiled->tasks[task_index]; }
+    /// The task's node: its action, limits, timeout (a child's template; its id is task_id).
+    const plan_task& task() const { return compiled->node(task_index); }
     const action_spec& action() const { return compiled->action_of(task()); }
 };
 

@@ -12,13 +12,17 @@
 #include <agentctl/engine.hpp>
 #include <agentctl/error.hpp>
 #include <agentctl/events.hpp>
+#include <agentctl/journal.hpp>
 #include <agentctl/json.hpp>
 #include <agentctl/plan.hpp>
 #include <agentctl/watchdog.hpp>
 
 #include <boost/json/value.hpp>
 
+#include <cstdint>
 #include <functional>
+#include <optional>
+#include <string>
 #include <string_view>
 
 namespace agentctl {
@@ -34,26 +38,38 @@ void write_error_envelope(json_sink& out, std::string_view message, exit_status 
 /// One jsonl line (without the newline): `{event, taskId, attempt, elapsedMs, result?}`.
 void write_event(json_writer& w, const plan& p, const run_event& e);
 
-/// Where a report finds what results let go (task_result::streams_released,
-/// output_released): the run's journal.
-class stream_source {
+/// Where a report reads the results a run with a journal did not keep in memory
+/// (run_report::tasks is empty then), and an aggregate's items it recorded as its children's
+/// (task_result::output_released).
+class result_source {
 public:
-    virtual ~stream_source() = default;
-    /// Fills `out` and `err` with task `index`'s stdout and stderr (redacted, UTF-8).
-    virtual void streams(std::uint32_t index, std::string& out, std::string& err) = 0;
-    /// Task `index`'s output as recorded; false (and `out` untouched) when it cannot be read.
-    virtual bool output(std::uint32_t index, boost::json::value& out) {
-        (void)index;
-        (void)out;
-        return false;
-    }
+    virtual ~result_source() = default;
+    /// Calls `fn` with the recorded final result of each task in [first, end) that has one, in
+    /// plan order and one at a time, with its captured streams when `with_streams`; `fn`
+    /// returns false to stop.
+    virtual void each(std::uint32_t first, std::uint32_t end, bool with_streams,
+                      const std::function<bool(std::uint32_t index, task_result& r)>& fn) = 0;
+};
+
+/// A run's results as its journal holds them. What cannot be read is left out, and the first
+/// failure kept in `error`.
+class journal_results final : public result_source {
+public:
+    journal_results(journal& db, std::string run_id) : db_(db), run_id_(std::move(run_id)) {}
+    void each(std::uint32_t first, std::uint32_t end, bool with_streams,
+              const std::function<bool(std::uint32_t index, task_result& r)>& fn) override;
+    std::optional<journal_error> error;
+
+private:
+    journal& db_;
+    std::string run_id_;
 };
 
 /// The `RunOutcome` envelope on `out`: `ok` is whether the run succeeded. With `leftovers`
 /// not empty, the data also has `leftovers`: what dead runs had left, removed first.
-/// `streams`: where released streams are read (nullptr: every result holds its own).
+/// `results`: where the results the report does not hold are read (nullptr: it holds them).
 void write_run_outcome(json_sink& out, const plan& p, const run_report& report, const diagnostics& diags,
-                       const sweep_report* leftovers = nullptr, stream_source* streams = nullptr);
+                       const sweep_report* leftovers = nullptr, result_source* results = nullptr);
 
 /// `{cgroups: [{path, ownerPid, processesKilled, removed, error?}], containers: [{engine,
 /// name, removed, error?}]}`.
@@ -61,18 +77,20 @@ void write_sweep_report(json_writer& w, const sweep_report& r);
 
 /// The `RunOutcome` data object: `{runId, state, durationMs, error?, tasks, output,
 /// resume?, leftovers?}` (`resume: {reused: [ids], executed: [ids]}` for a resumed run,
-/// `leftovers` only when something was swept). Each captured stream is in the
-/// document once, in its task's `stdout`/`stderr` (docs/CLI.md, "Machine output").
+/// `leftovers` only when something was swept). Each captured stream is in the document once,
+/// in its task's `stdout`/`stderr` (docs/CLI.md, "Machine output"). Results are written one at
+/// a time: from `report.tasks`, else read from `results`; a task with neither (a journal
+/// that failed during the run) is written from its outcome.
 void write_run_report(json_writer& w, const plan& p, const run_report& report,
-                      const sweep_report* leftovers = nullptr, stream_source* streams = nullptr);
+                      const sweep_report* leftovers = nullptr, result_source* results = nullptr);
 
 /// Task `index`'s result as JSON (reports and jsonl events): `{state, attempts, exitCode,
 /// signal, durationMs, argv?, vars?, command?, ..., stdout?, stderr?, error?, output}`. The
 /// output leaves out the copies of the streams a builtin.shell.exec output holds, and an
-/// aggregate's items those of its children. `stdout_text`/`stderr_text` replace the result's
-/// own streams when given.
+/// aggregate's items those of its children; an aggregate recorded without its items
+/// (`output_released`) has them read from `results`, child by child (without it: null).
 void write_task_result(json_writer& w, const plan& p, std::uint32_t index, const task_result& r,
-                       const std::string* stdout_text = nullptr, const std::string* stderr_text = nullptr);
+                       result_source* results = nullptr);
 
 /// The `DoctorResult` data object: `{ready, workspace, checks: [{action, check, subject,
 /// status, detail, blocking}]}`.

@@ -63,7 +63,7 @@ bool render_request(const run_view& view, const plan_task& t, attempt_request& r
 
 admission admit(const run_view& view, std::uint32_t index) {
     const plan& p = *view.compiled;
-    const plan_task& t = p.tasks[index];
+    const plan_task& node = p.node(index);
     admission out;
     auto record = [&](task_result r) {
         out.kind = admission::kind_t::record;
@@ -72,14 +72,18 @@ admission admit(const run_view& view, std::uint32_t index) {
     };
     // An aggregate lists every child with its state and output, failed ones included: one
     // failed item must not hide its siblings' results.
-    if (t.kind == plan_task::kind_t::aggregate) return record(aggregate_result(view, t));
-    for (auto need : t.needs) {
-        const task_result* r = view.result_of(need);
-        if (!r || r->state != task_state::succeeded)
+    if (node.kind == plan_task::kind_t::aggregate) return record(aggregate_result(view, index));
+    for (auto need : node.needs) {
+        std::optional<task_state> state = view.state_of(need);
+        if (state != task_state::succeeded)
             return record(skipped_result(error_code::dependency_not_succeeded,
-                                         "dependency \"" + p.tasks[need].id + "\" " +
-                                             std::string(to_string(r ? r->state : task_state::skipped))));
+                                         "dependency \"" + p.task_id(need) + "\" " +
+                                             std::string(to_string(state.value_or(task_state::skipped)))));
     }
+    // A child is rendered here, once, as it is about to start.
+    std::optional<plan_task> child;
+    if (node.kind == plan_task::kind_t::child) child.emplace(p.task(index));
+    const plan_task& t = child ? *child : node;
     if (t.when) {
         json::value vars(t.vars);
         render_context ctx = context_for(view, vars, nullptr);
@@ -102,6 +106,7 @@ admission admit(const run_view& view, std::uint32_t index) {
     attempt_request request;
     request.compiled = &p;
     request.task_index = index;
+    request.task_id = t.id;
     std::string error;
     if (!render_request(view, t, request, error))
         return record(failed_result(error_code::template_error, error));

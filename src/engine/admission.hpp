@@ -13,9 +13,14 @@ namespace agentctl {
 struct run_view {
     const plan* compiled = nullptr;
     const boost::json::value* inputs = nullptr;  ///< the plan's merged inputs, as an object
-    /// The final result of task `index`, or nullptr while it has none.
+    /// The final state of task `index`, or nullopt while it has none.
+    std::function<std::optional<task_state>(std::uint32_t index)> state_of;
+    /// The final result of task `index` as kept in memory, or nullptr: while it has none, and
+    /// in a run with a journal for the results nothing reads (plan::output_referenced()).
     std::function<const task_result*(std::uint32_t index)> result_of;
     std::uint64_t output_reserved = 0;  ///< output bytes reserved by running tasks
+    /// A run with a journal: an aggregate nothing reads is built without its items.
+    bool release_unread_aggregates = false;
 };
 
 /// The decision for one ready task.

@@ -182,7 +182,7 @@ private:
         settings.name = "agentctl-" + alnum(request.phase, 16) + "-" + alnum(ctx_.run_id, 32) + "-" +
                         instance_ + "-" + std::to_string(++counter_);
         settings.labels = {"agentctl.run=" + container::label_safe(ctx_.run_id), "agentctl.owner=" + owner_,
-                           "agentctl.task=" + container::label_safe(task.id)};
+                           "agentctl.task=" + container::label_safe(attempt.task_id)};
         settings.image_id = choice->image_id;
         settings.workspace = host_dir;
         settings.interactive = request.stdin_data.has_value();

@@ -222,7 +222,7 @@ public:
           request_(request),
           action_(request.action()),
           env_(ctx.environment_of(request.task().action_index)),
-          effect_id_(ctx.run_id + ":" + request.task().id + ":" + std::to_string(request.attempt)) {}
+          effect_id_(ctx.run_id + ":" + request.task_id + ":" + std::to_string(request.attempt)) {}
 
     asio::awaitable<task_result> run() {
         const auto& schemas = schemas_of(ctx_, request_.task().action_index);

@@ -68,38 +68,49 @@ bool is_failure(task_state s) {
     return s != task_state::succeeded && s != task_state::skipped && s != task_state::cancelled;
 }
 
-task_result aggregate_result(const run_view& view, const plan_task& t) {
+json::object aggregate_item(const plan& p, std::uint32_t child, const task_result* c) {
+    json::object item;
+    item["index"] = child - p.node(child).first_child;
+    item["taskId"] = p.task_id(child);
+    item["state"] = to_string(c ? c->state : task_state::skipped);
+    item["output"] = c ? c->output : json::value(nullptr);
+    if (c && c->error)
+        item["error"] = json::object{{"code", to_string(c->error->code)}, {"message", c->error->message}};
+    else
+        item["error"] = nullptr;
+    return item;
+}
+
+task_result aggregate_result(const run_view& view, std::uint32_t index) {
     const plan& p = *view.compiled;
+    const plan_task& t = p.node(index);
+    const bool with_items = !view.release_unread_aggregates || p.output_referenced(index);
     task_result r;
     json::array items;
-    items.reserve(t.children.size());
+    if (with_items) items.reserve(t.child_count);
     bool any_cancelled = false, all_skipped = true;
     std::size_t failed = 0;
-    for (auto child : t.children) {
-        const task_result* c = view.result_of(child);
-        task_state state = c ? c->state : task_state::skipped;
+    for (std::uint32_t child = t.first_child; child < t.first_child + t.child_count; ++child) {
+        task_state state = view.state_of(child).value_or(task_state::skipped);
         failed += is_failure(state);
         any_cancelled |= state == task_state::cancelled;
         all_skipped &= state == task_state::skipped;
-        json::object item;
-        item["index"] = p.tasks[child].expansion_index;
-        item["taskId"] = p.tasks[child].id;
-        item["state"] = to_string(state);
-        item["output"] = c ? c->output : json::value(nullptr);
-        if (c && c->error)
-            item["error"] = json::object{{"code", to_string(c->error->code)}, {"message", c->error->message}};
-        else
-            item["error"] = nullptr;
-        items.push_back(std::move(item));
+        if (with_items) items.push_back(aggregate_item(p, child, view.result_of(child)));
     }
-    r.state = failed > 0                             ? task_state::failed
-              : any_cancelled                        ? task_state::cancelled
-              : (all_skipped && !t.children.empty()) ? task_state::skipped
-                                                     : task_state::succeeded;
+    r.state = failed > 0                            ? task_state::failed
+              : any_cancelled                       ? task_state::cancelled
+              : (all_skipped && t.child_count != 0) ? task_state::skipped
+                                                    : task_state::succeeded;
     if (r.state == task_state::failed)
-        r.error = task_error{error_code::child_failed, std::to_string(failed) + " of " + std::to_string(t.children.size()) +
-                                                           (t.children.size() == 1 ? " item failed" : " items failed")};
-    r.output = json::object{{"items", std::move(items)}};
+        r.error = task_error{error_code::child_failed,
+                             std::to_string(failed) + " of " + std::to_string(t.child_count) +
+                                 (t.child_count == 1 ? " item failed" : " items failed")};
+    if (with_items) {
+        r.output = json::object{{"items", std::move(items)}};
+    } else {
+        r.output = nullptr;
+        r.output_released = true;
+    }
     return r;
 }
 
@@ -107,11 +118,12 @@ json::value render_outputs(const run_view& view) {
     const plan& p = *view.compiled;
     json::object out;
     if (p.outputs.empty()) {
-        for (std::uint32_t i = 0; i < p.tasks.size(); ++i)
-            if (p.tasks[i].kind != plan_task::kind_t::child) {
-                const task_result* r = view.result_of(i);
-                out[p.tasks[i].id] = r ? r->output : json::value(nullptr);
-            }
+        for (std::uint32_t v = 0; v < p.nodes.size(); ++v) {
+            const plan_task& t = p.nodes[v];
+            if (t.kind == plan_task::kind_t::child) continue;
+            const task_result* r = view.result_of(p.node_starts[v]);
+            out[t.id] = r ? r->output : json::value(nullptr);
+        }
         return out;
     }
     json::value vars = json::object{};
@@ -126,7 +138,7 @@ json::value render_outputs(const run_view& view) {
 
 std::string task_list(const plan& p, const std::vector<std::uint32_t>& needing) {
     std::string ids;
-    for (std::size_t i = 0; i < needing.size() && i < 5; ++i) ids += (i ? ", " : "") + p.tasks[needing[i]].id;
+    for (std::size_t i = 0; i < needing.size() && i < 5; ++i) ids += (i ? ", " : "") + p.task_id(needing[i]);
     if (needing.size() > 5) ids += " and " + std::to_string(needing.size() - 5) + " more";
     return ids;
 }

@@ -22,9 +22,14 @@ task_result without_streams(const task_result& r, bool in_place = false);
 /// A task is a failure unless it succeeded, was skipped or was cancelled.
 bool is_failure(task_state s);
 
-/// The aggregate of an expanded task: `{items: [{index, taskId, state, output, error}]}`, and
-/// its state from its children's.
-task_result aggregate_result(const run_view& view, const plan_task& aggregate);
+/// The aggregate `index` of an expanded task: `{items: [{index, taskId, state, output,
+/// error}]}`, and its state from its children's. Without its items (output null,
+/// `output_released`) when `view.release_unread_aggregates` and nothing reads it.
+task_result aggregate_result(const run_view& view, std::uint32_t index);
+
+/// One item of an aggregate's output: child `child` (a plan index) with its final result
+/// `r` (nullptr: it has none, and is listed as skipped).
+boost::json::object aggregate_item(const plan& p, std::uint32_t child, const task_result* r);
 
 /// The run's `output`: rendered spec.outputs, or task id -> output when there are none.
 boost::json::value render_outputs(const run_view& view);

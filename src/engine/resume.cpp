@@ -137,9 +137,9 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
     // One result and one attempt per task at a time: the recorded finals go straight into
     // rp.state.reuse (those not reused are dropped after the decisions), and of the attempts
     // only what the decisions read is kept (last_attempt).
-    const std::size_t n = p.tasks.size();
+    const std::size_t n = p.size();
     auto mismatch = [&](std::uint32_t index, const std::string& id) {
-        return index >= n || p.tasks[index].id != id;
+        return index >= n || p.task_id(index) != id;
     };
     bool bad = false;
     rp.state.reuse.resize(n);
@@ -179,7 +179,7 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
     rp.decisions.resize(n);
     std::vector<bool> runs(n, false);
     for (std::uint32_t i = 0; i < n; ++i) {
-        const plan_task& t = p.tasks[i];
+        const plan_task& t = p.node(i);
         resume_decision& d = rp.decisions[i];
         const std::optional<task_result>& f = rp.state.reuse[i];  // the recorded final, if any
         const auto& a = last[i];
@@ -187,7 +187,7 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
             d = {resume_action::aggregate, "recomputed from its children"};
         } else if (f && f->state == task_state::succeeded) {
             d = {resume_action::reuse, "succeeded in segment " + std::to_string(*final_segment[i])};
-        } else if (!f && a && a->end == task_state::succeeded && !a->uncertain && !t.output_referenced) {
+        } else if (!f && a && a->end == task_state::succeeded && !a->uncertain && !p.output_referenced(i)) {
             // Its end was committed, its final was not (a crash in between): it did succeed.
             // (When a later task reads its output, the streams would be needed in memory, and
             // only finals are read back with them: it then runs again, below.)
@@ -223,7 +223,7 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
         if (d.action == resume_action::reuse || d.action == resume_action::keep_failed) {
             for (auto need : t.needs)
                 if (runs[need]) {
-                    d = {resume_action::run, "a need (" + p.tasks[need].id + ") runs again"};
+                    d = {resume_action::run, "a need (" + p.task_id(need) + ") runs again"};
                     rp.state.final_from_attempt[i] = 0;
                     break;
                 }
@@ -231,7 +231,8 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
         runs[i] = d.action == resume_action::run || d.action == resume_action::rerun ||
                   d.action == resume_action::uncertain ||
                   (d.action == resume_action::aggregate &&
-                   std::any_of(t.children.begin(), t.children.end(), [&](auto c) { return runs[c]; }));
+                   std::any_of(runs.begin() + t.first_child, runs.begin() + t.first_child + t.child_count,
+                               [](bool r) { return r; }));
     }
 
     // The results taken over: with their streams only where something reads them later.
@@ -242,7 +243,7 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
             kept.reset();
             continue;
         }
-        const bool streams = p.tasks[i].output_referenced;
+        const bool streams = p.output_referenced(i);
         if (rp.state.final_from_attempt[i]) {
             task_result r = std::move(*whole.at(i).end);
             r.streams_released = true;  // read back through the final the resume records
@@ -253,7 +254,7 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
             auto full = db.load_result_at(run_id, i, true);
             if (!full || !*full) {
                 refuse(rp, exit_status::persistence,
-                       full ? "journal " + db.path() + ": the result of task " + p.tasks[i].id + " vanished"
+                       full ? "journal " + db.path() + ": the result of task " + p.task_id(i) + " vanished"
                             : full.error().message);
                 return rp;
             }

@@ -31,8 +31,12 @@ namespace agentctl {
 
 std::vector<std::uint32_t> tasks_requiring_approval(const plan& p) {
     std::vector<std::uint32_t> out;
-    for (std::uint32_t i = 0; i < p.tasks.size(); ++i)
-        if (p.tasks[i].requires_approval) out.push_back(i);
+    for (std::uint32_t v = 0; v < p.nodes.size(); ++v) {
+        const plan_task& t = p.nodes[v];
+        if (!t.requires_approval) continue;
+        std::uint32_t tasks = t.kind == plan_task::kind_t::child ? t.child_count : 1;
+        for (std::uint32_t k = 0; k < tasks; ++k) out.push_back(p.node_starts[v] + k);
+    }
     return out;
 }
 
@@ -61,31 +65,58 @@ std::string make_run_id() {
     return "run-" + exec::random_hex(16);
 }
 
+// Whether a final result was decided in this run, not taken over or left unstarted: what the
+// resume report lists as `executed`.
+bool decided_here(const task_result& r) {
+    if (r.reused || r.state == task_state::skipped) return false;
+    if (!r.error) return true;
+    return r.error->code != error_code::not_started && r.error->code != error_code::run_stopped &&
+           !(r.error->code == error_code::run_cancelled && r.attempts == 0);
+}
+
 /// One run. Owned by the loop coroutine and by every task coroutine.
 class scheduler : public std::enable_shared_from_this<scheduler> {
 public:
     scheduler(asio::any_io_executor ex, const plan& p, run_options options)
         : ex_(ex), plan_(p), options_(std::move(options)), wake_(ex), wall_timer_(ex) {
-        std::size_t n = p.tasks.size();
-        results_.resize(n);
+        const std::uint32_t n = p.size();
+        // Per task only a few bytes (state, outcome, flags); results are kept whole without a
+        // journal, and with one only where something reads them (docs/DESIGN.md, "Engine").
+        if (!options_.journal) results_.resize(n);
         state_.assign(n, node::pending);
+        outcomes_.resize(n);
         ended_.assign(n, false);
         executed_.assign(n, false);
+        queued_.assign(n, false);
         report_.resumed = options_.resume != nullptr;
-        unfinished_needs_.resize(n);
-        dependants_.resize(n);
-        for (std::uint32_t i = 0; i < n; ++i) {
-            unfinished_needs_[i] = static_cast<std::uint32_t>(p.tasks[i].needs.size());
-            for (auto need : p.tasks[i].needs) dependants_[need].push_back(i);
-            if (unfinished_needs_[i] == 0) ready_.push(i);
+        // Readiness is counted per plan node: a child template waits for its needs and then
+        // makes all its children ready; an aggregate waits for its children.
+        const std::size_t nodes = p.nodes.size();
+        unfinished_.assign(nodes, 0);
+        dependants_.resize(nodes);
+        for (std::uint32_t v = 0; v < nodes; ++v) {
+            const plan_task& t = p.nodes[v];
+            unfinished_[v] = t.kind == plan_task::kind_t::aggregate
+                                 ? t.child_count
+                                 : static_cast<std::uint32_t>(t.needs.size());
+            for (auto need : t.needs) dependants_[p.node_of(need)].push_back(v);
         }
+        for (std::uint32_t v = 0; v < nodes; ++v)
+            if (unfinished_[v] == 0) make_ready(v);
         jobs_ = std::clamp(options_.jobs.value_or(p.max_concurrency), 1, limits::max_concurrency);
         fit_jobs_to_descriptors();
-        inputs_ = p.inputs;
         view_.compiled = &plan_;
-        view_.inputs = &inputs_;
+        view_.inputs = &plan_.inputs;
+        view_.release_unread_aggregates = options_.journal != nullptr;
+        view_.state_of = [this](std::uint32_t i) -> std::optional<task_state> {
+            if (state_[i] != node::done) return std::nullopt;
+            return outcomes_[i].state;
+        };
         view_.result_of = [this](std::uint32_t i) -> const task_result* {
-            return state_[i] == node::done ? &results_[i] : nullptr;
+            if (state_[i] != node::done) return nullptr;
+            if (!options_.journal) return &results_[i];
+            auto it = kept_.find(i);
+            return it == kept_.end() ? nullptr : &it->second;
         };
         report_.run_id = options_.run_id.empty() ? make_run_id() : options_.run_id;
         if (!options_.runner) {
@@ -119,7 +150,8 @@ public:
         wake_.expires_at(asio::steady_timer::time_point::max());
         for (const auto& w : report_.warnings) emit_warning(w);
         if (co_await record_run_start()) co_await run_tasks();
-        else close_unstarted();
+        else
+            co_await close_unstarted();
         co_await record_run_end();
     }
 
@@ -131,7 +163,7 @@ public:
         run.workflow_name = plan_.workflow_name;
         run.workflow_digest = plan_.workflow_digest;
         run.plan_digest = plan_.plan_digest;
-        run.task_count = static_cast<std::uint32_t>(plan_.tasks.size());
+        run.task_count = plan_.size();
         run.owner = this_process_owner();
         options_.journal->record_run(std::move(run));
         auto error = co_await options_.journal->async_sync(asio::use_awaitable);
@@ -161,7 +193,7 @@ public:
             if (!needing.empty()) {
                 report_.error = approval_required_error(plan_, needing);
                 failed_before_start_ = true;
-                close_unstarted();
+                co_await close_unstarted();
                 co_return;
             }
         }
@@ -175,13 +207,13 @@ public:
         if (setup || cancelling_) {
             if (setup) report_.error = std::move(setup);
             failed_before_start_ = setup.has_value();
-            close_unstarted();
+            co_await close_unstarted();
             co_await finish_runner();
             co_return;
         }
         arm_wall_time_budget();
 
-        std::size_t total = plan_.tasks.size();
+        std::size_t total = plan_.size();
         while (finished_ < total) {
             bool held = false;
             while (!stopping() && running_ < static_cast<std::uint32_t>(jobs_) && !ready_.empty()) {
@@ -191,6 +223,7 @@ public:
                 }
                 std::uint32_t idx = ready_.top();
                 ready_.pop();
+                queue_next_child(idx);
                 co_await dispatch(idx);
             }
             if (stopping() && running_ == 0) break;
@@ -210,13 +243,14 @@ public:
             }
         }
         wall_timer_.cancel();
-        close_unstarted();
+        co_await close_unstarted();
         co_await finish_runner();
         co_return;
     }
 
     run_report take_report() {
         report_.output = render_outputs(view_);
+        report_.outcomes = std::move(outcomes_);
         report_.tasks = std::move(results_);
         report_.duration = std::chrono::duration_cast<std::chrono::milliseconds>(
             std::chrono::steady_clock::now() - started_);
@@ -228,21 +262,42 @@ public:
                 task_error{error_code::budget_exceeded,
                            "the run exceeded budgets.maxWallTimeSeconds (" +
                                std::to_string(*plan_.budgets.max_wall_time_seconds) + " s) and was stopped"};
-        report_.state = final_state(report_.tasks);
+        report_.state = final_state();
         return std::move(report_);
     }
 
-    run_state final_state(const std::vector<task_result>& results) const {
-        bool any_failure =
-            std::any_of(results.begin(), results.end(), [](const task_result& r) { return is_failure(r.state); });
+    run_state final_state() const {
         if (cancelling_ && !cancelled_by_budget_) return run_state::cancelled;
-        if (any_failure || report_.error || denied_ || cancelled_by_budget_) return run_state::failed;
+        if (failures_ > 0 || report_.error || denied_ || cancelled_by_budget_) return run_state::failed;
         return run_state::succeeded;
     }
-    run_state final_state() const { return final_state(results_); }
 
 private:
-    enum class node { pending, running, done };
+    enum class node : std::uint8_t { pending, running, done };
+
+    // Plan node `v` can start: its task, or for a child template its first child (the others
+    // follow one at a time, queue_next_child()), which keeps the ready queue as small as the
+    // plan's nodes however many children there are.
+    void make_ready(std::uint32_t v) {
+        const plan_task& t = plan_.nodes[v];
+        if (t.kind == plan_task::kind_t::child && t.child_count == 0) return;
+        const std::uint32_t first = plan_.node_starts[v];
+        queued_[first] = true;
+        ready_.push(first);
+    }
+
+    // A child was taken from the ready queue: its next sibling takes its place. Children are
+    // consecutive plan indices and nothing else lies between them, so the queue yields the
+    // same order as if all of them had been queued at once.
+    void queue_next_child(std::uint32_t idx) {
+        const plan_task& t = plan_.node(idx);
+        if (t.kind != plan_task::kind_t::child) return;
+        const std::uint32_t next = idx + 1;
+        if (next < t.first_child + t.child_count && !queued_[next]) {
+            queued_[next] = true;
+            ready_.push(next);
+        }
+    }
 
     // Each task in flight holds descriptors: more jobs than the limit allows would fail
     // spawns with EMFILE, so run fewer and say why.
@@ -328,7 +383,7 @@ private:
     // Resume: an earlier segment's result stands unless a need of the task runs again.
     std::optional<task_result> reusable(std::uint32_t idx) const {
         if (!options_.resume || idx >= options_.resume->reuse.size() || !options_.resume->reuse[idx]) return std::nullopt;
-        for (auto need : plan_.tasks[idx].needs)
+        for (auto need : plan_.node(idx).needs)
             if (executed_[need]) return std::nullopt;
         task_result r = *options_.resume->reuse[idx];
         r.reused = true;
@@ -363,7 +418,7 @@ private:
     asio::awaitable<task_result> attempts(std::uint32_t idx, attempt_request request) {
         co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
         co_await asio::this_coro::throw_if_cancelled(false);
-        const plan_task& t = plan_.tasks[idx];
+        const plan_task& t = plan_.node(idx);
         auto begun = std::chrono::steady_clock::now();
         std::uint32_t before = attempts_before(idx);
         task_result result;
@@ -434,7 +489,7 @@ private:
         e.task_index = idx;
         e.attempt = attempt;
         e.result = &r;
-        e.retry_in_ms = static_cast<std::uint32_t>(std::max(0, plan_.tasks[idx].retry.backoff_ms));
+        e.retry_in_ms = static_cast<std::uint32_t>(std::max(0, plan_.node(idx).retry.backoff_ms));
         e.elapsed = std::chrono::steady_clock::now() - started_;
         e.running = running_;
         e.finished = static_cast<std::uint32_t>(finished_);
@@ -464,15 +519,16 @@ private:
         record(idx, std::move(r), /*ran=*/true);
     }
 
-    // A task reached its final state: store it, tell the sink, journal it, release dependants.
-    // `ran`: it comes from attempts (the last one's end is recorded here, with the final).
+    // A task reached its final state: tell the sink, journal it, keep what is read later,
+    // release dependants. `ran`: it comes from attempts (the last one's end is recorded here,
+    // with the final).
     void record(std::uint32_t idx, task_result r, bool ran = false) {
-        const plan_task& t = plan_.tasks[idx];
+        const plan_task& t = plan_.node(idx);
         state_[idx] = node::done;
-        results_[idx] = std::move(r);
+        outcomes_[idx] = task_outcome{r.state, r.attempts, r.reused, decided_here(r)};
         ++finished_;
-        const task_result& stored = results_[idx];
-        if (is_failure(stored.state) && t.failure == failure_mode::stop && !options_.keep_going &&
+        if (is_failure(r.state) && t.kind != plan_task::kind_t::aggregate) ++failures_;
+        if (is_failure(r.state) && t.failure == failure_mode::stop && !options_.keep_going &&
             t.kind != plan_task::kind_t::aggregate) {
             if (!stop_after_failure_) stopped_by_ = idx;
             stop_after_failure_ = true;
@@ -481,68 +537,75 @@ private:
             run_event e;
             e.kind = run_event::kind_t::task_finished;
             e.task_index = idx;
-            e.attempt = stored.attempts;
-            e.result = &stored;
+            e.attempt = r.attempts;
+            e.result = &r;
             e.elapsed = std::chrono::steady_clock::now() - started_;
             e.running = running_;
             e.finished = static_cast<std::uint32_t>(finished_);
             options_.events->on_event(e);
         }
-        if (options_.journal && !results_[idx].reused) journal_final(idx, ran);
-        else if (options_.journal)
-            journal_missing_final(idx);
-        for (auto d : dependants_[idx])
-            if (--unfinished_needs_[d] == 0) ready_.push(d);
+        if (!options_.journal) {
+            results_[idx] = std::move(r);
+        } else {
+            keep(idx, r);
+            if (r.reused)
+                journal_missing_final(idx, r);
+            else
+                journal_final(idx, ran, std::move(r));
+        }
+        if (t.kind == plan_task::kind_t::child) {
+            // The aggregate of an expanded task waits for its children only.
+            const plan_expansion& e = plan_.expansions[t.expansion_slot];
+            const std::uint32_t v = plan_.node_of(e.aggregate);
+            if (--unfinished_[v] == 0) make_ready(v);
+            return;
+        }
+        for (auto d : dependants_[plan_.node_of(idx)])
+            if (--unfinished_[d] == 0) make_ready(d);
     }
 
-    // The task's final result into the journal. Unless something reads its output later in
-    // the run, its streams leave memory now: the journal has them, reports read them there.
-    void journal_final(std::uint32_t idx, bool ran) {
-        task_result& r = results_[idx];
-        const plan_task& t = plan_.tasks[idx];
-        const bool keep = t.output_referenced;
-        // An aggregate's output (one item per child) leaves memory with its final too: the
-        // light result is built without it, and reports read it from the journal.
-        const bool release_output = !keep && t.kind == plan_task::kind_t::aggregate;
-        json::value output;
-        if (release_output) output = std::exchange(r.output, nullptr);
-        task_result light = without_streams(r);
-        if (release_output) r.output = std::move(output);
-        std::optional<std::uint32_t> streams_attempt;
+    // With a journal, what stays in memory of a final result: the whole result when something
+    // later reads its output, the result without its streams for a declared task (the run's
+    // default output lists them: one per declared task, not per child), nothing otherwise.
+    void keep(std::uint32_t idx, const task_result& r) {
+        if (plan_.output_referenced(idx))
+            kept_.insert_or_assign(idx, r);
+        else if (plan_.node(idx).kind != plan_task::kind_t::child)
+            kept_.insert_or_assign(idx, without_streams(r));
+    }
+
+    // The task's final result into the journal, with the end of its last attempt when that
+    // holds the streams; the journal has it all from here on.
+    void journal_final(std::uint32_t idx, bool ran, task_result r) {
+        std::string id = plan_.task_id(idx);
         bool unstarted = r.error && r.error->code == error_code::journal_failed;
         if (ran && ended_[idx]) {
-            streams_attempt = r.attempts;  // retried, then cancelled during its backoff: that end is recorded
-        } else if (ran && r.attempts > 0 && !unstarted) {
+            // Retried, then cancelled during its backoff: that end is recorded, with the streams.
+            const std::uint32_t attempt = r.attempts;
+            journal_behind_ |= options_.journal->record_final(
+                task_final{idx, std::move(id), without_streams(r), attempt, false});
+            return;
+        }
+        if (ran && r.attempts > 0 && !unstarted) {
             // The last attempt's end holds the streams; the final names it. Both go in one
             // commit: a crash never leaves an end whose final is missing.
             bool cleanup_failed = r.error && r.error->code == error_code::container_cleanup_failed;
-            task_final final{idx, t.id, without_streams(r, /*in_place=*/true), r.attempts, false};
-            options_.journal->record_end_and_final(
-                attempt_end{idx, r.attempts, keep ? task_result(r) : std::move(r), cleanup_failed},
-                std::move(final));
-            if (!keep) {
-                light.streams_released = true;
-                r = std::move(light);
-            }
+            const std::uint32_t attempt = r.attempts;
+            task_final final{idx, std::move(id), without_streams(r, /*in_place=*/true), attempt, false};
+            journal_behind_ |= options_.journal->record_end_and_final(
+                attempt_end{idx, attempt, std::move(r), cleanup_failed}, std::move(final));
             return;
         }
-        if (streams_attempt)
-            options_.journal->record_final(task_final{idx, t.id, light, streams_attempt, false});
-        else
-            options_.journal->record_final(task_final{idx, t.id, keep ? task_result(r) : std::move(r), std::nullopt, false});
-        if (!keep) {
-            light.streams_released = true;
-            light.output_released = release_output;
-            r = std::move(light);
-        }
+        journal_behind_ |=
+            options_.journal->record_final(task_final{idx, std::move(id), std::move(r), std::nullopt, false});
     }
 
     // Resume: a reused result whose final was lost after its end was committed gets it now.
-    void journal_missing_final(std::uint32_t idx) {
+    void journal_missing_final(std::uint32_t idx, const task_result& r) {
         const auto& from = options_.resume->final_from_attempt;
         if (idx >= from.size() || from[idx] == 0) return;
-        options_.journal->record_final(task_final{
-            idx, plan_.tasks[idx].id, without_streams(results_[idx], /*in_place=*/true), from[idx], true});
+        options_.journal->record_final(
+            task_final{idx, plan_.task_id(idx), without_streams(r, /*in_place=*/true), from[idx], true});
     }
 
     void record_handle(std::uint32_t idx, std::uint32_t attempt, const attempt_started& s) {
@@ -563,7 +626,7 @@ private:
         const action_spec& a = request.action();
         attempt_intent i;
         i.task_index = request.task_index;
-        i.task_id = t.id;
+        i.task_id = request.task_id;
         i.attempt = request.attempt;
         i.backend = "local";
         i.isolation = std::string(to_string(a.isolation));
@@ -590,13 +653,20 @@ private:
         wake_.cancel();
     }
 
-    // Tasks that never started: cancelled when the run was cancelled, skipped otherwise.
-    void close_unstarted() {
-        for (std::uint32_t i = 0; i < plan_.tasks.size(); ++i) {
+    // Tasks that never started: cancelled when the run was cancelled, skipped otherwise. Their
+    // finals can be many (100 000 children after an early failure): once the journal's queue
+    // passes its high-water mark, wait for it to commit before recording more.
+    asio::awaitable<void> close_unstarted() {
+        for (std::uint32_t i = 0; i < plan_.size(); ++i) {
+            if (journal_behind_) {
+                journal_behind_ = false;
+                if (auto error = co_await options_.journal->async_sync(asio::use_awaitable))
+                    journal_broke(*error);
+            }
             if (state_[i] == node::done) continue;
-            if (plan_.tasks[i].kind == plan_task::kind_t::aggregate) {
+            if (plan_.node(i).kind == plan_task::kind_t::aggregate) {
                 // Its children come before it in plan order, so they are all final by now.
-                record(i, aggregate_result(view_, plan_.tasks[i]));
+                record(i, aggregate_result(view_, i));
                 continue;
             }
             if (report_.error && failed_before_start_) {
@@ -612,9 +682,9 @@ private:
                 r.error = task_error{error_code::run_cancelled, "not started: the run was cancelled"};
                 record(i, std::move(r));
             } else if (stop_after_failure_) {
-                record(i, skipped_result(error_code::run_stopped,
-                                         "not started: the run stopped after task \"" +
-                                             plan_.tasks[stopped_by_].id + "\" failed"));
+                record(i,
+                       skipped_result(error_code::run_stopped, "not started: the run stopped after task \"" +
+                                                                   plan_.task_id(stopped_by_) + "\" failed"));
             } else {
                 record(i, skipped_result(error_code::not_started, "not started"));
             }
@@ -627,15 +697,21 @@ private:
     run_options options_;
     std::unique_ptr<task_runner> builtin_;
     task_runner* runner_ = nullptr;
-    json::value inputs_;
     run_view view_;
     int jobs_ = 1;
 
-    std::vector<task_result> results_;
+    // Per task (plan index).
+    std::vector<task_result> results_;                     // every final result, without a journal only
+    std::unordered_map<std::uint32_t, task_result> kept_;  // with a journal: keep()
     std::vector<node> state_;
+    std::vector<task_outcome> outcomes_;
     std::vector<bool> ended_;     // the journal has the end of the task's last attempt already
     std::vector<bool> executed_;  // resume: the task runs again in this segment
-    std::vector<std::uint32_t> unfinished_needs_;
+    std::vector<bool> queued_;    // in ready_ (or was)
+    std::size_t failures_ = 0;    // final results that are failures (aggregates aside)
+    bool journal_behind_ = false;  // the journal's queue passed its high-water mark
+    // Per plan node.
+    std::vector<std::uint32_t> unfinished_;  // needs (an aggregate: children) not final yet
     std::vector<std::vector<std::uint32_t>> dependants_;
     // Ready tasks in plan order (plan order is topological with declaration tie-breaks).
     std::priority_queue<std::uint32_t, std::vector<std::uint32_t>, std::greater<>> ready_;

@@ -249,7 +249,7 @@ private:
         sr.run_id = ctx_.run_id;
         sr.owner = owner_;
         // Task ids are [a-z0-9_-]: ".handshake" and ".invoke" cannot collide with another task.
-        sr.task_id = request.phase == "shell" ? task.id : task.id + "." + request.phase;
+        sr.task_id = request.phase == "shell" ? attempt.task_id : attempt.task_id + "." + request.phase;
         sr.attempt = attempt.attempt;
         sr.executable = prepared.executable;
         sr.args = attempt.args;

@@ -3,6 +3,8 @@
 
 #include <agentctl/version.hpp>
 
+#include "engine/outcome.hpp"
+
 #include <boost/json/object.hpp>
 #include <boost/version.hpp>
 
@@ -154,14 +156,14 @@ void write_sweep_report(json_writer& w, const sweep_report& r) {
 }
 
 void write_run_outcome(json_sink& out, const plan& p, const run_report& report, const diagnostics& diags,
-                       const sweep_report* leftovers, stream_source* streams) {
+                       const sweep_report* leftovers, result_source* results) {
     json_writer w(out);
     w.begin_object();
     w.member("apiVersion", cli_api_version);
     w.member("kind", "RunOutcome");
     w.member("ok", report.state == run_state::succeeded);
     w.key("data");
-    write_run_report(w, p, report, leftovers, streams);
+    write_run_report(w, p, report, leftovers, results);
     w.key("diagnostics");
     write_diagnostics(w, diags);
     w.end_object();
@@ -174,7 +176,7 @@ void write_event(json_writer& w, const plan& p, const run_event& e) {
     w.member("event", e.kind == run_event::kind_t::task_started     ? "taskStarted"
                       : e.kind == run_event::kind_t::attempt_failed ? "attemptFailed"
                                                                     : "taskFinished");
-    w.member("taskId", p.tasks[e.task_index].id);
+    w.member("taskId", p.task_id(e.task_index));
     w.member("attempt", static_cast<std::uint64_t>(e.attempt));
     w.member("elapsedMs", static_cast<std::uint64_t>(
                               std::chrono::duration_cast<std::chrono::milliseconds>(e.elapsed).count()));
@@ -187,6 +189,13 @@ void write_event(json_writer& w, const plan& p, const run_event& e) {
     w.end_object();
 }
 
+void journal_results::each(std::uint32_t first, std::uint32_t end, bool with_streams,
+                           const std::function<bool(std::uint32_t, task_result&)>& fn) {
+    auto e = db_.for_each_result(run_id_, with_streams, first, end,
+                                 [&](journal_task_result& r) { return fn(r.task_index, r.result); });
+    if (e && !error) error = std::move(e);
+}
+
 namespace {
 
 std::string signal_name(int sig) {
@@ -196,14 +205,29 @@ std::string signal_name(int sig) {
 
 // A builtin.shell.exec output holds copies of the task's streams.
 bool output_holds_streams(const plan& p, std::uint32_t index) {
-    const plan_task& t = p.tasks[index];
+    const plan_task& t = p.node(index);
     return t.kind != plan_task::kind_t::aggregate && p.action_of(t).kind == action_kind::shell_exec;
+}
+
+void write_output(json_writer& w, const plan& p, std::uint32_t index, const json::value& output);
+
+// One item of an aggregate's output, with the child's output as write_output() shows it.
+void write_item(json_writer& w, const plan& p, const json::object& item, std::uint32_t child) {
+    w.begin_object();
+    for (const auto& m : item) {
+        w.key(m.key());
+        if (m.key() == "output")
+            write_output(w, p, child, m.value());
+        else
+            w.value(m.value());
+    }
+    w.end_object();
 }
 
 // A task's output as it appears in a document: without the copies of its streams, and for an
 // aggregate, its items without their children's.
 void write_output(json_writer& w, const plan& p, std::uint32_t index, const json::value& output) {
-    const plan_task& t = p.tasks[index];
+    const plan_task& t = p.node(index);
     if (t.kind == plan_task::kind_t::aggregate && output.is_object()) {
         const json::object& o = output.get_object();
         w.begin_object();
@@ -220,19 +244,12 @@ void write_output(json_writer& w, const plan& p, std::uint32_t index, const json
                 std::optional<std::uint32_t> child;
                 if (n && n->is_number()) {
                     auto k = n->to_number<std::uint64_t>();
-                    if (k < t.children.size()) child = t.children[k];
+                    if (k < t.child_count) child = t.first_child + static_cast<std::uint32_t>(k);
                 }
-                if (!io || !child) {
+                if (!io || !child)
                     w.value(item);
-                    continue;
-                }
-                w.begin_object();
-                for (const auto& im : *io) {
-                    w.key(im.key());
-                    if (im.key() == "output") write_output(w, p, *child, im.value());
-                    else w.value(im.value());
-                }
-                w.end_object();
+                else
+                    write_item(w, p, *io, *child);
             }
             w.end_array();
         }
@@ -252,11 +269,44 @@ void write_output(json_writer& w, const plan& p, std::uint32_t index, const json
     w.value(output);
 }
 
+// An aggregate recorded without its items: `{"items": [...]}` read from its children's
+// results, one child at a time (a child without one is listed as skipped, as it was).
+void write_released_output(json_writer& w, const plan& p, std::uint32_t index, result_source& results) {
+    const plan_task& t = p.node(index);
+    const std::uint32_t end = t.first_child + t.child_count;
+    std::uint32_t next = t.first_child;
+    w.begin_object();
+    w.key("items");
+    w.begin_array();
+    auto missing_until = [&](std::uint32_t stop) {
+        for (; next < stop; ++next) write_item(w, p, aggregate_item(p, next, nullptr), next);
+    };
+    results.each(t.first_child, end, false, [&](std::uint32_t child, task_result& r) {
+        missing_until(child);
+        write_item(w, p, aggregate_item(p, child, &r), child);
+        next = child + 1;
+        return true;
+    });
+    missing_until(end);
+    w.end_array();
+    w.end_object();
+}
+
+// A task whose final result is neither in the report nor readable (its journal failed during
+// the run): what the run's outcome still says of it.
+task_result result_of_outcome(const task_outcome& o) {
+    task_result r;
+    r.state = o.state;
+    r.attempts = o.attempts;
+    r.reused = o.reused;
+    r.error = task_error{error_code::journal_failed, "the task's result was not recorded in the run journal"};
+    return r;
+}
+
 }  // namespace
 
 void write_task_result(json_writer& w, const plan& p, std::uint32_t index, const task_result& r,
-                       const std::string* stdout_text, const std::string* stderr_text) {
-    const plan_task& t = p.tasks[index];
+                       result_source* results) {
     w.begin_object();
     w.member("state", to_string(r.state));
     w.member("attempts", static_cast<std::uint64_t>(r.attempts));
@@ -274,9 +324,9 @@ void write_task_result(json_writer& w, const plan& p, std::uint32_t index, const
         for (const auto& a : r.argv) w.string(a);
         w.end_array();
     }
-    if (!t.vars.empty()) {
+    if (p.node(index).kind == plan_task::kind_t::child) {
         w.key("vars");
-        w.value(json::value(t.vars));
+        w.value(json::value(p.vars_of(index)));
     }
     if (!r.command.empty()) w.member("command", r.command);
     if (!r.isolation.empty()) w.member("isolation", r.isolation);
@@ -287,8 +337,8 @@ void write_task_result(json_writer& w, const plan& p, std::uint32_t index, const
         w.member("descendantsKilled", static_cast<std::uint64_t>(r.descendants_killed));
     }
     if (!r.isolation.empty()) {
-        w.member("stdout", stdout_text ? std::string_view(*stdout_text) : stdout_of(r));
-        w.member("stderr", stderr_text ? std::string_view(*stderr_text) : stderr_of(r));
+        w.member("stdout", stdout_of(r));
+        w.member("stderr", stderr_of(r));
         if (r.stdout_lossy) w.member("stdoutLossy", true);
         if (r.stderr_lossy) w.member("stderrLossy", true);
         w.key("usage");
@@ -307,12 +357,15 @@ void write_task_result(json_writer& w, const plan& p, std::uint32_t index, const
         write_error(w, *r.error);
     }
     w.key("output");
-    write_output(w, p, index, r.output);
+    if (r.output_released && results && p.node(index).kind == plan_task::kind_t::aggregate)
+        write_released_output(w, p, index, *results);
+    else
+        write_output(w, p, index, r.output);
     w.end_object();
 }
 
 void write_run_report(json_writer& w, const plan& p, const run_report& report, const sweep_report* leftovers,
-                      stream_source* streams) {
+                      result_source* results) {
     w.begin_object();
     w.member("runId", report.run_id);
     w.member("state", to_string(report.state));
@@ -323,25 +376,34 @@ void write_run_report(json_writer& w, const plan& p, const run_report& report, c
     }
     w.key("tasks");
     w.begin_object();
-    std::string out, err;
-    for (std::uint32_t i = 0; i < p.tasks.size() && i < report.tasks.size(); ++i) {
-        const task_result& r = report.tasks[i];
-        w.key(p.tasks[i].id);
-        if (r.output_released) {
-            // An aggregate's items, read back one aggregate at a time.
-            task_result whole = r;
-            whole.output = nullptr;
-            if (streams) streams->output(i, whole.output);
-            write_task_result(w, p, i, whole);
-        } else if (r.streams_released && streams && !r.isolation.empty()) {
-            // One task's streams at a time: the document streams out, memory stays flat.
-            out.clear();
-            err.clear();
-            streams->streams(i, out, err);
-            write_task_result(w, p, i, r, &out, &err);
-        } else {
-            write_task_result(w, p, i, r);
+    const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(p.size(), report.outcomes.size()));
+    std::uint32_t next = 0;
+    auto unrecorded_until = [&](std::uint32_t stop) {
+        for (; next < stop; ++next) {
+            w.key(p.task_id(next));
+            write_task_result(w, p, next, result_of_outcome(report.outcomes[next]), results);
         }
+    };
+    if (!report.tasks.empty()) {
+        for (std::uint32_t i = 0; i < n && i < report.tasks.size(); ++i) {
+            w.key(p.task_id(i));
+            write_task_result(w, p, i, report.tasks[i], results);
+        }
+    } else if (!results) {
+        unrecorded_until(n);
+    } else {
+        // One result at a time, streams included, from the journal: the document streams out
+        // and memory stays flat.
+        results->each(0, n, true, [&](std::uint32_t i, task_result& r) {
+            unrecorded_until(i);
+            // The resume's own flag: a result this segment took over reads as recorded earlier.
+            r.reused = report.outcomes[i].reused;
+            w.key(p.task_id(i));
+            write_task_result(w, p, i, r, results);
+            next = i + 1;
+            return true;
+        });
+        unrecorded_until(n);
     }
     w.end_object();
     w.key("output");
@@ -351,15 +413,12 @@ void write_run_report(json_writer& w, const plan& p, const run_report& report, c
         for (const auto& m : report.output.get_object()) {
             w.key(m.key());
             auto i = p.find(m.key());
-            if (i && *i < report.tasks.size() && report.tasks[*i].output_released) {
-                json::value output;
-                if (streams) streams->output(*i, output);
-                write_output(w, p, *i, output);
-            } else if (i) {
+            if (i && m.value().is_null() && results && p.node(*i).kind == plan_task::kind_t::aggregate)
+                write_released_output(w, p, *i, *results);  // recorded without its items
+            else if (i)
                 write_output(w, p, *i, m.value());
-            } else {
+            else
                 w.value(m.value());
-            }
         }
         w.end_object();
     } else {
@@ -372,14 +431,10 @@ void write_run_report(json_writer& w, const plan& p, const run_report& report, c
         for (bool reused : {true, false}) {
             w.key(reused ? "reused" : "executed");
             w.begin_array();
-            for (std::uint32_t i = 0; i < p.tasks.size() && i < report.tasks.size(); ++i) {
-                const task_result& r = report.tasks[i];
-                if (p.tasks[i].kind == plan_task::kind_t::aggregate) continue;
-                bool ran = !r.reused && r.state != task_state::skipped &&
-                           !(r.error && (r.error->code == error_code::not_started ||
-                                         r.error->code == error_code::run_stopped ||
-                                         (r.error->code == error_code::run_cancelled && r.attempts == 0)));
-                if (reused ? r.reused : ran) w.string(p.tasks[i].id);
+            for (std::uint32_t i = 0; i < n; ++i) {
+                if (p.node(i).kind == plan_task::kind_t::aggregate) continue;
+                const task_outcome& o = report.outcomes[i];
+                if (reused ? o.reused : o.executed) w.string(p.task_id(i));
             }
             w.end_array();
         }
@@ -418,7 +473,7 @@ void write_check_result(json_writer& w, const plan& p) {
     w.member("workflow", p.workflow_name);
     w.member("workflowDigest", p.workflow_digest);
     w.member("planDigest", p.plan_digest);
-    w.member("tasks", static_cast<std::uint64_t>(p.tasks.size()));
+    w.member("tasks", static_cast<std::uint64_t>(p.size()));
     w.end_object();
 }
 

@@ -199,6 +199,8 @@ std::string encode_result(const task_result& r) {
             w.end_object();
         }
         if (r.streams_in_output) w.member("streams_in_output", true);
+        // An aggregate recorded without its items: they are its children's finals (schema 3).
+        if (r.output_released) w.member("output_released", true);
         bool strip_out = stream_in_output(r, "stdout"), strip_err = stream_in_output(r, "stderr");
         if (strip_out || strip_err) {
             w.key("stripped");
@@ -293,6 +295,7 @@ bool decode_result(std::string_view text, task_result& r) {
         r.error = task_error{error_code_from_string(string_at(e->get_object(), "code")).value_or(error_code::internal_error),
                              string_at(e->get_object(), "message")};
     r.streams_in_output = o.contains("streams_in_output");
+    r.output_released = o.contains("output_released");
     if (auto* out = o.if_contains("output")) r.output = std::move(*out);
     if (r.streams_in_output && r.output.is_object()) {
         // Stripped streams read back as "" until attach_stream() fills them in.

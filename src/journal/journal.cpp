@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <limits>
 #include <set>
 
 namespace agentctl {
@@ -372,15 +373,25 @@ std::string results_query(bool with_streams, std::string_view where) {
 
 std::optional<journal_error> journal::for_each_result(std::string_view run_id, bool with_streams,
                                                       const std::function<bool(journal_task_result&)>& fn) {
+    return for_each_result(run_id, with_streams, 0, std::numeric_limits<std::uint32_t>::max(), fn);
+}
+
+std::optional<journal_error> journal::for_each_result(std::string_view run_id, bool with_streams,
+                                                      std::uint32_t first, std::uint32_t end,
+                                                      const std::function<bool(journal_task_result&)>& fn) {
     if (!db_) return closed_error();
     auto& db = *db_;
     auto seq = run_seq_of(db, run_id);
     if (!seq) return seq.error();
     int rc = SQLITE_OK;
     // One statement walks the primary key in order: rows are read as the callback asks.
-    statement s = db.conn.prepare(results_query(with_streams, "run_seq = ? ORDER BY task_index"), rc);
+    statement s = db.conn.prepare(
+        results_query(with_streams, "run_seq = ? AND task_index >= ? AND task_index < ? ORDER BY task_index"),
+        rc);
     if (!s) return db.error(rc, "reading results");
     s.bind(1, *seq);
+    s.bind(2, static_cast<std::int64_t>(first));
+    s.bind(3, static_cast<std::int64_t>(end));
     stream_loader streams(db);
     journal_task_result r;
     while ((rc = s.step()) == SQLITE_ROW) {

@@ -18,7 +18,8 @@ namespace {
 constexpr std::int64_t application_id = 0x61676374;
 
 // The schema of journal_schema_version (the tables of version 1; version 2 only lets
-// results.result_json be '' for "that of the end of streams_attempt"). One row per attempt
+// results.result_json be '' for "that of the end of streams_attempt"; version 3 lets an
+// aggregate's final hold `output_released`, its items being its children's finals). One row per attempt
 // (its intent, then its handle and its end filled in), one per task's final result; a stream
 // below the file threshold is a row of `streams` (a rowid table, so a few KiB stay on their
 // page), a larger one a file named by the row. docs/JOURNAL.md describes every column.
@@ -132,10 +133,11 @@ CREATE TABLE streams(
 // SQL of each new version here.
 constexpr std::array<const char*, journal_schema_version - 1> migrations{
     nullptr,  // 1 -> 2: results.result_json may be ''; version 1 rows all carry their own JSON
+    nullptr,  // 2 -> 3: an aggregate's final may say output_released; older ones carry their items
 };
 
-// The oldest version a reader reads as it is, without a migration: version 1 rows read the
-// same under version 2's rules (none of them is '').
+// The oldest version a reader reads as it is, without a migration: version 1 and 2 rows read
+// the same under version 3's rules (none of them is '', none says output_released).
 constexpr std::int64_t oldest_readable_version = 1;
 
 journal_error make_error(journal_errc code, std::string message) {

@@ -3,10 +3,11 @@
 //
 // Steps, each reporting every problem it finds before the next runs:
 //   inputs -> policy rules -> extension schemas -> task ids, actions, needs -> cycles ->
-//   template syntax and roots -> expansion sizes and budgets -> nodes (children, aggregates,
-//   singles) with their rendered `with`/args/cwd -> deterministic topological order ->
+//   template syntax and roots -> expansion sizes and budgets -> nodes (singles with their
+//   rendered `with`/args/cwd; for an expanded task its children's template and its
+//   aggregate, every child rendered once to check it) -> deterministic topological order ->
 //   processes -> digest.
-// Nodes are first generated in "declaration order" (each expanded task's children in item
+// Tasks are first generated in "declaration order" (each expanded task's children in item
 // order, then its aggregate); that position is the tie-breaker of the topological sort.
 #include "plan/compiler.hpp"
 #include "plan/plan_detail.hpp"
@@ -19,12 +20,6 @@
 #include <limits>
 
 namespace agentctl {
-
-std::optional<std::uint32_t> plan::find(std::string_view id) const {
-    auto it = index.find(std::string(id));
-    if (it == index.end()) return std::nullopt;
-    return it->second;
-}
 
 namespace plan_compiler {
 
@@ -74,7 +69,7 @@ void compiler::list_processes() {
     }
     // Declared ids in plan order (an expanded task where its first child is).
     std::vector<bool> seen(wf_.tasks.size(), false);
-    for (const auto& t : out_.tasks) {
+    for (const auto& t : out_.nodes) {
         if (seen[t.declared_index]) continue;
         seen[t.declared_index] = true;
         std::uint32_t a = t.action_index;
@@ -89,9 +84,12 @@ void compiler::list_processes() {
 void compiler::warn_about_approval() {
     std::size_t needing = 0;
     std::string first;
-    for (const auto& t : out_.tasks) {
-        if (!t.requires_approval) continue;
-        if (needing++ == 0) first = t.id;
+    for (std::uint32_t v = 0; v < out_.nodes.size(); ++v) {
+        const plan_task& t = out_.nodes[v];
+        const std::uint32_t tasks = t.kind == plan_task::kind_t::child ? t.child_count : 1;
+        if (!t.requires_approval || tasks == 0) continue;
+        if (needing == 0) first = out_.task_id(out_.node_starts[v]);
+        needing += tasks;
     }
     if (needing == 0) return;
     const bool written = wf_.locations.contains("spec.policy.approval");
@@ -138,7 +136,7 @@ compile_result compiler::run() {
     mark_referenced_outputs();
     list_processes();
     warn_about_approval();
-    out_.inputs = std::move(inputs_.get_object());
+    out_.inputs = std::move(inputs_);
     out_.plan_digest = detail::compute_plan_digest(out_);
     return {std::move(out_), std::move(diags_)};
 }

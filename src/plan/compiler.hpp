@@ -111,7 +111,8 @@ struct declared_task {
     const boost::json::array* items = nullptr;                            ///< foreach
     std::vector<std::pair<std::string, const boost::json::array*>> axes;  ///< matrix, by axis name
 
-    std::uint32_t result_node = 0;  ///< single: its node; expanded: its aggregate
+    std::uint32_t result_node = 0;    ///< single: its node; expanded: its aggregate's (into nodes_)
+    std::uint32_t template_node = 0;  ///< expanded: its children's template (into nodes_)
 };
 
 class compiler {
@@ -140,8 +141,10 @@ private:
     void prepare_expansion(std::size_t i);
     bool check_budgets();
     void generate();
-    void make_node(std::size_t i, plan_task::kind_t kind, std::uint64_t k, std::size_t width);
-    boost::json::value bindings(const declared_task& t, std::uint64_t k) const;
+    void fill_node(plan_task& n, std::size_t i, plan_task::kind_t kind);
+    void make_expansion(std::size_t i);
+    std::optional<std::uint32_t> child_owner(std::string_view id) const;
+    void check_child_ids();
     bool check_sites(const std::vector<site>& sites, const render_context& ctx, std::size_t i,
                      const std::string& node_id);
     void render_node(plan_task& n, std::size_t i, const boost::json::value& vars);
@@ -161,7 +164,10 @@ private:
     std::unordered_map<std::string, std::uint32_t> declared_ids_;
     std::unordered_map<std::string, std::uint32_t> action_ids_;
     std::unordered_set<std::string> reported_;  ///< keys of diagnostics already given
-    std::vector<plan_task> nodes_;              ///< generation order
+    std::vector<plan_task> nodes_;              ///< singles, child templates, aggregates (generate())
+    std::vector<std::uint32_t> generation_;     ///< per node: its first task's generation position
+    std::vector<std::pair<std::uint32_t, std::uint32_t>>
+        expansion_nodes_;                       ///< per expansion: template, aggregate
     std::vector<std::string> output_refs_;      ///< task ids spec.outputs reads
     bool generated_ = false;
 };

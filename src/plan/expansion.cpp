@@ -1,5 +1,6 @@
 // foreach and matrix: the arrays they expand, sizes against maxItems and the budgets, child
-// ids, and node generation (children in item order, then the aggregate; singles).
+// ids, and node generation (singles; for an expanded task its expansion, the template its
+// children share, then its aggregate; every child is rendered once, to check it, and dropped).
 #include "plan/compiler.hpp"
 #include "plan/plan_detail.hpp"
 
@@ -172,76 +173,24 @@ bool compiler::check_budgets() {
     return true;
 }
 
-boost::json::value compiler::bindings(const declared_task& t, std::uint64_t k) const {
-    const task_spec& spec = wf_.tasks[&t - tasks_.data()];
-    boost::json::object vars;
-    if (t.expansion == declared_task::expansion_t::foreach) {
-        vars.reserve(2);
-        vars.emplace(spec.foreach->as, (*t.items)[k]);
-        vars.emplace("foreachIndex", static_cast<std::int64_t>(k));
-    } else {
-        boost::json::object cell;
-        cell.reserve(t.axes.size());
-        // Mixed radix, last axis fastest: the product ordered by axis name, then values.
-        std::uint64_t rest = k;
-        std::vector<std::size_t> digits(t.axes.size());
-        for (std::size_t a = t.axes.size(); a-- > 0;) {
-            digits[a] = rest % t.axes[a].second->size();
-            rest /= t.axes[a].second->size();
-        }
-        for (std::size_t a = 0; a < t.axes.size(); ++a)
-            cell.emplace(t.axes[a].first, (*t.axes[a].second)[digits[a]]);
-        vars.reserve(2);
-        vars.emplace("matrix", std::move(cell));
-        vars.emplace("matrixIndex", static_cast<std::int64_t>(k));
-    }
-    return vars;
-}
-
-void compiler::make_node(std::size_t i, plan_task::kind_t kind, std::uint64_t k, std::size_t width) {
+// The fields a node of declared task `i` takes from its declaration: everything but its id,
+// its bindings and what rendering fills in. Needs name the nodes of the tasks needed (node
+// indices; order() turns them into plan indices).
+void compiler::fill_node(plan_task& n, std::size_t i, plan_task::kind_t kind) {
     const task_spec& spec = wf_.tasks[i];
     const declared_task& t = tasks_[i];
-    // Built in place: nodes_ was reserved for every node, so references stay valid.
-    plan_task& n = nodes_.emplace_back();
-    const auto self = static_cast<std::uint32_t>(nodes_.size() - 1);
     n.kind = kind;
     n.declared_index = static_cast<std::uint32_t>(i);
     n.action_index = t.action.value_or(0);
     n.failure = spec.failure;
     if (t.expansion == declared_task::expansion_t::foreach) n.expansion = plan_task::expansion_t::foreach;
     if (t.expansion == declared_task::expansion_t::matrix) n.expansion = plan_task::expansion_t::matrix;
-    if (kind == plan_task::kind_t::child) {
-        n.id = detail::child_id(spec.id, k, width);
-        n.parent = spec.id;
-        n.expansion_index = static_cast<std::uint32_t>(k);
-    } else {
-        n.id = spec.id;
-    }
-    auto [it, inserted] = out_.index.emplace(n.id, self);
-    if (!inserted) {
-        const plan_task& other = nodes_[it->second];
-        std::string message = kind == plan_task::kind_t::child
-                                  ? "task `" + spec.id + "` generates the child id `" + n.id + "`, which " +
-                                        task_path(other.declared_index) + " also has"
-                                  : "task id `" + n.id + "` is also the id of a child of `" + other.parent +
-                                        "` (" + task_path(other.declared_index) + ")";
-        error("duplicate_task_id", task_path(i) + ".id", message,
-              "rename one of the tasks: children of an expanded task are `PARENT--NNNN`");
-    }
-    if (kind == plan_task::kind_t::aggregate) {
-        // Children were generated just before, in item order.
-        auto first = static_cast<std::uint32_t>(self - t.count);
-        n.children.reserve(t.count);
-        for (std::uint32_t c = 0; c < t.count; ++c) n.children.push_back(first + c);
-        n.needs = n.children;
-        n.timeout_ms = wf_.runtime.default_timeout_ms;
-        return;
-    }
+    n.timeout_ms = wf_.runtime.default_timeout_ms;
+    if (kind == plan_task::kind_t::aggregate) return;
     n.needs.reserve(t.needs.size());
     for (auto d : t.needs) n.needs.push_back(tasks_[d].result_node);
     n.retry = spec.retry;
     n.when = t.when;
-    n.timeout_ms = wf_.runtime.default_timeout_ms;
     if (t.action) {
         const action_spec& act = wf_.actions[*t.action];
         n.timeout_ms = act.timeout_ms.value_or(spec.timeout_ms.value_or(n.timeout_ms));
@@ -250,35 +199,115 @@ void compiler::make_node(std::size_t i, plan_task::kind_t kind, std::uint64_t k,
     } else {
         n.timeout_ms = spec.timeout_ms.value_or(n.timeout_ms);
     }
-    boost::json::value vars = kind == plan_task::kind_t::child ? bindings(t, k) : boost::json::object();
-    render_node(n, i, vars);
-    n.vars = std::move(vars.get_object());
+}
+
+// The expanded task `i`: its expansion, the template its children share, every child rendered
+// once to check it (and dropped: plan::task() renders it again when asked), its aggregate.
+void compiler::make_expansion(std::size_t i) {
+    const task_spec& spec = wf_.tasks[i];
+    declared_task& t = tasks_[i];
+    const std::uint64_t count = t.expansion_ok ? t.count : 0;
+    const auto slot = static_cast<std::uint32_t>(out_.expansions.size());
+    plan_expansion& e = out_.expansions.emplace_back();
+    expansion_nodes_.emplace_back(t.template_node, t.result_node);
+    e.count = static_cast<std::uint32_t>(count);
+    e.id_width = static_cast<std::uint32_t>(detail::child_index_width(count));
+    if (t.expansion == declared_task::expansion_t::foreach && count > 0) {
+        e.as = spec.foreach->as;
+        e.items = *t.items;
+    }
+    if (t.expansion == declared_task::expansion_t::matrix && count > 0)
+        for (const auto& [name, values] : t.axes) e.axes.emplace_back(name, *values);
+
+    plan_task& child = nodes_[t.template_node];
+    fill_node(child, i, plan_task::kind_t::child);
+    child.parent = spec.id;
+    child.with = t.with;
+    child.with_deferred = t.with_deferred;
+    child.argv_deferred = t.argv_deferred && t.action && actions_[*t.action].templated;
+    child.expansion_slot = slot;
+    child.child_count = e.count;
+    for (std::uint64_t k = 0; k < count; ++k) {
+        plan_task rendered;
+        rendered.id = detail::child_id(spec.id, k, e.id_width);
+        boost::json::value vars = detail::expansion_bindings(out_.expansions[slot], k);
+        render_node(rendered, i, vars);
+    }
+
+    plan_task& aggregate = nodes_[t.result_node];
+    fill_node(aggregate, i, plan_task::kind_t::aggregate);
+    aggregate.id = spec.id;
+    aggregate.expansion_slot = slot;
+    aggregate.child_count = e.count;
+    if (!t.expansion_ok) t.count = 0;
 }
 
 void compiler::generate() {
+    // Node indices first, so that needs can name nodes declared later: an expanded task has
+    // its children's template, then its aggregate. Their generation positions (the children
+    // in item order, then the aggregate) break ties in the topological order.
     std::uint32_t position = 0;
     for (auto& t : tasks_) {
         if (t.skip) continue;
-        bool children = t.expansion != declared_task::expansion_t::none && t.expansion_ok;
-        t.result_node = position + static_cast<std::uint32_t>(children ? t.count : 0);
-        position = t.result_node + 1;
+        if (t.expansion != declared_task::expansion_t::none) {
+            t.template_node = static_cast<std::uint32_t>(generation_.size());
+            generation_.push_back(position);
+            position += static_cast<std::uint32_t>(t.expansion_ok ? t.count : 0);
+        }
+        t.result_node = static_cast<std::uint32_t>(generation_.size());
+        generation_.push_back(position++);
     }
-    nodes_.reserve(position);
-    out_.index.reserve(position);
+    nodes_.resize(generation_.size());
     for (std::size_t i = 0; i < tasks_.size(); ++i) {
         const declared_task& t = tasks_[i];
         if (t.skip) continue;
-        if (t.expansion == declared_task::expansion_t::none) {
-            make_node(i, plan_task::kind_t::single, 0, 0);
+        if (t.expansion != declared_task::expansion_t::none) {
+            make_expansion(i);
             continue;
         }
-        std::uint64_t count = t.expansion_ok ? t.count : 0;
-        std::size_t width = detail::child_index_width(count);
-        for (std::uint64_t k = 0; k < count; ++k) make_node(i, plan_task::kind_t::child, k, width);
-        if (!t.expansion_ok) tasks_[i].count = 0;
-        make_node(i, plan_task::kind_t::aggregate, 0, 0);
+        plan_task& n = nodes_[t.result_node];
+        fill_node(n, i, plan_task::kind_t::single);
+        n.id = wf_.tasks[i].id;
+        render_node(n, i, boost::json::object());
     }
+    check_child_ids();
     generated_ = true;
+}
+
+// Whether `id` is the id of a child the plan generates.
+std::optional<std::uint32_t> compiler::child_owner(std::string_view id) const {
+    auto parts = detail::split_child_id(id);
+    if (!parts) return std::nullopt;
+    auto it = declared_ids_.find(std::string(parts->parent));
+    if (it == declared_ids_.end()) return std::nullopt;
+    const declared_task& x = tasks_[it->second];
+    if (x.skip || x.expansion == declared_task::expansion_t::none || !x.expansion_ok) return std::nullopt;
+    if (parts->digits.size() != detail::child_index_width(x.count)) return std::nullopt;
+    std::uint64_t k = 0;
+    for (char c : parts->digits) k = k * 10 + static_cast<std::uint64_t>(c - '0');
+    if (k >= x.count) return std::nullopt;
+    return it->second;
+}
+
+// A declared id of the shape `PARENT--NNNN` may be the id of one of PARENT's children: one
+// diagnostic per collision, at whichever of the two comes later in declaration order.
+void compiler::check_child_ids() {
+    for (std::uint32_t i = 0; i < tasks_.size(); ++i) {
+        if (tasks_[i].skip) continue;
+        const std::string& id = wf_.tasks[i].id;
+        auto x = child_owner(id);
+        if (!x) continue;
+        if (*x < i)
+            error("duplicate_task_id", task_path(i) + ".id",
+                  "task id `" + id + "` is also the id of a child of `" + wf_.tasks[*x].id + "` (" +
+                      task_path(*x) + ")",
+                  "rename one of the tasks: children of an expanded task are `PARENT--NNNN`");
+        else
+            error("duplicate_task_id", task_path(*x) + ".id",
+                  "task `" + wf_.tasks[*x].id + "` generates the child id `" + id + "`, which " +
+                      task_path(i) + " also has",
+                  "rename one of the tasks: children of an expanded task are `PARENT--NNNN`");
+    }
 }
 
 }  // namespace plan_compiler

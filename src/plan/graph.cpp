@@ -146,52 +146,64 @@ void compiler::find_cycles() {
     }
 }
 
-// Kahn's algorithm; among ready nodes the one generated first goes first, which is
-// declaration order with children in item order.
+// Kahn's algorithm over the nodes; among ready nodes the one generated first goes first, which
+// is declaration order with children in item order. A child template takes as many plan
+// indices as it has children, consecutively (nothing else can come between them: their only
+// dependant is their aggregate); its aggregate waits for it.
 void compiler::order() {
     const std::size_t n = nodes_.size();
-    std::vector<std::uint32_t> pending(n), first_dependant(n + 1, 0), dependants;
-    for (std::size_t v = 0; v < n; ++v) {
-        pending[v] = static_cast<std::uint32_t>(nodes_[v].needs.size());
-        for (auto d : nodes_[v].needs) ++first_dependant[d + 1];
-    }
-    for (std::size_t v = 0; v < n; ++v) first_dependant[v + 1] += first_dependant[v];
-    dependants.resize(first_dependant[n]);
-    {
-        std::vector<std::uint32_t> fill(first_dependant.begin(), first_dependant.end() - 1);
-        for (std::uint32_t v = 0; v < n; ++v)
-            for (auto d : nodes_[v].needs) dependants[fill[d]++] = v;
-    }
-    std::priority_queue<std::uint32_t, std::vector<std::uint32_t>, std::greater<>> ready;
+    std::vector<std::vector<std::uint32_t>> dependants(n);
+    std::vector<std::uint32_t> pending(n, 0);
     for (std::uint32_t v = 0; v < n; ++v)
-        if (pending[v] == 0) ready.push(v);
-    std::vector<std::uint32_t> position(n, 0);
+        for (auto d : nodes_[v].needs) {
+            dependants[d].push_back(v);
+            ++pending[v];
+        }
+    for (const auto& [child, aggregate] : expansion_nodes_)
+        if (nodes_[child].child_count > 0) {
+            dependants[child].push_back(aggregate);
+            ++pending[aggregate];
+        }
+    using entry = std::pair<std::uint32_t, std::uint32_t>;  // generation position, node
+    std::priority_queue<entry, std::vector<entry>, std::greater<>> ready;
+    for (std::uint32_t v = 0; v < n; ++v)
+        if (pending[v] == 0) ready.emplace(generation_[v], v);
+    std::vector<std::uint32_t> start(n, 0), slot(n, 0);
     std::vector<std::uint32_t> sequence;
     sequence.reserve(n);
+    std::uint32_t position = 0;
     while (!ready.empty()) {
-        std::uint32_t v = ready.top();
+        std::uint32_t v = ready.top().second;
         ready.pop();
-        position[v] = static_cast<std::uint32_t>(sequence.size());
+        start[v] = position;
+        slot[v] = static_cast<std::uint32_t>(sequence.size());
         sequence.push_back(v);
-        for (std::uint32_t e = first_dependant[v]; e < first_dependant[v + 1]; ++e)
-            if (--pending[dependants[e]] == 0) ready.push(dependants[e]);
+        position += nodes_[v].kind == plan_task::kind_t::child ? nodes_[v].child_count : 1;
+        for (auto d : dependants[v])
+            if (--pending[d] == 0) ready.emplace(generation_[d], d);
     }
-    // Cycles among declared tasks were refused earlier, so every node is placed. Usually the
-    // generation order is already topological and nothing moves.
-    bool moved = false;
-    for (std::uint32_t v = 0; v < n && !moved; ++v) moved = sequence[v] != v;
-    if (!moved) {
-        out_.tasks = std::move(nodes_);
-        return;
-    }
-    out_.tasks.reserve(n);
+    // Cycles among declared tasks were refused earlier, so every node is placed.
+    out_.task_count = position;
+    out_.nodes.reserve(n);
+    out_.node_starts.reserve(n);
     for (auto v : sequence) {
         plan_task& node = nodes_[v];
-        for (auto& d : node.needs) d = position[d];
-        for (auto& c : node.children) c = position[c];
-        out_.tasks.push_back(std::move(node));
+        for (auto& d : node.needs) d = start[d];
+        out_.node_starts.push_back(start[v]);
+        out_.nodes.push_back(std::move(node));
     }
-    for (auto& entry : out_.index) entry.second = position[entry.second];
+    for (std::size_t e = 0; e < expansion_nodes_.size(); ++e) {
+        const auto [child, aggregate] = expansion_nodes_[e];
+        plan_expansion& x = out_.expansions[e];
+        x.node = slot[child];
+        x.first_child = start[child];
+        x.aggregate = start[aggregate];
+        out_.nodes[slot[child]].first_child = start[child];
+        out_.nodes[slot[aggregate]].first_child = start[child];
+    }
+    for (std::uint32_t k = 0; k < out_.nodes.size(); ++k)
+        if (out_.nodes[k].kind != plan_task::kind_t::child)
+            out_.index.emplace(out_.nodes[k].id, out_.node_starts[k]);
     nodes_.clear();
 }
 
@@ -214,14 +226,25 @@ void compiler::mark_referenced_outputs() {
         mark_declared(t.when_sites);
         if (t.action && actions_[*t.action].templated) mark_declared(actions_[*t.action].sites);
     }
-    for (auto& n : out_.tasks)
+    for (auto& n : out_.nodes)
         if (n.kind != plan_task::kind_t::child && declared[n.declared_index]) n.output_referenced = true;
-    for (const auto& id : output_refs_)
-        if (auto it = out_.index.find(id); it != out_.index.end())
-            out_.tasks[it->second].output_referenced = true;
-    for (auto& n : out_.tasks)
-        if (n.kind == plan_task::kind_t::aggregate && n.output_referenced)
-            for (auto c : n.children) out_.tasks[c].output_referenced = true;
+    for (const auto& id : output_refs_) {
+        auto i = out_.find(id);
+        if (!i) continue;
+        plan_task& n = out_.nodes[out_.node_of(*i)];
+        if (n.kind != plan_task::kind_t::child) {
+            n.output_referenced = true;
+            continue;
+        }
+        plan_expansion& e = out_.expansions[n.expansion_slot];
+        e.referenced.push_back(*i - e.first_child);
+    }
+    for (auto& e : out_.expansions) {
+        std::sort(e.referenced.begin(), e.referenced.end());
+        e.referenced.erase(std::unique(e.referenced.begin(), e.referenced.end()), e.referenced.end());
+        if (out_.nodes[out_.node_of(e.aggregate)].output_referenced)
+            out_.nodes[e.node].output_referenced = true;
+    }
 }
 
 }  // namespace agentctl::plan_compiler

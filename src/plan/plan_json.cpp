@@ -59,6 +59,7 @@ std::string_view expansion_name(plan_task::expansion_t e) {
     return e == plan_task::expansion_t::matrix ? "matrix" : "foreach";
 }
 
+// Task `t` (whole: a child rendered by plan::task()).
 void write_task(json_writer& w, const plan& p, const plan_task& t) {
     w.begin_object();
     w.member("id", t.id);
@@ -69,13 +70,15 @@ void write_task(json_writer& w, const plan& p, const plan_task& t) {
     w.end_object();
     w.key("needs");
     w.begin_array();
-    for (auto n : t.needs) w.string(p.tasks[n].id);
+    for (auto n : t.needs) w.string(p.task_id(n));
+    if (t.kind == plan_task::kind_t::aggregate)
+        for (std::uint32_t c = 0; c < t.child_count; ++c) w.string(p.task_id(t.first_child + c));
     w.end_array();
     if (t.kind == plan_task::kind_t::aggregate) {
         w.key("expansion");
         w.begin_object();
         w.member("kind", expansion_name(t.expansion));
-        w.member("count", static_cast<std::uint64_t>(t.children.size()));
+        w.member("count", static_cast<std::uint64_t>(t.child_count));
         w.end_object();
         w.end_object();
         return;
@@ -225,14 +228,22 @@ void write_body(json_writer& w, const plan& p) {
     if (b.max_expansion_items) w.member("maxExpansionItems", *b.max_expansion_items);
     w.end_object();
     w.key("inputs");
-    write_object(w, p.inputs);
+    w.value(p.inputs);
     w.key("order");
     w.begin_array();
-    for (const auto& t : p.tasks) w.string(t.id);
+    for (std::uint32_t i = 0; i < p.size(); ++i) w.string(p.task_id(i));
     w.end_array();
     w.key("tasks");
     w.begin_object();
-    for (const auto& t : p.tasks) {
+    // One task at a time: a child is rendered, written and dropped.
+    for (std::uint32_t i = 0; i < p.size(); ++i) {
+        const plan_task& n = p.node(i);
+        if (n.kind != plan_task::kind_t::child) {
+            w.key(n.id);
+            write_task(w, p, n);
+            continue;
+        }
+        plan_task t = p.task(i);
         w.key(t.id);
         write_task(w, p, t);
     }

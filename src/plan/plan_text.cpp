@@ -71,25 +71,23 @@ std::string short_json(const boost::json::value& v) {
     return std::string(utf8_prefix(s, max_with_chars - 1)) + std::string(ellipsis);
 }
 
-// Order entries with runs of consecutive children of one parent folded into one entry.
+// Order entries with an expansion's children (consecutive, in item order) folded into one entry.
 std::vector<std::string> folded_order(const plan& p) {
     std::vector<std::string> out;
-    for (std::size_t i = 0; i < p.tasks.size();) {
-        const plan_task& t = p.tasks[i];
-        std::size_t j = i + 1;
-        if (t.kind == plan_task::kind_t::child) {
-            while (j < p.tasks.size() && p.tasks[j].kind == plan_task::kind_t::child &&
-                   p.tasks[j].parent == t.parent &&
-                   p.tasks[j].expansion_index == p.tasks[j - 1].expansion_index + 1)
-                ++j;
+    for (std::uint32_t v = 0; v < p.nodes.size(); ++v) {
+        const plan_task& t = p.nodes[v];
+        if (t.kind != plan_task::kind_t::child) {
+            out.push_back(t.id);
+            continue;
         }
-        if (j - i >= run_to_summarise) {
-            out.push_back(t.id + " " + std::string(ellipsis) + " " + p.tasks[j - 1].id + " (" +
-                          std::string(times) + std::to_string(j - i) + ")");
+        const std::uint32_t first = p.node_starts[v];
+        if (t.child_count >= run_to_summarise) {
+            out.push_back(p.task_id(first) + " " + std::string(ellipsis) + " " +
+                          p.task_id(first + t.child_count - 1) + " (" + std::string(times) +
+                          std::to_string(t.child_count) + ")");
         } else {
-            for (std::size_t k = i; k < j; ++k) out.push_back(p.tasks[k].id);
+            for (std::uint32_t k = 0; k < t.child_count; ++k) out.push_back(p.task_id(first + k));
         }
-        i = j;
     }
     if (out.size() > order_head + order_tail + 1) {
         std::size_t hidden = out.size() - order_head - order_tail;
@@ -129,7 +127,7 @@ std::string task_details(const plan& p, const plan_task& t, bool show_with) {
 std::string needs_text(const plan& p, const std::vector<std::uint32_t>& needs) {
     if (needs.empty()) return "";
     std::vector<std::string> ids;
-    for (auto n : needs) ids.push_back(p.tasks[n].id);
+    for (auto n : needs) ids.push_back(p.task_id(n));
     return "  needs " + join(ids, ", ");
 }
 
@@ -215,15 +213,15 @@ std::string plan_text(const plan& p, std::string_view workspace) {
         budgets.push_back("maxWallTimeSeconds " + std::to_string(*b.max_wall_time_seconds));
     if (!budgets.empty()) out += "  budgets " + join(budgets, ", ") + "\n";
 
-    out += "order (" + std::to_string(p.tasks.size()) + (p.tasks.size() == 1 ? " task): " : " tasks): ") +
+    out += "order (" + std::to_string(p.size()) + (p.size() == 1 ? " task): " : " tasks): ") +
            join(folded_order(p), " -> ") + "\n";
 
     std::size_t width = 0;
-    for (const auto& t : p.tasks)
+    for (const auto& t : p.nodes)
         if (t.kind != plan_task::kind_t::child) width = std::max(width, t.id.size());
     width = std::min<std::size_t>(width, 24);
     out += "tasks:\n";
-    for (const auto& t : p.tasks) {
+    for (const auto& t : p.nodes) {
         if (t.kind == plan_task::kind_t::child) continue;
         std::string id = t.id;
         if (id.size() < width) id.append(width - id.size(), ' ');
@@ -233,16 +231,16 @@ std::string plan_text(const plan& p, std::string_view workspace) {
             continue;
         }
         std::string kind = t.expansion == plan_task::expansion_t::matrix ? "matrix " : "foreach ";
-        out += "  " + id + "  " + kind + std::string(times) + std::to_string(t.children.size());
-        if (t.children.empty()) {
+        out += "  " + id + "  " + kind + std::string(times) + std::to_string(t.child_count);
+        if (t.child_count == 0) {
             out += "  " + uses + "\n";
             continue;
         }
-        const plan_task& first = p.tasks[t.children.front()];
-        const plan_task& last = p.tasks[t.children.back()];
+        const plan_task first = p.task(t.first_child);
+        const std::string last = p.task_id(t.first_child + t.child_count - 1);
         out += " over " + binding_names(first);
-        out += "  " + first.id + (t.children.size() > 1 ? " " + std::string(ellipsis) + " " + last.id : "") +
-               "  " + uses + needs_text(p, first.needs) + task_details(p, first, false) + "\n";
+        out += "  " + first.id + (t.child_count > 1 ? " " + std::string(ellipsis) + " " + last : "") + "  " +
+               uses + needs_text(p, first.needs) + task_details(p, first, false) + "\n";
     }
     if (!p.processes.empty()) {
         out += "processes:\n";

@@ -371,8 +371,8 @@ void compiler::check_outputs() {
             if (s.ref.root == template_root::inputs && !detail::resolve(s.ref, ctx, e)) {
                 error("template_missing_path", s.path, e.message, "declare the input in spec.inputs");
             } else if (s.ref.root == template_root::tasks && generated_ &&
-                       !out_.index.contains(std::string(s.ref.task_id())) &&
-                       !declared_ids_.contains(std::string(s.ref.task_id()))) {
+                       !declared_ids_.contains(std::string(s.ref.task_id())) &&
+                       !child_owner(s.ref.task_id())) {
                 error("template_unknown_task", s.path,
                       "`${{ " + s.ref.text + " }}`: there is no task `" + std::string(s.ref.task_id()) + "`",
                       "refer to a task of the plan");

@@ -31,8 +31,13 @@ struct fake_run {
         view.compiled = &p_;
         view.inputs = &inputs_;
         view.result_of = [this](std::uint32_t i) -> const task_result* {
-            auto it = done.find(p_.tasks[i].id);
+            auto it = done.find(p_.task_id(i));
             return it == done.end() ? nullptr : &it->second;
+        };
+        view.state_of = [this](std::uint32_t i) -> std::optional<task_state> {
+            auto it = done.find(p_.task_id(i));
+            if (it == done.end()) return std::nullopt;
+            return it->second.state;
         };
     }
     void finish(const std::string& id, task_state state, boost::json::value output = nullptr) {
@@ -75,7 +80,7 @@ BOOST_AUTO_TEST_CASE(a_ready_process_task_starts_with_its_rendered_request) {
     admission d = run.admit("a");
     BOOST_TEST((d.kind == admission::kind_t::start));
     BOOST_TEST((d.request.args == std::vector<std::string>{"7"}));
-    BOOST_TEST(d.reservation == p.tasks[0].limits.combined_bytes);
+    BOOST_TEST(d.reservation == p.task(0).limits.combined_bytes);
     BOOST_TEST(!d.needs_approval);
 }
 

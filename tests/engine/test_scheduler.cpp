@@ -53,7 +53,7 @@ public:
     explicit fake_runner(asio::io_context& io) : io_(io) {}
 
     void async_run(const attempt_request& request, asio::any_completion_handler<void(task_result)> handler) override {
-        std::string id = request.task().id;
+        std::string id = request.task_id;
         behaviour b = lookup(id);
         dispatched.push_back(id);
         ++attempts[id];
@@ -370,7 +370,7 @@ BOOST_AUTO_TEST_CASE(cancellation_while_running_is_graceful_then_terminal) {
         BOOST_TEST((types.front() == asio::cancellation_type::total));
     }
     for (auto& [id, n] : fake.completions) BOOST_TEST(n == 1);  // results exactly once
-    BOOST_TEST(sink.finished.size() == p.tasks.size());
+    BOOST_TEST(sink.finished.size() == p.size());
 }
 
 BOOST_AUTO_TEST_CASE(approval_required_without_an_approver_runs_nothing) {
@@ -395,7 +395,7 @@ struct scripted_approver final : approver {
     scripted_approver(asio::io_context& io, std::vector<approval_answer> a) : io(io), answers(std::move(a)) {}
     void async_approve(const plan& p, std::uint32_t idx,
                        asio::any_completion_handler<void(approval_answer)> handler) override {
-        asked.push_back(p.tasks[idx].id);
+        asked.push_back(p.task_id(idx));
         approval_answer a = answers.at(asked.size() - 1);
         asio::post(io, [h = std::move(handler), a]() mutable { std::move(h)(a); });
     }

@@ -82,19 +82,22 @@ diagnostics must_fail(const workflow& wf) {
 
 std::vector<std::string> order_of(const plan& p) {
     std::vector<std::string> ids;
-    for (const auto& t : p.tasks) ids.push_back(t.id);
+    for (std::uint32_t i = 0; i < p.size(); ++i) ids.push_back(p.task_id(i));
     return ids;
 }
 
-const plan_task& task_of(const plan& p, std::string_view id) {
+plan_task task_of(const plan& p, std::string_view id) {
     auto i = p.find(id);
     BOOST_TEST_REQUIRE(i.has_value(), "no task " << id);
-    return p.tasks[*i];
+    return p.task(*i);
 }
 
+// What a task waits for: its needs, and an aggregate its children.
 std::vector<std::string> needs_of(const plan& p, std::string_view id) {
     std::vector<std::string> ids;
-    for (auto n : task_of(p, id).needs) ids.push_back(p.tasks[n].id);
+    plan_task t = task_of(p, id);
+    for (auto n : t.needs) ids.push_back(p.task_id(n));
+    for (std::uint32_t c = 0; c < t.child_count; ++c) ids.push_back(p.task_id(t.first_child + c));
     return ids;
 }
 
@@ -122,11 +125,11 @@ BOOST_AUTO_TEST_CASE(compiles_a_minimal_workflow) {
     BOOST_TEST(p.max_concurrency == 1);
     BOOST_TEST(p.workflow_name == "unit");
     BOOST_TEST(p.workflow_digest == wf.source_digest);
-    BOOST_TEST(p.tasks[0].timeout_ms == 120000);
-    BOOST_TEST(!p.tasks[0].requires_approval);
-    BOOST_TEST((p.tasks[0].kind == plan_task::kind_t::single));
-    BOOST_TEST(p.tasks[0].with.is_object());
-    BOOST_TEST(!p.tasks[0].args.has_value());  // no templates: the action's args are used as they are
+    BOOST_TEST(p.task(0).timeout_ms == 120000);
+    BOOST_TEST(!p.task(0).requires_approval);
+    BOOST_TEST((p.task(0).kind == plan_task::kind_t::single));
+    BOOST_TEST(p.task(0).with.is_object());
+    BOOST_TEST(!p.task(0).args.has_value());  // no templates: the action's args are used as they are
     BOOST_TEST_REQUIRE(p.processes.size() == 1u);
     BOOST_TEST(p.processes[0].tasks == std::vector<std::string>{"a"});
     BOOST_TEST(p.processes[0].engines.empty());
@@ -147,7 +150,7 @@ BOOST_AUTO_TEST_CASE(foreach_children_get_ids_bindings_and_the_parent_needs) {
 
     BOOST_TEST(order_of(p) ==
                (std::vector<std::string>{"setup", "fan--0000", "fan--0001", "fan--0002", "fan", "after"}));
-    const plan_task& child = task_of(p, "fan--0001");
+    const plan_task child = task_of(p, "fan--0001");
     BOOST_TEST((child.kind == plan_task::kind_t::child));
     BOOST_TEST((child.expansion == plan_task::expansion_t::foreach));
     BOOST_TEST(child.parent == "fan");
@@ -158,15 +161,15 @@ BOOST_AUTO_TEST_CASE(foreach_children_get_ids_bindings_and_the_parent_needs) {
     BOOST_TEST(*child.args == (std::vector<std::string>{"--file", "y.txt", "--n=1"}));
     BOOST_TEST(needs_of(p, "fan--0002") == std::vector<std::string>{"setup"});
 
-    const plan_task& aggregate = task_of(p, "fan");
+    const plan_task aggregate = task_of(p, "fan");
     BOOST_TEST((aggregate.kind == plan_task::kind_t::aggregate));
     BOOST_TEST(needs_of(p, "fan") == (std::vector<std::string>{"fan--0000", "fan--0001", "fan--0002"}));
-    BOOST_TEST(aggregate.children.size() == 3u);
+    BOOST_TEST(aggregate.child_count == 3u);
     BOOST_TEST(needs_of(p, "after") == std::vector<std::string>{"fan"});
     BOOST_TEST(p.processes[0].tasks == (std::vector<std::string>{"setup", "after"}));
     BOOST_TEST(p.processes[1].tasks == std::vector<std::string>{"fan"});
-    for (std::size_t i = 0; i < p.tasks.size(); ++i)
-        for (auto n : p.tasks[i].needs) BOOST_TEST(n < i);
+    for (std::uint32_t i = 0; i < p.size(); ++i)
+        for (auto n : p.task(i).needs) BOOST_TEST(n < i);
 }
 
 BOOST_AUTO_TEST_CASE(child_ids_are_padded_to_the_largest_index) {
@@ -177,12 +180,46 @@ BOOST_AUTO_TEST_CASE(child_ids_are_padded_to_the_largest_index) {
     fan.foreach = foreach_spec{json::value(items), "n", 20000};
     wf.tasks.push_back(fan);
     plan p = must_compile(wf);
-    BOOST_TEST(p.tasks.size() == 12346u);
-    BOOST_TEST(p.tasks.front().id == "fan--00000");
-    BOOST_TEST(p.tasks[12344].id == "fan--12344");
-    BOOST_TEST(p.tasks.back().id == "fan");
-    BOOST_TEST(std::is_sorted(p.tasks.begin(), p.tasks.end() - 1,
-                              [](const plan_task& a, const plan_task& b) { return a.id < b.id; }));
+    BOOST_TEST(p.size() == 12346u);
+    BOOST_TEST(p.task_id(0) == "fan--00000");
+    BOOST_TEST(p.task(12344).id == "fan--12344");
+    BOOST_TEST(p.task_id(12345) == "fan");
+    auto ids = order_of(p);
+    BOOST_TEST(std::is_sorted(ids.begin(), ids.end() - 1));
+    // Ids find their task; near misses do not.
+    BOOST_TEST(p.find("fan--00007").value_or(0) == 7u);
+    BOOST_TEST(p.find("fan--12344").value_or(0) == 12344u);
+    BOOST_TEST(!p.find("fan--0007"));   // not the width the plan writes
+    BOOST_TEST(!p.find("fan--12345"));  // past the last item
+    BOOST_TEST(!p.find("fan-00007"));
+    BOOST_TEST(!p.find("nope--00007"));
+}
+
+// A plan stores no child: an expansion is its children's template, its items and its
+// aggregate however many children it has, and each child is rendered when asked for
+// (docs/DESIGN.md, "Plan").
+BOOST_AUTO_TEST_CASE(a_plan_stores_no_child) {
+    workflow wf = base_workflow();
+    wf.actions.push_back(process_action("per_item", "echo", {"--n=${{ vars.n }}"}));
+    task_spec fan = make_task("fan", "per_item");
+    json::array items;
+    for (int i = 0; i < 100000; ++i) items.push_back(i);
+    fan.foreach = foreach_spec{json::value(items), "n", 100000};
+    wf.tasks = {make_task("first"), fan, make_task("last", "echo", {"fan"})};
+    plan p = must_compile(wf);
+    BOOST_TEST(p.size() == 100003u);
+    BOOST_TEST(p.nodes.size() == 4u);  // first, the children's template, fan, last
+    BOOST_TEST(p.node_starts == (std::vector<std::uint32_t>{0, 1, 100001, 100002}));
+    BOOST_TEST_REQUIRE(p.expansions.size() == 1u);
+    BOOST_TEST(p.expansions[0].items.size() == 100000u);
+    BOOST_TEST(p.node(50000).id.empty());  // a template, not a child
+    plan_task last = p.task(100000);
+    BOOST_TEST(last.id == "fan--99999");
+    BOOST_TEST(last.parent == "fan");
+    BOOST_TEST(last.expansion_index == 99999u);
+    BOOST_TEST_REQUIRE(last.args.has_value());
+    BOOST_TEST(*last.args == std::vector<std::string>{"--n=99999"});
+    BOOST_TEST(needs_of(p, "last") == std::vector<std::string>{"fan"});
 }
 
 BOOST_AUTO_TEST_CASE(foreach_items_come_from_inputs_and_empty_lists_expand_to_nothing) {
@@ -195,13 +232,13 @@ BOOST_AUTO_TEST_CASE(foreach_items_come_from_inputs_and_empty_lists_expand_to_no
     wf.tasks = {fan, empty, make_task("last", "echo", {"empty"})};
     plan p = must_compile(wf);
     BOOST_TEST(order_of(p) == (std::vector<std::string>{"fan--0000", "fan--0001", "fan", "empty", "last"}));
-    BOOST_TEST(task_of(p, "empty").children.empty());
+    BOOST_TEST(task_of(p, "empty").child_count == 0u);
 
     // Overridden inputs drive the expansion.
     compile_options options;
     options.input_overrides.emplace_back("files", json::parse(R"(["p","q","r"])"));
     plan q = must_compile(wf, options);
-    BOOST_TEST(task_of(q, "fan").children.size() == 3u);
+    BOOST_TEST(task_of(q, "fan").child_count == 3u);
     BOOST_TEST(task_of(q, "fan--0002").vars.at("f") == json::value("r"));
 }
 
@@ -216,11 +253,12 @@ BOOST_AUTO_TEST_CASE(matrix_cells_are_ordered_by_axis_name_then_value_order) {
     wf.tasks.push_back(m);
     plan p = must_compile(wf);
     std::vector<std::string> targets;
-    for (const auto& t : p.tasks)
-        if (t.kind == plan_task::kind_t::child) targets.emplace_back(t.with.at("target").as_string());
+    for (std::uint32_t i = 0; i < p.size(); ++i)
+        if (p.node(i).kind == plan_task::kind_t::child)
+            targets.emplace_back(p.task(i).with.at("target").as_string());
     BOOST_TEST(targets == (std::vector<std::string>{"x86-linux", "x86-mac", "arm-linux", "arm-mac",
                                                     "riscv-linux", "riscv-mac"}));
-    const plan_task& cell = task_of(p, "build--0003");
+    const plan_task cell = task_of(p, "build--0003");
     BOOST_TEST((cell.expansion == plan_task::expansion_t::matrix));
     BOOST_TEST(json::value(cell.vars) ==
                json::parse(R"({"matrix":{"arch":"arm","os":"mac"},"matrixIndex":3})"));
@@ -502,7 +540,7 @@ BOOST_AUTO_TEST_CASE(expansion_sizes_and_budgets_are_enforced) {
 
     wf.runtime.budgets.max_expansion_items.reset();
     wf.runtime.budgets.max_tasks = 20;
-    BOOST_TEST(must_compile(wf).tasks.size() == 21u);  // 20 children run; the aggregate does not count
+    BOOST_TEST(must_compile(wf).size() == 21u);  // 20 children run; the aggregate does not count
     wf.tasks.push_back(make_task("one_more"));
     diagnostics ds = must_fail(wf);
     BOOST_TEST(count_code(ds, "budget_max_tasks") == 1u, diag_text(ds));

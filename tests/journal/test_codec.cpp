@@ -65,4 +65,21 @@ BOOST_AUTO_TEST_CASE(results_round_trip_without_streams) {
     BOOST_TEST(!jd::decode_result("not json", back));
 }
 
+// An aggregate recorded without its items says so, and reads back so (schema 3).
+BOOST_AUTO_TEST_CASE(an_aggregate_without_its_items_round_trips) {
+    task_result r;
+    r.state = task_state::failed;
+    r.error = task_error{error_code::child_failed, "1 of 3 items failed"};
+    r.output_released = true;
+    std::string json = jd::encode_result(r);
+    BOOST_TEST(json.find("\"output_released\":true") != std::string::npos, json);
+    task_result back;
+    BOOST_TEST_REQUIRE(jd::decode_result(json, back));
+    BOOST_TEST(back.output_released);
+    BOOST_TEST(back.output.is_null());
+    r.output_released = false;
+    BOOST_TEST_REQUIRE(jd::decode_result(jd::encode_result(r), back));
+    BOOST_TEST(!back.output_released);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

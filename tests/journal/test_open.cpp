@@ -205,7 +205,7 @@ BOOST_AUTO_TEST_CASE(newer_schema) {
 // version 1 writer never stored ''). Made here by recording with this writer, then putting
 // each end's JSON back into the finals stored once and setting user_version to 1.
 BOOST_AUTO_TEST_CASE(a_version_1_journal_is_read_then_migrated) {
-    static_assert(journal_schema_version == 2, "version 2 is what this test migrates to");
+    static_assert(journal_schema_version == 3, "version 3 is what this test migrates to");
     temp_dir tmp;
     std::string path = tmp.file("journal.db");
     task_result ran = make_result(task_state::succeeded, "out\n", "err\n");
@@ -249,7 +249,7 @@ BOOST_AUTO_TEST_CASE(a_version_1_journal_is_read_then_migrated) {
         BOOST_TEST((*one)->result.duration_ms == ran.duration_ms, when);
     };
     {
-        // Version 1 rows read the same under version 2: a reader needs no migration.
+        // Version 1 rows read the same under version 3: a reader needs no migration.
         journal j = open_or_fail(path, journal_access::read);
         read_back(j, "read as version 1");
     }
@@ -258,7 +258,7 @@ BOOST_AUTO_TEST_CASE(a_version_1_journal_is_read_then_migrated) {
         journal j = open_or_fail(path, journal_access::write);
         read_back(j, "migrated");
     }
-    BOOST_TEST(count_rows(path, "pragma_user_version", "user_version = 2") == 1);
+    BOOST_TEST(count_rows(path, "pragma_user_version", "user_version = 3") == 1);
     BOOST_TEST(count_rows(path, "results", "result_json = ''") == 0, "the migration changes no row");
     {
         // A run recorded after the migration stores its finals once, beside the old rows.
@@ -270,7 +270,7 @@ BOOST_AUTO_TEST_CASE(a_version_1_journal_is_read_then_migrated) {
     }
     BOOST_TEST(count_rows(path, "results", "result_json = ''") == 1);
     journal j = open_or_fail(path, journal_access::read);
-    read_back(j, "after a version 2 run");
+    read_back(j, "after a version 3 run");
     auto second = j.load_result("run-2", task_id(0), true);
     BOOST_TEST_REQUIRE(second.has_value(), why(second));
     BOOST_TEST_REQUIRE(second->has_value());

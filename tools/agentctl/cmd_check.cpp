@@ -17,8 +17,8 @@ int run_check(const command_line& cl) {
 
     if (cl.output == output_format::human) {
         print_diagnostics_human(cl, s.diags);
-        std::string line = "valid: " + p.workflow_name + " (" + std::to_string(p.tasks.size()) +
-                           (p.tasks.size() == 1 ? " task)\n" : " tasks)\n");
+        std::string line = "valid: " + p.workflow_name + " (" + std::to_string(p.size()) +
+                           (p.size() == 1 ? " task)\n" : " tasks)\n");
         if (!cl.quiet) fd_sink(STDOUT_FILENO).write(line);
         return status(exit_status::success);
     }

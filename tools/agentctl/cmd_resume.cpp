@@ -26,9 +26,9 @@ int print_dry_run(const command_line& cl, const resume_plan& rp) {
                 if (!rp.ok()) w.member("refusal", rp.message);
                 w.key("tasks");
                 w.begin_array();
-                for (std::uint32_t i = 0; i < p.tasks.size(); ++i) {
+                for (std::uint32_t i = 0; i < p.size(); ++i) {
                     w.begin_object();
-                    w.member("taskId", p.tasks[i].id);
+                    w.member("taskId", p.task_id(i));
                     w.member("action", to_string(rp.decisions[i].action));
                     w.member("reason", rp.decisions[i].reason);
                     w.end_object();
@@ -41,17 +41,16 @@ int print_dry_run(const command_line& cl, const resume_plan& rp) {
     }
     std::string out;
     std::size_t counts[6] = {};
-    for (std::uint32_t i = 0; i < p.tasks.size(); ++i) {
+    for (std::uint32_t i = 0; i < p.size(); ++i) {
         const resume_decision& d = rp.decisions[i];
         ++counts[static_cast<int>(d.action)];
         if (d.action == resume_action::aggregate) continue;
         std::string action(to_string(d.action));
         action.resize(std::max<std::size_t>(action.size(), 12), ' ');
-        out += action + p.tasks[i].id + ": " + d.reason + "\n";
+        out += action + p.task_id(i) + ": " + d.reason + "\n";
     }
     out += "resume " + rp.run.run_id + " would reuse " + std::to_string(counts[0] + counts[1]) + " and run " +
-           std::to_string(counts[2] + counts[3]) + " of " + std::to_string(p.tasks.size() - counts[5]) +
-           " tasks";
+           std::to_string(counts[2] + counts[3]) + " of " + std::to_string(p.size() - counts[5]) + " tasks";
     if (counts[4]) out += "; " + std::to_string(counts[4]) + " uncertain";
     out += " (dry run: nothing was run)\n";
     standard_output().write(out);
@@ -110,13 +109,10 @@ command_line stored_options(const command_line& cl, const resume_plan& rp) {
 void print_resume_summary(const command_line& cl, const plan& p, const run_report& report) {
     if (cl.quiet) return;
     std::size_t reused = 0, executed = 0;
-    for (std::uint32_t i = 0; i < p.tasks.size() && i < report.tasks.size(); ++i) {
-        if (p.tasks[i].kind == plan_task::kind_t::aggregate) continue;
-        const task_result& r = report.tasks[i];
-        if (r.reused)
-            ++reused;
-        else if (r.state != task_state::skipped && !(r.error && r.error->code == error_code::not_started))
-            ++executed;
+    for (std::uint32_t i = 0; i < p.size() && i < report.outcomes.size(); ++i) {
+        if (p.node(i).kind == plan_task::kind_t::aggregate) continue;
+        reused += report.outcomes[i].reused;
+        executed += report.outcomes[i].executed;
     }
     standard_error().write("resumed run " + report.run_id + ": " + std::to_string(reused) +
                            " tasks reused, " + std::to_string(executed) + " executed\n");

@@ -62,8 +62,8 @@ private:
 // run "succeeds": under -q too, say why (the undeclared input), since nothing else will.
 void warn_empty_expansions(const command_line& cl, const plan& p, const diagnostics& diags) {
     std::string empty;
-    for (const auto& t : p.tasks)
-        if (t.kind == plan_task::kind_t::aggregate && t.children.empty())
+    for (const auto& t : p.nodes)
+        if (t.kind == plan_task::kind_t::aggregate && t.child_count == 0)
             empty += (empty.empty() ? "" : ", ") + t.id;
     if (empty.empty()) return;
     diagnostics said;
@@ -218,15 +218,18 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
         async_run(io.get_executor(), p, std::move(options), std::move(done));
     io.run();
     std::optional<journal_error> unrecorded = recorder ? recorder->close(io) : std::nullopt;
-    // Reports read the streams the engine let go back from the journal.
+    // With a journal the engine kept no results: reports read them back, one at a time.
     std::optional<journal> reader;
-    std::optional<journal_streams> streams;
+    std::optional<journal_results> results;
     if (recorder) {
         journal_open_options ro;
         ro.quick_check = false;
-        if (auto r = journal::open(recorder->path(), journal_access::read, ro)) {
+        auto r = journal::open(recorder->path(), journal_access::read, ro);
+        if (r) {
             reader.emplace(std::move(*r));
-            streams.emplace(*reader, report->run_id);
+            results.emplace(*reader, report->run_id);
+        } else if (!unrecorded) {
+            unrecorded = r.error();
         }
     }
 
@@ -242,25 +245,25 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
         return report->exit_code();
     }
     // A resume whose claim failed ran nothing: it has no task results to report.
-    if (report->tasks.size() != p.tasks.size())
+    if (report->outcomes.size() != p.size())
         return print_failure(cl, report->error ? report->error->message : "the run did not start",
                              static_cast<exit_status>(report->exit_code()));
     if (cl.output == output_format::human) {
-        if (streams) restore_failed_streams(p, *report, *streams);
-        print_summary(cl, p, *report, {workspace_root_path(p, base_dir), cancel_reason});
+        print_summary(cl, p, *report, {workspace_root_path(p, base_dir), cancel_reason},
+                      results ? &*results : nullptr);
         if (resume) print_resume_summary(cl, p, *report);
     } else {
         fd_sink out(STDOUT_FILENO);
         diagnostics outcome_diags = diags;
         if (!cancel_reason.empty())
             outcome_diags.warning("run_cancelled", "", "the run was cancelled: " + cancel_reason);
-        write_run_outcome(out, p, *report, outcome_diags, &leftovers, streams ? &*streams : nullptr);
+        write_run_outcome(out, p, *report, outcome_diags, &leftovers, results ? &*results : nullptr);
     }
-    if (streams && streams->error)
+    if (results && results->error)
         standard_error().write(
-            "agentctl: warning: some captured output could not be read back from the journal, and "
-            "is missing from the report: " +
-            streams->error->message + "\n");
+            "agentctl: warning: some results could not be read back from the journal, and are "
+            "missing from the report: " +
+            results->error->message + "\n");
     if (unrecorded && !report->error) return print_journal_failure(cl, *unrecorded);
     return report->exit_code();
 }

@@ -274,7 +274,8 @@ int show_task(const command_line& cl, journal& db, const journal_run& run, const
                           if (*result) {
                               task_result r = (*result)->result;
                               r.reused = taken_over(**result, run);
-                              write_task_result(w, p, *index, r);
+                              journal_results children(db, run.run_id);
+                              write_task_result(w, p, *index, r, &children);
                           } else {
                               w.null();
                           }
@@ -358,13 +359,15 @@ int runs_show(const command_line& cl) {
                           w.key("tasks");
                           w.begin_object();
                           // One result at a time, streams included: the document streams out.
+                          journal_results children(*db, cl.run_id);
                           read_error = db->for_each_result(cl.run_id, true, [&](journal_task_result& r) {
-                              if (r.task_index >= p->tasks.size()) return true;
+                              if (r.task_index >= p->size()) return true;
                               r.result.reused = taken_over(r, *run);
                               w.key(r.task_id);
-                              write_task_result(w, *p, r.task_index, r.result);
+                              write_task_result(w, *p, r.task_index, r.result, &children);
                               return true;
                           });
+                          if (!read_error && children.error) read_error = children.error;
                           w.end_object();
                           w.key("uncertain");
                           w.begin_array();
@@ -394,9 +397,11 @@ int runs_show(const command_line& cl) {
     if (run->error) head += "  error: " + terminal_text(run->error->message) + "\n";
     standard_output().write(head);
     std::size_t recorded = 0, countable = 0;
-    for (const auto& t : p->tasks) countable += t.kind != plan_task::kind_t::aggregate;
+    for (const auto& t : p->nodes)
+        if (t.kind != plan_task::kind_t::aggregate)
+            countable += t.kind == plan_task::kind_t::child ? t.child_count : 1;
     read_error = db->for_each_result(cl.run_id, true, [&](journal_task_result& r) {
-        if (r.task_index >= p->tasks.size() || p->tasks[r.task_index].kind == plan_task::kind_t::aggregate)
+        if (r.task_index >= p->size() || p->node(r.task_index).kind == plan_task::kind_t::aggregate)
             return true;
         ++recorded;
         std::string out = result_line(r.task_id, r.result, taken_over(r, *run));

@@ -84,47 +84,6 @@ std::optional<journal_error> journal_recorder::close(asio::io_context& io) {
     return result;
 }
 
-void journal_streams::streams(std::uint32_t index, std::string& out, std::string& err) {
-    auto r = db_.load_result_at(run_id_, index, true);
-    if (!r) {
-        if (!error) error = r.error();
-        return;
-    }
-    if (!*r) return;
-    out = std::string(stdout_of((*r)->result));
-    err = std::string(stderr_of((*r)->result));
-}
-
-bool journal_streams::output(std::uint32_t index, boost::json::value& out) {
-    auto r = db_.load_result_at(run_id_, index, false);
-    if (!r) {
-        if (!error) error = r.error();
-        return false;
-    }
-    if (!*r) return false;
-    out = std::move((*r)->result.output);
-    return true;
-}
-
-void restore_failed_streams(const plan& p, run_report& report, journal_streams& streams) {
-    std::size_t shown = 0;
-    for (std::uint32_t i = 0; i < p.tasks.size() && i < report.tasks.size() && shown < 10; ++i) {
-        task_result& t = report.tasks[i];
-        if (p.tasks[i].kind == plan_task::kind_t::aggregate) continue;
-        if (t.state == task_state::succeeded || t.state == task_state::skipped ||
-            t.state == task_state::cancelled)
-            continue;
-        ++shown;
-        if (!t.streams_released) continue;
-        std::string out, err;
-        streams.streams(i, out, err);
-        t.streams_in_output = false;
-        t.stdout_text = std::move(out);
-        t.stderr_text = std::move(err);
-        t.streams_released = false;
-    }
-}
-
 dead_run_sweep sweep_dead_runs(journal* db, bool whole_host) {
     dead_run_sweep out;
     out.removed = sweep_dead_owners();

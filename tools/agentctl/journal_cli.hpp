@@ -1,6 +1,5 @@
 // What `run`, `resume` and `runs` share about the journal: where it is, opening it (every
-// failure is exit 5 naming the file), its writer thread, the sweep of what dead runs left,
-// and reading released streams back for reports.
+// failure is exit 5 naming the file), its writer thread and the sweep of what dead runs left.
 #pragma once
 
 #include "cli.hpp"
@@ -52,25 +51,6 @@ private:
     std::unique_ptr<journal_writer> writer_;
     bool closed_ = false;
 };
-
-/// Reads the captured streams of results the engine let go back from the journal, one task
-/// at a time (by primary key). A stream that cannot be read is left empty and the first
-/// failure kept in `error`.
-class journal_streams final : public stream_source {
-public:
-    journal_streams(journal& db, std::string run_id) : db_(db), run_id_(std::move(run_id)) {}
-    void streams(std::uint32_t index, std::string& out, std::string& err) override;
-    bool output(std::uint32_t index, boost::json::value& out) override;
-    std::optional<journal_error> error;
-
-private:
-    journal& db_;
-    std::string run_id_;
-};
-
-/// Puts the streams of failed tasks (those the summary shows) back into `report` from the
-/// journal, so that the human summary can show their stderr's tail.
-void restore_failed_streams(const plan& p, run_report& report, journal_streams& streams);
 
 /// What the sweep of dead runs found: their cgroups (sweep_dead_owners), their Slurm jobs
 /// (when squeue and scancel are in the PATH), and the runs now recorded as interrupted.

@@ -53,14 +53,14 @@ std::vector<std::string> last_lines(std::string_view text, std::size_t n) {
     return lines;
 }
 
-std::string vars_text(const plan_task& t) {
+std::string vars_text(const boost::json::object& vars) {
     std::string out;
     auto add = [&](std::string_view name, const boost::json::value& v) {
         std::string text = v.is_string() ? std::string(v.get_string()) : to_json(v);
         if (text.size() > 60) text = text.substr(0, 57) + "...";
         out += (out.empty() ? "" : " ") + std::string(name) + "=" + escape_for_terminal(text);
     };
-    for (const auto& m : t.vars) {
+    for (const auto& m : vars) {
         if (m.key() == "foreachIndex" || m.key() == "matrixIndex") continue;
         if (m.key() == "matrix" && m.value().is_object())
             for (const auto& axis : m.value().get_object()) add(axis.key(), axis.value());
@@ -190,7 +190,9 @@ progress_printer::progress_printer(asio::io_context& io, const command_line& cl,
       timer_(io),
       err_(standard_error()),
       out_(standard_output()) {
-    for (const auto& t : p.tasks) countable_ += t.kind != plan_task::kind_t::aggregate;
+    for (const auto& t : p.nodes)
+        if (t.kind != plan_task::kind_t::aggregate)
+            countable_ += t.kind == plan_task::kind_t::child ? t.child_count : 1;
     if (tty_) tick();
 }
 
@@ -203,16 +205,16 @@ void progress_printer::on_event(const run_event& e) {
         }
         return;
     }
-    const plan_task& t = plan_.tasks[e.task_index];
+    const plan_task& t = plan_.node(e.task_index);
     running_ = e.running;
     if (cl_.output == output_format::jsonl) return write_jsonl(e);
     if (e.kind == run_event::kind_t::attempt_failed) {
         if (cl_.output != output_format::human || cl_.quiet) return;
         // Retries are visible as they happen: which attempt failed, why, and what comes next.
         clear_line();
-        std::string vars = vars_text(t);
-        std::string line = paint("33", "↻ ") + paint("1", t.id) + " attempt " + std::to_string(e.attempt) +
-                           " of " + std::to_string(t.retry.max_attempts) + " " +
+        std::string vars = vars_text(plan_.vars_of(e.task_index));
+        std::string line = paint("33", "↻ ") + paint("1", plan_.task_id(e.task_index)) + " attempt " +
+                           std::to_string(e.attempt) + " of " + std::to_string(t.retry.max_attempts) + " " +
                            std::string(to_string(e.result->state)) + (vars.empty() ? "" : " (" + vars + ")");
         if (e.result->error) line += ": " + escape_for_terminal(e.result->error->message);
         line +=
@@ -226,32 +228,35 @@ void progress_printer::on_event(const run_event& e) {
     bool bad = r.state != task_state::succeeded && r.state != task_state::skipped;
     failed_ += bad;
     if (cl_.output != output_format::human) return;
-    if (cl_.show_output) show_output(t, r);
+    if (cl_.show_output) show_output(e.task_index, r);
     // Tasks a cancellation kept from starting are summed up in one line at the end.
     if (r.state == task_state::cancelled && r.attempts == 0) return;
     if (bad || cl_.verbose) {
         clear_line();
-        std::string vars = vars_text(t);
-        std::string line = (bad ? paint("1;31", "✗ ") : paint("32", "✓ ")) + paint("1", t.id) + " " +
-                           std::string(to_string(r.state)) + (vars.empty() ? "" : " (" + vars + ")");
+        std::string vars = vars_text(plan_.vars_of(e.task_index));
+        std::string line = (bad ? paint("1;31", "✗ ") : paint("32", "✓ ")) +
+                           paint("1", plan_.task_id(e.task_index)) + " " + std::string(to_string(r.state)) +
+                           (vars.empty() ? "" : " (" + vars + ")");
         if (r.error) line += ": " + escape_for_terminal(r.error->message);
         err_.write(line + "\n");
     }
 }
 
-void progress_printer::show_output(const plan_task& t, const task_result& r) {
+void progress_printer::show_output(std::uint32_t index, const task_result& r) {
     std::string_view text = stdout_of(r);
     if (text.empty()) return;
     // Like parallel --tag: the item when the task has one, else the task id.
     std::string tag;
     if (cl_.tag) {
-        tag = t.id;
-        for (const auto& m : t.vars)
+        const std::string id = plan_.task_id(index);
+        const boost::json::object vars = plan_.vars_of(index);
+        tag = id;
+        for (const auto& m : vars)
             if (m.key() != "foreachIndex" && m.key() != "matrixIndex" && m.key() != "matrix") {
                 tag = m.value().is_string() ? std::string(m.value().get_string()) : to_json(m.value());
                 break;
             }
-        if (tag == t.id && t.vars.contains("matrix")) tag = vars_text(t);
+        if (tag == id && vars.contains("matrix")) tag = vars_text(vars);
         tag = escape_for_terminal(tag) + "\t";
     }
     // One write per task: its lines stay together whatever else finishes meanwhile.
@@ -339,9 +344,9 @@ terminal_approver::terminal_approver(asio::io_context& io, progress_printer* pro
 
 void terminal_approver::async_approve(const plan& p, std::uint32_t idx,
                                       asio::any_completion_handler<void(approval_answer)> handler) {
-    const plan_task& t = p.tasks[idx];
+    const plan_task t = p.task(idx);
     const action_spec& a = p.action_of(t);
-    std::string vars = vars_text(t);
+    std::string vars = vars_text(t.vars);
     std::string question = "approve task \"" + t.id + "\"" + (vars.empty() ? "" : " (" + vars + ")") + ": " +
                            std::string(to_string(a.kind)) + ", isolation " +
                            std::string(to_string(a.isolation)) + "\n  " + command_line_text(p, t) +
@@ -386,33 +391,43 @@ void terminal_approver::read_answer() {
 
 // ---- the summary ----
 
-void print_summary(const command_line& cl, const plan& p, const run_report& r,
-                   const summary_context& context) {
+void print_summary(const command_line& cl, const plan& p, const run_report& r, const summary_context& context,
+                   result_source* results) {
     const std::string& workspace = context.workspace;
     bool color = use_color(cl, STDERR_FILENO);
     auto paint = [&](const char* code, std::string_view text) { return cli::paint(color, code, text); };
+    const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(p.size(), r.outcomes.size()));
     std::size_t counts[7] = {};
     std::size_t total = 0;
-    for (std::size_t i = 0; i < p.tasks.size(); ++i) {
-        if (p.tasks[i].kind == plan_task::kind_t::aggregate) continue;
-        ++counts[static_cast<int>(r.tasks[i].state)];
+    for (std::uint32_t i = 0; i < n; ++i) {
+        if (p.node(i).kind == plan_task::kind_t::aggregate) continue;
+        ++counts[static_cast<int>(r.outcomes[i].state)];
         ++total;
     }
     std::string out;
-    // Failed tasks with the tail of their stderr (at most 10 tasks, 5 lines each).
+    // Failed tasks with the tail of their stderr (at most 10 tasks, 5 lines each), read back
+    // from the journal one at a time when the report does not hold them.
     std::size_t shown = 0;
-    for (std::size_t i = 0; i < p.tasks.size(); ++i) {
-        const task_result& t = r.tasks[i];
-        if (p.tasks[i].kind == plan_task::kind_t::aggregate) continue;
-        if (t.state == task_state::succeeded || t.state == task_state::skipped ||
-            t.state == task_state::cancelled)
+    for (std::uint32_t i = 0; i < n; ++i) {
+        const task_state state = r.outcomes[i].state;
+        if (p.node(i).kind == plan_task::kind_t::aggregate) continue;
+        if (state == task_state::succeeded || state == task_state::skipped || state == task_state::cancelled)
             continue;
         if (++shown > 10) continue;
-        std::string vars = vars_text(p.tasks[i]);
-        out += paint("1;31", "failed ") + paint("1", p.tasks[i].id) +
-               (vars.empty() ? "" : " (" + vars + ")") + ": " +
-               (t.error ? escape_for_terminal(t.error->message) : std::string(to_string(t.state))) + "\n";
-        std::string_view err = stderr_of(t);
+        std::optional<task_result> loaded;
+        if (i < r.tasks.size())
+            loaded = r.tasks[i];
+        else if (results)
+            results->each(i, i + 1, true, [&](std::uint32_t, task_result& t) {
+                loaded = std::move(t);
+                return false;
+            });
+        std::string vars = vars_text(p.vars_of(i));
+        std::string why = loaded && loaded->error ? escape_for_terminal(loaded->error->message)
+                                                  : std::string(to_string(state));
+        out += paint("1;31", "failed ") + paint("1", p.task_id(i)) + (vars.empty() ? "" : " (" + vars + ")") +
+               ": " + why + "\n";
+        std::string_view err = loaded ? stderr_of(*loaded) : std::string_view();
         auto tail = last_lines(err, 5);
         std::size_t lines = 0;
         for (std::string_view rest = err; !rest.empty();) {
@@ -432,22 +447,21 @@ void print_summary(const command_line& cl, const plan& p, const run_report& r,
                " (relative paths start there" + (cl.workspace ? ")" : "; --workspace DIR sets its base)") +
                "\n";
     // Tasks a cancellation kept from starting: one line, not one each.
-    std::vector<std::string> unstarted;
-    for (std::size_t i = 0; i < p.tasks.size(); ++i)
-        if (p.tasks[i].kind != plan_task::kind_t::aggregate && r.tasks[i].state == task_state::cancelled &&
-            r.tasks[i].attempts == 0)
-            unstarted.push_back(p.tasks[i].id);
+    std::size_t unstarted = 0;
+    std::string unstarted_ids;
+    for (std::uint32_t i = 0; i < n; ++i)
+        if (p.node(i).kind != plan_task::kind_t::aggregate && r.outcomes[i].state == task_state::cancelled &&
+            r.outcomes[i].attempts == 0 && ++unstarted <= 5)
+            unstarted_ids += (unstarted > 1 ? ", " : "") + p.task_id(i);
     if (r.state == run_state::cancelled)
         out +=
             paint("1;33", "agentctl: ") + "the run was cancelled" +
             (context.cancel_reason.empty() ? "" : " (" + escape_for_terminal(context.cancel_reason) + ")") +
             "\n";
-    if (!unstarted.empty()) {
-        std::string ids;
-        for (std::size_t i = 0; i < unstarted.size() && i < 5; ++i) ids += (i ? ", " : "") + unstarted[i];
-        if (unstarted.size() > 5) ids += ", …";
-        out += std::to_string(unstarted.size()) + (unstarted.size() == 1 ? " task" : " tasks") +
-               " not started: " + escape_for_terminal(ids) + "\n";
+    if (unstarted > 0) {
+        if (unstarted > 5) unstarted_ids += ", …";
+        out += std::to_string(unstarted) + (unstarted == 1 ? " task" : " tasks") +
+               " not started: " + escape_for_terminal(unstarted_ids) + "\n";
     }
     if (r.error) out += paint("1;31", "agentctl: ") + escape_for_terminal(r.error->message) + "\n";
 
@@ -455,7 +469,7 @@ void print_summary(const command_line& cl, const plan& p, const run_report& r,
 
     // A run that failed before any task started has no outputs worth showing.
     bool started = false;
-    for (const auto& t : r.tasks) started = started || t.attempts > 0;
+    for (const auto& o : r.outcomes) started = started || o.attempts > 0;
     // Without spec.outputs the output is every task's: for a batch that is noise, so only -v
     // shows it (--show-output shows each task's stdout as it finishes).
     bool declared = !p.outputs.empty() || cl.verbose;

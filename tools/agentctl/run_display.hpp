@@ -5,6 +5,7 @@
 #include "cli.hpp"
 
 #include <agentctl/engine.hpp>
+#include <agentctl/wire.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/io_context.hpp>
@@ -30,9 +31,10 @@ std::string escape_for_terminal(std::string_view s);
 /// The last `n` lines of `text`, escaped and cut to 400 bytes each.
 std::vector<std::string> last_lines(std::string_view text, std::size_t n);
 
-/// A foreach or matrix child's bindings for people: `file=f13.txt`, `os=linux arch=arm64`;
-/// empty for other tasks. Index variables are left out; long values are cut.
-std::string vars_text(const plan_task& t);
+/// A foreach or matrix child's bindings (plan::vars_of()) for people: `file=f13.txt`,
+/// `os=linux arch=arm64`; empty for other tasks. Index variables are left out; long values
+/// are cut.
+std::string vars_text(const boost::json::object& vars);
 
 /// A task's command line for people: the command and its arguments (rendered when the plan
 /// could render them), each quoted as a shell would need it, escaped for a terminal.
@@ -69,7 +71,7 @@ public:
 private:
     std::string paint(const char* code, std::string_view text) const;
     void write_jsonl(const run_event& e);
-    void show_output(const plan_task& t, const task_result& r);
+    void show_output(std::uint32_t index, const task_result& r);
     void tick();
     void draw();
     void clear_line();
@@ -115,8 +117,9 @@ struct summary_context {
 };
 
 /// The failed tasks with their stderr tails, the tasks never started in one line,
-/// `spec.outputs` and the closing line.
-void print_summary(const command_line& cl, const plan& p, const run_report& r,
-                   const summary_context& context);
+/// `spec.outputs` and the closing line. `results`: where the failed tasks' results are read
+/// when the report does not hold them (a run with a journal).
+void print_summary(const command_line& cl, const plan& p, const run_report& r, const summary_context& context,
+                   result_source* results);
 
 }  // namespace agentctl::cli

@@ -1,0 +1,162 @@
+// The plan's tasks by plan index: singles and aggregates as stored, children rendered from
+// their template and item when asked for (docs/DESIGN.md, "Plan": a plan stores no child).
+#include "plan/plan_detail.hpp"
+
+#include <boost/json/array.hpp>
+
+#include <algorithm>
+#include <charconv>
+
+namespace json = boost::json;
+
+namespace agentctl {
+
+namespace detail {
+
+std::optional<child_id_parts> split_child_id(std::string_view id) {
+    std::size_t digits = id.size();
+    while (digits > 0 && id[digits - 1] >= '0' && id[digits - 1] <= '9') --digits;
+    if (digits == id.size() || digits < 3 || id.substr(digits - 2, 2) != "--") return std::nullopt;
+    return child_id_parts{id.substr(0, digits - 2), id.substr(digits)};
+}
+
+json::object expansion_bindings(const plan_expansion& e, std::uint64_t k) {
+    json::object vars;
+    vars.reserve(2);
+    if (e.axes.empty()) {
+        vars.emplace(e.as, e.items[k]);
+        vars.emplace("foreachIndex", static_cast<std::int64_t>(k));
+        return vars;
+    }
+    json::object cell;
+    cell.reserve(e.axes.size());
+    std::vector<std::size_t> digits(e.axes.size());
+    std::uint64_t rest = k;
+    for (std::size_t a = e.axes.size(); a-- > 0;) {
+        digits[a] = rest % e.axes[a].second.size();
+        rest /= e.axes[a].second.size();
+    }
+    for (std::size_t a = 0; a < e.axes.size(); ++a)
+        cell.emplace(e.axes[a].first, e.axes[a].second[digits[a]]);
+    vars.emplace("matrix", std::move(cell));
+    vars.emplace("matrixIndex", static_cast<std::int64_t>(k));
+    return vars;
+}
+
+child_parts render_child(const plan& p, const plan_expansion& e, std::uint32_t k) {
+    const plan_task& n = p.nodes[e.node];
+    child_parts c;
+    c.id = child_id(n.parent, k, e.id_width);
+    json::value vars = expansion_bindings(e, k);
+    render_context ctx;
+    ctx.inputs = &p.inputs;
+    ctx.vars = &vars;
+    std::string error;
+    // The compiler rendered every child once already (compile() fails otherwise), so these
+    // renderings succeed; a failure would leave the template, as a deferred one is.
+    if (n.with_deferred) {
+        c.with = n.with;
+    } else if (auto with = render(n.with, ctx, error)) {
+        c.with = std::move(*with);
+    } else {
+        c.with = n.with;
+    }
+    const action_spec& act = p.actions[n.action_index];
+    bool templated = act.cwd && looks_templated(*act.cwd);
+    for (const auto& a : act.args) templated = templated || looks_templated(a);
+    if (templated && !n.argv_deferred) {
+        ctx.with = &c.with;
+        std::vector<std::string> args;
+        args.reserve(act.args.size());
+        for (const auto& a : act.args) {
+            if (!looks_templated(a)) {
+                args.push_back(a);
+            } else if (auto r = render_text(a, ctx, error)) {
+                args.push_back(std::move(*r));
+            } else {
+                args.push_back(a);
+            }
+        }
+        c.args = std::move(args);
+        if (act.cwd) {
+            auto r = looks_templated(*act.cwd) ? render_text(*act.cwd, ctx, error) : std::optional(*act.cwd);
+            c.cwd = r ? std::move(*r) : *act.cwd;
+        }
+    }
+    c.vars = std::move(vars.get_object());
+    return c;
+}
+
+}  // namespace detail
+
+std::uint32_t plan::node_of(std::uint32_t i) const {
+    // The last node starting at or before `i`: a child template without children starts
+    // where the next node does and covers nothing, so it is never the answer.
+    auto it = std::upper_bound(node_starts.begin(), node_starts.end(), i);
+    return static_cast<std::uint32_t>(it - node_starts.begin()) - 1;
+}
+
+plan_task plan::task(std::uint32_t i) const {
+    const plan_task& n = node(i);
+    if (n.kind != plan_task::kind_t::child) return n;
+    const plan_expansion& e = expansions[n.expansion_slot];
+    const std::uint32_t k = i - e.first_child;
+    detail::child_parts parts = detail::render_child(*this, e, k);
+    plan_task t = n;
+    t.id = std::move(parts.id);
+    t.vars = std::move(parts.vars);
+    t.with = std::move(parts.with);
+    t.args = std::move(parts.args);
+    t.cwd = std::move(parts.cwd);
+    t.expansion_index = k;
+    t.first_child = 0;
+    t.child_count = 0;
+    t.output_referenced = output_referenced(i);
+    return t;
+}
+
+std::string plan::task_id(std::uint32_t i) const {
+    const plan_task& n = node(i);
+    if (n.kind != plan_task::kind_t::child) return n.id;
+    const plan_expansion& e = expansions[n.expansion_slot];
+    return detail::child_id(n.parent, i - e.first_child, e.id_width);
+}
+
+json::object plan::vars_of(std::uint32_t i) const {
+    const plan_task& n = node(i);
+    if (n.kind != plan_task::kind_t::child) return {};
+    const plan_expansion& e = expansions[n.expansion_slot];
+    return detail::expansion_bindings(e, i - e.first_child);
+}
+
+bool plan::output_referenced(std::uint32_t i) const {
+    const plan_task& n = node(i);
+    if (n.output_referenced || n.kind != plan_task::kind_t::child) return n.output_referenced;
+    const plan_expansion& e = expansions[n.expansion_slot];
+    return std::binary_search(e.referenced.begin(), e.referenced.end(), i - e.first_child);
+}
+
+const plan_expansion* plan::expansion_of(std::uint32_t i) const {
+    const plan_task& n = node(i);
+    return n.kind == plan_task::kind_t::single ? nullptr : &expansions[n.expansion_slot];
+}
+
+std::optional<std::uint32_t> plan::find(std::string_view id) const {
+    if (auto it = index.find(std::string(id)); it != index.end()) return it->second;
+    auto parts = detail::split_child_id(id);
+    if (!parts) return std::nullopt;
+    auto it = index.find(std::string(parts->parent));
+    if (it == index.end()) return std::nullopt;
+    const plan_task& aggregate = node(it->second);
+    if (aggregate.kind != plan_task::kind_t::aggregate) return std::nullopt;
+    const plan_expansion& e = expansions[aggregate.expansion_slot];
+    // Exactly the digits child_id() writes: `fan--12` is not `fan--0012`.
+    if (parts->digits.size() != e.id_width) return std::nullopt;
+    std::uint32_t k = 0;
+    auto [end, ec] = std::from_chars(parts->digits.data(), parts->digits.data() + parts->digits.size(), k);
+    if (ec != std::errc() || end != parts->digits.data() + parts->digits.size() || k >= e.count)
+        return std::nullopt;
+    return e.first_child + k;
+}
+
+}  // namespace agentctl
