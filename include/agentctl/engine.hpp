@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace agentctl {
@@ -55,9 +56,21 @@ public:
 /// What a resumed run takes over from the earlier segments of its journal (async_resume()
 /// fills it from the journal; indexed by plan index).
 struct resume_state {
+    /// What the scheduler needs of a final result it takes over, in a few bytes: its result
+    /// whole is in the journal (and in `whole` where a run needs it in memory).
+    struct reused_result {
+        task_state state = task_state::succeeded;
+        std::uint32_t attempts = 0;
+        std::optional<int> exit_code;
+        std::optional<task_error> error;
+    };
     /// A final result to reuse instead of running the task; it is reused only while none of
     /// the task's needs runs again in this segment (dependants of what runs again run).
-    std::vector<std::optional<task_result>> reuse;
+    std::vector<std::optional<reused_result>> reuse;
+    /// Reused results kept whole: those a later template or spec.outputs reads (with their
+    /// streams), declared tasks' (without: the run's default output lists them), and those
+    /// whose final this resume records (final_from_attempt). Keyed by plan index.
+    std::unordered_map<std::uint32_t, task_result> whole;
     /// The highest attempt number recorded for each task: this segment numbers on from it.
     std::vector<std::uint32_t> attempts_before;
     /// A reused result taken from an attempt's end whose final result was never committed

@@ -69,7 +69,7 @@ std::string attempt_where(const journal_attempt& a) {
     return s;
 }
 
-std::string failed_text(const task_result& r) {
+std::string failed_text(const resume_state::reused_result& r) {
     std::string s(to_string(r.state));
     if (r.exit_code)
         s += " (exit " + std::to_string(*r.exit_code) + ")";
@@ -134,9 +134,10 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
         return rp;
     }
 
-    // One result and one attempt per task at a time: the recorded finals go straight into
-    // rp.state.reuse (those not reused are dropped after the decisions), and of the attempts
-    // only what the decisions read is kept (last_attempt).
+    // One result and one attempt per task at a time: of each recorded final only what the
+    // decisions and the scheduler read goes into rp.state.reuse (dropped after the decisions
+    // where it is not reused), and of the attempts only what the decisions read
+    // (last_attempt). A resume of 100 000 tasks holds a few dozen bytes per task.
     const std::size_t n = p.size();
     auto mismatch = [&](std::uint32_t index, const std::string& id) {
         return index >= n || p.task_id(index) != id;
@@ -147,7 +148,8 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
     auto e = db.for_each_result(run_id, false, [&](journal_task_result& r) {
         if (mismatch(r.task_index, r.task_id)) return !(bad = true);
         final_segment[r.task_index] = r.segment;
-        rp.state.reuse[r.task_index] = std::move(r.result);
+        rp.state.reuse[r.task_index] = resume_state::reused_result{r.result.state, r.result.attempts,
+                                                                   r.result.exit_code, r.result.error};
         return true;
     });
     std::vector<std::optional<last_attempt>> last(n);
@@ -181,7 +183,7 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
     for (std::uint32_t i = 0; i < n; ++i) {
         const plan_task& t = p.node(i);
         resume_decision& d = rp.decisions[i];
-        const std::optional<task_result>& f = rp.state.reuse[i];  // the recorded final, if any
+        const auto& f = rp.state.reuse[i];  // the recorded final, if any
         const auto& a = last[i];
         if (t.kind == plan_task::kind_t::aggregate) {
             d = {resume_action::aggregate, "recomputed from its children"};
@@ -235,36 +237,39 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
                                [](bool r) { return r; }));
     }
 
-    // The results taken over: with their streams only where something reads them later.
+    // The results taken over: whole where a run needs them in memory, with their streams only
+    // where something reads them later; the others stay a reused_result.
     for (std::uint32_t i = 0; i < n; ++i) {
         const resume_decision& d = rp.decisions[i];
-        std::optional<task_result>& kept = rp.state.reuse[i];
+        auto& kept = rp.state.reuse[i];
         if (d.action != resume_action::reuse && d.action != resume_action::keep_failed) {
             kept.reset();
             continue;
         }
-        const bool streams = p.output_referenced(i);
         if (rp.state.final_from_attempt[i]) {
-            task_result r = std::move(*whole.at(i).end);
+            journal_attempt& a = whole.at(i);
+            task_result r = std::move(*a.end);
             r.streams_released = true;  // read back through the final the resume records
-            kept = std::move(r);
+            kept = resume_state::reused_result{r.state, r.attempts, r.exit_code, r.error};
+            rp.state.whole.emplace(i, std::move(r));
             continue;
         }
-        if (streams) {
-            auto full = db.load_result_at(run_id, i, true);
-            if (!full || !*full) {
-                refuse(rp, exit_status::persistence,
-                       full ? "journal " + db.path() + ": the result of task " + p.task_id(i) + " vanished"
-                            : full.error().message);
-                return rp;
-            }
-            kept = std::move((*full)->result);
-        } else {
-            // As the run that recorded it kept it: without the output's (empty) stream members.
-            task_result r = without_streams(*kept);
-            r.streams_released = true;
-            kept = std::move(r);
+        const bool streams = p.output_referenced(i);
+        if (!streams && p.node(i).kind == plan_task::kind_t::child) continue;
+        auto full = db.load_result_at(run_id, i, streams);
+        if (!full || !*full) {
+            refuse(rp, exit_status::persistence,
+                   full ? "journal " + db.path() + ": the result of task " + p.task_id(i) + " vanished"
+                        : full.error().message);
+            return rp;
         }
+        task_result r = std::move((*full)->result);
+        if (!streams) {
+            // As the run that recorded it kept it: without the output's (empty) stream members.
+            r = without_streams(r);
+            r.streams_released = true;
+        }
+        rp.state.whole.emplace(i, std::move(r));
     }
 
     if (!rp.uncertain.empty() && !options.rerun_uncertain) {

@@ -380,12 +380,25 @@ private:
         start(idx, std::move(a.request));
     }
 
-    // Resume: an earlier segment's result stands unless a need of the task runs again.
+    // Resume: an earlier segment's result stands unless a need of the task runs again. What
+    // the resume kept of it: the result whole where a run needs it, else its outcome (the
+    // journal has the rest).
     std::optional<task_result> reusable(std::uint32_t idx) const {
-        if (!options_.resume || idx >= options_.resume->reuse.size() || !options_.resume->reuse[idx]) return std::nullopt;
+        const resume_state* rs = options_.resume;
+        if (!rs || idx >= rs->reuse.size() || !rs->reuse[idx]) return std::nullopt;
         for (auto need : plan_.node(idx).needs)
             if (executed_[need]) return std::nullopt;
-        task_result r = *options_.resume->reuse[idx];
+        task_result r;
+        if (auto it = rs->whole.find(idx); it != rs->whole.end()) {
+            r = it->second;
+        } else {
+            const resume_state::reused_result& f = *rs->reuse[idx];
+            r.state = f.state;
+            r.attempts = f.attempts;
+            r.exit_code = f.exit_code;
+            r.error = f.error;
+            r.streams_released = true;
+        }
         r.reused = true;
         return r;
     }

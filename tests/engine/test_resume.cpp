@@ -196,7 +196,11 @@ BOOST_FIXTURE_TEST_CASE(succeeded_tasks_are_reused_failed_ones_kept_or_retried, 
     BOOST_TEST(actions(retry) == "d=reuse a=reuse b=run c=run ");
     BOOST_TEST(retry.decisions[3].reason == "never started (skipped)");
     BOOST_TEST(retry.state.attempts_before[2] == 1u);
-    BOOST_TEST(retry.state.reuse[1]->streams_released, "a reused result without a later reader keeps no streams");
+    BOOST_TEST((retry.state.reuse[1]->state == task_state::succeeded));
+    BOOST_TEST_REQUIRE(retry.state.whole.count(1) == 1u,
+                       "a declared task's result is kept for the run's output");
+    BOOST_TEST(retry.state.whole.at(1).streams_released,
+               "a reused result without a later reader keeps no streams");
 
     scripted_runner second;
     run_report r2 = resume(retry, second);
@@ -314,6 +318,18 @@ spec:
     BOOST_TEST(items[2].at("taskId").as_string() == "each--0002");
     BOOST_TEST(items[2].at("index").as_int64() == 2);
     BOOST_TEST(items[2].at("state").as_string() == "succeeded");
+
+    // A resume takes the children over in a few bytes each: whole only what spec.outputs reads.
+    resume_plan rp = prepare_resume(db, r.run_id, {}, never_alive);
+    BOOST_TEST_REQUIRE(rp.ok(), rp.message);
+    BOOST_TEST(rp.state.whole.size() == 2u);
+    for (auto id : {"kept--0000", "kept--0001"})
+        BOOST_TEST(rp.state.whole.count(*compiled.find(id)) == 1u, id);
+    scripted_runner again;
+    run_report r2 = resume(rp, again);
+    BOOST_TEST((r2.state == run_state::succeeded));
+    BOOST_TEST(again.ran.empty());
+    BOOST_TEST(r2.output.at("seen").as_array().size() == 2u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
