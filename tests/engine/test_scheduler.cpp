@@ -13,6 +13,7 @@
 #include <boost/json/parse.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <set>
@@ -184,6 +185,43 @@ BOOST_AUTO_TEST_CASE(independent_tasks_start_in_plan_order_and_jobs_bound_holds)
     for (int i = 0; i < 60; ++i) BOOST_TEST(fake.dispatched[i] == "t" + std::to_string(i));
     BOOST_TEST(sink.finished.size() == 60u);
     for (auto& [idx, n] : sink.finished) BOOST_TEST(n == 1);
+}
+
+// Children become ready one at a time (the plan stores none): the order is still plan order,
+// the jobs bound still holds, an empty expansion still completes, and what needs an
+// expanded task waits for all of its children.
+BOOST_AUTO_TEST_CASE(expanded_tasks_start_in_plan_order_beside_singles) {
+    plan p = compile_text(std::string(header) + R"(  tasks:
+    - {id: first, uses: action:run, foreach: {items: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]}}
+    - {id: single, uses: action:run}
+    - {id: none, uses: action:run, foreach: {items: []}}
+    - {id: second, uses: action:run, foreach: {items: [1, 2, 3, 4, 5, 6, 7, 8, 9]}}
+    - {id: after, uses: action:run, needs: [first, none]}
+)");
+    asio::io_context io;
+    fake_runner fake(io);
+    run_options o;
+    o.runner = &fake;
+    o.jobs = 5;
+    counting_sink sink;
+    o.events = &sink;
+    run_report r = run_plan(io, p, o);
+    BOOST_TEST(r.state == run_state::succeeded);
+    BOOST_TEST(fake.peak == 5);
+    std::vector<std::string> runnable;
+    for (std::uint32_t i = 0; i < p.size(); ++i)
+        if (p.node(i).kind != plan_task::kind_t::aggregate) runnable.push_back(p.task_id(i));
+    BOOST_TEST(fake.dispatched == runnable);
+    BOOST_TEST(sink.finished.size() == p.size());
+    for (auto& [idx, n] : sink.finished) BOOST_TEST(n == 1);
+    // `after` waits for the last child of `first`: it starts after every one of them.
+    auto at = [&](const std::string& id) {
+        return std::find(fake.dispatched.begin(), fake.dispatched.end(), id) - fake.dispatched.begin();
+    };
+    BOOST_TEST(at("after") > at("first--0011"));
+    BOOST_TEST(r.tasks.size() == p.size());
+    BOOST_TEST(result_of(p, r, "first").output.at("items").as_array().size() == 12u);
+    BOOST_TEST(result_of(p, r, "none").output.at("items").as_array().empty());
 }
 
 BOOST_AUTO_TEST_CASE(dependencies_run_after_their_needs) {
