@@ -164,6 +164,28 @@ spec:
     assign: {kind: builtin.assign}
 )";
 
+// Runs `p` against `fake`, `jobs` at a time, and checks what such a run must show: every task
+// that runs is dispatched once and in plan order, exactly `jobs` run at once at the peak, and
+// every task finishes once.
+run_report run_in_plan_order(asio::io_context& io, const plan& p, fake_runner& fake, int jobs) {
+    run_options o;
+    o.runner = &fake;
+    o.jobs = jobs;
+    counting_sink sink;
+    o.events = &sink;
+    run_report r = run_plan(io, p, o);
+    BOOST_TEST(r.state == run_state::succeeded);
+    BOOST_TEST(r.exit_code() == 0);
+    BOOST_TEST(fake.peak == jobs);
+    std::vector<std::string> runnable;
+    for (std::uint32_t i = 0; i < p.size(); ++i)
+        if (p.node(i).kind != plan_task::kind_t::aggregate) runnable.push_back(p.task_id(i));
+    BOOST_TEST(fake.dispatched == runnable);
+    BOOST_TEST(sink.finished.size() == p.size());
+    for (auto& [idx, n] : sink.finished) BOOST_TEST(n == 1);
+    return r;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(independent_tasks_start_in_plan_order_and_jobs_bound_holds) {
@@ -172,19 +194,9 @@ BOOST_AUTO_TEST_CASE(independent_tasks_start_in_plan_order_and_jobs_bound_holds)
     plan p = compile_text(yaml);
     asio::io_context io;
     fake_runner fake(io);
-    run_options o;
-    o.runner = &fake;
-    o.jobs = 7;
-    counting_sink sink;
-    o.events = &sink;
-    run_report r = run_plan(io, p, o);
-    BOOST_TEST(r.state == run_state::succeeded);
-    BOOST_TEST(r.exit_code() == 0);
-    BOOST_TEST(fake.peak == 7);
+    run_in_plan_order(io, p, fake, 7);
     BOOST_REQUIRE(fake.dispatched.size() == 60u);
     for (int i = 0; i < 60; ++i) BOOST_TEST(fake.dispatched[i] == "t" + std::to_string(i));
-    BOOST_TEST(sink.finished.size() == 60u);
-    for (auto& [idx, n] : sink.finished) BOOST_TEST(n == 1);
 }
 
 // Children become ready one at a time (the plan stores none): the order is still plan order,
@@ -200,20 +212,7 @@ BOOST_AUTO_TEST_CASE(expanded_tasks_start_in_plan_order_beside_singles) {
 )");
     asio::io_context io;
     fake_runner fake(io);
-    run_options o;
-    o.runner = &fake;
-    o.jobs = 5;
-    counting_sink sink;
-    o.events = &sink;
-    run_report r = run_plan(io, p, o);
-    BOOST_TEST(r.state == run_state::succeeded);
-    BOOST_TEST(fake.peak == 5);
-    std::vector<std::string> runnable;
-    for (std::uint32_t i = 0; i < p.size(); ++i)
-        if (p.node(i).kind != plan_task::kind_t::aggregate) runnable.push_back(p.task_id(i));
-    BOOST_TEST(fake.dispatched == runnable);
-    BOOST_TEST(sink.finished.size() == p.size());
-    for (auto& [idx, n] : sink.finished) BOOST_TEST(n == 1);
+    run_report r = run_in_plan_order(io, p, fake, 5);
     // `after` waits for the last child of `first`: it starts after every one of them.
     auto at = [&](const std::string& id) {
         return std::find(fake.dispatched.begin(), fake.dispatched.end(), id) - fake.dispatched.begin();
