@@ -233,20 +233,31 @@ BOOST_AUTO_TEST_CASE(secrets_too_short_to_redact_are_warned_about) {
 
 BOOST_AUTO_TEST_CASE(show_output_groups_each_task_and_tags_it) {
     temp_dir dir;
-    // Each task writes two lines with a pause between: at --jobs 3 they run side by side.
+    // Each task writes its first line and a marker, then waits (30 s at most) for all three
+    // markers before its second line: at --jobs 3 the tasks' lines are certain to interleave.
+    std::string markers = dir.path() + "/markers";
     std::string actions =
-        "    two: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, \"echo a-$0; sleep 0.2; echo "
-        "b-$0\", \"${{ vars.file }}\"]}\n";
+        "    two: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, \"echo a-$0; : > $1/$0; i=0; "
+        "until [ -e $1/f1.txt ] && [ -e $1/f2.txt ] && [ -e $1/f3.txt ] || [ $i -ge 3000 ]; do sleep "
+        "0.01; i=$((i+1)); done; echo b-$0\", \"${{ vars.file }}\", " +
+        markers + "]}\n";
     std::string tasks =
         "    - {id: gz, uses: action:two, foreach: {items: [f1.txt, f2.txt, f3.txt], as: file}}\n";
     auto wf = dir.write("wf.yaml", workflow("sh", actions, tasks));
+    auto fresh_markers = [&] {
+        std::filesystem::remove_all(markers);
+        std::filesystem::create_directory(markers);
+    };
+    fresh_markers();
     auto plain = agentctl({"--color", "never", "run", "--jobs", "3", wf});
     BOOST_TEST(plain.exit_code == 0, plain.err);
     BOOST_TEST(plain.out.find("a-f1.txt\nb-f1.txt") == std::string::npos, plain.out);
+    fresh_markers();
     auto shown = agentctl({"--color", "never", "run", "--jobs", "3", "--show-output", wf});
     BOOST_TEST(shown.exit_code == 0, shown.err);
     for (std::string f : {"f1.txt", "f2.txt", "f3.txt"})
         BOOST_TEST(shown.out.find("a-" + f + "\nb-" + f + "\n") != std::string::npos, shown.out);
+    fresh_markers();
     auto tagged = agentctl({"--color", "never", "run", "--jobs", "3", "--tag", wf});
     BOOST_TEST(tagged.exit_code == 0, tagged.err);
     for (std::string f : {"f1.txt", "f2.txt", "f3.txt"})
