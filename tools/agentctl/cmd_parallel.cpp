@@ -423,6 +423,9 @@ std::string parse(const std::vector<std::string>& args, parallel_command& pc) {
     if (pc.tag && !pc.request.tagstring) pc.request.tagstring = "{}";
     if (pc.slurm_given && pc.cl.backend != backend_kind::slurm)
         return "--slurm-* options need --backend slurm";
+    if (pc.request.command.empty() && !pc.request.shell && !pc.help)
+        return "no command: each input line is then a command line, which needs a shell: add --shell "
+               "(agentctl parallel --shell < jobs.txt)";
     if ((pc.request.resume || pc.request.resume_failed) && !pc.joblog)
         return "--resume and --resume-failed need --joblog FILE";
     if (pc.cl.db && pc.cl.no_journal) return "--db and --no-journal exclude each other";
@@ -603,8 +606,11 @@ int run_parallel(const std::vector<std::string>& args, std::vector<std::string> 
     std::optional<output_queue> joblog;
     if (pc.joblog) {
         bool append = pc.joblog_append || ((pc.request.resume || pc.request.resume_failed) && context.joblog);
-        int fd =
-            ::open(pc.joblog->c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0666);
+        // `--joblog -`: on stdout, as parallel writes it.
+        int fd = *pc.joblog == "-"
+                     ? ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3)
+                     : ::open(pc.joblog->c_str(),
+                              O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0666);
         if (fd < 0) return parallel_failure(cl, "--joblog: cannot write " + *pc.joblog);
         joblog.emplace(fd);
         if (!append || !context.joblog) joblog->write(parallel_joblog_header());
@@ -631,7 +637,8 @@ int run_parallel(const std::vector<std::string>& args, std::vector<std::string> 
     o.keep_order = pc.keep_order;
     o.verbose = cl.verbose;
     o.print_output = !pc.request.results;
-    o.progress = pc.progress && ::isatty(STDERR_FILENO);
+    // The progress line when asked for, or when nothing else is printed (--results).
+    o.progress = (pc.progress || pc.request.results) && ::isatty(STDERR_FILENO);
     o.halt = pc.halt;
     o.halt_text = pc.halt_text;
     // The display lives on the run's loop, which execute_run() makes.
