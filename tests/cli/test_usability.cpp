@@ -449,10 +449,11 @@ BOOST_AUTO_TEST_CASE(zero_tasks_from_a_misnamed_input_warns_even_when_quiet) {
 }
 
 BOOST_AUTO_TEST_CASE(the_readme_batch_from_parallel_runs_as_written) {
-    // The workflow and the command line of README.md's "From GNU parallel", exactly.
+    // The workflow and the command line of README.md's "From a command line to a workflow file"
+    // (under "For GNU parallel users"), exactly.
     std::ifstream in(data_dir() + "/../../README.md");
     std::string readme((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    auto section = readme.find("## From GNU parallel");
+    auto section = readme.find("### From a command line to a workflow file");
     BOOST_REQUIRE(section != std::string::npos);
     auto begin = readme.find("```yaml\n# gzip.yaml\n", section);
     BOOST_REQUIRE(begin != std::string::npos);
