@@ -1177,22 +1177,21 @@ BOOST_AUTO_TEST_CASE(items_are_at_most_one_argument_long) {
             BOOST_TEST(d.location.line == (c.separator == item_separator::line ? 2 : 0));
         }
 
-    auto json_ok = parse_inputs(R"({"a": [")" + fits + R"("]})", "in.json");
-    BOOST_TEST(!json_ok.diags.has_errors());
+    // A string of an inputs file: refused at its line and column.
+    auto refused_at = [](const inputs_result& r, int line, int column) {
+        BOOST_TEST_REQUIRE(r.diags.size() == 1u);
+        const auto& d = r.diags.items()[0];
+        BOOST_TEST(d.code == "item_too_long");
+        BOOST_TEST(d.location.line == line);
+        BOOST_TEST(d.location.column == column);
+        BOOST_TEST(d.message.find("131072 bytes") != std::string::npos, d.message);
+    };
+    BOOST_TEST(!parse_inputs(R"({"a": [")" + fits + R"("]})", "in.json").diags.has_errors());
     auto json_over = parse_inputs("{\"a\": [\"x\",\n  \"" + over + "\"]}", "in.json");
-    BOOST_TEST_REQUIRE(json_over.diags.size() == 1u);
-    BOOST_TEST(json_over.diags.items()[0].code == "item_too_long");
-    BOOST_TEST(json_over.diags.items()[0].location.line == 2);
-    BOOST_TEST(json_over.diags.items()[0].location.column == 3);
-    BOOST_TEST(json_over.diags.items()[0].message.find("`a[1]` is 131072 bytes") == 0,
-               json_over.diags.items()[0].message);
-    auto yaml_ok = parse_inputs("a:\n  - " + fits + "\n", "in.yaml");
-    BOOST_TEST(!yaml_ok.diags.has_errors());
-    auto yaml_over = parse_inputs("a:\n  - x\n  - '" + over + "'\n", "in.yaml");
-    BOOST_TEST_REQUIRE(yaml_over.diags.size() == 1u);
-    BOOST_TEST(yaml_over.diags.items()[0].code == "item_too_long");
-    BOOST_TEST(yaml_over.diags.items()[0].location.line == 3);
-    BOOST_TEST(yaml_over.diags.items()[0].location.column == 5);
+    refused_at(json_over, 2, 3);
+    BOOST_TEST(json_over.diags.items()[0].message.find("`a[1]` is") == 0, json_over.diags.items()[0].message);
+    BOOST_TEST(!parse_inputs("a:\n  - " + fits + "\n", "in.yaml").diags.has_errors());
+    refused_at(parse_inputs("a:\n  - x\n  - '" + over + "'\n", "in.yaml"), 3, 5);
 }
 
 BOOST_AUTO_TEST_CASE(input_assignments) {
