@@ -283,6 +283,41 @@ BOOST_AUTO_TEST_CASE(jsonl_streams_events_then_the_outcome) {
     check_golden("run.events.jsonl", normalised);
 }
 
+BOOST_AUTO_TEST_CASE(binary_streams_go_as_base64_in_json_and_as_text_in_jsonl) {
+    temp_dir dir;
+    // `bin` prints a NUL byte and a control byte, `text` UTF-8 text: only the first is binary.
+    auto wf = dir.write("wf.yaml", probe_workflow(
+                                       "    bin: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, \"printf 'a\\\\000b\\\\001'\"]}\n"
+                                       "    text: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, \"printf 'h\\\\303\\\\251llo'\"]}\n",
+                                       "    - {id: bin, uses: action:bin}\n    - {id: text, uses: action:text}\n"));
+    auto r = agentctl({"--output", "json", "run", wf});
+    BOOST_TEST(r.exit_code == 0, r.err);
+    json::value v = parse_json(r.out);
+    const auto& bin = v.at("data").at("tasks").at("bin").as_object();
+    BOOST_TEST(bin.at("stdout").is_null(), r.out);
+    BOOST_TEST(bin.at("stdoutBase64").as_string() == "YQBiAQ==", r.out);  // "a\0b\1"
+    BOOST_TEST(bin.at("stderr").as_string() == "");  // empty is text
+    BOOST_TEST(!bin.contains("stderrBase64"));
+    const auto& text = v.at("data").at("tasks").at("text").as_object();
+    BOOST_TEST(text.at("stdout").as_string() == "h\xC3\xA9llo", r.out);
+    BOOST_TEST(!text.contains("stdoutBase64"), r.out);
+    // Once: not in the run's output map either.
+    BOOST_TEST(r.out.find("YQBiAQ==") == r.out.rfind("YQBiAQ=="), r.out);
+
+    // jsonl is unchanged: the event and the final envelope carry the text, NUL escaped.
+    auto l = agentctl({"--output", "jsonl", "run", wf});
+    BOOST_TEST(l.exit_code == 0, l.err);
+    BOOST_TEST(l.out.find("Base64") == std::string::npos, l.out);
+    BOOST_TEST(l.out.find(R"("stdout":"a\u0000b\u0001")") != std::string::npos, l.out);
+
+    // runs show --output json reads the journal and writes the same form.
+    std::string run_id(v.at("data").at("runId").as_string());
+    auto show = agentctl({"--output", "json", "runs", "show", run_id, "--task", "bin"});
+    BOOST_TEST(show.exit_code == 0, show.err);
+    json::value s = parse_json(show.out);
+    BOOST_TEST(s.at("data").at("result").at("stdoutBase64").as_string() == "YQBiAQ==", show.out);
+}
+
 BOOST_AUTO_TEST_CASE(inputs_from_file_and_flags_in_order) {
     temp_dir dir;
     std::string wf = probe_workflow(

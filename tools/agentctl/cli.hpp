@@ -14,6 +14,10 @@
 #include <string_view>
 #include <vector>
 
+namespace agentctl {
+enum class stream_form;  // <agentctl/wire.hpp>
+}
+
 namespace agentctl::cli {
 
 enum class output_format { human, json, jsonl };
@@ -60,6 +64,10 @@ struct command_line {
                 items, null_separated ? item_separator::nul : item_separator::line, std::nullopt};
     }
 };
+
+/// How reports write captured streams: `--output json` puts a stream that is not text in
+/// base64; jsonl (and its final envelope) keeps them as JSON text (docs/CLI.md).
+stream_form streams_for(const command_line& cl);
 
 /// The process exit status of `s`.
 inline int status(exit_status s) {
