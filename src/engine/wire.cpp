@@ -203,12 +203,6 @@ std::string signal_name(int sig) {
     return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
 }
 
-// A builtin.shell.exec output holds copies of the task's streams.
-bool output_holds_streams(const plan& p, std::uint32_t index) {
-    const plan_task& t = p.node(index);
-    return t.kind != plan_task::kind_t::aggregate && p.action_of(t).kind == action_kind::shell_exec;
-}
-
 void write_output(json_writer& w, const plan& p, std::uint32_t index, const json::value& output);
 
 // One item of an aggregate's output, with the child's output as write_output() shows it.
@@ -304,6 +298,23 @@ void write_stream(json_writer& w, std::string_view name, std::string_view bytes,
     w.base64(bytes);
 }
 
+// The results a report holds itself (a run without a journal), without their streams: what an
+// aggregate recorded without its items needs of its children.
+class report_results final : public result_source {
+public:
+    explicit report_results(const std::vector<task_result>& tasks) : tasks_(tasks) {}
+    void each(std::uint32_t first, std::uint32_t end, bool with_streams,
+              const std::function<bool(std::uint32_t, task_result&)>& fn) override {
+        for (std::uint32_t i = first; i < end && i < tasks_.size(); ++i) {
+            task_result r = with_streams ? tasks_[i] : without_streams(tasks_[i]);
+            if (!fn(i, r)) return;
+        }
+    }
+
+private:
+    const std::vector<task_result>& tasks_;
+};
+
 // A task whose final result is neither in the report nor readable (its journal failed during
 // the run): what the run's outcome still says of it.
 task_result result_of_outcome(const task_outcome& o) {
@@ -378,6 +389,8 @@ void write_task_result(json_writer& w, const plan& p, std::uint32_t index, const
 
 void write_run_report(json_writer& w, const plan& p, const run_report& report, const sweep_report* leftovers,
                       result_source* results, stream_form streams) {
+    report_results held(report.tasks);
+    if (!results && !report.tasks.empty()) results = &held;
     w.begin_object();
     w.member("runId", report.run_id);
     w.member("state", to_string(report.state));

@@ -354,6 +354,44 @@ BOOST_AUTO_TEST_CASE(two_thousand_real_processes_at_jobs_64) {
     BOOST_TEST(succeeded == 2001u);
 }
 
+// Without a journal the report keeps every result, and nothing else keeps a copy of a stream:
+// not the foreach aggregate nothing reads, not the run's output map (docs/CAPTURE.md). A
+// bound on memory, generous (1.5 x what is kept), not a timing.
+BOOST_AUTO_TEST_CASE(no_journal_memory_is_bounded_by_the_streams_kept) {
+    temp_dir dir;
+    auto workflow = [&](const std::string& name, int bytes) {
+        std::string items = "[";
+        for (int i = 0; i < 64; ++i) items += (i ? "," : "") + std::to_string(i);
+        return dir.write(name, "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: mem}\nspec:\n"
+                               "  policy: {processAllowlist: [head], approval: never}\n"
+                               "  actions:\n    out: {kind: builtin.shell.exec, command: /usr/bin/head, args: [-c, \"" +
+                                   std::to_string(bytes) + "\", /dev/zero], stdoutLimitBytes: 2097152}\n"
+                                   "  tasks:\n    - {id: each, uses: action:out, foreach: {items: " + items + "]}}\n");
+    };
+    command_options o;
+    o.bound = 120s;
+    auto quiet = agentctl({"run", "-q", "--no-journal", "--jobs", "8", workflow("quiet.yaml", 1)}, o);
+    auto loud = agentctl({"run", "-q", "--no-journal", "--jobs", "8", workflow("loud.yaml", 1 << 20)}, o);
+    BOOST_TEST(quiet.exit_code == 0, quiet.err);
+    BOOST_TEST(loud.exit_code == 0, loud.err);
+    const long kept_kib = 64 * 1024;  // 64 streams of 1 MiB
+    BOOST_TEST_MESSAGE("peak RSS " << loud.max_rss_kib << " KiB keeping 64 MiB, " << quiet.max_rss_kib
+                                   << " KiB keeping 64 bytes");
+    BOOST_TEST(loud.max_rss_kib - quiet.max_rss_kib < kept_kib * 3 / 2,
+               "peak RSS " << loud.max_rss_kib << " KiB keeping 64 MiB of streams, " << quiet.max_rss_kib
+                           << " KiB keeping 64 bytes");
+    // The aggregate kept nothing, yet the document lists its items, from the children's results.
+    auto doc = agentctl({"--output", "json", "run", "--no-journal", workflow("doc.yaml", 3)}, o);
+    BOOST_TEST(doc.exit_code == 0, doc.err);
+    json::value v = parse_json(doc.out);
+    const auto& items = v.at("data").at("tasks").at("each").at("output").at("items").as_array();
+    BOOST_TEST(items.size() == 64u);
+    BOOST_TEST(items.at(63).at("taskId").as_string() == "each--0063");
+    BOOST_TEST(items.at(63).at("output").at("exitCode").as_int64() == 0);
+    BOOST_TEST(v.at("data").at("output").at("each").at("items").as_array().size() == 64u);
+    BOOST_TEST(v.at("data").at("tasks").at("each--0063").at("stdoutBase64").as_string() == "AAAA");
+}
+
 BOOST_AUTO_TEST_CASE(low_fd_limit_lowers_jobs_with_a_warning) {
     temp_dir dir;
     std::string tasks = "    - id: many\n      uses: action:ok\n      foreach: {items: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]}\n";
