@@ -149,7 +149,8 @@ json::value output_without_streams(const plan& p, std::uint32_t index, const jso
             auto child = t.first_child + static_cast<std::uint32_t>(n->to_number<std::uint64_t>());
             json::object copy;
             for (const auto& f : *io)
-                copy.emplace(f.key(), f.key() == "output" ? output_without_streams(p, child, f.value()) : f.value());
+                copy.emplace(f.key(),
+                             f.key() == "output" ? output_without_streams(p, child, f.value()) : f.value());
             kept.push_back(std::move(copy));
         }
         out.emplace(m.key(), std::move(kept));

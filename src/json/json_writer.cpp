@@ -140,7 +140,9 @@ void json_writer::base64(std::string_view bytes) {
     put('"');
     // Encoded a slice at a time straight into the buffer: a large stream is never held twice.
     constexpr std::size_t slice = 48 * 1024;  // a multiple of 3: no padding inside
-    auto byte = [&](std::size_t j) { return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[j])); };
+    auto byte = [&](std::size_t j) {
+        return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[j]));
+    };
     std::size_t i = 0;
     while (i < bytes.size()) {
         std::size_t end = std::min(bytes.size(), i + slice);

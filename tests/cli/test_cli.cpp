@@ -286,17 +286,20 @@ BOOST_AUTO_TEST_CASE(jsonl_streams_events_then_the_outcome) {
 BOOST_AUTO_TEST_CASE(binary_streams_go_as_base64_in_json_and_as_text_in_jsonl) {
     temp_dir dir;
     // `bin` prints a NUL byte and a control byte, `text` UTF-8 text: only the first is binary.
-    auto wf = dir.write("wf.yaml", probe_workflow(
-                                       "    bin: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, \"printf 'a\\\\000b\\\\001'\"]}\n"
-                                       "    text: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, \"printf 'h\\\\303\\\\251llo'\"]}\n",
-                                       "    - {id: bin, uses: action:bin}\n    - {id: text, uses: action:text}\n"));
+    auto wf =
+        dir.write("wf.yaml",
+                  probe_workflow("    bin: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, \"printf "
+                                 "'a\\\\000b\\\\001'\"]}\n"
+                                 "    text: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, \"printf "
+                                 "'h\\\\303\\\\251llo'\"]}\n",
+                                 "    - {id: bin, uses: action:bin}\n    - {id: text, uses: action:text}\n"));
     auto r = agentctl({"--output", "json", "run", wf});
     BOOST_TEST(r.exit_code == 0, r.err);
     json::value v = parse_json(r.out);
     const auto& bin = v.at("data").at("tasks").at("bin").as_object();
     BOOST_TEST(bin.at("stdout").is_null(), r.out);
     BOOST_TEST(bin.at("stdoutBase64").as_string() == "YQBiAQ==", r.out);  // "a\0b\1"
-    BOOST_TEST(bin.at("stderr").as_string() == "");  // empty is text
+    BOOST_TEST(bin.at("stderr").as_string() == "");                       // empty is text
     BOOST_TEST(!bin.contains("stderrBase64"));
     const auto& text = v.at("data").at("tasks").at("text").as_object();
     BOOST_TEST(text.at("stdout").as_string() == "h\xC3\xA9llo", r.out);
@@ -362,11 +365,15 @@ BOOST_AUTO_TEST_CASE(no_journal_memory_is_bounded_by_the_streams_kept) {
     auto workflow = [&](const std::string& name, int bytes) {
         std::string items = "[";
         for (int i = 0; i < 64; ++i) items += (i ? "," : "") + std::to_string(i);
-        return dir.write(name, "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: mem}\nspec:\n"
-                               "  policy: {processAllowlist: [head], approval: never}\n"
-                               "  actions:\n    out: {kind: builtin.shell.exec, command: /usr/bin/head, args: [-c, \"" +
-                                   std::to_string(bytes) + "\", /dev/zero], stdoutLimitBytes: 2097152}\n"
-                                   "  tasks:\n    - {id: each, uses: action:out, foreach: {items: " + items + "]}}\n");
+        return dir.write(
+            name,
+            "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: mem}\nspec:\n"
+            "  policy: {processAllowlist: [head], approval: never}\n"
+            "  actions:\n    out: {kind: builtin.shell.exec, command: /usr/bin/head, args: [-c, \"" +
+                std::to_string(bytes) +
+                "\", /dev/zero], stdoutLimitBytes: 2097152}\n"
+                "  tasks:\n    - {id: each, uses: action:out, foreach: {items: " +
+                items + "]}}\n");
     };
     command_options o;
     o.bound = 120s;
