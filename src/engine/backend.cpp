@@ -2,11 +2,11 @@
 // and their containers.
 #include <agentctl/backend.hpp>
 
-#include "engine/container_client.hpp"
+#include "runner/container/client.hpp"
 #include "engine/post_result.hpp"
-#include "engine/slurm_client.hpp"
+#include "runner/slurm/client.hpp"
 #include "exec/host.hpp"
-#include "slurm/command.hpp"
+#include "runner/slurm/command.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/dispatch.hpp>

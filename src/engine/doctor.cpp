@@ -2,7 +2,7 @@
 #include <agentctl/doctor.hpp>
 
 #include "engine/post_result.hpp"
-#include "engine/preflight.hpp"
+#include "runner/preflight.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>

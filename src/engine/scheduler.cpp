@@ -5,7 +5,7 @@
 #include <agentctl/engine.hpp>
 
 #include "engine/admission.hpp"
-#include "engine/builtin_runner.hpp"
+#include "runner/builtin_runner.hpp"
 #include "engine/outcome.hpp"
 #include "exec/host.hpp"
 

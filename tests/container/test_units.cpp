@@ -1,6 +1,6 @@
 // The pure parts of container mode: the run argv, image matching, the client environment
 // and the front end's container rules. No engine is needed.
-#include "container/container.hpp"
+#include "runner/container/argv.hpp"
 #include "exec/host.hpp"
 
 #include <agentctl/parse.hpp>

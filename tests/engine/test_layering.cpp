@@ -50,7 +50,7 @@ BOOST_AUTO_TEST_CASE(engine_has_no_system_calls) {
                        "src/exec/" << h << ":" << number << ": " << line);
     }
     std::size_t scanned = 0;
-    for (const char* layer : {"src/engine", "src/container", "src/slurm"}) {
+    for (const char* layer : {"src/engine", "src/runner"}) {
         const fs::path dir = fs::path(root) / layer;
         BOOST_TEST_REQUIRE(fs::is_directory(dir), dir.string());
         for (const auto& e : fs::recursive_directory_iterator(dir)) {
@@ -74,9 +74,11 @@ BOOST_AUTO_TEST_CASE(engine_has_no_system_calls) {
     BOOST_TEST(scanned >= 20u);
 
     // Symbols too: an inline helper from a header could hide a call.
-    std::string lib = env_or_empty("AGENTCTL_ENGINE_LIB");
-    BOOST_TEST_REQUIRE(fs::exists(lib), "AGENTCTL_ENGINE_LIB does not name the engine library: " << lib);
-    FILE* pipe = popen(("nm -u -C '" + lib + "' 2>/dev/null").c_str(), "r");
+    std::string engine_lib = env_or_empty("AGENTCTL_ENGINE_LIB");
+    std::string runner_lib = env_or_empty("AGENTCTL_RUNNER_LIB");
+    BOOST_TEST_REQUIRE(fs::exists(engine_lib), "AGENTCTL_ENGINE_LIB does not name the engine library: " << engine_lib);
+    BOOST_TEST_REQUIRE(fs::exists(runner_lib), "AGENTCTL_RUNNER_LIB does not name the runner library: " << runner_lib);
+    FILE* pipe = popen(("nm -u -C '" + engine_lib + "' '" + runner_lib + "' 2>/dev/null").c_str(), "r");
     BOOST_TEST_REQUIRE(pipe != nullptr);
     std::string symbols;
     char buffer[4096];

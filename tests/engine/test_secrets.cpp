@@ -1,5 +1,5 @@
 // Environment sources and redaction, with real files and helper processes.
-#include "engine/secrets.hpp"
+#include "runner/secrets.hpp"
 
 #include "../support/deadline.hpp"
 #include "../support/error_text.hpp"

@@ -6,8 +6,8 @@
 #include "slurm_names.hpp"
 #include "spawn.hpp"
 
-#include "slurm/command.hpp"
-#include "slurm/job.hpp"
+#include "runner/slurm/command.hpp"
+#include "runner/slurm/job.hpp"
 
 #include <agentctl/backend.hpp>
 

@@ -1,9 +1,9 @@
 // The preflight, strict and survey (docs/DESIGN.md, "Preflight").
-#include "engine/preflight.hpp"
+#include "runner/preflight.hpp"
 
-#include "engine/container_client.hpp"
+#include "runner/container/client.hpp"
 #include "exec/host.hpp"
-#include "slurm/command.hpp"
+#include "runner/slurm/command.hpp"
 
 #include <boost/asio/this_coro.hpp>
 

@@ -1,8 +1,8 @@
 // Bounded calls of the Slurm commands (docs/SLURM.md, section 9).
-#include "engine/slurm_client.hpp"
+#include "runner/slurm/client.hpp"
 
 #include "exec/client.hpp"
-#include "slurm/command.hpp"
+#include "runner/slurm/command.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>

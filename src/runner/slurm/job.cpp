@@ -1,5 +1,5 @@
 // Job names, states and the squeue/scontrol parsers.
-#include "slurm/job.hpp"
+#include "runner/slurm/job.hpp"
 
 #include <algorithm>
 #include <array>

@@ -1,4 +1,4 @@
-#include "engine/container_client.hpp"
+#include "runner/container/client.hpp"
 
 #include "exec/client.hpp"
 #include "exec/host.hpp"

@@ -1,5 +1,5 @@
 // Container engine argument vectors and output parsing (docs/DESIGN.md, "Containers").
-#include "container/container.hpp"
+#include "runner/container/argv.hpp"
 
 #include "exec/client.hpp"
 

@@ -5,7 +5,7 @@
 // under the action's isolation mode and reports the raw result.
 #pragma once
 
-#include "engine/preflight.hpp"
+#include "runner/preflight.hpp"
 #include "exec/workspace.hpp"
 
 #include <agentctl/engine.hpp>
@@ -62,7 +62,7 @@ struct launch_result {
     bool oom_killed = false;  ///< container: the engine says the memory limit killed it
     std::string backend = "local";  ///< "local" | "slurm"
     std::optional<std::uint64_t>
-        slurm_job_id;         ///< slurm: the job, once squeue listed it (slurm_launcher.cpp)
+        slurm_job_id;         ///< slurm: the job, once squeue listed it (slurm/launcher.cpp)
     std::string slurm_node;   ///< slurm: the node, as squeue printed it
     std::string slurm_state;  ///< slurm: the job state last seen (final once confirmed)
 };

@@ -9,9 +9,9 @@
 // every one of them reported.
 #pragma once
 
-#include "container/container.hpp"
-#include "engine/secrets.hpp"
-#include "engine/slurm_client.hpp"
+#include "runner/container/argv.hpp"
+#include "runner/secrets.hpp"
+#include "runner/slurm/client.hpp"
 #include "exec/workspace.hpp"
 
 #include <agentctl/backend.hpp>

@@ -2,7 +2,7 @@
 // --agentctl-handshake and compare what it declares, then run it again with --agentctl-invoke
 // and one JSON request on stdin, and check the response. Both runs go through the launcher, so
 // they have the executor's bounds and the action's isolation.
-#include "engine/extension.hpp"
+#include "runner/extension.hpp"
 
 #include "plan/schema.hpp"
 

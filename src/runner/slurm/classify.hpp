@@ -4,7 +4,7 @@
 // measurements behind every rule are in docs/SLURM.md, section 5.
 #pragma once
 
-#include "slurm/job.hpp"
+#include "runner/slurm/job.hpp"
 
 #include <optional>
 #include <string>

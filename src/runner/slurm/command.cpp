@@ -1,5 +1,5 @@
 // srun and the controller calls around it, as argument vectors.
-#include "slurm/command.hpp"
+#include "runner/slurm/command.hpp"
 
 #include <algorithm>
 

@@ -1,9 +1,9 @@
-// Talking to Slurm from the engine: finding its commands, bounded calls of them, the batched
+// Talking to Slurm from the runner: finding its commands, bounded calls of them, the batched
 // squeue listings and the cancel-then-confirm of jobs. The argument vectors and the parsing
-// are pure (src/slurm); what Slurm does with them is measured in docs/SLURM.md.
+// are pure (job, command, classify); what Slurm does with them is measured in docs/SLURM.md.
 #pragma once
 
-#include "slurm/job.hpp"
+#include "runner/slurm/job.hpp"
 
 #include <agentctl/process.hpp>
 

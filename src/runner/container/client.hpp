@@ -1,8 +1,8 @@
 // Talking to a container engine client: finding it, bounded calls, the image check and the
-// event log. The argument vectors and the parsing are pure (src/container).
+// event log. The argument vectors and the parsing are pure (argv.hpp).
 #pragma once
 
-#include "container/container.hpp"
+#include "runner/container/argv.hpp"
 
 #include <agentctl/watchdog.hpp>
 

@@ -1,8 +1,8 @@
 // isolation: container. Engine and image preflight before any effect, one engine client
 // (`docker run` / `podman run`) per launch, termination and cleanup through the engine, and a
 // sweep of the run's containers when it ends. Decisions: docs/DESIGN.md, "Containers".
-#include "engine/container_client.hpp"
-#include "engine/launch.hpp"
+#include "runner/container/client.hpp"
+#include "runner/launcher.hpp"
 #include "engine/post_result.hpp"
 #include "exec/host.hpp"
 

@@ -1,10 +1,10 @@
 // The built-in runner: the strict preflight once per run, then one launch per attempt (two
 // for extension.process) through the host or the container launcher.
-#include "engine/builtin_runner.hpp"
+#include "runner/builtin_runner.hpp"
 
-#include "engine/container_client.hpp"
-#include "engine/extension.hpp"
-#include "engine/launch.hpp"
+#include "runner/container/client.hpp"
+#include "runner/extension.hpp"
+#include "runner/launcher.hpp"
 #include "engine/post_result.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>

@@ -3,7 +3,7 @@
 // argv and environment vectors only (see docs/SLURM.md, sections 3, 4 and 10).
 #pragma once
 
-#include "slurm/job.hpp"
+#include "runner/slurm/job.hpp"
 
 #include <cstdint>
 #include <functional>

@@ -3,12 +3,12 @@
 // job name; timeouts, cancellation and output overflow end the job through the controller
 // and confirm it gone; at the end, a sweep of the run's jobs. Decisions: docs/DESIGN.md,
 // "Slurm backend"; what Slurm does: docs/SLURM.md.
-#include "engine/launch.hpp"
+#include "runner/launcher.hpp"
 #include "engine/post_result.hpp"
-#include "engine/slurm_client.hpp"
+#include "runner/slurm/client.hpp"
 #include "exec/host.hpp"
-#include "slurm/classify.hpp"
-#include "slurm/command.hpp"
+#include "runner/slurm/classify.hpp"
+#include "runner/slurm/command.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>

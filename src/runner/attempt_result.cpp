@@ -1,5 +1,5 @@
 // A launch as a task result: the state, the error, the redacted streams, the shell output.
-#include "engine/launch.hpp"
+#include "runner/launcher.hpp"
 
 #include <agentctl/json.hpp>
 

@@ -1,5 +1,5 @@
 // Telling the program's own end from Slurm's: docs/SLURM.md, section 5.
-#include "slurm/classify.hpp"
+#include "runner/slurm/classify.hpp"
 
 #include <charconv>
 

@@ -1,5 +1,5 @@
 // What the launchers share: the last allowlist check and the working directory.
-#include "engine/launch.hpp"
+#include "runner/launcher.hpp"
 
 #include "exec/workspace.hpp"
 

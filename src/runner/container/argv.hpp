@@ -1,7 +1,7 @@
 // Container engines without effects: the argument vectors agentctl gives `docker` and
 // `podman`, and the parsing of what they print. Pure: no system call, no Asio, no clock (the
-// event window is given). The lifecycle that runs these lives in src/engine
-// (container_launcher.cpp); the decisions are in docs/DESIGN.md, "Containers".
+// event window is given). The lifecycle that runs these lives beside it
+// (launcher.cpp); the decisions are in docs/DESIGN.md, "Containers".
 #pragma once
 
 #include <agentctl/process.hpp>

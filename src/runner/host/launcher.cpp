@@ -1,6 +1,6 @@
 // isolation: process. The steps of docs/CONTRACT.md, "Host processes", failing closed before
 // anything is spawned.
-#include "engine/launch.hpp"
+#include "runner/launcher.hpp"
 #include "engine/post_result.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>

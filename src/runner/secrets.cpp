@@ -1,4 +1,4 @@
-#include "engine/secrets.hpp"
+#include "runner/secrets.hpp"
 
 #include <agentctl/json.hpp>
 

@@ -1,7 +1,7 @@
 // extension.process: handshake, then invoke, through a launcher.
 #pragma once
 
-#include "engine/launch.hpp"
+#include "runner/launcher.hpp"
 
 #include <boost/asio/awaitable.hpp>
 
