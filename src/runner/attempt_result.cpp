@@ -2,6 +2,7 @@
 #include "runner/launcher.hpp"
 
 #include <agentctl/json.hpp>
+#include <agentctl/process.hpp>
 
 #include <boost/json/object.hpp>
 
@@ -15,12 +16,6 @@ namespace {
 std::string signal_name(int sig) {
     const char* abbrev = ::sigabbrev_np(sig);
     return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
-}
-
-// The executor's spawn-failure codes (process_result::error_code) as task error codes.
-error_code spawn_code(const std::string& code) {
-    if (code.empty()) return error_code::spawn_failed;
-    return error_code_from_string(code).value_or(error_code::spawn_error);
 }
 
 // The workflow key (of a task or an action) that sets the limit a stream passed.
@@ -92,7 +87,7 @@ task_result to_task_result(launch_result r, const resolved_environment& env, std
             break;
         case process_outcome::spawn_failed:
             t.state = task_state::spawn_failed;
-            t.error = task_error{spawn_code(p.error_code), p.error_message};
+            t.error = task_error{p.error.value_or(error_code::spawn_failed), p.error_message};
             break;
     }
     if (r.error) {

@@ -6,9 +6,7 @@
 
 #include "plan/schema.hpp"
 
-#include <boost/asio/async_result.hpp>
 #include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
@@ -222,7 +220,7 @@ public:
           request_(request),
           action_(request.action()),
           env_(ctx.environment_of(request.task().action_index)),
-          effect_id_(ctx.run_id + ":" + request.task_id + ":" + std::to_string(request.attempt)) {}
+          effect_id_(ctx.settings.run_id + ":" + request.task_id + ":" + std::to_string(request.attempt)) {}
 
     asio::awaitable<task_result> run() {
         const auto& schemas = schemas_of(ctx_, request_.task().action_index);
@@ -241,7 +239,7 @@ public:
         launch.phase = "handshake";
         std::optional<json::object> parsed;
         std::string parse_error;
-        launch_result handshake = co_await launch_once(launch);
+        launch_result handshake = co_await launcher_.launch(launch);
         task_result t = take(std::move(handshake), parsed, parse_error);
         bool cancelled = co_await was_cancelled();
         if (cancelled) {
@@ -265,7 +263,7 @@ public:
         launch.phase = "invoke";
         launch.stdin_data = json::serialize(message);
         parsed.reset();
-        launch_result invoke = co_await launch_once(launch);
+        launch_result invoke = co_await launcher_.launch(launch);
         t = take(std::move(invoke), parsed, parse_error);
         if (t.state != task_state::succeeded) co_return finish(std::move(t), "invoke");
         if (!parsed) co_return co_await fail(std::move(t), "invoke", error_code::bad_json, parse_error);
@@ -305,13 +303,6 @@ public:
     }
 
 private:
-    // One launch; the coroutine's cancellation reaches it (terminal, total or partial).
-    asio::awaitable<launch_result> launch_once(const launch_request& launch) {
-        co_return co_await asio::async_initiate<decltype(asio::use_awaitable), void(launch_result)>(
-            [this](auto handler, const launch_request* r) { launcher_.async_launch(*r, std::move(handler)); },
-            asio::use_awaitable, &launch);
-    }
-
     static asio::awaitable<bool> was_cancelled() {
         co_return (co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none;
     }

@@ -7,6 +7,10 @@
 
 namespace agentctl {
 
+boost::asio::awaitable<std::optional<task_error>> launcher::finish() {
+    co_return std::nullopt;
+}
+
 std::optional<task_error> allowlist_refusal(const launch_context& ctx, const action_spec& action) {
     std::string_view command = action.command;
     auto slash = command.rfind('/');
@@ -17,26 +21,30 @@ std::optional<task_error> allowlist_refusal(const launch_context& ctx, const act
                       "\"" + name + "\" is not in policy.processAllowlist"};
 }
 
-std::optional<task_error> open_working_directory(const launch_context& ctx,
-                                                 const std::optional<std::string>& cwd,
-                                                 working_directory& out) {
+expected<working_directory> open_working_directory(const launch_context& ctx,
+                                                   const std::optional<std::string>& cwd, bool canonical) {
+    working_directory out;
     if (!cwd || cwd->empty() || *cwd == ".") {
         out.fd = ctx.workspace.fd();
         out.path = ctx.workspace.path();
-        return std::nullopt;
+        return out;
     }
-    std::string error;
-    out.opened = ctx.workspace.open_beneath(*cwd, error);
-    if (!out.opened)
-        return task_error{
-            error_code::cwd_unavailable,
-            "cwd \"" + *cwd + "\": " + error + " (beneath the workspace root " + ctx.workspace.path() + ")"};
-    out.fd = out.opened->fd();
-    auto canonical = exec::path_of(out.fd);
-    if (!canonical)
+    auto opened = ctx.workspace.open_beneath(*cwd);
+    if (!opened)
+        return task_error{error_code::cwd_unavailable, "cwd \"" + *cwd + "\": " + opened.error().message +
+                                                           " (beneath the workspace root " +
+                                                           ctx.workspace.path() + ")"};
+    out.fd = opened->fd();
+    out.opened = std::move(*opened);
+    if (!canonical) {
+        out.path = out.opened->path();
+        return out;
+    }
+    auto path = exec::path_of(out.fd);
+    if (!path)
         return task_error{error_code::cwd_unavailable, "cwd \"" + *cwd + "\": its path cannot be read"};
-    out.path = std::move(*canonical);
-    return std::nullopt;
+    out.path = std::move(*path);
+    return out;
 }
 
 }  // namespace agentctl

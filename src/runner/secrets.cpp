@@ -1,10 +1,8 @@
 #include "runner/secrets.hpp"
 
 #include <agentctl/json.hpp>
+#include <agentctl/process.hpp>
 
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/dispatch.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -46,10 +44,9 @@ std::string source_text(const env_entry& e) {
     return "";
 }
 
-std::optional<exec::directory> open_root(const environment_context& ctx, const std::string& root,
-                                         std::string& error) {
-    if (!root.empty() && root.front() == '/') return exec::directory::open(root, error);
-    return ctx.workspace->open_beneath(root, error);
+expected<exec::directory> open_root(const environment_context& ctx, const std::string& root) {
+    if (!root.empty() && root.front() == '/') return exec::directory::open(root);
+    return ctx.workspace->open_beneath(root);
 }
 
 // Why a `{process}` helper gave no value, from its result.
@@ -74,66 +71,58 @@ std::string helper_failure(const process_result& r) {
 
 namespace {
 
-std::optional<std::string> read_secret_file_in_roots(const environment_context& ctx, std::string_view path,
-                                                     std::string& error, bool content) {
+// Why a secret file gave no value.
+task_error unavailable(std::string why) {
+    return task_error{error_code::secret_unavailable, std::move(why)};
+}
+
+expected<std::string> read_secret_file_in_roots(const environment_context& ctx, std::string_view path,
+                                                bool content) {
     const auto& roots = ctx.policy->secret_file_roots;
-    if (roots.empty()) {
-        error = "policy.secretFileRoots is empty";
-        return std::nullopt;
-    }
+    if (roots.empty()) return unavailable("policy.secretFileRoots is empty");
     const std::string shown(path);
     for (const auto& root : roots) {
         auto below = exec::relative_below(path, root);
         if (!below) continue;
-        std::string why;
-        auto dir = open_root(ctx, root, why);
-        if (!dir) {
-            error = "cannot open " + shown + ": its root " + root + " is not available (" + why + ")";
-            return std::nullopt;
-        }
+        auto dir = open_root(ctx, root);
+        if (!dir)
+            return unavailable("cannot open " + shown + ": its root " + root + " is not available (" +
+                               dir.error().message + ")");
         exec::file_read read = exec::read_file_beneath(*dir, *below, limits::max_secret_file_bytes, content);
         switch (read.problem) {
             case exec::read_problem::none:
                 break;
             case exec::read_problem::missing:
             case exec::read_problem::unreadable:
-                error = "cannot open " + shown + ": " + read.detail;
-                return std::nullopt;
+                return unavailable("cannot open " + shown + ": " + read.detail);
             case exec::read_problem::escapes:
-                error = shown + " resolves outside every policy.secretFileRoots entry";
-                return std::nullopt;
+                return unavailable(shown + " resolves outside every policy.secretFileRoots entry");
             case exec::read_problem::not_regular:
-                error = shown + " is not a regular file";
-                return std::nullopt;
+                return unavailable(shown + " is not a regular file");
             case exec::read_problem::too_large:
-                error = shown + " is larger than " + std::to_string(limits::max_secret_file_bytes) + " bytes";
-                return std::nullopt;
+                return unavailable(shown + " is larger than " +
+                                   std::to_string(limits::max_secret_file_bytes) + " bytes");
         }
         if (!content) return std::string();
         std::string value = strip_one_line_ending(std::move(read.data));
-        if (value.empty()) {
-            error = shown + " is empty";
-            return std::nullopt;
-        }
+        if (value.empty()) return unavailable(shown + " is empty");
         if (!is_valid_utf8(value)) {
             wipe(value);
-            error = shown + " is not valid UTF-8";
-            return std::nullopt;
+            return unavailable(shown + " is not valid UTF-8");
         }
         return value;
     }
-    error = shown + " resolves outside every policy.secretFileRoots entry";
-    return std::nullopt;
+    return unavailable(shown + " resolves outside every policy.secretFileRoots entry");
 }
 
 }  // namespace
 
-std::optional<std::string> read_secret_file(const environment_context& ctx, std::string_view path,
-                                            std::string& error, bool content) {
-    auto value = read_secret_file_in_roots(ctx, path, error, content);
+expected<std::string> read_secret_file(const environment_context& ctx, std::string_view path, bool content) {
+    auto value = read_secret_file_in_roots(ctx, path, content);
     // A relative path is read beneath the workspace root: say which one it was.
     if (!value && !path.empty() && path.front() != '/' && ctx.workspace)
-        error += " (relative to the workspace root " + ctx.workspace->path() + ")";
+        return unavailable(value.error().message + " (relative to the workspace root " +
+                           ctx.workspace->path() + ")");
     return value;
 }
 
@@ -167,9 +156,8 @@ asio::awaitable<resolved_environment> resolve_environment(const std::vector<env_
                 break;
             }
             case env_source::kind_t::file: {
-                std::string error;
-                auto v = read_secret_file(ctx, e.source.text, error);
-                if (!v) co_return fail(e, error_code::secret_unavailable, error);
+                auto v = read_secret_file(ctx, e.source.text);
+                if (!v) co_return fail(e, v.error().code, v.error().message);
                 add(e, *v, true);
                 break;
             }
@@ -180,9 +168,8 @@ asio::awaitable<resolved_environment> resolve_environment(const std::vector<env_
                     co_return fail(
                         e, error_code::policy_secret_process_not_allowed,
                         "\"" + basename_of(spec.command) + "\" is not in policy.secretProcessAllowlist");
-                std::string error;
-                auto exe = resolve_executable(spec.command, ctx.search_path, error);
-                if (!exe) co_return fail(e, error_code::secret_unavailable, error);
+                auto exe = resolve_executable(spec.command, ctx.search_path);
+                if (!exe) co_return fail(e, error_code::secret_unavailable, exe.error().message);
                 process_request req;
                 req.executable = *exe;
                 req.argv.push_back(spec.command);
@@ -218,28 +205,6 @@ asio::awaitable<resolved_environment> resolve_environment(const std::vector<env_
         }
     }
     co_return result;
-}
-
-void async_resolve_environment(asio::any_io_executor ex, const std::vector<env_entry>& entries,
-                               const environment_context& ctx,
-                               asio::any_completion_handler<void(resolved_environment)> handler) {
-    auto slot = asio::get_associated_cancellation_slot(handler);
-    asio::co_spawn(
-        ex,
-        [&entries, &ctx]() -> asio::awaitable<resolved_environment> {
-            co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
-            co_await asio::this_coro::throw_if_cancelled(false);
-            co_return co_await resolve_environment(entries, ctx);
-        },
-        asio::bind_cancellation_slot(
-            slot, [ex, h = std::move(handler)](std::exception_ptr e, resolved_environment r) mutable {
-                if (e)
-                    r.error = task_error{error_code::internal_error,
-                                         "resolving the environment failed unexpectedly"};
-                auto hex = asio::get_associated_executor(h, ex);
-                asio::dispatch(
-                    hex, [h = std::move(h), r = std::move(r)]() mutable { std::move(h)(std::move(r)); });
-            }));
 }
 
 }  // namespace agentctl

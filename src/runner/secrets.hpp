@@ -3,12 +3,10 @@
 
 #include "exec/workspace.hpp"
 
-#include <agentctl/process.hpp>
-#include <agentctl/runner.hpp>
+#include <agentctl/error.hpp>
+#include <agentctl/process_types.hpp>
 #include <agentctl/spec.hpp>
 
-#include <boost/asio/any_completion_handler.hpp>
-#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
 #include <functional>
@@ -46,17 +44,11 @@ struct environment_context {
 boost::asio::awaitable<resolved_environment> resolve_environment(const std::vector<env_entry>& entries,
                                                                  const environment_context& ctx);
 
-/// resolve_environment() for callers without a coroutine. Completion signature:
-/// void(resolved_environment).
-void async_resolve_environment(boost::asio::any_io_executor ex, const std::vector<env_entry>& entries,
-                               const environment_context& ctx,
-                               boost::asio::any_completion_handler<void(resolved_environment)> handler);
-
 /// Reads a `{file}` secret: a regular file opened beneath the policy's secretFileRoots entry
 /// it lies below (a symlink may not leave that root), at most 64 KiB, UTF-8, non-empty; one
 /// trailing "\n" or "\r\n" is stripped. With `content == false` only checks that it could be
-/// read (doctor). Returns the value (empty without content), or nothing with `error` set.
-std::optional<std::string> read_secret_file(const environment_context& ctx, std::string_view path,
-                                            std::string& error, bool content = true);
+/// read (doctor). Returns the value (empty without content), or secret_unavailable with why.
+expected<std::string> read_secret_file(const environment_context& ctx, std::string_view path,
+                                       bool content = true);
 
 }  // namespace agentctl

@@ -9,7 +9,7 @@
 #include "runner/slurm/command.hpp"
 #include "runner/slurm/job.hpp"
 
-#include <agentctl/backend.hpp>
+#include <agentctl/leftovers.hpp>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/json.hpp>

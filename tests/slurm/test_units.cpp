@@ -3,6 +3,8 @@
 #include "runner/slurm/command.hpp"
 #include "runner/slurm/job.hpp"
 
+#include "../support/symbols.hpp"
+
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
@@ -760,13 +762,8 @@ BOOST_AUTO_TEST_CASE(objects_call_no_system_function) {
         BOOST_TEST_MESSAGE("AGENTCTL_SLURM_LIB not set: symbol check skipped");
         return;
     }
-    FILE* pipe = popen(("nm -u -C '" + lib + "' 2>/dev/null").c_str(), "r");
-    BOOST_TEST_REQUIRE(pipe != nullptr);
-    std::string symbols;
-    char buffer[4096];
-    while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) symbols.append(buffer, n);
-    int status = pclose(pipe);
-    if (status != 0 || symbols.empty()) {
+    auto objects = agentctl::test::undefined_symbols({lib});
+    if (!objects) {
         BOOST_TEST(!ci, "nm did not run: the symbol check cannot run");
         BOOST_TEST_MESSAGE("nm did not run: symbol check skipped");
         return;
@@ -782,22 +779,14 @@ BOOST_AUTO_TEST_CASE(objects_call_no_system_function) {
     const std::vector<std::string> forbidden_parts = {
         "boost::asio::",       "std::chrono::_V2::", "std::basic_ifstream",
         "std::basic_ofstream", "std::filesystem::",  "std::thread"};
-    std::istringstream lines(symbols);
-    std::string line, member;
     std::size_t checked = 0;
-    while (std::getline(lines, line)) {
-        if (!line.empty() && line.back() == ':') {
-            member = line;
-            continue;
+    for (const auto& [member, names] : *objects) {
+        for (const auto& name : names) {
+            ++checked;
+            BOOST_TEST(!forbidden.count(name), member << " needs `" << name << "`");
+            for (const auto& part : forbidden_parts)
+                BOOST_TEST(name.find(part) == std::string::npos, member << " needs `" << name << "`");
         }
-        auto u = line.find(" U ");
-        if (u == std::string::npos) continue;
-        ++checked;
-        std::string name = line.substr(u + 3);
-        if (auto at = name.find('@'); at != std::string::npos) name.resize(at);
-        BOOST_TEST(!forbidden.count(name), member << " needs `" << name << "`");
-        for (const auto& part : forbidden_parts)
-            BOOST_TEST(name.find(part) == std::string::npos, member << " needs `" << name << "`");
     }
     BOOST_TEST(checked > 0u);
 }

@@ -4,7 +4,7 @@
 // (launcher.cpp); the decisions are in docs/DESIGN.md, "Containers".
 #pragma once
 
-#include <agentctl/process.hpp>
+#include <agentctl/process_types.hpp>
 #include <agentctl/spec.hpp>
 
 #include <chrono>
@@ -17,13 +17,19 @@
 
 namespace agentctl::container {
 
-/// Reads agentctl's own environment (run_options::host_env).
+/// Reads agentctl's own environment (runner_settings::host_env).
 using host_environment = std::function<std::optional<std::string>(std::string_view)>;
 
 /// An engine client found on this host.
 struct engine {
     std::string name;  ///< "docker" | "podman"
     std::string path;  ///< absolute path of a regular executable file
+};
+
+/// The engine and the exact image a container action runs with (the strict preflight's choice).
+struct choice {
+    container::engine engine;
+    std::string image_id;  ///< the inspected id, so that a tag moved meanwhile cannot change it
 };
 
 /// Bounds of every engine call but `run` itself.

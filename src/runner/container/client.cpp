@@ -1,5 +1,7 @@
 #include "runner/container/client.hpp"
 
+#include <agentctl/process.hpp>
+
 #include "exec/client.hpp"
 #include "exec/host.hpp"
 
@@ -7,16 +9,14 @@ namespace asio = boost::asio;
 
 namespace agentctl::container {
 
-std::optional<engine> find_engine(std::string_view name, std::string_view search_path, std::string& error) {
-    if (auto path = resolve_executable(name, search_path, error)) return engine{std::string(name), *path};
-    if (name == "podman") {
-        // Where the Podman installer for macOS puts it; harmless elsewhere.
-        const std::string fallback = "/opt/podman/bin/podman";
-        std::string why;
-        if (exec::is_executable_file(fallback, why)) return engine{"podman", fallback};
-        error += " nor at " + fallback;
-    }
-    return std::nullopt;
+expected<engine> find_engine(std::string_view name, std::string_view search_path) {
+    auto path = resolve_executable(name, search_path);
+    if (path) return engine{std::string(name), *path};
+    if (name != "podman") return path.error();
+    // Where the Podman installer for macOS puts it; harmless elsewhere.
+    const std::string fallback = "/opt/podman/bin/podman";
+    if (exec::is_executable_file(fallback)) return engine{"podman", fallback};
+    return task_error{path.error().code, path.error().message + " nor at " + fallback};
 }
 
 asio::awaitable<process_result> call(const engine& e, std::vector<std::string> args,

@@ -4,6 +4,7 @@
 
 #include "runner/container/argv.hpp"
 
+#include <agentctl/error.hpp>
 #include <agentctl/watchdog.hpp>
 
 #include <boost/asio/awaitable.hpp>
@@ -17,9 +18,9 @@
 namespace agentctl::container {
 
 /// Finds `name` as a regular executable file in the absolute directories of `search_path`
-/// (empty and relative entries skipped), and for podman also at /opt/podman/bin/podman.
-/// Returns nothing with `error` saying where it looked.
-std::optional<engine> find_engine(std::string_view name, std::string_view search_path, std::string& error);
+/// (empty and relative entries skipped), and for podman also at /opt/podman/bin/podman; the
+/// error says where it looked.
+expected<engine> find_engine(std::string_view name, std::string_view search_path);
 
 /// Runs `<engine> args...` bounded by call_timeout and call_output_limit. Not cancellable
 /// unless `cancellable` (then through the coroutine's cancellation state).

@@ -1,19 +1,18 @@
 // isolation: container. Engine and image preflight before any effect, one engine client
 // (`docker run` / `podman run`) per launch, termination and cleanup through the engine, and a
 // sweep of the run's containers when it ends. Decisions: docs/DESIGN.md, "Containers".
-#include "runner/container/client.hpp"
-#include "runner/launcher.hpp"
-#include "engine/post_result.hpp"
+#include "runner/container/launcher.hpp"
+
 #include "exec/host.hpp"
+#include "runner/container/client.hpp"
+#include "runner/launch_control.hpp"
+
+#include <agentctl/watchdog.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/dispatch.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
@@ -41,76 +40,56 @@ std::string owner_identity() {
            exec::process_start_time(exec::own_pid()).value_or("");
 }
 
-/// One launch's shared state: what the engine client, the timeout and the caller's
-/// cancellation report, and how the coroutine is woken to look at it.
-struct launch_control {
-    explicit launch_control(const asio::any_io_executor& ex) : wake(ex), deadline(ex) {}
-    asio::steady_timer wake;
-    asio::steady_timer deadline;
-    asio::cancellation_signal client_cancel;
-    std::optional<process_result> client;
-    asio::cancellation_type cancel = asio::cancellation_type::none;
-    bool timed_out = false;
-
-    bool stopping() const { return timed_out || cancel != asio::cancellation_type::none; }
-    bool terminal() const {
-        return (cancel & asio::cancellation_type::terminal) != asio::cancellation_type::none;
-    }
-    void notify() { wake.cancel(); }
-};
-
-/// Waits until notified or `bound` passes. Single-threaded: every event sets its flag before
-/// notifying, and flags are read before each wait, so no wake-up is lost.
-asio::awaitable<void> wait_event(launch_control& c,
-                                 std::optional<std::chrono::steady_clock::duration> bound) {
-    if (bound)
-        c.wake.expires_after(*bound);
-    else
-        c.wake.expires_at(asio::steady_timer::time_point::max());
-    co_await c.wake.async_wait(asio::as_tuple(asio::use_awaitable));
-}
-
-/// A co_spawn completion that hands an optional error to `handler` on its executor.
-auto completion(asio::any_completion_handler<void(std::optional<task_error>)> handler) {
-    return [h = std::move(handler)](std::exception_ptr e, std::optional<task_error> value) mutable {
-        if (e)
-            value = task_error{error_code::internal_error, "container engine handling failed unexpectedly"};
-        dispatch_result(std::move(h), std::move(value));
-    };
-}
-
 class container_launcher final : public launcher {
 public:
-    explicit container_launcher(launch_context& ctx)
+    container_launcher(launch_context& ctx, std::vector<std::optional<container::choice>> choices)
         : launcher(ctx),
+          choices_(std::move(choices)),
           instance_(exec::random_hex(8)),
           owner_(container::label_safe(owner_identity() + ":" + instance_)) {}
 
-    void async_launch(const launch_request& request,
-                      asio::any_completion_handler<void(launch_result)> handler) override {
-        auto ctl = std::make_shared<launch_control>(ctx_.ex);
-        auto slot = asio::get_associated_cancellation_slot(handler);
-        if (slot.is_connected())
-            slot.assign([ctl](asio::cancellation_type type) {
-                ctl->cancel |= type;
-                ctl->notify();
-            });
-        asio::co_spawn(ctx_.ex, launch(request, ctl),
-                       [ctl, h = std::move(handler)](std::exception_ptr e, launch_result r) mutable {
-                           auto slot = asio::get_associated_cancellation_slot(h);
-                           if (slot.is_connected()) slot.clear();
-                           ctl->deadline.cancel();
-                           if (e) {
-                               r.process.outcome = process_outcome::spawn_failed;
-                               r.error = task_error{error_code::internal_error,
-                                                    "the container launch failed unexpectedly"};
-                           }
-                           dispatch_result(std::move(h), std::move(r));
-                       });
+    asio::awaitable<launch_result> launch(const launch_request& request) override {
+        auto ctl = co_await launch_control::create();
+        co_return co_await run(request, *ctl);
     }
 
-    void async_finish(asio::any_completion_handler<void(std::optional<task_error>)> handler) override {
-        asio::co_spawn(ctx_.ex, finish(), completion(std::move(handler)));
+    // The run is over: remove anything still labelled with this run and owner (a container an
+    // engine created after its client was killed, or one --rm could not remove) and check that
+    // nothing is left; then, on the same engines, the leftovers of crashed runners.
+    asio::awaitable<std::optional<task_error>> finish() override {
+        using namespace asio::experimental::awaitable_operators;
+        std::string problems;
+        auto mine = container::parse_owner_label(owner_);
+        for (auto& es : engines_) {
+            if (!es.used) continue;
+            auto env = engine_env();
+            std::vector<std::string> ours =
+                container::run_list_argv(container::label_safe(ctx_.settings.run_id), owner_);
+            // Ours (filtered by the engine, so bounded however busy the host is) and every
+            // owned one (for dead owners' leftovers), side by side: the run ends sooner.
+            auto [own, owned] = co_await (container::call(es.eng, ours, env) &&
+                                          container::call(es.eng, container::owned_list_argv(es.eng), env));
+            std::vector<std::string> left;
+            if (!listed(own, es.eng, problems, left)) continue;
+            // Dead owners' leftovers are best effort (the next run tries again), and only when
+            // our own start time is known, so that we can judge others'.
+            std::vector<std::string> remove = left;
+            if (mine && owned.outcome == process_outcome::exited && owned.exit_code == 0) {
+                auto dead = container::dead_owner_containers(owned.stdout_bytes, mine->host,
+                                                             exec::process_start_time);
+                remove.insert(remove.end(), dead.begin(), dead.end());
+            }
+            if (!remove.empty())
+                co_await container::call(es.eng, container::remove_argv(es.eng, remove), env);
+            if (left.empty()) continue;
+            process_result again = co_await container::call(es.eng, ours, env);
+            if (!listed(again, es.eng, problems, left) || left.empty()) continue;
+            problems += (problems.empty() ? "" : "; ") + es.eng.name + " still has";
+            for (const auto& n : left) problems += " " + n;
+        }
+        if (problems.empty()) co_return std::nullopt;
+        co_return task_error{error_code::container_cleanup_failed,
+                             "containers of this run could not be removed: " + problems};
     }
 
 private:
@@ -128,12 +107,10 @@ private:
     }
 
     std::vector<std::string> engine_env() const {
-        return container::client_environment(ctx_.options->host_env);
+        return container::client_environment(ctx_.settings.host_env);
     }
 
-    // `request` by value: the caller's copy may be gone once async_launch returns.
-    asio::awaitable<launch_result> launch(launch_request request, std::shared_ptr<launch_control> ctl) {
-        launch_control& c = *ctl;
+    asio::awaitable<launch_result> run(const launch_request& request, launch_control& c) {
         const attempt_request& attempt = *request.attempt;
         const action_spec& action = attempt.action();
         const plan_task& task = attempt.task();
@@ -146,7 +123,7 @@ private:
             return out;
         };
 
-        const auto& choice = ctx_.actions[task.action_index].container;
+        const auto& choice = choices_[task.action_index];
         if (!choice)
             co_return fail(
                 error_code::isolation_unavailable,
@@ -159,9 +136,9 @@ private:
 
         // Fail closed before anything is created.
         if (auto refused = allowlist_refusal(ctx_, action)) co_return fail(refused->code, refused->message);
-        working_directory cwd;  // open until the client has exited
-        if (auto e = open_working_directory(ctx_, attempt.cwd, cwd)) co_return fail(e->code, e->message);
-        const std::string& host_dir = cwd.path;
+        auto cwd = open_working_directory(ctx_, attempt.cwd);  // open until the client has exited
+        if (!cwd) co_return fail(cwd.error().code, cwd.error().message);
+        const std::string& host_dir = cwd->path;
         if (!container::mount_source_field(host_dir))
             co_return fail(error_code::cwd_unavailable,
                            "the working directory " + host_dir +
@@ -179,9 +156,10 @@ private:
                     name + " controls the container engine and cannot be set by a container action");
             settings.env_names.push_back(std::move(name));
         }
-        settings.name = "agentctl-" + alnum(request.phase, 16) + "-" + alnum(ctx_.run_id, 32) + "-" +
+        settings.name = "agentctl-" + alnum(request.phase, 16) + "-" + alnum(ctx_.settings.run_id, 32) + "-" +
                         instance_ + "-" + std::to_string(++counter_);
-        settings.labels = {"agentctl.run=" + container::label_safe(ctx_.run_id), "agentctl.owner=" + owner_,
+        settings.labels = {"agentctl.run=" + container::label_safe(ctx_.settings.run_id),
+                           "agentctl.owner=" + owner_,
                            "agentctl.task=" + container::label_safe(attempt.task_id)};
         settings.image_id = choice->image_id;
         settings.workspace = host_dir;
@@ -199,8 +177,8 @@ private:
         req.executable = eng.path;
         req.argv.push_back(eng.path);
         for (auto& a : container::run_argv(eng, action, settings, args)) req.argv.push_back(std::move(a));
-        req.env = container::client_environment(ctx_.options->host_env, env);
-        req.cwd_fd = cwd.fd;
+        req.env = container::client_environment(ctx_.settings.host_env, env);
+        req.cwd_fd = cwd->fd;
         req.cwd_display = host_dir;
         req.stdin_data = request.stdin_data;
         req.stdout_limit = task.limits.stdout_bytes;
@@ -210,7 +188,7 @@ private:
         // through the engine while its client still runs.
         auto grace = std::chrono::seconds(ctx_.compiled->kill_grace_seconds);
         req.timeout = std::chrono::milliseconds(task.timeout_ms) + grace + 60s;
-        req.drain_grace = ctx_.options->drain_grace;
+        req.drain_grace = ctx_.settings.drain_grace;
         req.containment = containment_policy::process_group_only;
 
         if (attempt.on_started) {  // the container's name is its handle, known before it exists
@@ -219,34 +197,22 @@ private:
             started.container_engine = eng.name;
             attempt.on_started(started);
         }
-        if (!engines_[ei].used && ctx_.options->watch)  // its containers die with us (crash safety)
-            ctx_.options->watch->announce_engine({eng.name, eng.path, engine_env(), owner_});
+        if (!engines_[ei].used && ctx_.watch)  // its containers die with us (crash safety)
+            ctx_.watch->announce_engine({eng.name, eng.path, engine_env(), owner_});
         engines_[ei].used = true;
         auto started = std::chrono::system_clock::now();
-        async_run_process(ctx_.ex, std::move(req),
-                          asio::bind_cancellation_slot(c.client_cancel.slot(), [ctl](process_result r) {
-                              ctl->client = std::move(r);
-                              ctl->notify();
-                          }));
-        c.deadline.expires_after(std::chrono::milliseconds(task.timeout_ms));
-        c.deadline.async_wait([ctl](boost::system::error_code ec) {
-            if (ec) return;
-            ctl->timed_out = true;
-            ctl->notify();
-        });
-        while (!c.client && !c.stopping()) co_await wait_event(c, std::nullopt);
-        c.deadline.cancel();
+        co_await c.run_client(std::move(req), std::chrono::milliseconds(task.timeout_ms));
 
         std::optional<std::string> cleanup_error;
         std::string after;
-        if (!c.client) {
-            after = c.timed_out ? "the timeout" : "cancellation";
+        if (!c.client()) {
+            after = c.stopped_by();
             co_await terminate(c, ei, settings.name, grace);
             cleanup_error = co_await remove_now(ei, settings.name);
-            out.process = std::move(*c.client);
-            out.process.outcome = c.timed_out ? process_outcome::timed_out : process_outcome::cancelled;
+            out.process = std::move(*c.client());
+            out.process.outcome = c.timed_out() ? process_outcome::timed_out : process_outcome::cancelled;
         } else {
-            out.process = std::move(*c.client);
+            out.process = std::move(*c.client());
             switch (out.process.outcome) {
                 case process_outcome::exited:
                     co_await settle(out, ei, settings.name, action, started);
@@ -281,18 +247,18 @@ private:
             std::vector<std::string> kill = {"kill", "--signal=SIGTERM", name};
             co_await container::call(eng, std::move(kill), env);
             auto until = std::chrono::steady_clock::now() + grace;
-            while (!c.client && !c.terminal() && std::chrono::steady_clock::now() < until)
-                co_await wait_event(c, until - std::chrono::steady_clock::now());
+            while (!c.client() && !c.terminal() && std::chrono::steady_clock::now() < until)
+                co_await c.wait(until - std::chrono::steady_clock::now());
         }
         auto until = std::chrono::steady_clock::now() + container::call_timeout;
-        while (!c.client && std::chrono::steady_clock::now() < until) {
+        while (!c.client() && std::chrono::steady_clock::now() < until) {
             std::vector<std::string> rm = container::remove_argv(eng, {name});
             co_await container::call(eng, std::move(rm), env);
-            if (!c.client) co_await wait_event(c, 1s);
+            if (!c.client()) co_await c.wait(1s);
         }
-        if (!c.client) {
-            c.client_cancel.emit(asio::cancellation_type::terminal);
-            while (!c.client) co_await wait_event(c, std::nullopt);
+        if (!c.client()) {
+            c.kill_client();
+            while (!c.client()) co_await c.wait();
         }
     }
 
@@ -339,8 +305,10 @@ private:
         if (ev.known && ev.exit_code == 137 && !ev.oom) {
             // Docker logs `oom` as it handles the cgroup's notice, which under load can come
             // after `die` and after the client returned: ask once more, a little later.
+            // Not cut short by a cancellation: the container has ended already.
             asio::steady_timer pause(ctx_.ex, std::chrono::milliseconds(300));
-            co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
+            co_await pause.async_wait(
+                asio::bind_cancellation_slot(asio::cancellation_slot(), asio::as_tuple(asio::use_awaitable)));
             ev = co_await container::events_of(eng, name, started, engine_env());
         }
         if (ev.known && !ev.started && !ev.exit_code) {
@@ -412,45 +380,6 @@ private:
                                        out.error->message + "): " + *error};
     }
 
-    // The run is over: remove anything still labelled with this run and owner (a container an
-    // engine created after its client was killed, or one --rm could not remove) and check that
-    // nothing is left; then, on the same engines, the leftovers of crashed runners.
-    asio::awaitable<std::optional<task_error>> finish() {
-        using namespace asio::experimental::awaitable_operators;
-        std::string problems;
-        auto mine = container::parse_owner_label(owner_);
-        for (auto& es : engines_) {
-            if (!es.used) continue;
-            auto env = engine_env();
-            std::vector<std::string> ours =
-                container::run_list_argv(container::label_safe(ctx_.run_id), owner_);
-            // Ours (filtered by the engine, so bounded however busy the host is) and every
-            // owned one (for dead owners' leftovers), side by side: the run ends sooner.
-            auto [own, owned] = co_await (container::call(es.eng, ours, env) &&
-                                          container::call(es.eng, container::owned_list_argv(es.eng), env));
-            std::vector<std::string> left;
-            if (!listed(own, es.eng, problems, left)) continue;
-            // Dead owners' leftovers are best effort (the next run tries again), and only when
-            // our own start time is known, so that we can judge others'.
-            std::vector<std::string> remove = left;
-            if (mine && owned.outcome == process_outcome::exited && owned.exit_code == 0) {
-                auto dead = container::dead_owner_containers(owned.stdout_bytes, mine->host,
-                                                             exec::process_start_time);
-                remove.insert(remove.end(), dead.begin(), dead.end());
-            }
-            if (!remove.empty())
-                co_await container::call(es.eng, container::remove_argv(es.eng, remove), env);
-            if (left.empty()) continue;
-            process_result again = co_await container::call(es.eng, ours, env);
-            if (!listed(again, es.eng, problems, left) || left.empty()) continue;
-            problems += (problems.empty() ? "" : "; ") + es.eng.name + " still has";
-            for (const auto& n : left) problems += " " + n;
-        }
-        if (problems.empty()) co_return std::nullopt;
-        co_return task_error{error_code::container_cleanup_failed,
-                             "containers of this run could not be removed: " + problems};
-    }
-
     // The names a `ps --format {{.Names}}` printed, or false with the failure in `problems`.
     static bool listed(const process_result& r, const engine& eng, std::string& problems,
                        std::vector<std::string>& names) {
@@ -464,6 +393,7 @@ private:
         return true;
     }
 
+    std::vector<std::optional<container::choice>> choices_;
     std::string instance_;
     std::string owner_;
     std::uint64_t counter_ = 0;
@@ -472,8 +402,9 @@ private:
 
 }  // namespace
 
-std::unique_ptr<launcher> make_container_launcher(launch_context& ctx) {
-    return std::make_unique<container_launcher>(ctx);
+std::unique_ptr<launcher> make_container_launcher(launch_context& ctx,
+                                                  std::vector<std::optional<container::choice>> choices) {
+    return std::make_unique<container_launcher>(ctx, std::move(choices));
 }
 
 }  // namespace agentctl

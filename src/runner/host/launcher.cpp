@@ -1,62 +1,45 @@
 // isolation: process. The steps of docs/CONTRACT.md, "Host processes", failing closed before
 // anything is spawned.
-#include "runner/launcher.hpp"
-#include "engine/post_result.hpp"
+#include "runner/host/launcher.hpp"
 
-#include <boost/asio/bind_cancellation_slot.hpp>
+#include <agentctl/process.hpp>
 
-#include <algorithm>
-#include <memory>
+#include <boost/asio/use_awaitable.hpp>
 
 namespace asio = boost::asio;
 
 namespace agentctl {
-
-void launcher::async_finish(asio::any_completion_handler<void(std::optional<task_error>)> handler) {
-    post_result(ctx_.ex, std::move(handler), std::optional<task_error>{});
-}
-
 namespace {
 
 class host_launcher final : public launcher {
 public:
     explicit host_launcher(launch_context& ctx) : launcher(ctx) {}
 
-    void async_launch(const launch_request& request,
-                      asio::any_completion_handler<void(launch_result)> handler) override {
-        launch_result failed;
-        failed.isolation = "process";
+    asio::awaitable<launch_result> launch(const launch_request& request) override {
+        launch_result out;
+        out.isolation = "process";
         process_request req;
-        // The cwd fd must stay open until the run completes; the workspace's own is the context's.
-        auto cwd = std::make_shared<std::optional<exec::directory>>();
-        if (auto error = build(request, req, *cwd)) {
-            failed.error = std::move(error);
-            failed.command = req.executable;
-            failed.process.outcome = process_outcome::spawn_failed;
-            return post_result(ctx_.ex, std::move(handler), std::move(failed));
+        // The cwd fd stays open until the process has exited; the workspace's own is the context's.
+        std::optional<working_directory> cwd;
+        if (auto error = build(request, req, cwd)) {
+            out.error = std::move(error);
+            out.command = req.executable;
+            out.process.outcome = process_outcome::spawn_failed;
+            co_return out;
         }
-        std::string executable = req.executable;
-        auto slot = asio::get_associated_cancellation_slot(handler);
-        async_run_process(ctx_.ex, std::move(req),
-                          asio::bind_cancellation_slot(
-                              slot, [cwd, executable, h = std::move(handler)](process_result r) mutable {
-                                  cwd->reset();
-                                  launch_result out;
-                                  out.isolation = "process";
-                                  out.command = executable;
-                                  out.containment = std::string(to_string(r.used));
-                                  out.process = std::move(r);
-                                  std::move(h)(std::move(out));
-                              }));
+        out.command = req.executable;
+        out.process = co_await async_run_process(ctx_.ex, std::move(req), asio::use_awaitable);
+        out.containment = std::string(to_string(out.process.used));
+        co_return out;
     }
 
 private:
     std::optional<task_error> build(const launch_request& launch, process_request& req,
-                                    std::optional<exec::directory>& cwd) {
+                                    std::optional<working_directory>& cwd) {
         const attempt_request& request = *launch.attempt;
         const action_spec& action = request.action();
         const plan_task& task = request.task();
-        const run_options& options = *ctx_.options;
+        const runner_settings& settings = ctx_.settings;
         const prepared_action& prepared = ctx_.actions[task.action_index];
 
         // 1. The allowlist, checked again right before the effect.
@@ -68,19 +51,11 @@ private:
         req.executable = prepared.executable;
 
         // 3. cwd beneath the workspace root, opened now: the child fchdir()s to this fd.
-        if (request.cwd && !request.cwd->empty() && *request.cwd != ".") {
-            std::string error;
-            cwd = ctx_.workspace.open_beneath(*request.cwd, error);
-            if (!cwd)
-                return task_error{error_code::cwd_unavailable, "cwd \"" + *request.cwd + "\": " + error +
-                                                                   " (beneath the workspace root " +
-                                                                   ctx_.workspace.path() + ")"};
-            req.cwd_fd = cwd->fd();
-            req.cwd_display = cwd->path();
-        } else {
-            req.cwd_fd = ctx_.workspace.fd();
-            req.cwd_display = ctx_.workspace.path();
-        }
+        auto opened = open_working_directory(ctx_, request.cwd, /*canonical=*/false);
+        if (!opened) return opened.error();
+        cwd = std::move(*opened);
+        req.cwd_fd = cwd->fd;
+        req.cwd_display = cwd->path;
 
         // 4. Exactly the declared environment. 5. Spawn settings.
         req.argv.reserve(request.args.size() + launch.extra_args.size() + 1);
@@ -94,8 +69,8 @@ private:
         req.combined_limit = task.limits.combined_bytes;
         req.timeout = std::chrono::milliseconds(task.timeout_ms);
         req.kill_grace = std::chrono::seconds(ctx_.compiled->kill_grace_seconds);
-        req.drain_grace = options.drain_grace;
-        req.containment = options.containment;
+        req.drain_grace = settings.drain_grace;
+        req.containment = settings.containment;
         if (request.on_started)
             req.on_started = [report = request.on_started](const process_started& p) {
                 attempt_started a;

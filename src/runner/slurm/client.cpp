@@ -2,6 +2,8 @@
 #include "runner/slurm/client.hpp"
 
 #include "exec/client.hpp"
+
+#include <agentctl/process.hpp>
 #include "runner/slurm/command.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -42,23 +44,8 @@ asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
 
 }  // namespace
 
-std::optional<std::string> find_tool(std::string_view name, std::string_view search_path,
-                                     std::string& error) {
-    return resolve_executable(name, search_path, error);
-}
-
-std::optional<tools> find_tools(std::string_view search_path, std::vector<std::string>& missing) {
-    tools t;
-    std::string* slots[] = {&t.srun, &t.squeue, &t.scancel, &t.scontrol, &t.sinfo};
-    for (std::size_t i = 0; i < std::size(tool_names); ++i) {
-        std::string error;
-        if (auto path = find_tool(tool_names[i], search_path, error))
-            *slots[i] = *path;
-        else
-            missing.push_back(std::string(tool_names[i]) + " (" + error + ")");
-    }
-    if (!missing.empty()) return std::nullopt;
-    return t;
+expected<std::string> find_tool(std::string_view name, std::string_view search_path) {
+    return resolve_executable(name, search_path);
 }
 
 asio::awaitable<process_result> call(std::vector<std::string> argv, std::vector<std::string> env,

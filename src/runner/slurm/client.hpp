@@ -5,7 +5,8 @@
 
 #include "runner/slurm/job.hpp"
 
-#include <agentctl/process.hpp>
+#include <agentctl/error.hpp>
+#include <agentctl/process_types.hpp>
 
 #include <boost/asio/awaitable.hpp>
 
@@ -34,10 +35,7 @@ inline constexpr std::uint64_t default_output_limit = 64 * 1024;
 inline constexpr std::string_view tool_names[] = {"srun", "squeue", "scancel", "scontrol", "sinfo"};
 
 /// Resolves one command in `search_path` (a bare name, as for a host executable).
-std::optional<std::string> find_tool(std::string_view name, std::string_view search_path, std::string& error);
-
-/// All five, or nothing with `missing` naming each one not found and where it was looked for.
-std::optional<tools> find_tools(std::string_view search_path, std::vector<std::string>& missing);
+expected<std::string> find_tool(std::string_view name, std::string_view search_path);
 
 /// Runs `argv` (argv[0] absolute) with exactly `env`, bounded by call_timeout and
 /// `output_limit` per stream, in its own process group. Not cancellable unless `cancellable`.

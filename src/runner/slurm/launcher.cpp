@@ -3,18 +3,17 @@
 // job name; timeouts, cancellation and output overflow end the job through the controller
 // and confirm it gone; at the end, a sweep of the run's jobs. Decisions: docs/DESIGN.md,
 // "Slurm backend"; what Slurm does: docs/SLURM.md.
-#include "runner/launcher.hpp"
-#include "engine/post_result.hpp"
-#include "runner/slurm/client.hpp"
+#include "runner/slurm/launcher.hpp"
+
 #include "exec/host.hpp"
+#include "runner/launch_control.hpp"
 #include "runner/slurm/classify.hpp"
 #include "runner/slurm/command.hpp"
 
+#include <agentctl/watchdog.hpp>
+
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/dispatch.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -59,35 +58,6 @@ struct tracked_job {
     steady::time_point polled_at = steady::time_point::min();  ///< start of that poll
     std::function<void()> notify;
 };
-
-/// One launch's shared state: what srun, the timeout, the caller's cancellation and the
-/// poller report, and how the coroutine is woken to look at it.
-struct launch_control {
-    explicit launch_control(const asio::any_io_executor& ex) : wake(ex), deadline(ex) {}
-    asio::steady_timer wake;
-    asio::steady_timer deadline;
-    asio::cancellation_signal client_cancel;
-    std::optional<process_result> client;
-    steady::time_point client_done_at = steady::time_point::max();
-    asio::cancellation_type cancel = asio::cancellation_type::none;
-    bool timed_out = false;
-
-    bool stopping() const { return timed_out || cancel != asio::cancellation_type::none; }
-    bool terminal() const {
-        return (cancel & asio::cancellation_type::terminal) != asio::cancellation_type::none;
-    }
-    void notify() { wake.cancel(); }
-};
-
-/// Waits until notified or `bound` passes. Single-threaded: every event sets its flag before
-/// notifying, and flags are read before each wait, so no wake-up is lost.
-asio::awaitable<void> wait_event(launch_control& c, std::optional<steady::duration> bound) {
-    if (bound)
-        c.wake.expires_after(*bound);
-    else
-        c.wake.expires_at(steady::time_point::max());
-    co_await c.wake.async_wait(asio::as_tuple(asio::use_awaitable));
-}
 
 bool final_state(const tracked_job& t) {
     return t.listed && t.state && !slurm::is_active(*t.state);
@@ -146,47 +116,18 @@ void classify(launch_result& out, const tracked_job& t) {
     }
 }
 
-/// A co_spawn completion that hands an optional error to `handler` on its executor.
-auto completion(asio::any_completion_handler<void(std::optional<task_error>)> handler) {
-    return [h = std::move(handler)](std::exception_ptr e, std::optional<task_error> value) mutable {
-        if (e) value = task_error{error_code::internal_error, "the Slurm cleanup failed unexpectedly"};
-        dispatch_result(std::move(h), std::move(value));
-    };
-}
-
 class slurm_launcher final : public launcher {
 public:
-    explicit slurm_launcher(launch_context& ctx) : launcher(ctx), poll_timer_(ctx.ex), finish_wake_(ctx.ex) {
+    slurm_launcher(launch_context& ctx, slurm::tools tools)
+        : launcher(ctx), tools_(std::move(tools)), poll_timer_(ctx.ex), finish_wake_(ctx.ex) {
         owner_.host = exec::host_name();
         owner_.pid = exec::own_pid();
         owner_.start_time = exec::process_start_time(owner_.pid).value_or("");
     }
 
-    void async_launch(const launch_request& request,
-                      asio::any_completion_handler<void(launch_result)> handler) override {
-        auto ctl = std::make_shared<launch_control>(ctx_.ex);
-        auto slot = asio::get_associated_cancellation_slot(handler);
-        if (slot.is_connected())
-            slot.assign([ctl](asio::cancellation_type type) {
-                ctl->cancel |= type;
-                ctl->notify();
-            });
-        asio::co_spawn(
-            ctx_.ex, launch(request, ctl),
-            [ctl, h = std::move(handler)](std::exception_ptr e, launch_result r) mutable {
-                auto slot = asio::get_associated_cancellation_slot(h);
-                if (slot.is_connected()) slot.clear();
-                ctl->deadline.cancel();
-                if (e) {
-                    r.process.outcome = process_outcome::spawn_failed;
-                    r.error = task_error{error_code::internal_error, "the Slurm launch failed unexpectedly"};
-                }
-                dispatch_result(std::move(h), std::move(r));
-            });
-    }
-
-    void async_finish(asio::any_completion_handler<void(std::optional<task_error>)> handler) override {
-        asio::co_spawn(ctx_.ex, finish(), completion(std::move(handler)));
+    asio::awaitable<launch_result> launch(const launch_request& request) override {
+        auto ctl = co_await launch_control::create();
+        co_return co_await run(request, std::move(ctl));
     }
 
 private:
@@ -194,7 +135,7 @@ private:
     // the journal), and the watchdog cancels it if agentctl dies (docs/CRASH_SAFETY.md).
     void job_known(const tracked_job& t, const attempt_request& attempt, std::uint64_t job_id) {
         std::string id = std::to_string(job_id);
-        if (watchdog* w = ctx_.options->watch) {
+        if (watchdog* w = ctx_.watch) {
             w->announce_slurm_job(id);
             w->release_slurm_name(t.name);  // the id covers it now
         }
@@ -206,11 +147,10 @@ private:
     }
 
     std::vector<std::string> helper_env() const {
-        return slurm::client_environment(ctx_.options->host_env, {});
+        return slurm::client_environment(ctx_.settings.host_env, {});
     }
 
-    // `request` by value: the caller's copy may be gone once async_launch returns.
-    asio::awaitable<launch_result> launch(launch_request request, std::shared_ptr<launch_control> ctl) {
+    asio::awaitable<launch_result> run(const launch_request& request, std::shared_ptr<launch_control> ctl) {
         launch_control& c = *ctl;
         const attempt_request& attempt = *request.attempt;
         const action_spec& action = attempt.action();
@@ -225,18 +165,16 @@ private:
             out.error = task_error{code, std::move(message)};
             return out;
         };
-        if (!ctx_.slurm)
-            co_return fail(error_code::backend_unavailable,
-                           "the Slurm backend was not checked before the run; nothing was run");
-        const slurm::tools& tools = *ctx_.slurm;
+        const slurm::tools& tools = tools_;
 
         // Fail closed before anything is submitted, exactly as for a host process.
         if (auto refused = allowlist_refusal(ctx_, action)) co_return fail(refused->code, refused->message);
         if (prepared.executable.empty())
             co_return fail(error_code::executable_not_found, prepared.executable_error);
         out.command = prepared.executable;
-        working_directory cwd;  // open until srun has exited; its path is what the node changes to
-        if (auto e = open_working_directory(ctx_, attempt.cwd, cwd)) co_return fail(e->code, e->message);
+        // Open until srun has exited; its path is what the node changes to.
+        auto cwd = open_working_directory(ctx_, attempt.cwd);
+        if (!cwd) co_return fail(cwd.error().code, cwd.error().message);
         const auto& env = ctx_.environment_of(task.action_index).entries;
         slurm::srun_request sr;
         for (const auto& entry : env) {
@@ -246,7 +184,7 @@ private:
             sr.env_names.push_back(std::move(name));
         }
         sr.srun = tools.srun;
-        sr.run_id = ctx_.run_id;
+        sr.run_id = ctx_.settings.run_id;
         sr.owner = owner_;
         // Task ids are [a-z0-9_-]: ".handshake" and ".invoke" cannot collide with another task.
         sr.task_id = request.phase == "shell" ? attempt.task_id : attempt.task_id + "." + request.phase;
@@ -254,11 +192,11 @@ private:
         sr.executable = prepared.executable;
         sr.args = attempt.args;
         sr.args.insert(sr.args.end(), request.extra_args.begin(), request.extra_args.end());
-        sr.cwd = cwd.path;
+        sr.cwd = cwd->path;
         auto grace = std::chrono::seconds(ctx_.compiled->kill_grace_seconds);
         sr.timeout_ms = static_cast<std::uint64_t>(task.timeout_ms);
         sr.kill_grace_ms = static_cast<std::uint64_t>(grace.count()) * 1000;
-        const slurm_options& o = ctx_.options->slurm;
+        const slurm_options& o = ctx_.settings.slurm;
         sr.resources = slurm::resource_options{o.partition, o.account, o.qos, o.cpus_per_task, o.mem_mib};
         sr.forward_stdin = request.stdin_data.has_value();
         slurm::argv_result argv = slurm::srun_argv(sr);
@@ -278,9 +216,9 @@ private:
         req.executable = tools.srun;
         req.argv = std::move(argv.argv);
         // Built from nothing: SLURM_CONF and the declared values (docs/SLURM.md, section 3).
-        req.env = slurm::client_environment(ctx_.options->host_env, env);
-        req.cwd_fd = cwd.fd;
-        req.cwd_display = cwd.path;
+        req.env = slurm::client_environment(ctx_.settings.host_env, env);
+        req.cwd_fd = cwd->fd;
+        req.cwd_display = cwd->path;
         req.stdin_data = request.stdin_data;
         req.stdout_limit = task.limits.stdout_bytes;
         req.stderr_limit = task.limits.stderr_bytes;
@@ -288,7 +226,7 @@ private:
         // A backstop only: the task's timeout is ours (below), so that the job is ended through
         // the controller while srun still runs.
         req.timeout = std::chrono::milliseconds(task.timeout_ms) + grace + removal_bound + 60s;
-        req.drain_grace = ctx_.options->drain_grace;
+        req.drain_grace = ctx_.settings.drain_grace;
         req.containment = containment_policy::process_group_only;
 
         auto t = std::make_shared<tracked_job>();
@@ -300,67 +238,56 @@ private:
         jobs_.emplace(name, t);
         ++submitted_;
         // Until the poller learns the id, a crash leaves the watchdog only the name to cancel.
-        if (watchdog* w = ctx_.options->watch) {
-            if (!announced_) w->announce_slurm({ctx_.slurm->scancel, helper_env()});
+        if (watchdog* w = ctx_.watch) {
+            if (!announced_) w->announce_slurm({tools_.scancel, helper_env()});
             announced_ = true;
             w->announce_slurm_name(name);
         }
         ensure_poller();
 
-        async_run_process(ctx_.ex, std::move(req),
-                          asio::bind_cancellation_slot(c.client_cancel.slot(), [ctl](process_result r) {
-                              ctl->client = std::move(r);
-                              ctl->client_done_at = steady::now();
-                              ctl->notify();
-                          }));
-        c.deadline.expires_after(std::chrono::milliseconds(task.timeout_ms));
-        c.deadline.async_wait([ctl](boost::system::error_code ec) {
-            if (ec) return;
-            ctl->timed_out = true;
-            ctl->notify();
-        });
-        while (!c.client && !c.stopping()) co_await wait_event(c, std::nullopt);
-        c.deadline.cancel();
+        co_await c.run_client(std::move(req), std::chrono::milliseconds(task.timeout_ms));
 
         std::optional<std::string> cleanup_error;
         std::string after;
-        if (!c.client) {
+        if (!c.client()) {
             // The timeout or a cancellation while srun runs: end the job through the controller.
-            after = c.timed_out ? "the timeout" : "cancellation";
+            after = c.stopped_by();
             bool graceful = grace.count() > 0 && !c.terminal();
             cleanup_error = co_await stop(c, *t, graceful, grace);
-            out.process = std::move(*c.client);
-            out.process.outcome = c.timed_out ? process_outcome::timed_out : process_outcome::cancelled;
+            out.process = std::move(*c.client());
+            out.process.outcome = c.timed_out() ? process_outcome::timed_out : process_outcome::cancelled;
             out.process.exit_code.reset();  // srun's status after scancel, not the program's
             out.process.signal.reset();
-        } else if (c.client->outcome == process_outcome::exited) {
+        } else if (c.client()->outcome == process_outcome::exited) {
             co_await settle(c, *t);
-            out.process = std::move(*c.client);
+            out.process = std::move(*c.client());
             classify(out, *t);
-        } else if (c.client->outcome == process_outcome::spawn_failed) {
-            out.process = std::move(*c.client);
+        } else if (c.client()->outcome == process_outcome::spawn_failed) {
+            out.process = std::move(*c.client());
             out.error =
                 task_error{error_code::backend_unavailable,
                            "srun could not be started: " + out.process.error_message + "; nothing was run"};
         } else {
             // The executor killed srun (an output cap, or the backstop): killing srun's process
             // group leaves its job running (docs/SLURM.md, section 7), so end it now.
-            after = c.client->outcome == process_outcome::output_limit_exceeded ? "an output limit"
-                                                                                : "the timeout";
+            after = c.client()->outcome == process_outcome::output_limit_exceeded ? "an output limit"
+                                                                                  : "the timeout";
             cleanup_error = co_await stop(c, *t, false, 0s);
-            out.process = std::move(*c.client);
+            out.process = std::move(*c.client());
             out.process.exit_code.reset();
             out.process.signal.reset();
         }
-        cwd.opened.reset();
+        cwd->opened.reset();
         if (cleanup_error)
             out.error = task_error{error_code::slurm_cleanup_failed, "failed to confirm that Slurm job " +
                                                                          name + " is gone after " + after +
                                                                          ": " + *cleanup_error};
         // Confirmed gone (or never created): no longer the watchdog's to cancel if we die.
-        if (!cleanup_error && ctx_.options->watch) {
-            if (t->id) ctx_.options->watch->release_slurm_job(std::to_string(*t->id));
-            else ctx_.options->watch->release_slurm_name(name);
+        if (!cleanup_error && ctx_.watch) {
+            if (t->id)
+                ctx_.watch->release_slurm_job(std::to_string(*t->id));
+            else
+                ctx_.watch->release_slurm_name(name);
         }
         out.slurm_job_id = t->id;
         out.slurm_node = t->node;
@@ -376,8 +303,8 @@ private:
     // srun has exited by itself: the job's final state, from the first poll that started after
     // srun ended (later ones while it is COMPLETING), within settle_bound.
     asio::awaitable<void> settle(launch_control& c, tracked_job& t) {
-        auto until = c.client_done_at + settle_bound;
-        auto since = c.client_done_at;
+        auto until = c.client_done_at() + settle_bound;
+        auto since = c.client_done_at();
         std::chrono::milliseconds pause = 20ms;
         for (;;) {
             co_await wait_polled(c, t, since, until);
@@ -385,7 +312,7 @@ private:
             if (!t.listed) co_return;            // srun got no job (it is listed until MinJobAge)
             if (final_state(t)) co_return;
             if (c.stopping() || steady::now() >= until) co_return;  // the finish sweep checks it again
-            co_await wait_event(c, pause);
+            co_await c.wait(pause);
             pause = std::min<std::chrono::milliseconds>(pause * 2, 500ms);
             since = steady::now();
         }
@@ -396,7 +323,7 @@ private:
                                       steady::time_point until) {
         while (t.polled_at < since && steady::now() < until) {
             request_poll();
-            co_await wait_event(c, until - steady::now());
+            co_await c.wait(until - steady::now());
         }
     }
 
@@ -407,7 +334,7 @@ private:
     // what could not be confirmed.
     asio::awaitable<std::optional<std::string>> stop(launch_control& c, tracked_job& t, bool graceful,
                                                      std::chrono::seconds grace) {
-        const slurm::tools& tools = *ctx_.slurm;
+        const slurm::tools& tools = tools_;
         auto env = helper_env();
         if (!t.id) {
             // A job srun has submitted is listed, pending or not: learn its id first, so that
@@ -419,8 +346,8 @@ private:
         if (graceful && t.id && t.listed && t.state == slurm::job_state::running) {
             co_await slurm::call(slurm::scancel_signal(tools.scancel, *t.id, "TERM"), env);
             auto until = steady::now() + grace;
-            while (!c.client && !c.terminal() && steady::now() < until)
-                co_await wait_event(c, until - steady::now());
+            while (!c.client() && !c.terminal() && steady::now() < until)
+                co_await c.wait(until - steady::now());
         }
         auto deadline = steady::now() + removal_bound;
         for (;;) {
@@ -436,13 +363,12 @@ private:
             // srun returns once its job has ended; one that does not is killed (the job was
             // cancelled above, and is confirmed below).
             auto wait_until = cancel_at + (by_id ? client_exit_bound : 1s);
-            while (!c.client && steady::now() < wait_until)
-                co_await wait_event(c, wait_until - steady::now());
-            if (!c.client) {
-                c.client_cancel.emit(asio::cancellation_type::terminal);
-                while (!c.client) co_await wait_event(c, std::nullopt);
+            while (!c.client() && steady::now() < wait_until) co_await c.wait(wait_until - steady::now());
+            if (!c.client()) {
+                c.kill_client();
+                while (!c.client()) co_await c.wait();
             }
-            auto since = std::max(cancel_at, c.client_done_at);
+            auto since = std::max(cancel_at, c.client_done_at());
             auto round_end = std::min(deadline, steady::now() + 5s);
             std::chrono::milliseconds pause = 20ms;
             bool learnt_id = false;
@@ -450,14 +376,14 @@ private:
                 co_await wait_polled(c, t, since, round_end);
                 if (t.polled_at >= since) {
                     if (final_state(t)) co_return std::nullopt;
-                    if (!t.listed && (t.id || t.polled_at >= c.client_done_at + absent_after))
+                    if (!t.listed && (t.id || t.polled_at >= c.client_done_at() + absent_after))
                         co_return std::nullopt;  // purged, or never created
                     if (t.listed && !by_id) {
                         learnt_id = true;  // submitted after all: cancel it by id now
                         break;
                     }
                 }
-                co_await wait_event(c, pause);
+                co_await c.wait(pause);
                 pause = std::min<std::chrono::milliseconds>(pause * 2, 500ms);
                 since = steady::now();
             }
@@ -518,7 +444,7 @@ private:
             std::vector<std::string> names;
             names.reserve(jobs_.size());
             for (const auto& [n, t] : jobs_) names.push_back(n);
-            slurm::listing l = co_await slurm::list_by_names(ctx_.slurm->squeue, names, helper_env());
+            slurm::listing l = co_await slurm::list_by_names(tools_.squeue, names, helper_env());
             failed = !l.ok;
             if (!l.ok) {
                 poll_error_ = l.error;
@@ -553,26 +479,26 @@ private:
         finish_wake_.cancel();
     }
 
+public:
     // The run is over: no job of it may be pending, running or completing. Listed by name
     // among this user's jobs that are not final (so also jobs whose id no launch learnt),
     // cancelled and confirmed gone.
-    asio::awaitable<std::optional<task_error>> finish() {
+    asio::awaitable<std::optional<task_error>> finish() override {
         poll_timer_.cancel();
         while (poller_running_) {
             finish_wake_.expires_after(1s);
             co_await finish_wake_.async_wait(asio::as_tuple(asio::use_awaitable));
         }
-        if (submitted_ == 0 || !ctx_.slurm) co_return std::nullopt;
+        if (submitted_ == 0) co_return std::nullopt;
         auto env = helper_env();
-        slurm::listing mine = co_await slurm::list_mine(ctx_.slurm->squeue, env);
+        slurm::listing mine = co_await slurm::list_mine(tools_.squeue, env);
         if (!mine.ok)
             co_return task_error{
                 error_code::slurm_cleanup_failed,
                 "the run's Slurm jobs could not be listed to confirm that none is left: " + mine.error};
-        auto ours = slurm::jobs_of_run(mine.entries, ctx_.run_id, owner_);
+        auto ours = slurm::jobs_of_run(mine.entries, ctx_.settings.run_id, owner_);
         if (ours.empty()) co_return std::nullopt;
-        slurm::removal r =
-            co_await slurm::cancel_and_confirm(*ctx_.slurm, env, std::move(ours), removal_bound);
+        slurm::removal r = co_await slurm::cancel_and_confirm(tools_, env, std::move(ours), removal_bound);
         if (r.left.empty()) co_return std::nullopt;
         std::string list;
         for (const auto& e : r.left)
@@ -583,6 +509,8 @@ private:
                 (r.error.empty() ? "" : " (" + r.error + ")")};
     }
 
+private:
+    slurm::tools tools_;
     slurm::job_owner owner_;
     std::unordered_map<std::string, std::shared_ptr<tracked_job>> jobs_;  ///< launches in flight, by job name
     std::uint64_t submitted_ = 0;
@@ -596,8 +524,8 @@ private:
 
 }  // namespace
 
-std::unique_ptr<launcher> make_slurm_launcher(launch_context& ctx) {
-    return std::make_unique<slurm_launcher>(ctx);
+std::unique_ptr<launcher> make_slurm_launcher(launch_context& ctx, slurm::tools tools) {
+    return std::make_unique<slurm_launcher>(ctx, std::move(tools));
 }
 
 }  // namespace agentctl
