@@ -111,27 +111,28 @@ struct task_error {
     std::string message;
 };
 
-/// A value, or the error that prevented it: std::expected<T, task_error>'s shape (C++23), for
-/// what crosses a layer boundary and can fail.
-template <typename T>
+/// A value, or the error that prevented it: std::expected's shape (C++23), for what crosses a
+/// layer boundary and can fail. The error is a task_error but in the journal
+/// (journal_result<T>: its own errors, docs/DESIGN.md "Errors").
+template <typename T, typename E = task_error>
 class expected {
 public:
     expected(T value) : v_(std::in_place_index<0>, std::move(value)) {}
-    expected(task_error error) : v_(std::in_place_index<1>, std::move(error)) {}
+    expected(E error) : v_(std::in_place_index<1>, std::move(error)) {}
     bool has_value() const { return v_.index() == 0; }
     explicit operator bool() const { return has_value(); }
     T& operator*() { return std::get<0>(v_); }
     const T& operator*() const { return std::get<0>(v_); }
     T* operator->() { return &std::get<0>(v_); }
     const T* operator->() const { return &std::get<0>(v_); }
-    const task_error& error() const { return std::get<1>(v_); }
+    const E& error() const { return std::get<1>(v_); }
     template <typename U>
     T value_or(U&& other) const {
         return has_value() ? std::get<0>(v_) : static_cast<T>(std::forward<U>(other));
     }
 
 private:
-    std::variant<T, task_error> v_;
+    std::variant<T, E> v_;
 };
 
 /// Exit statuses of the CLI, stable (docs/CLI.md, "Exit statuses").

@@ -37,21 +37,7 @@ namespace agentctl {
 
 /// A value or the journal_error that prevented it.
 template <typename T>
-class journal_result {
-public:
-    journal_result(T value) : v_(std::in_place_index<0>, std::move(value)) {}
-    journal_result(journal_error error) : v_(std::in_place_index<1>, std::move(error)) {}
-    bool has_value() const { return v_.index() == 0; }
-    explicit operator bool() const { return has_value(); }
-    T& operator*() { return std::get<0>(v_); }
-    const T& operator*() const { return std::get<0>(v_); }
-    T* operator->() { return &std::get<0>(v_); }
-    const T* operator->() const { return &std::get<0>(v_); }
-    const journal_error& error() const { return std::get<1>(v_); }
-
-private:
-    std::variant<T, journal_error> v_;
-};
+using journal_result = expected<T, journal_error>;
 
 /// The schema version this agentctl writes and reads. A database with a higher one is refused
 /// (`newer_schema`); a lower one is migrated when opened for writing. Version 2: a final

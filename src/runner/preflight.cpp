@@ -18,7 +18,8 @@ bool cancelled(asio::cancellation_type t) {
 
 class preflight {
 public:
-    preflight(const plan& p, const preflight_settings& s) : plan_(p), settings_(s), report_(s.mode, result_) {
+    preflight(const plan& p, const preflight_settings& s)
+        : plan_(p), settings_(s), report_(s.mode, result_.checks, result_.error) {
         result_.actions.resize(p.actions.size());
         result_.containers.resize(p.actions.size());
     }

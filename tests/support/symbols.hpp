@@ -2,8 +2,10 @@
 // read it to prove that a layer calls no function it must not. One reader for every test.
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -45,6 +47,14 @@ inline std::optional<std::vector<object_symbols>> undefined_symbols(
         objects.back().undefined.push_back(std::move(name));
     }
     return objects;
+}
+
+/// Whether symbol `name` is one of `names` or holds one of `parts` ("boost::asio::", ...).
+inline bool is_one_of(const std::string& name, const std::set<std::string>& names,
+                      const std::vector<std::string>& parts = {}) {
+    return names.count(name) > 0 || std::any_of(parts.begin(), parts.end(), [&](const std::string& part) {
+               return name.find(part) != std::string::npos;
+           });
 }
 
 }  // namespace agentctl::test

@@ -2,7 +2,9 @@
 #pragma once
 
 #include "runner/container/argv.hpp"
-#include "runner/preflight.hpp"
+#include "runner/preflight_report.hpp"
+
+#include <agentctl/plan.hpp>
 
 #include <boost/asio/awaitable.hpp>
 

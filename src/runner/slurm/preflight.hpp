@@ -1,8 +1,10 @@
 // The Slurm backend's part of the preflight.
 #pragma once
 
-#include "runner/preflight.hpp"
+#include "runner/preflight_report.hpp"
 #include "runner/slurm/client.hpp"
+
+#include <agentctl/plan.hpp>
 
 #include <boost/asio/awaitable.hpp>
 
