@@ -26,6 +26,11 @@ inline constexpr std::uint64_t max_document_bytes = 1024 * 1024;  ///< larger fi
 /// the wrong file, not a budget), YAML up to the smaller one (its parser is ~50x slower).
 inline constexpr std::uint64_t max_inputs_file_bytes = 256ull * 1024 * 1024;
 inline constexpr std::uint64_t max_yaml_inputs_file_bytes = 16ull * 1024 * 1024;
+/// The longest item (a line of an items file, a string of an inputs file): the longest single
+/// argument Linux passes to a program (MAX_ARG_STRLEN, 128 KiB with its terminating NUL). A
+/// longer one could never reach a process whole, so it is refused where it is read, before it
+/// costs memory or a journal row.
+inline constexpr std::size_t max_item_bytes = 128 * 1024 - 1;
 /// A secret value shorter than this is still redacted, but as such a short string it is
 /// likely to occur in ordinary output, which then becomes unreadable: it earns a warning.
 inline constexpr std::size_t min_redactable_secret_bytes = 4;

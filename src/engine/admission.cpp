@@ -44,6 +44,7 @@ bool render_request(const run_view& view, const plan_task& t, attempt_request& r
 
     ctx.with = &request.with;
     if (t.argv_deferred) {
+        vars.as_object()[job_slot_var] = view.job_slot;
         for (const auto& a : action.args) {
             auto s = render_text(a, ctx, error);
             if (!s) return false;

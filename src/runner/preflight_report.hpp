@@ -35,9 +35,8 @@ public:
     void check(std::string action, std::string check, std::string subject, std::string status,
                std::string detail, bool blocking = true) {
         if (survey())
-            return checks_.push_back(doctor_check{std::move(action), std::move(check),
-                                                         std::move(subject), std::move(status),
-                                                         std::move(detail), blocking});
+            return checks_.push_back(doctor_check{std::move(action), std::move(check), std::move(subject),
+                                                  std::move(status), std::move(detail), blocking});
     }
     /// Strict: the run stops with `error`, unless an earlier one stopped it already.
     void stop(task_error error) {

@@ -60,8 +60,10 @@ bool steers_engine(std::string_view name) {
                        [&](std::string_view prefix) { return name.substr(0, prefix.size()) == prefix; });
 }
 
-// Names bound by the expansion itself in `vars.`; `as` and axis names may not shadow them.
-constexpr std::array<std::string_view, 3> reserved_vars = {"foreachIndex", "matrix", "matrixIndex"};
+// Names bound by the expansion itself in `vars.` (and `jobSlot`, by the engine at dispatch);
+// `as` and axis names may not shadow them.
+constexpr std::array<std::string_view, 4> reserved_vars = {"foreachIndex", "matrix", "matrixIndex",
+                                                           "jobSlot"};
 
 bool is_alpha(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
@@ -690,7 +692,7 @@ std::optional<std::string> workflow_reader::read_binding_name(const place& p) {
         return std::nullopt;
     }
     if (std::find(reserved_vars.begin(), reserved_vars.end(), *s) != reserved_vars.end()) {
-        r_.error(p, "invalid_value", "\"" + *s + "\" is reserved: the expansion binds vars." + *s + " itself",
+        r_.error(p, "invalid_value", "\"" + *s + "\" is reserved: agentctl binds vars." + *s + " itself",
                  "choose another name");
         return std::nullopt;
     }

@@ -29,6 +29,12 @@ asio::awaitable<std::optional<choice>> engine_chooser::choose(const plan_process
     std::size_t first_check = report.checks().size();
     for (const auto& name : proc.engines) {
         auto eng = find_engine(name, settings.search_path);
+        if (eng && eng->name == "podman") {
+            if (auto tini = find_static_tini(settings.search_path))
+                eng->init_path = *tini;
+            else
+                eng = tini.error();
+        }
         if (!eng) {
             tried.push_back(eng.error().message);
             report.check(a.name, "engine", name, "unavailable", eng.error().message);
