@@ -115,10 +115,11 @@ struct run_collaborators {
     /// task's final result, the run's end. With a journal, a finished task's result leaves
     /// memory once recorded unless something reads its output later (plan::
     /// output_referenced()): run_report::tasks stays empty (run_report::outcomes has every
-    /// task's state) and reports read the results from the journal. A foreach/matrix
-    /// aggregate that nothing reads is recorded without its items (`output_released`: they
-    /// are its children's, read back from theirs), and run_report::output holds null in its
-    /// place. nullptr: nothing is recorded and every result stays whole in memory.
+    /// task's state) and reports read the results from the journal. nullptr: nothing is
+    /// recorded and every result stays whole in memory (run_report::tasks). Either way a
+    /// foreach/matrix aggregate that nothing reads keeps no items (`output_released`: they
+    /// are its children's results), run_report::output holds null in its place, and the
+    /// run's output map holds no second copy of a captured stream (docs/CAPTURE.md).
     journal_writer* journal = nullptr;
 };
 

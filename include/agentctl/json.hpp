@@ -46,6 +46,8 @@ public:
     void key(std::string_view k);
 
     void string(std::string_view s);
+    /// A string holding `bytes` in base64 (RFC 4648, padded): any bytes, 4 characters per 3.
+    void base64(std::string_view bytes);
     void boolean(bool b);
     void number(std::int64_t n);
     void number(std::uint64_t n);
@@ -117,6 +119,10 @@ void make_utf8_lossy(std::string& bytes, bool& lossy);
 
 /// Whether `bytes` is valid UTF-8.
 bool is_valid_utf8(std::string_view bytes);
+
+/// Whether `bytes` reads as text: valid UTF-8 without a NUL byte (a NUL marks binary data, as
+/// for git and grep). What `--output json` writes as a JSON string rather than in base64.
+bool is_text(std::string_view bytes);
 
 /// The longest prefix of `text` of at most `max_bytes` that does not end inside a UTF-8
 /// sequence: for shortening text shown in messages.

@@ -64,8 +64,8 @@ struct task_result {
     /// copies of them) were let go to keep memory flat. Read them from the journal.
     bool streams_released = false;
     /// A foreach/matrix aggregate whose output (one item per child) nothing later in the run
-    /// reads, in a run with a journal: its `output` is null, and it is recorded so. Its items
-    /// are its children's results, read back from theirs (journal_results, the reports).
+    /// reads: its `output` is null, and it is recorded so. Its items are its children's
+    /// results, read back from theirs (the report's tasks or the journal; the reports).
     bool output_released = false;
 };
 

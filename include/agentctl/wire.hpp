@@ -67,11 +67,19 @@ private:
     std::string run_id_;
 };
 
+/// How a result's captured stdout and stderr are written. `text`: always as a JSON string
+/// (jsonl events; each NUL byte becomes `\u0000`). `base64_unless_text`: a stream that is not
+/// text (is_text: a NUL byte, or not valid UTF-8) is written as `"stdout": null` plus
+/// `"stdoutBase64": "..."` (likewise stderr), a third larger than its bytes instead of up to
+/// six times (`--output json`; docs/CLI.md, "Machine output").
+enum class stream_form { text, base64_unless_text };
+
 /// The `RunOutcome` envelope on `out`: `ok` is whether the run succeeded. With `leftovers`
 /// not empty, the data also has `leftovers`: what dead runs had left, removed first.
 /// `results`: where the results the report does not hold are read (nullptr: it holds them).
 void write_run_outcome(json_sink& out, const plan& p, const run_report& report, const diagnostics& diags,
-                       const sweep_report* leftovers = nullptr, result_source* results = nullptr);
+                       const sweep_report* leftovers = nullptr, result_source* results = nullptr,
+                       stream_form streams = stream_form::text);
 
 /// `{cgroups: [{path, ownerPid, processesKilled, removed, error?}], containers: [{engine,
 /// name, removed, error?}]}`.
@@ -84,15 +92,17 @@ void write_sweep_report(json_writer& w, const sweep_report& r);
 /// a time: from `report.tasks`, else read from `results`; a task with neither (a journal
 /// that failed during the run) is written from its outcome.
 void write_run_report(json_writer& w, const plan& p, const run_report& report,
-                      const sweep_report* leftovers = nullptr, result_source* results = nullptr);
+                      const sweep_report* leftovers = nullptr, result_source* results = nullptr,
+                      stream_form streams = stream_form::text);
 
 /// Task `index`'s result as JSON (reports and jsonl events): `{state, attempts, exitCode,
 /// signal, durationMs, argv?, vars?, command?, ..., stdout?, stderr?, error?, output}`. The
 /// output leaves out the copies of the streams a builtin.shell.exec output holds, and an
 /// aggregate's items those of its children; an aggregate recorded without its items
 /// (`output_released`) has them read from `results`, child by child (without it: null).
+/// `streams`: how stdout and stderr are written (stream_form).
 void write_task_result(json_writer& w, const plan& p, std::uint32_t index, const task_result& r,
-                       result_source* results = nullptr);
+                       result_source* results = nullptr, stream_form streams = stream_form::text);
 
 /// The `DoctorResult` data object: `{ready, workspace, checks: [{action, check, subject,
 /// status, detail, blocking}]}`.

@@ -23,7 +23,7 @@ struct run_view {
     std::uint64_t output_reserved = 0;  ///< output bytes reserved by running tasks
     /// The job slot the task would run in (`vars.jobSlot` in its args and cwd), 1..jobs.
     std::uint32_t job_slot = 1;
-    /// A run with a journal: an aggregate nothing reads is built without its items.
+    /// An aggregate nothing reads is built without its items (false: tests of admission).
     bool release_unread_aggregates = false;
 };
 

@@ -114,6 +114,52 @@ task_result aggregate_result(const run_view& view, std::uint32_t index) {
     return r;
 }
 
+bool output_holds_streams(const plan& p, std::uint32_t index) {
+    const plan_task& t = p.node(index);
+    return t.kind != plan_task::kind_t::aggregate && p.action_of(t).kind == action_kind::shell_exec;
+}
+
+namespace {
+
+// Task `index`'s output without the stream copies (render_outputs()).
+json::value output_without_streams(const plan& p, std::uint32_t index, const json::value& output) {
+    const plan_task& t = p.node(index);
+    const json::object* o = output.if_object();
+    if (!o || (t.kind != plan_task::kind_t::aggregate && !output_holds_streams(p, index))) return output;
+    json::object out;
+    for (const auto& m : *o) {
+        if (t.kind != plan_task::kind_t::aggregate) {
+            if (m.key() != "stdout" && m.key() != "stderr") out.emplace(m.key(), m.value());
+            continue;
+        }
+        const json::array* items = m.key() == "items" ? m.value().if_array() : nullptr;
+        if (!items) {
+            out.emplace(m.key(), m.value());
+            continue;
+        }
+        json::array kept;
+        kept.reserve(items->size());
+        for (const auto& item : *items) {
+            const json::object* io = item.if_object();
+            const json::value* n = io ? io->if_contains("index") : nullptr;
+            if (!io || !n || !n->is_number() || n->to_number<std::uint64_t>() >= t.child_count) {
+                kept.push_back(item);
+                continue;
+            }
+            auto child = t.first_child + static_cast<std::uint32_t>(n->to_number<std::uint64_t>());
+            json::object copy;
+            for (const auto& f : *io)
+                copy.emplace(f.key(),
+                             f.key() == "output" ? output_without_streams(p, child, f.value()) : f.value());
+            kept.push_back(std::move(copy));
+        }
+        out.emplace(m.key(), std::move(kept));
+    }
+    return out;
+}
+
+}  // namespace
+
 json::value render_outputs(const run_view& view) {
     const plan& p = *view.compiled;
     json::object out;
@@ -121,8 +167,9 @@ json::value render_outputs(const run_view& view) {
         for (std::uint32_t v = 0; v < p.nodes.size(); ++v) {
             const plan_task& t = p.nodes[v];
             if (t.kind == plan_task::kind_t::child) continue;
-            const task_result* r = view.result_of(p.node_starts[v]);
-            out[t.id] = r ? r->output : json::value(nullptr);
+            std::uint32_t index = p.node_starts[v];
+            const task_result* r = view.result_of(index);
+            out[t.id] = r ? output_without_streams(p, index, r->output) : json::value(nullptr);
         }
         return out;
     }

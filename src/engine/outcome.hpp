@@ -31,7 +31,13 @@ task_result aggregate_result(const run_view& view, std::uint32_t index);
 /// `r` (nullptr: it has none, and is listed as skipped).
 boost::json::object aggregate_item(const plan& p, std::uint32_t child, const task_result* r);
 
-/// The run's `output`: rendered spec.outputs, or task id -> output when there are none.
+/// Whether task `index`'s output holds copies of its captured streams (a builtin.shell.exec
+/// output: `stdout`, `stderr`).
+bool output_holds_streams(const plan& p, std::uint32_t index);
+
+/// The run's `output`: rendered spec.outputs, or task id -> output when there are none, each
+/// without the copies of the captured streams that the task results hold (a shell output's
+/// `stdout`/`stderr`, the same in an aggregate's items): the report keeps each stream once.
 boost::json::value render_outputs(const run_view& view);
 
 /// "a, b, c, d, e and 3 more": the first tasks of `needing`, by id.

@@ -147,7 +147,7 @@ public:
         slot_busy_.assign(static_cast<std::size_t>(jobs_), false);
         view_.compiled = &plan_;
         view_.inputs = &plan_.inputs;
-        view_.release_unread_aggregates = with_.journal != nullptr;
+        view_.release_unread_aggregates = true;
         view_.state_of = [this](std::uint32_t i) -> std::optional<task_state> {
             if (state_[i] != node::done) return std::nullopt;
             return outcomes_[i].state;

@@ -162,14 +162,14 @@ void write_sweep_report(json_writer& w, const sweep_report& r) {
 }
 
 void write_run_outcome(json_sink& out, const plan& p, const run_report& report, const diagnostics& diags,
-                       const sweep_report* leftovers, result_source* results) {
+                       const sweep_report* leftovers, result_source* results, stream_form streams) {
     json_writer w(out);
     w.begin_object();
     w.member("apiVersion", cli_api_version);
     w.member("kind", "RunOutcome");
     w.member("ok", report.state == run_state::succeeded);
     w.key("data");
-    write_run_report(w, p, report, leftovers, results);
+    write_run_report(w, p, report, leftovers, results, streams);
     w.key("diagnostics");
     write_diagnostics(w, diags);
     w.end_object();
@@ -207,12 +207,6 @@ namespace {
 std::string signal_name(int sig) {
     const char* abbrev = ::sigabbrev_np(sig);
     return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
-}
-
-// A builtin.shell.exec output holds copies of the task's streams.
-bool output_holds_streams(const plan& p, std::uint32_t index) {
-    const plan_task& t = p.node(index);
-    return t.kind != plan_task::kind_t::aggregate && p.action_of(t).kind == action_kind::shell_exec;
 }
 
 void write_output(json_writer& w, const plan& p, std::uint32_t index, const json::value& output);
@@ -298,6 +292,35 @@ void write_released_output(json_writer& w, const plan& p, std::uint32_t index, r
     w.end_object();
 }
 
+// One captured stream as stream_form says.
+void write_stream(json_writer& w, std::string_view name, std::string_view bytes, stream_form form) {
+    if (form == stream_form::text || is_text(bytes)) {
+        w.member(name, bytes);
+        return;
+    }
+    w.key(name);
+    w.null();
+    w.key(std::string(name) + "Base64");
+    w.base64(bytes);
+}
+
+// The results a report holds itself (a run without a journal), without their streams: what an
+// aggregate recorded without its items needs of its children.
+class report_results final : public result_source {
+public:
+    explicit report_results(const std::vector<task_result>& tasks) : tasks_(tasks) {}
+    void each(std::uint32_t first, std::uint32_t end, bool with_streams,
+              const std::function<bool(std::uint32_t, task_result&)>& fn) override {
+        for (std::uint32_t i = first; i < end && i < tasks_.size(); ++i) {
+            task_result r = with_streams ? tasks_[i] : without_streams(tasks_[i]);
+            if (!fn(i, r)) return;
+        }
+    }
+
+private:
+    const std::vector<task_result>& tasks_;
+};
+
 // A task whose final result is neither in the report nor readable (its journal failed during
 // the run): what the run's outcome still says of it.
 task_result result_of_outcome(const task_outcome& o) {
@@ -312,7 +335,7 @@ task_result result_of_outcome(const task_outcome& o) {
 }  // namespace
 
 void write_task_result(json_writer& w, const plan& p, std::uint32_t index, const task_result& r,
-                       result_source* results) {
+                       result_source* results, stream_form streams) {
     w.begin_object();
     w.member("state", to_string(r.state));
     w.member("attempts", static_cast<std::uint64_t>(r.attempts));
@@ -343,8 +366,8 @@ void write_task_result(json_writer& w, const plan& p, std::uint32_t index, const
         w.member("descendantsKilled", static_cast<std::uint64_t>(r.descendants_killed));
     }
     if (!r.isolation.empty()) {
-        w.member("stdout", stdout_of(r));
-        w.member("stderr", stderr_of(r));
+        write_stream(w, "stdout", stdout_of(r), streams);
+        write_stream(w, "stderr", stderr_of(r), streams);
         if (r.stdout_lossy) w.member("stdoutLossy", true);
         if (r.stderr_lossy) w.member("stderrLossy", true);
         w.key("usage");
@@ -371,7 +394,9 @@ void write_task_result(json_writer& w, const plan& p, std::uint32_t index, const
 }
 
 void write_run_report(json_writer& w, const plan& p, const run_report& report, const sweep_report* leftovers,
-                      result_source* results) {
+                      result_source* results, stream_form streams) {
+    report_results held(report.tasks);
+    if (!results && !report.tasks.empty()) results = &held;
     w.begin_object();
     w.member("runId", report.run_id);
     w.member("state", to_string(report.state));
@@ -387,13 +412,13 @@ void write_run_report(json_writer& w, const plan& p, const run_report& report, c
     auto unrecorded_until = [&](std::uint32_t stop) {
         for (; next < stop; ++next) {
             w.key(p.task_id(next));
-            write_task_result(w, p, next, result_of_outcome(report.outcomes[next]), results);
+            write_task_result(w, p, next, result_of_outcome(report.outcomes[next]), results, streams);
         }
     };
     if (!report.tasks.empty()) {
         for (std::uint32_t i = 0; i < n && i < report.tasks.size(); ++i) {
             w.key(p.task_id(i));
-            write_task_result(w, p, i, report.tasks[i], results);
+            write_task_result(w, p, i, report.tasks[i], results, streams);
         }
     } else if (!results) {
         unrecorded_until(n);
@@ -405,7 +430,7 @@ void write_run_report(json_writer& w, const plan& p, const run_report& report, c
             // The resume's own flag: a result this segment took over reads as recorded earlier.
             r.reused = report.outcomes[i].reused;
             w.key(p.task_id(i));
-            write_task_result(w, p, i, r, results);
+            write_task_result(w, p, i, r, results, streams);
             next = i + 1;
             return true;
         });

@@ -8,6 +8,7 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 namespace agentctl {
@@ -128,6 +129,41 @@ void json_writer::put_string(std::string_view s) {
             }
         }
         buffer_.resize(static_cast<std::size_t>(out - buffer_.data()));
+        if (buffer_.size() >= flush_at) flush();
+    }
+    put('"');
+}
+
+void json_writer::base64(std::string_view bytes) {
+    static constexpr char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    before_value();
+    put('"');
+    // Encoded a slice at a time straight into the buffer: a large stream is never held twice.
+    constexpr std::size_t slice = 48 * 1024;  // a multiple of 3: no padding inside
+    auto byte = [&](std::size_t j) {
+        return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[j]));
+    };
+    std::size_t i = 0;
+    while (i < bytes.size()) {
+        std::size_t end = std::min(bytes.size(), i + slice);
+        std::size_t used = buffer_.size();
+        buffer_.resize(used + (end - i + 2) / 3 * 4);
+        char* out = buffer_.data() + used;
+        for (; i + 3 <= end; i += 3) {
+            std::uint32_t v = byte(i) << 16 | byte(i + 1) << 8 | byte(i + 2);
+            *out++ = digits[v >> 18];
+            *out++ = digits[v >> 12 & 63];
+            *out++ = digits[v >> 6 & 63];
+            *out++ = digits[v & 63];
+        }
+        if (i < end) {  // the last one or two bytes of the whole input
+            std::uint32_t v = byte(i) << 16 | (i + 1 < end ? byte(i + 1) << 8 : 0);
+            *out++ = digits[v >> 18];
+            *out++ = digits[v >> 12 & 63];
+            *out++ = i + 1 < end ? digits[v >> 6 & 63] : '=';
+            *out++ = '=';
+            i = end;
+        }
         if (buffer_.size() >= flush_at) flush();
     }
     put('"');

@@ -75,6 +75,10 @@ bool is_valid_utf8(std::string_view bytes) {
     return valid_prefix(bytes, 0) == bytes.size();
 }
 
+bool is_text(std::string_view bytes) {
+    return std::memchr(bytes.data(), 0, bytes.size()) == nullptr && is_valid_utf8(bytes);
+}
+
 std::string to_utf8_lossy(std::string_view bytes, bool& lossy) {
     std::string out;
     out.reserve(bytes.size());

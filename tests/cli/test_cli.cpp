@@ -283,6 +283,44 @@ BOOST_AUTO_TEST_CASE(jsonl_streams_events_then_the_outcome) {
     check_golden("run.events.jsonl", normalised);
 }
 
+BOOST_AUTO_TEST_CASE(binary_streams_go_as_base64_in_json_and_as_text_in_jsonl) {
+    temp_dir dir;
+    // `bin` prints a NUL byte and a control byte, `text` UTF-8 text: only the first is binary.
+    auto wf =
+        dir.write("wf.yaml",
+                  probe_workflow("    bin: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, \"printf "
+                                 "'a\\\\000b\\\\001'\"]}\n"
+                                 "    text: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, \"printf "
+                                 "'h\\\\303\\\\251llo'\"]}\n",
+                                 "    - {id: bin, uses: action:bin}\n    - {id: text, uses: action:text}\n"));
+    auto r = agentctl({"--output", "json", "run", wf});
+    BOOST_TEST(r.exit_code == 0, r.err);
+    json::value v = parse_json(r.out);
+    const auto& bin = v.at("data").at("tasks").at("bin").as_object();
+    BOOST_TEST(bin.at("stdout").is_null(), r.out);
+    BOOST_TEST(bin.at("stdoutBase64").as_string() == "YQBiAQ==", r.out);  // "a\0b\1"
+    BOOST_TEST(bin.at("stderr").as_string() == "");                       // empty is text
+    BOOST_TEST(!bin.contains("stderrBase64"));
+    const auto& text = v.at("data").at("tasks").at("text").as_object();
+    BOOST_TEST(text.at("stdout").as_string() == "h\xC3\xA9llo", r.out);
+    BOOST_TEST(!text.contains("stdoutBase64"), r.out);
+    // Once: not in the run's output map either.
+    BOOST_TEST(r.out.find("YQBiAQ==") == r.out.rfind("YQBiAQ=="), r.out);
+
+    // jsonl is unchanged: the event and the final envelope carry the text, NUL escaped.
+    auto l = agentctl({"--output", "jsonl", "run", wf});
+    BOOST_TEST(l.exit_code == 0, l.err);
+    BOOST_TEST(l.out.find("Base64") == std::string::npos, l.out);
+    BOOST_TEST(l.out.find(R"("stdout":"a\u0000b\u0001")") != std::string::npos, l.out);
+
+    // runs show --output json reads the journal and writes the same form.
+    std::string run_id(v.at("data").at("runId").as_string());
+    auto show = agentctl({"--output", "json", "runs", "show", run_id, "--task", "bin"});
+    BOOST_TEST(show.exit_code == 0, show.err);
+    json::value s = parse_json(show.out);
+    BOOST_TEST(s.at("data").at("result").at("stdoutBase64").as_string() == "YQBiAQ==", show.out);
+}
+
 BOOST_AUTO_TEST_CASE(inputs_from_file_and_flags_in_order) {
     temp_dir dir;
     std::string wf = probe_workflow(
@@ -317,6 +355,48 @@ BOOST_AUTO_TEST_CASE(two_thousand_real_processes_at_jobs_64) {
     for (const auto& t : v.at("data").at("tasks").as_object())
         succeeded += t.value().at("state").as_string() == "succeeded";
     BOOST_TEST(succeeded == 2001u);
+}
+
+// Without a journal the report keeps every result, and nothing else keeps a copy of a stream:
+// not the foreach aggregate nothing reads, not the run's output map (docs/CAPTURE.md). A
+// bound on memory, generous (1.5 x what is kept), not a timing.
+BOOST_AUTO_TEST_CASE(no_journal_memory_is_bounded_by_the_streams_kept) {
+    temp_dir dir;
+    auto workflow = [&](const std::string& name, int bytes) {
+        std::string items = "[";
+        for (int i = 0; i < 64; ++i) items += (i ? "," : "") + std::to_string(i);
+        return dir.write(
+            name,
+            "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: mem}\nspec:\n"
+            "  policy: {processAllowlist: [head], approval: never}\n"
+            "  actions:\n    out: {kind: builtin.shell.exec, command: /usr/bin/head, args: [-c, \"" +
+                std::to_string(bytes) +
+                "\", /dev/zero], stdoutLimitBytes: 2097152}\n"
+                "  tasks:\n    - {id: each, uses: action:out, foreach: {items: " +
+                items + "]}}\n");
+    };
+    command_options o;
+    o.bound = 120s;
+    auto quiet = agentctl({"run", "-q", "--no-journal", "--jobs", "8", workflow("quiet.yaml", 1)}, o);
+    auto loud = agentctl({"run", "-q", "--no-journal", "--jobs", "8", workflow("loud.yaml", 1 << 20)}, o);
+    BOOST_TEST(quiet.exit_code == 0, quiet.err);
+    BOOST_TEST(loud.exit_code == 0, loud.err);
+    const long kept_kib = 64 * 1024;  // 64 streams of 1 MiB
+    BOOST_TEST_MESSAGE("peak RSS " << loud.max_rss_kib << " KiB keeping 64 MiB, " << quiet.max_rss_kib
+                                   << " KiB keeping 64 bytes");
+    BOOST_TEST(loud.max_rss_kib - quiet.max_rss_kib < kept_kib * 3 / 2,
+               "peak RSS " << loud.max_rss_kib << " KiB keeping 64 MiB of streams, " << quiet.max_rss_kib
+                           << " KiB keeping 64 bytes");
+    // The aggregate kept nothing, yet the document lists its items, from the children's results.
+    auto doc = agentctl({"--output", "json", "run", "--no-journal", workflow("doc.yaml", 3)}, o);
+    BOOST_TEST(doc.exit_code == 0, doc.err);
+    json::value v = parse_json(doc.out);
+    const auto& items = v.at("data").at("tasks").at("each").at("output").at("items").as_array();
+    BOOST_TEST(items.size() == 64u);
+    BOOST_TEST(items.at(63).at("taskId").as_string() == "each--0063");
+    BOOST_TEST(items.at(63).at("output").at("exitCode").as_int64() == 0);
+    BOOST_TEST(v.at("data").at("output").at("each").at("items").as_array().size() == 64u);
+    BOOST_TEST(v.at("data").at("tasks").at("each--0063").at("stdoutBase64").as_string() == "AAAA");
 }
 
 BOOST_AUTO_TEST_CASE(low_fd_limit_lowers_jobs_with_a_warning) {

@@ -223,8 +223,14 @@ BOOST_AUTO_TEST_CASE(expanded_tasks_start_in_plan_order_beside_singles) {
     };
     BOOST_TEST(at("after") > at("first--0011"));
     BOOST_TEST(r.tasks.size() == p.size());
-    BOOST_TEST(result_of(p, r, "first").output.at("items").as_array().size() == 12u);
-    BOOST_TEST(result_of(p, r, "none").output.at("items").as_array().empty());
+    // Nothing reads the aggregates' outputs (`needs` only orders): even without a journal they
+    // keep no items, which are their children's results, whole in the report.
+    for (const char* id : {"first", "none"}) {
+        BOOST_TEST(result_of(p, r, id).output_released, id);
+        BOOST_TEST(result_of(p, r, id).output.is_null(), id);
+        BOOST_TEST(r.output.at(id).is_null(), id);
+    }
+    BOOST_TEST((result_of(p, r, "first--0011").state == task_state::succeeded));
 }
 
 BOOST_AUTO_TEST_CASE(dependencies_run_after_their_needs) {

@@ -105,6 +105,50 @@ BOOST_AUTO_TEST_CASE(writer_escapes_long_mixed_strings_exactly) {
     }
 }
 
+// Base64 against RFC 4648's vectors, and any bytes round-tripped across the writer's slices.
+BOOST_AUTO_TEST_CASE(writer_base64_matches_rfc4648_at_every_size) {
+    auto encoded = [](std::string_view bytes) {
+        string_sink sink;
+        {
+            json_writer w(sink);
+            w.base64(bytes);
+        }
+        return sink.text;
+    };
+    BOOST_TEST(encoded("") == "\"\"");
+    BOOST_TEST(encoded("f") == "\"Zg==\"");
+    BOOST_TEST(encoded("fo") == "\"Zm8=\"");
+    BOOST_TEST(encoded("foo") == "\"Zm9v\"");
+    BOOST_TEST(encoded("foobar") == "\"Zm9vYmFy\"");
+    BOOST_TEST(encoded(std::string_view("\0\xFF\xFE", 3)) == "\"AP/+\"");
+    std::mt19937 rng(11);
+    for (std::size_t size : {49151u, 49152u, 49153u, 49154u, 200000u}) {
+        std::string bytes(size, '\0');
+        for (auto& c : bytes) c = static_cast<char>(rng());
+        std::string text = encoded(bytes);
+        BOOST_TEST(text.size() == (size + 2) / 3 * 4 + 2);
+        // Decode it back by hand: the same bytes.
+        static constexpr std::string_view digits =
+            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        std::string back;
+        std::uint32_t bits = 0;
+        int have = 0;
+        for (char c : std::string_view(text).substr(1, text.size() - 2)) {
+            if (c == '=') break;
+            bits = bits << 6 | static_cast<std::uint32_t>(digits.find(c));
+            if ((have += 6) >= 8) back.push_back(static_cast<char>(bits >> (have -= 8)));
+        }
+        BOOST_TEST((back == bytes), "size " << size);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(text_is_utf8_without_nul) {
+    BOOST_TEST(is_text(""));
+    BOOST_TEST(is_text("h\xC3\xA9llo\n\x1b[31mred\t"));
+    BOOST_TEST(!is_text(std::string_view("a\0b", 3)));
+    BOOST_TEST(!is_text("a\xFF"));
+}
+
 BOOST_AUTO_TEST_CASE(utf8_repair_replaces_each_bad_byte_and_flags_it) {
     bool lossy = false;
     BOOST_TEST(to_utf8_lossy("plain ✓", lossy) == "plain ✓");

@@ -16,6 +16,10 @@
 #include <string_view>
 #include <vector>
 
+namespace agentctl {
+enum class stream_form;  // <agentctl/wire.hpp>
+}
+
 namespace agentctl::cli {
 
 enum class output_format { human, json, jsonl };
@@ -66,6 +70,10 @@ struct command_line {
                 items, null_separated ? item_separator::nul : item_separator::line, std::nullopt};
     }
 };
+
+/// How reports write captured streams: `--output json` puts a stream that is not text in
+/// base64; jsonl (and its final envelope) keeps them as JSON text (docs/CLI.md).
+stream_form streams_for(const command_line& cl);
 
 /// The command line as read, before a command looks at it: every option given (by its long
 /// name) with its values in order (none for a switch), and the operands after the command.

@@ -290,7 +290,8 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
         diagnostics outcome_diags = diags;
         if (!cancel_reason.empty())
             outcome_diags.warning("run_cancelled", "", "the run was cancelled: " + cancel_reason);
-        write_run_outcome(out, p, *report, outcome_diags, &leftovers, results ? &*results : nullptr);
+        write_run_outcome(out, p, *report, outcome_diags, &leftovers, results ? &*results : nullptr,
+                          streams_for(cl));
     }
     if (results && results->error)
         standard_error().write(

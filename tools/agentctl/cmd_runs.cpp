@@ -275,7 +275,7 @@ int show_task(const command_line& cl, journal& db, const journal_run& run, const
                               task_result r = (*result)->result;
                               r.reused = taken_over(**result, run);
                               journal_results children(db, run.run_id);
-                              write_task_result(w, p, *index, r, &children);
+                              write_task_result(w, p, *index, r, &children, streams_for(cl));
                           } else {
                               w.null();
                           }
@@ -364,7 +364,7 @@ int runs_show(const command_line& cl) {
                               if (r.task_index >= p->size()) return true;
                               r.result.reused = taken_over(r, *run);
                               w.key(r.task_id);
-                              write_task_result(w, *p, r.task_index, r.result, &children);
+                              write_task_result(w, *p, r.task_index, r.result, &children, streams_for(cl));
                               return true;
                           });
                           if (!read_error && children.error) read_error = children.error;

@@ -69,6 +69,10 @@ std::string printable(std::string_view s) {
 
 }  // namespace
 
+stream_form streams_for(const command_line& cl) {
+    return cl.output == output_format::json ? stream_form::base64_unless_text : stream_form::text;
+}
+
 void print_diagnostics_human(const command_line& cl, const diagnostics& diags) {
     bool color = use_color(cl, STDERR_FILENO);
     std::string out;
