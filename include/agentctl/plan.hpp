@@ -58,7 +58,13 @@ struct plan_task {
     /// than its own. An aggregate lists none: it needs its children, [first_child,
     /// first_child + child_count).
     std::vector<std::uint32_t> needs;
-    boost::json::object vars;  ///< child: foreach/matrix bindings (a template's are empty)
+    /// The task's variables (docs/DESIGN.md, "Variables"): every layer merged, rendered where
+    /// they read only inputs; a child's also hold its foreach/matrix bindings (a template's do
+    /// not).
+    boost::json::object vars;
+    /// Task-level variables that read task outputs: name -> template, rendered at run time
+    /// over `vars` (no command-line override names them).
+    boost::json::object vars_deferred;
     /// Rendered input when !with_deferred, else the template. A child template holds the
     /// template; plan::task() renders it for each child.
     boost::json::value with;
@@ -152,7 +158,8 @@ struct plan {
     /// Task `i` whole: a child with its id, vars and rendered with/args/cwd.
     plan_task task(std::uint32_t i) const;
     std::string task_id(std::uint32_t i) const;
-    /// Task `i`'s foreach/matrix bindings (empty for others).
+    /// Task `i`'s foreach/matrix bindings (empty for others); plan::task(i).vars has them with
+    /// the task's variables.
     boost::json::object vars_of(std::uint32_t i) const;
     /// Whether something later in a run reads task `i`'s output.
     bool output_referenced(std::uint32_t i) const;
@@ -163,9 +170,12 @@ struct plan {
     const action_spec& action_of(const plan_task& t) const { return actions[t.action_index]; }
 };
 
-/// Inputs given on the command line, applied in order over spec.inputs.
+/// Inputs given on the command line, applied in order over spec.inputs; variables given on
+/// the command line (`--vars-file` mappings, then `--var`), applied in order over every task's
+/// own (docs/DESIGN.md, "Variables").
 struct compile_options {
     std::vector<std::pair<std::string, boost::json::value>> input_overrides;
+    std::vector<std::pair<std::string, boost::json::value>> var_overrides;
 };
 
 struct compile_result {

@@ -26,6 +26,11 @@ inline constexpr std::uint64_t max_document_bytes = 1024 * 1024;  ///< larger fi
 /// the wrong file, not a budget), YAML up to the smaller one (its parser is ~50x slower).
 inline constexpr std::uint64_t max_inputs_file_bytes = 256ull * 1024 * 1024;
 inline constexpr std::uint64_t max_yaml_inputs_file_bytes = 16ull * 1024 * 1024;
+/// Variables files (`varsFiles`, `--vars-file`), as the reference bounds them: each, all of
+/// a run's together, and how many.
+inline constexpr std::uint64_t max_vars_file_bytes = 1024 * 1024;
+inline constexpr std::uint64_t max_vars_total_bytes = 16ull * 1024 * 1024;
+inline constexpr std::size_t max_vars_files = 256;
 /// A secret value shorter than this is still redacted, but as such a short string it is
 /// likely to occur in ordinary output, which then becomes unreadable: it earns a warning.
 inline constexpr std::size_t min_redactable_secret_bytes = 4;
@@ -97,6 +102,17 @@ struct workflow_metadata {
 
 enum class approval_mode { never, mutations, high_risk, always };
 
+/// `policy.network`: how outbound HTTP of providers and protocol peers would be bounded. No
+/// task of this engine opens a connection itself (docs/DESIGN.md, "Network policy").
+struct network_spec {
+    std::vector<std::string> allowed_schemes;  ///< http, https
+    std::vector<std::uint32_t> allowed_ports;  ///< 1..65535
+    std::optional<int> connect_timeout_seconds;
+    std::optional<std::uint64_t> max_response_bytes;
+    bool allow_private = false;
+    bool allow_proxy = false;
+};
+
 struct policy_spec {
     std::string workspace_root = ".";  ///< relative to --workspace, else the workflow's folder
     std::vector<std::string> writable_roots;
@@ -105,6 +121,15 @@ struct policy_spec {
     std::vector<std::string> secret_file_roots;
     std::vector<std::string> secret_process_allowlist;  ///< helper basenames
     approval_mode approval = approval_mode::mutations;
+    /// Hosts (`api.example.com`, `*.example.com`) outbound HTTP may reach. Nothing here makes
+    /// such calls; container actions have no network at all.
+    std::vector<std::string> network_allowlist;
+    std::optional<network_spec> network;
+    /// Capabilities (`filesystem.write`, `process.exec`, ...) a task may or may not use; an
+    /// empty allow list allows every capability not denied.
+    std::vector<std::string> tools_allow;
+    std::vector<std::string> tools_deny;
+    std::vector<std::string> providers;  ///< provider names; nothing here calls a provider
 };
 
 /// Run-wide limits; each is > 0 when present.
@@ -113,6 +138,12 @@ struct budgets_spec {
     std::optional<std::uint64_t> max_wall_time_seconds;
     std::optional<std::uint64_t> max_tasks;  ///< counted after foreach/matrix expansion
     std::optional<std::uint64_t> max_expansion_items;
+    std::optional<std::uint64_t> max_artifact_bytes;  ///< bytes written by builtin.write
+    std::optional<std::uint64_t> max_loop_iterations;
+    /// Limits on model usage (maxProviderRequests, maxTurns, maxToolCalls, maxInputTokens,
+    /// maxOutputTokens, maxTotalTokens, maxCostMicrousd), in document order: accepted and
+    /// shown, never reached, since this engine makes no model call.
+    std::vector<std::pair<std::string, std::uint64_t>> model_usage;
 };
 
 struct runtime_spec {
@@ -120,6 +151,8 @@ struct runtime_spec {
     std::int64_t default_timeout_ms = 120000;  ///< 1 ms..86400 s (`defaultTimeoutSeconds`, decimals allowed)
     int kill_grace_seconds = 0;          ///< 0..3600; 0 = SIGKILL at once
     budgets_spec budgets;
+    /// `pricing` (model cost rates), validated and kept as written; null when absent.
+    boost::json::value pricing;
 };
 
 /// `{process: {...}}` secret source: a bounded helper whose stdout is the value.
@@ -158,7 +191,9 @@ struct container_spec {
     std::uint32_t pids_limit = limits::default_pids;
 };
 
-enum class action_kind { shell_exec, extension_process, assign };
+/// Action kinds. The built-in ones but shell_exec run no process: assign and assert are pure,
+/// read and write touch one file beneath the workspace.
+enum class action_kind { shell_exec, extension_process, assign, assert_that, read, write };
 enum class isolation_mode { process, container };
 enum class idempotency { pure, idempotent, keyed, at_most_once, unknown };
 
@@ -188,7 +223,7 @@ struct action_spec {
     std::optional<extension_spec> extension;  ///< present iff kind == extension_process
     boost::json::value with;  ///< action-level default input (object or null)
 
-    bool is_process() const { return kind != action_kind::assign; }
+    bool is_process() const { return kind == action_kind::shell_exec || kind == action_kind::extension_process; }
 };
 
 /// Which failures a retry may repeat.
@@ -225,6 +260,26 @@ struct task_spec {
     std::optional<std::string> when;
     std::optional<foreach_spec> foreach;
     std::optional<matrix_spec> matrix;
+    boost::json::object vars;             ///< task-level variables (may read `inputs.`)
+    std::vector<std::string> vars_files;  ///< relative to the workflow's folder, in order
+    std::optional<boost::json::value> output_schema;  ///< a JSON Schema for the task's output
+};
+
+/// A variables file (`varsFiles`, `--vars-file`): a mapping of data, read when the workflow is
+/// loaded (docs/DESIGN.md, "Variables").
+struct vars_file {
+    std::string path;                           ///< as written (or given)
+    std::string where;                          ///< the dotted path that names it, for diagnostics
+    std::optional<boost::json::object> values;  ///< absent when it could not be read (reported)
+};
+
+/// A feature of the reference's workflow language this engine does not run (models, agents,
+/// remote protocols, memory, tools, packs; loops, routers, sub-workflows, compensation):
+/// found while reading, reported once per document (`unsupported_feature`).
+struct unsupported_use {
+    std::string feature;  ///< e.g. "spec.agents", "uses: agent:", "builtin.memory.write"
+    std::string path;     ///< where it was first seen
+    bool control_flow = false;  ///< loops, routers, sub-workflows, compensation: not yet
 };
 
 /// A whole document. `source_digest` is the sha256 of the file's bytes.
@@ -237,6 +292,13 @@ struct workflow {
     std::vector<action_spec> actions;  ///< declaration order
     std::vector<task_spec> tasks;      ///< declaration order
     boost::json::object outputs;       ///< name -> value (templates allowed)
+    boost::json::object vars;          ///< spec.vars (may read `inputs.`)
+    std::vector<std::string> vars_files;  ///< spec.varsFiles, relative to the workflow's folder
+    /// The variables files of spec.varsFiles, then of each task's varsFiles, as read by
+    /// load_workflow() (parse_workflow() reads no file: it leaves this empty and the compiler
+    /// reports every file as unread).
+    std::vector<vars_file> loaded_vars_files;
+    std::vector<unsupported_use> unsupported;  ///< features found that this engine does not run
     source_map locations;
     std::string source_digest;  ///< "sha256:<hex>"
 
@@ -244,6 +306,10 @@ struct workflow {
     /// Location of a dotted path, for diagnostics raised after parsing.
     source_location where(std::string_view path) const { return locations.find(path); }
 };
+
+/// Names the engine binds under `vars.` itself (foreachIndex, matrix, matrixIndex, loopIndex,
+/// loopPrevious): no variable may take them.
+bool is_reserved_variable(std::string_view name);
 
 std::string_view to_string(approval_mode);
 std::string_view to_string(action_kind);

@@ -22,9 +22,26 @@ render_context context_for(const run_view& view, const json::value& vars, const 
     return ctx;
 }
 
-bool render_request(const run_view& view, const plan_task& t, attempt_request& request, std::string& error) {
+bool resolve_vars(const run_view& view, const plan_task& t, json::value& vars, std::string& error) {
+    vars = json::value(t.vars);
+    if (t.vars_deferred.empty()) return true;
+    // Deferred variables read task outputs (and inputs), never other variables.
+    json::value none = json::object();
+    render_context ctx = context_for(view, none, nullptr);
+    for (const auto& m : t.vars_deferred) {
+        auto value = render(m.value(), ctx, error);
+        if (!value) {
+            error = "vars." + std::string(m.key()) + ": " + error;
+            return false;
+        }
+        vars.get_object()[m.key()] = std::move(*value);
+    }
+    return true;
+}
+
+bool render_request(const run_view& view, const plan_task& t, const json::value& vars, attempt_request& request,
+                    std::string& error) {
     const action_spec& action = view.compiled->action_of(t);
-    json::value vars(t.vars);
     render_context ctx = context_for(view, vars, nullptr);
     if (t.with_deferred) {
         auto with = render(t.with, ctx, error);
@@ -61,6 +78,39 @@ bool render_request(const run_view& view, const plan_task& t, attempt_request& r
     return true;
 }
 
+// The reference's result of an assignment: its input, as the value it now holds and as its
+// output (docs/CONTRACT.md, "Results").
+task_result assign_result(const json::value& with) {
+    task_result r;
+    r.state = task_state::succeeded;
+    r.attempts = 1;
+    r.output = json::object{{"status", "unchanged"}, {"changed", false},    {"before", nullptr},
+                            {"after", with},         {"diff", nullptr},     {"output", with},
+                            {"predictability", "fully_predictable"}};
+    return r;
+}
+
+task_result assert_result(const json::value& with) {
+    const json::value* that = with.is_object() ? with.get_object().if_contains("that") : nullptr;
+    if (!that || !that->is_bool())
+        return failed_result(error_code::input_invalid,
+                             "builtin.assert needs a boolean `that`, found " +
+                                 (that ? to_json(*that) : std::string("none")));
+    if (!that->get_bool()) {
+        const json::value* message = with.get_object().if_contains("message");
+        task_result r = failed_result(error_code::assertion_failed,
+                                      message && message->is_string() ? std::string(message->get_string())
+                                                                      : std::string("assertion failed"));
+        r.attempts = 1;
+        return r;
+    }
+    task_result r;
+    r.state = task_state::succeeded;
+    r.attempts = 1;
+    r.output = json::object{{"status", "unchanged"}, {"changed", false}, {"passed", true}};
+    return r;
+}
+
 admission admit(const run_view& view, std::uint32_t index) {
     const plan& p = *view.compiled;
     const plan_task& node = p.node(index);
@@ -84,8 +134,10 @@ admission admit(const run_view& view, std::uint32_t index) {
     std::optional<plan_task> child;
     if (node.kind == plan_task::kind_t::child) child.emplace(p.task(index));
     const plan_task& t = child ? *child : node;
+    json::value vars;
+    if (std::string error; !resolve_vars(view, t, vars, error))
+        return record(failed_result(error_code::template_error, error));
     if (t.when) {
-        json::value vars(t.vars);
         render_context ctx = context_for(view, vars, nullptr);
         std::string error;
         auto value = evaluate(*t.when, ctx, error);
@@ -108,17 +160,12 @@ admission admit(const run_view& view, std::uint32_t index) {
     request.task_index = index;
     request.task_id = t.id;
     std::string error;
-    if (!render_request(view, t, request, error))
+    if (!render_request(view, t, vars, request, error))
         return record(failed_result(error_code::template_error, error));
 
     const action_spec& action = p.action_of(t);
-    if (action.kind == action_kind::assign) {
-        task_result r;
-        r.state = task_state::succeeded;
-        r.attempts = 1;
-        r.output = request.with;
-        return record(std::move(r));
-    }
+    if (action.kind == action_kind::assign) return record(assign_result(request.with));
+    if (action.kind == action_kind::assert_that) return record(assert_result(request.with));
 
     std::uint64_t reservation =
         t.limits.combined_bytes * (action.kind == action_kind::extension_process ? 2 : 1);

@@ -124,8 +124,10 @@ compile_result compiler::run() {
     index_tasks();
     find_cycles();
     parse_action_templates();
+    resolve_workflow_vars();
     for (std::size_t i = 0; i < tasks_.size(); ++i) {
         if (tasks_[i].skip) continue;
+        resolve_task_vars(i);
         parse_task_templates(i);
         prepare_expansion(i);
     }

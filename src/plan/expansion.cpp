@@ -191,6 +191,8 @@ void compiler::fill_node(plan_task& n, std::size_t i, plan_task::kind_t kind) {
     for (auto d : t.needs) n.needs.push_back(tasks_[d].result_node);
     n.retry = spec.retry;
     n.when = t.when;
+    n.vars = t.vars;
+    n.vars_deferred = t.vars_deferred;
     if (t.action) {
         const action_spec& act = wf_.actions[*t.action];
         n.timeout_ms = act.timeout_ms.value_or(spec.timeout_ms.value_or(n.timeout_ms));
@@ -231,6 +233,7 @@ void compiler::make_expansion(std::size_t i) {
         plan_task rendered;
         rendered.id = detail::child_id(spec.id, k, e.id_width);
         boost::json::value vars = detail::expansion_bindings(out_.expansions[slot], k);
+        for (const auto& m : t.vars) vars.get_object().emplace(m.key(), m.value());
         render_node(rendered, i, vars);
     }
 
@@ -268,7 +271,7 @@ void compiler::generate() {
         plan_task& n = nodes_[t.result_node];
         fill_node(n, i, plan_task::kind_t::single);
         n.id = wf_.tasks[i].id;
-        render_node(n, i, boost::json::object());
+        render_node(n, i, boost::json::value(t.vars));
     }
     check_child_ids();
     generated_ = true;

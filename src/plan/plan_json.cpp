@@ -4,7 +4,8 @@
 //   killGraceSeconds, approval, workspaceRoot, budgets{present ones}, inputs, order,
 //   tasks{id -> task}, processes[], outputs
 //
-//   task:    id, uses{kind,name}, needs, with, vars?, timeoutSeconds,
+//   task:    id, uses{kind,name}, needs, with, vars? (children, and tasks with variables),
+//            timeoutSeconds,
 //            retry{maxAttempts,backoffMs,on}, failure, when?, limits{stdoutBytes,stderrBytes,
 //            combinedBytes}, requiresApproval, expansion?, args?, cwd?, deferred?
 //   aggregate: id, uses, needs (its children), expansion{kind,count}
@@ -84,9 +85,16 @@ void write_task(json_writer& w, const plan& p, const plan_task& t) {
         return;
     }
     w.member("with", t.with);
-    if (t.kind == plan_task::kind_t::child) {
+    if (t.kind == plan_task::kind_t::child || !t.vars.empty() || !t.vars_deferred.empty()) {
+        // Deferred variables show their template text, as deferred `with` does.
         w.key("vars");
-        write_object(w, t.vars);
+        w.begin_object();
+        for (const auto* o : {&t.vars, &t.vars_deferred})
+            for (const auto& m : *o) {
+                w.key(std::string_view(m.key().data(), m.key().size()));
+                w.value(m.value());
+            }
+        w.end_object();
     }
     w.key("timeoutSeconds");
     write_seconds(w, t.timeout_ms);
@@ -125,9 +133,10 @@ void write_task(json_writer& w, const plan& p, const plan_task& t) {
         w.member("cwd", *t.cwd);
     else if (t.argv_deferred && act.cwd)
         w.member("cwd", *act.cwd);
-    if (t.with_deferred || t.argv_deferred) {
+    if (t.with_deferred || t.argv_deferred || !t.vars_deferred.empty()) {
         w.key("deferred");
         w.begin_array();
+        if (!t.vars_deferred.empty()) w.string("vars");
         if (t.with_deferred) w.string("with");
         if (t.argv_deferred) w.string("argv");
         w.end_array();

@@ -48,6 +48,7 @@ child_parts render_child(const plan& p, const plan_expansion& e, std::uint32_t k
     child_parts c;
     c.id = child_id(n.parent, k, e.id_width);
     json::value vars = expansion_bindings(e, k);
+    for (const auto& m : n.vars) vars.get_object().emplace(m.key(), m.value());
     render_context ctx;
     ctx.inputs = &p.inputs;
     ctx.vars = &vars;

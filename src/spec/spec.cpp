@@ -31,6 +31,11 @@ bool source_map::contains(std::string_view path) const {
     return false;
 }
 
+bool is_reserved_variable(std::string_view name) {
+    return name == "foreachIndex" || name == "matrix" || name == "matrixIndex" || name == "loopIndex" ||
+           name == "loopPrevious";
+}
+
 const action_spec* workflow::find_action(std::string_view name) const {
     for (const auto& a : actions)
         if (a.name == name) return &a;
@@ -59,6 +64,12 @@ std::string_view to_string(action_kind k) {
             return "extension.process";
         case action_kind::assign:
             return "builtin.assign";
+        case action_kind::assert_that:
+            return "builtin.assert";
+        case action_kind::read:
+            return "builtin.read";
+        case action_kind::write:
+            return "builtin.write";
     }
     return "builtin.shell.exec";
 }

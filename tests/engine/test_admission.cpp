@@ -91,7 +91,10 @@ BOOST_AUTO_TEST_CASE(an_assign_completes_here_with_its_input) {
     admission d = run.admit("s");
     BOOST_TEST((d.kind == admission::kind_t::record));
     BOOST_TEST((d.result.state == task_state::succeeded));
-    BOOST_TEST(to_json(d.result.output) == R"({"x":1})");
+    // The reference's shape: the input is both the value held (`after`) and the `output`.
+    BOOST_TEST(to_json(d.result.output) ==
+               R"({"status":"unchanged","changed":false,"before":null,"after":{"x":1},"diff":null,)"
+               R"("output":{"x":1},"predictability":"fully_predictable"})");
 }
 
 BOOST_AUTO_TEST_CASE(a_false_condition_skips_and_a_broken_one_fails) {

@@ -505,7 +505,7 @@ BOOST_AUTO_TEST_CASE(foreach_aggregate_collects_children_and_templates_render) {
       uses: action:assign
       needs: [each]
       with: {first: "${{ tasks.each.output.items.0.output.stdout }}", all: "${{ tasks.each.output.items }}"}
-  outputs: {first: "${{ tasks.sum.output.first }}"}
+  outputs: {first: "${{ tasks.sum.output.output.first }}"}
 )");
     asio::io_context io;
     fake_runner fake(io);

@@ -461,11 +461,11 @@ BOOST_AUTO_TEST_CASE(parse_errors_hide_only_what_they_explain) {
          {"policy_process_not_allowed", "unknown_need", "invalid_type"}},
         {"the task's needs: its template findings could be repeats",
          "    - {id: a, uses: action:set}\n"
-         "    - {id: b, uses: action:set, needs: [a, 5], with: {x: \"${{ tasks.a.output }}\"}}\n",
+         "    - {id: b, uses: action:set, needs: [a, [5]], with: {x: \"${{ tasks.a.output }}\"}}\n",
          "",
          {"policy_process_not_allowed", "invalid_type"}},
         {"the task's foreach: vars are unknown then",
-         "    - {id: a, uses: action:set, foreach: {items: [1], as: 7}, with: {x: \"${{ vars.item }}\"}}\n",
+         "    - {id: a, uses: action:set, foreach: {items: [1], as: [7]}, with: {x: \"${{ vars.item }}\"}}\n",
          "",
          {"policy_process_not_allowed", "invalid_type"}},
         {"another task's fields",
@@ -507,7 +507,7 @@ BOOST_AUTO_TEST_CASE(parse_errors_hide_only_what_they_explain) {
     }
 }
 
-BOOST_AUTO_TEST_CASE(vars_need_an_expansion_and_paths_must_exist) {
+BOOST_AUTO_TEST_CASE(vars_must_be_bound_and_paths_must_exist) {
     workflow wf = base_workflow();
     task_spec t = make_task("t");
     t.with = json::parse(R"({"v":"${{ vars.item }}"})");
@@ -518,10 +518,10 @@ BOOST_AUTO_TEST_CASE(vars_need_an_expansion_and_paths_must_exist) {
     diagnostics ds = must_fail(wf);
     BOOST_TEST(count_code(ds, "template_missing_path") == 2u, diag_text(ds));
     BOOST_TEST(diag_text(ds).find("fan--0001") != std::string::npos, diag_text(ds));
-    BOOST_TEST(diag_text(ds).find("no foreach or matrix") == std::string::npos);  // that is in the help
+    BOOST_TEST(diag_text(ds).find("are: (none)") == std::string::npos);  // that is in the help
     bool help_found = false;
     for (const auto& d : ds.items())
-        help_found = help_found || d.help.find("no foreach or matrix") != std::string::npos;
+        help_found = help_found || d.help.find("the variables of task `t` are: (none)") != std::string::npos;
     BOOST_TEST(help_found);
 }
 

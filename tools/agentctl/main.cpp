@@ -64,6 +64,10 @@ const std::vector<option_info>& options() {
         {"items", 0, "NAME=FILE", "set input NAME to FILE's lines, an array of strings (-: standard input)",
          file_commands, true},
         {"null", 0, "", "--items files are NUL-separated, not one item per line", file_commands},
+        {"var", 0, "KEY=JSON", "set variable KEY of every task; JSON is required ('env=\"qa\"' for a string)",
+         file_commands, true},
+        {"vars-file", 0, "FILE", "a YAML or JSON mapping of variables for every task, below every --var",
+         file_commands, true},
         {"jobs", 'j', "N", "tasks at once, 1..4096 (overrides runtime.maxConcurrency)", {"run", "resume"}},
         {"workspace",
          0,
@@ -403,6 +407,8 @@ int main(int argc, char** argv) {
     cl.file = operands[0];
 
     if (vm.count("input")) cl.inputs = vm["input"].as<std::vector<std::string>>();
+    if (vm.count("var")) cl.vars = vm["var"].as<std::vector<std::string>>();
+    if (vm.count("vars-file")) cl.vars_files = vm["vars-file"].as<std::vector<std::string>>();
     if (vm.count("inputs-file")) cl.inputs_file = text("inputs-file");
     int from_stdin = cl.inputs_file == "-";
     if (vm.count("items"))
