@@ -31,8 +31,10 @@ task_result aggregate_result(const run_view& view, std::uint32_t index);
 /// `r` (nullptr: it has none, and is listed as skipped).
 boost::json::object aggregate_item(const plan& p, std::uint32_t child, const task_result* r);
 
-/// The run's `output`: rendered spec.outputs, or task id -> output when there are none.
-boost::json::value render_outputs(const run_view& view);
+/// The run's `output`: rendered spec.outputs, or task id -> output when there are none. An
+/// output that cannot be rendered (a path its task's output lacks) is null, and sets `error`
+/// (template_error, naming it) unless it is set already.
+boost::json::value render_outputs(const run_view& view, std::optional<task_error>& error);
 
 /// "a, b, c, d, e and 3 more": the first tasks of `needing`, by id.
 std::string task_list(const plan& p, const std::vector<std::uint32_t>& needing);

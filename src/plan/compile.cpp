@@ -120,7 +120,7 @@ compile_result compiler::run() {
 
     merge_inputs();
     policy::check_policy(wf_, diags_);
-    check_extension_schemas(wf_, diags_);
+    check_schemas(wf_, diags_);
     index_tasks();
     find_cycles();
     parse_action_templates();
@@ -131,6 +131,7 @@ compile_result compiler::run() {
         parse_task_templates(i);
         prepare_expansion(i);
     }
+    check_task_output_paths();
     if (check_budgets()) generate();
     check_outputs();
     if (diags_.has_errors()) return {std::nullopt, std::move(diags_)};

@@ -4,6 +4,7 @@
 //   expansion.cpp  foreach/matrix sizes and budgets, child ids, node generation
 //   rendering.cpp  templates: parsing, allowed roots and needs, compile-time rendering
 //   variables.cpp  the layers of `vars.` (files, inline, command line), merged per task
+//   shapes.cpp     the output each task can have: task output paths that can never exist
 #pragma once
 
 #include "plan/template_detail.hpp"
@@ -138,6 +139,8 @@ private:
     void resolve_workflow_vars();
     void resolve_task_vars(std::size_t i);
     bool reads_deferred_var(const std::vector<site>& sites, std::size_t i) const;
+    void check_task_output_paths(const std::vector<site>& sites);
+    void check_task_output_paths();
     void find_cycles();
     bool parse_sites(const boost::json::value& value, const std::string& base, std::vector<site>& out);
     bool parse_site(std::string_view text, const std::string& path, std::vector<site>& out,

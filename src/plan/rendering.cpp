@@ -368,6 +368,7 @@ void compiler::check_outputs() {
         const std::string base = "spec.outputs." + std::string(m.key());
         if (!parse_sites(m.value(), base, sites)) continue;
         check_roots(sites, {.inputs = true, .tasks = true}, "spec.outputs");
+        check_task_output_paths(sites);
         render_context ctx;
         ctx.inputs = &inputs_;
         for (const auto& s : sites) {

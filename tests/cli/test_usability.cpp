@@ -56,7 +56,7 @@ BOOST_AUTO_TEST_CASE(items_file_fills_an_input_with_one_string_per_line) {
     auto r = agentctl({"--output", "json", "run", wf, "--items", "files=" + list});
     BOOST_TEST(r.exit_code == 0, r.err);
     json::value v = parse_json(r.out);
-    const auto& files = v.at("data").at("output").at("keep").at("files").as_array();
+    const auto& files = v.at("data").at("output").at("keep").at("output").at("files").as_array();
     BOOST_REQUIRE(files.size() == 3u);
     BOOST_TEST(files[0].as_string() == "a.txt");
     BOOST_TEST(files[1].as_string() == "b c.txt");
@@ -67,7 +67,7 @@ BOOST_AUTO_TEST_CASE(items_file_fills_an_input_with_one_string_per_line) {
     auto n = agentctl({"--output", "json", "run", wf, "--null", "--items", "files=" + nul});
     BOOST_TEST(n.exit_code == 0, n.err);
     json::value nv = parse_json(n.out);
-    const auto& two = nv.at("data").at("output").at("keep").at("files").as_array();
+    const auto& two = nv.at("data").at("output").at("keep").at("output").at("files").as_array();
     BOOST_REQUIRE(two.size() == 2u);
     BOOST_TEST(two[0].as_string() == "x\ny");
 
@@ -94,7 +94,7 @@ BOOST_AUTO_TEST_CASE(items_from_stdin_beyond_the_argument_list_limit) {
                       sh_quoted(wf) + " --items files=-"});
     BOOST_TEST(r.exit_code == 0, r.err.substr(0, 2000));
     json::value v = parse_json(r.out);
-    const auto& files = v.at("data").at("output").at("keep").at("files").as_array();
+    const auto& files = v.at("data").at("output").at("keep").at("output").at("files").as_array();
     BOOST_REQUIRE(files.size() == 30000u);
     BOOST_TEST(files[29999].as_string().subview().find("file-29999.txt") != std::string::npos);
 }
@@ -110,12 +110,12 @@ BOOST_AUTO_TEST_CASE(inputs_file_from_stdin_and_larger_than_a_mebibyte) {
     auto inputs = dir.write("inputs.json", text);
     auto r = agentctl({"--output", "json", "run", wf, "--inputs-file", inputs});
     BOOST_TEST(r.exit_code == 0, r.err);
-    BOOST_TEST(parse_json(r.out).at("data").at("output").at("keep").at("files").as_array().size() == 18000u);
+    BOOST_TEST(parse_json(r.out).at("data").at("output").at("keep").at("output").at("files").as_array().size() == 18000u);
     auto s = run({"/bin/sh", "-c",
                   "cat " + sh_quoted(inputs) + " | " + sh_quoted(agentctl_bin()) + " --output json run " +
                       sh_quoted(wf) + " --inputs-file -"});
     BOOST_TEST(s.exit_code == 0, s.err);
-    BOOST_TEST(parse_json(s.out).at("data").at("output").at("keep").at("files").as_array().size() == 18000u);
+    BOOST_TEST(parse_json(s.out).at("data").at("output").at("keep").at("output").at("files").as_array().size() == 18000u);
 }
 
 BOOST_AUTO_TEST_CASE(a_missing_executable_fails_once_before_anything_runs) {

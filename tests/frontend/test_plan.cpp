@@ -353,11 +353,11 @@ spec:
   policy: {processAllowlist: [echo], approval: never}
   actions:
     set: {kind: builtin.assign}
-    show: {kind: builtin.shell.exec, command: echo, args: ["${{ tasks.by-args.output.stdout }}"]}
+    show: {kind: builtin.shell.exec, command: echo, args: ["${{ tasks.by-args.output.output.text }}"]}
   tasks:
     - {id: by-with, uses: action:set}
-    - {id: by-args, uses: action:set}
-    - {id: by-when, uses: action:set}
+    - {id: by-args, uses: action:set, with: {text: a}}
+    - {id: by-when, uses: action:set, with: {x: 1}}
     - {id: by-outputs, uses: action:set}
     - {id: unread, uses: action:set}
     - {id: fan, uses: action:set, foreach: {items: [1, 2, 3]}}
@@ -366,7 +366,7 @@ spec:
       uses: action:set
       needs: [by-with, by-when, unread, fan]
       with: {a: "${{ tasks.by-with.output }}", all: "${{ tasks.fan.output.items }}"}
-      when: "tasks.by-when.output.x == 1"
+      when: "tasks.by-when.output.output.x == 1"
     - {id: argv, uses: action:show, needs: [by-args]}
   outputs:
     one: "${{ tasks.by-outputs.output }}"
