@@ -107,6 +107,10 @@ struct plan_expansion {
     std::vector<std::pair<std::string, boost::json::array>> axes;
     /// Items whose child's output spec.outputs names by the child's id (sorted).
     std::vector<std::uint32_t> referenced;
+    /// The digest part of each child's id (`PARENT--NNNN-DIGEST`): 6 bytes per child, the first
+    /// 12 hex digits of the sha256 of its bindings. Computed once when compiling; empty in a
+    /// plan assembled by hand (then computed when asked for).
+    std::string id_digests;
 };
 
 /// The isolation contract of one process action (`processes[]` of the plan).

@@ -148,7 +148,7 @@ BOOST_AUTO_TEST_CASE(a_missing_executable_fails_once_before_anything_runs) {
     BOOST_TEST(v.at("data").at("tasks").at("first").at("state").as_string() == "skipped");
     // The run's error names the PATH; its ten children do not repeat it.
     BOOST_TEST(count(j.out, "/usr/local/bin:/usr/bin:/bin") == 1u, j.out);
-    BOOST_TEST(v.at("data").at("tasks").at("gz--0003").at("error").at("message").as_string() ==
+    BOOST_TEST(v.at("data").at("tasks").at(child_id_in(j.out, "gz--0003")).at("error").at("message").as_string() ==
                "not started: the run failed before any task started (executable_not_found)");
     BOOST_TEST(!std::filesystem::exists(marker));
     // doctor says so too.
@@ -293,9 +293,11 @@ BOOST_AUTO_TEST_CASE(outputs_are_readable_and_failures_name_their_vars) {
                r.out);
     BOOST_TEST(r.out.find("bytes)") == std::string::npos, r.out);  // nothing cut
     BOOST_TEST(r.out.find("[\"") == std::string::npos, r.out);     // no JSON blob
-    BOOST_TEST(r.err.find("✗ gz--0001 failed (file=f13.txt): exited with status 1") != std::string::npos,
+    BOOST_TEST(r.err.find("✗ " + child_id_in(r.err, "gz--0001") + " failed (file=f13.txt): exited with status 1") !=
+                   std::string::npos,
                r.err);
-    BOOST_TEST(r.err.find("failed gz--0000 (file=f12.txt): exited with status 1") != std::string::npos,
+    BOOST_TEST(r.err.find("failed " + child_id_in(r.err, "gz--0000") + " (file=f12.txt): exited with status 1") !=
+                   std::string::npos,
                r.err);
 }
 
@@ -343,7 +345,7 @@ BOOST_AUTO_TEST_CASE(approval_prompt_clears_the_progress_line_and_shows_the_comm
     auto r =
         run_on_terminal({agentctl_bin(), "run", "--interactive", path}, {{"[a]ll: ", "y\n"}}, 60s, {}, 200);
     BOOST_TEST(r.exit_code == 0, r.out);
-    auto at = r.out.find("approve task \"one--0000\" (item=x1)");
+    auto at = r.out.find("approve task \"" + child_id_in(r.out, "one--0000") + "\" (item=x1)");
     BOOST_REQUIRE_MESSAGE(at != std::string::npos, r.out);
     // Nothing of the progress line is left in front of the question.
     BOOST_TEST((at == 0 || r.out.compare(at - 4, 4, "\x1b[2K") == 0 || r.out[at - 1] == '\n'), r.out);
@@ -362,9 +364,10 @@ BOOST_AUTO_TEST_CASE(cancellation_says_why_and_sums_up_unstarted_tasks) {
     auto r = agentctl({"--color", "never", "run", "--jobs", "2", "--timeout-seconds", "0.5", wf});
     BOOST_TEST(r.exit_code == 130, r.err);
     BOOST_TEST(r.err.find("the run was cancelled (run timeout 0.5 s reached") != std::string::npos, r.err);
-    BOOST_TEST(r.err.find("6 tasks not started: s--0002, s--0003, s--0004, s--0005, s--0006, …") !=
-                   std::string::npos,
-               r.err);
+    std::string unstarted = "6 tasks not started: ";
+    for (const char* id : {"s--0002", "s--0003", "s--0004", "s--0005", "s--0006"})
+        unstarted += child_id_in(r.err, id) + ", ";
+    BOOST_TEST(r.err.find(unstarted + "…") != std::string::npos, r.err);
     BOOST_TEST(r.err.find("not started: the run was cancelled") == std::string::npos,
                r.err);  // not one line each
     auto j = agentctl({"--output", "json", "run", "--jobs", "2", "--timeout-seconds", "0.5", wf});

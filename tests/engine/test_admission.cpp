@@ -1,6 +1,7 @@
 // The admission decision on its own: no io_context, no runner, no process.
 #include "engine/admission.hpp"
 
+#include "../support/child_ids.hpp"
 #include "../support/error_text.hpp"
 
 #include <agentctl/parse.hpp>
@@ -40,13 +41,14 @@ struct fake_run {
             return it->second.state;
         };
     }
+    // Children may be named by position (`f--0001`).
     void finish(const std::string& id, task_state state, boost::json::value output = nullptr) {
         task_result r;
         r.state = state;
         r.output = std::move(output);
-        done[id] = std::move(r);
+        done[test_support::full_id(p_, id)] = std::move(r);
     }
-    admission admit(const std::string& id) { return agentctl::admit(view, *p_.find(id)); }
+    admission admit(const std::string& id) { return agentctl::admit(view, *p_.find(test_support::full_id(p_, id))); }
 
     const plan& p_;
     boost::json::value inputs_;
@@ -128,7 +130,7 @@ BOOST_AUTO_TEST_CASE(an_aggregate_lists_its_children) {
     const auto& items = d.result.output.at("items").as_array();
     BOOST_TEST(items.size() == 2u);
     BOOST_TEST(to_json(items[1]) ==
-               R"({"index":1,"taskId":"f--0001","state":"succeeded","output":{"v":2},"error":null})");
+               R"({"index":1,"taskId":"f--0001-9cba6023fbb3","state":"succeeded","output":{"v":2},"error":null})");
 }
 
 BOOST_AUTO_TEST_CASE(an_output_budget_that_cannot_cover_the_task_fails_it_unstarted) {
@@ -151,3 +153,4 @@ BOOST_AUTO_TEST_CASE(approval_is_asked_for_process_tasks_only) {
     BOOST_TEST(run.admit("a").needs_approval);
     BOOST_TEST((run.admit("s").kind == admission::kind_t::record));
 }
+

@@ -1,6 +1,7 @@
 // Scheduler logic against a fake runner: no processes.
 #include <agentctl/engine.hpp>
 
+#include "../support/child_ids.hpp"
 #include "../support/deadline.hpp"
 #include "../support/error_text.hpp"
 #include <agentctl/parse.hpp>
@@ -217,7 +218,7 @@ BOOST_AUTO_TEST_CASE(expanded_tasks_start_in_plan_order_beside_singles) {
     auto at = [&](const std::string& id) {
         return std::find(fake.dispatched.begin(), fake.dispatched.end(), id) - fake.dispatched.begin();
     };
-    BOOST_TEST(at("after") > at("first--0011"));
+    BOOST_TEST(at("after") > at(test_support::full_id(p, "first--0011")));
     BOOST_TEST(r.tasks.size() == p.size());
     BOOST_TEST(result_of(p, r, "first").output.at("items").as_array().size() == 12u);
     BOOST_TEST(result_of(p, r, "none").output.at("items").as_array().empty());
@@ -514,8 +515,8 @@ BOOST_AUTO_TEST_CASE(foreach_aggregate_collects_children_and_templates_render) {
     o.jobs = 3;
     run_report r = run_plan(io, p, o);
     BOOST_TEST(r.state == run_state::succeeded);
-    BOOST_TEST((fake.args["each--0001"] == std::vector<std::string>{"fixed", "y"}));
+    BOOST_TEST((fake.args[test_support::full_id(p, "each--0001")] == std::vector<std::string>{"fixed", "y"}));
     const task_result& each = result_of(p, r, "each");
     BOOST_TEST(each.output.at("items").as_array().size() == 3u);
-    BOOST_TEST(r.output.at("first").as_string() == "out-each--0000");
+    BOOST_TEST(r.output.at("first").as_string() == "out-" + test_support::full_id(p, "each--0000"));
 }

@@ -3,6 +3,8 @@
 #include <agentctl/parse.hpp>
 #include <agentctl/plan.hpp>
 
+#include "../support/child_ids.hpp"
+
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/test/unit_test.hpp>
@@ -80,24 +82,29 @@ diagnostics must_fail(const workflow& wf) {
     return r.diags;
 }
 
+using test_support::short_id;
+
 std::vector<std::string> order_of(const plan& p) {
     std::vector<std::string> ids;
-    for (std::uint32_t i = 0; i < p.size(); ++i) ids.push_back(p.task_id(i));
+    for (std::uint32_t i = 0; i < p.size(); ++i) ids.push_back(short_id(p.task_id(i)));
     return ids;
 }
 
+// By id, a child also by its short id.
 plan_task task_of(const plan& p, std::string_view id) {
     auto i = p.find(id);
+    for (std::uint32_t k = 0; !i && k < p.size(); ++k)
+        if (short_id(p.task_id(k)) == id) i = k;
     BOOST_TEST_REQUIRE(i.has_value(), "no task " << id);
     return p.task(*i);
 }
 
-// What a task waits for: its needs, and an aggregate its children.
+// What a task waits for: its needs, and an aggregate its children (short ids).
 std::vector<std::string> needs_of(const plan& p, std::string_view id) {
     std::vector<std::string> ids;
     plan_task t = task_of(p, id);
-    for (auto n : t.needs) ids.push_back(p.task_id(n));
-    for (std::uint32_t c = 0; c < t.child_count; ++c) ids.push_back(p.task_id(t.first_child + c));
+    for (auto n : t.needs) ids.push_back(short_id(p.task_id(n)));
+    for (std::uint32_t c = 0; c < t.child_count; ++c) ids.push_back(short_id(p.task_id(t.first_child + c)));
     return ids;
 }
 
@@ -172,6 +179,31 @@ BOOST_AUTO_TEST_CASE(foreach_children_get_ids_bindings_and_the_parent_needs) {
         for (auto n : p.task(i).needs) BOOST_TEST(n < i);
 }
 
+// The reference's child ids: PARENT--NNNN-DIGEST, DIGEST the first 12 hex digits of the
+// sha256 of the bindings as compact JSON, top-level keys sorted (values as they are written).
+// The digests here were computed outside agentctl from those JSON texts.
+BOOST_AUTO_TEST_CASE(child_ids_carry_the_digest_of_their_bindings) {
+    workflow wf = base_workflow();
+    task_spec fan = make_task("fan");
+    fan.foreach = foreach_spec{json::parse(R"(["x","y"])"), "item", 10};
+    task_spec verify = make_task("verify");
+    verify.matrix = matrix_spec{{{"profile", json::parse(R"(["debug","release"])")},
+                                 {"platform", json::parse(R"(["linux","macos"])")}},
+                                10};
+    wf.tasks = {fan, verify};
+    plan p = must_compile(wf);
+    // {"foreachIndex":1,"item":"y"}
+    BOOST_TEST(p.task_id(1) == "fan--0001-7ccc5f4b9d04");
+    // {"matrix":{"platform":"linux","profile":"debug"},"matrixIndex":0}, then the last axis fastest
+    BOOST_TEST(p.task_id(3) == "verify--0000-c660ad53f743");
+    BOOST_TEST(p.task_id(4) == "verify--0001-9db1f8eb7daf");
+    BOOST_TEST(p.task_id(6) == "verify--0003-19cbb007d07a");
+    // The same ids from the compiled digests and from the bindings alone (a plan by hand).
+    plan copy = p;
+    for (auto& e : copy.expansions) e.id_digests.clear();
+    for (std::uint32_t i = 0; i < p.size(); ++i) BOOST_TEST(copy.task_id(i) == p.task_id(i));
+}
+
 BOOST_AUTO_TEST_CASE(child_ids_are_padded_to_the_largest_index) {
     workflow wf = base_workflow();
     task_spec fan = make_task("fan");
@@ -181,18 +213,23 @@ BOOST_AUTO_TEST_CASE(child_ids_are_padded_to_the_largest_index) {
     wf.tasks.push_back(fan);
     plan p = must_compile(wf);
     BOOST_TEST(p.size() == 12346u);
-    BOOST_TEST(p.task_id(0) == "fan--00000");
-    BOOST_TEST(p.task(12344).id == "fan--12344");
+    BOOST_TEST(short_id(p.task_id(0)) == "fan--00000");
+    BOOST_TEST(short_id(p.task(12344).id) == "fan--12344");
+    BOOST_TEST(p.task(12344).id == p.task_id(12344));
     BOOST_TEST(p.task_id(12345) == "fan");
     auto ids = order_of(p);
     BOOST_TEST(std::is_sorted(ids.begin(), ids.end() - 1));
     // Ids find their task; near misses do not.
-    BOOST_TEST(p.find("fan--00007").value_or(0) == 7u);
-    BOOST_TEST(p.find("fan--12344").value_or(0) == 12344u);
-    BOOST_TEST(!p.find("fan--0007"));   // not the width the plan writes
-    BOOST_TEST(!p.find("fan--12345"));  // past the last item
-    BOOST_TEST(!p.find("fan-00007"));
-    BOOST_TEST(!p.find("nope--00007"));
+    const std::string seventh = p.task_id(7);
+    const std::string digest = seventh.substr(seventh.size() - 13);  // "-" and 12 hex digits
+    BOOST_TEST(p.find(seventh).value_or(0) == 7u);
+    BOOST_TEST(p.find(p.task_id(12344)).value_or(0) == 12344u);
+    BOOST_TEST(!p.find("fan--00007"));           // no digest
+    BOOST_TEST(!p.find("fan--0007" + digest));   // not the width the plan writes
+    BOOST_TEST(!p.find("fan--00008" + digest));  // another item's digest
+    BOOST_TEST(!p.find("fan--12345" + digest));  // past the last item
+    BOOST_TEST(!p.find("fan-00007" + digest));
+    BOOST_TEST(!p.find("nope--00007" + digest));
 }
 
 // A plan stores no child: an expansion is its children's template, its items and its
@@ -214,7 +251,7 @@ BOOST_AUTO_TEST_CASE(a_plan_stores_no_child) {
     BOOST_TEST(p.expansions[0].items.size() == 100000u);
     BOOST_TEST(p.node(50000).id.empty());  // a template, not a child
     plan_task last = p.task(100000);
-    BOOST_TEST(last.id == "fan--99999");
+    BOOST_TEST(short_id(last.id) == "fan--99999");
     BOOST_TEST(last.parent == "fan");
     BOOST_TEST(last.expansion_index == 99999u);
     BOOST_TEST_REQUIRE(last.args.has_value());
@@ -370,7 +407,7 @@ spec:
     - {id: argv, uses: action:show, needs: [by-args]}
   outputs:
     one: "${{ tasks.by-outputs.output }}"
-    child: "text ${{ tasks.other-fan--0001.output.x }}"
+    child: "text ${{ tasks.other-fan--0001-9cba6023fbb3.output.x }}"
 )";
     auto parsed = parse_workflow(text, "wf.yaml");
     BOOST_TEST_REQUIRE(parsed.document.has_value(), diag_text(parsed.diags));
@@ -682,7 +719,7 @@ BOOST_AUTO_TEST_CASE(outputs_may_name_any_plan_task_but_not_vars) {
     fan.foreach = foreach_spec{json::parse("[1,2]"), "n", 10};
     wf.tasks = {fan};
     wf.outputs =
-        json::parse(R"({"all":"${{ tasks.fan.output.items }}","one":"${{ tasks.fan--0001.output }}"})")
+        json::parse(R"({"all":"${{ tasks.fan.output.items }}","one":"${{ tasks.fan--0001-f969c39d71b3.output }}"})")
             .as_object();
     must_compile(wf);
     wf.outputs["bad"] = "${{ vars.n }}";
@@ -893,10 +930,13 @@ BOOST_AUTO_TEST_CASE(plan_text_summarises_large_expansions) {
     plan p = must_compile(wf);
     std::string text = plan_text(p);
     BOOST_TEST(std::count(text.begin(), text.end(), '\n') < 20, text);
+    const std::string first = p.task_id(1), last = p.task_id(5000);
     BOOST_TEST(text.find("fan   foreach \xc3\x97"
-                         "5000 over n  fan--0000 \xe2\x80\xa6 fan--4999  action:echo") != std::string::npos,
+                         "5000 over n  " +
+                         first + " \xe2\x80\xa6 " + last + "  action:echo") != std::string::npos,
                text);
-    BOOST_TEST(text.find("order (5003 tasks): pre -> fan--0000 \xe2\x80\xa6 fan--4999 (\xc3\x97"
+    BOOST_TEST(text.find("order (5003 tasks): pre -> " + first + " \xe2\x80\xa6 " + last +
+                         " (\xc3\x97"
                          "5000) -> fan -> post") != std::string::npos,
                text);
     BOOST_TEST(text.find(p.plan_digest) != std::string::npos);
