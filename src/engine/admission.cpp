@@ -1,12 +1,59 @@
 #include "engine/admission.hpp"
 
 #include "engine/outcome.hpp"
+#include "json/sha256.hpp"
+
+#include <agentctl/json.hpp>
 
 #include <boost/json/object.hpp>
+
+#include <algorithm>
 
 namespace json = boost::json;
 
 namespace agentctl {
+namespace {
+
+// An object with its top-level members sorted by key, written compactly: the reference's
+// maps (its inputs, variables and task outputs are sorted maps; what they hold keeps its order).
+void write_sorted(json_writer& w, const json::object& o) {
+    std::vector<const json::key_value_pair*> members;
+    members.reserve(o.size());
+    for (const auto& m : o) members.push_back(&m);
+    std::sort(members.begin(), members.end(), [](const auto* a, const auto* b) { return a->key() < b->key(); });
+    w.begin_object();
+    for (const auto* m : members) {
+        w.key(std::string_view(m->key().data(), m->key().size()));
+        w.value(m->value());
+    }
+    w.end_object();
+}
+
+}  // namespace
+
+std::string context_digest(const run_view& view, const plan_task& t, const json::value& vars) {
+    json::object tasks;
+    for (auto need : t.needs)
+        if (const task_result* r = view.result_of(need)) tasks[view.compiled->task_id(need)] = r->output;
+    string_sink text;
+    {
+        json_writer w(text);
+        w.begin_object();
+        w.key("inputs");
+        write_sorted(w, view.inputs && view.inputs->is_object() ? view.inputs->get_object() : json::object());
+        w.key("vars");
+        write_sorted(w, vars.is_object() ? vars.get_object() : json::object());
+        w.key("memory");
+        write_sorted(w, json::object());
+        w.key("tasks");
+        write_sorted(w, tasks);
+        w.end_object();
+        w.flush();
+    }
+    sha256 hash;
+    hash.update(text.text);
+    return "sha256:v1:" + hash.hex();
+}
 
 render_context context_for(const run_view& view, const json::value& vars, const json::value* with) {
     render_context ctx;
@@ -147,10 +194,10 @@ admission admit(const run_view& view, std::uint32_t index) {
         if (!*value) {
             task_result r =
                 skipped_result(error_code::condition_false, "when \"" + t.when->expression + "\" is false");
-            json::object o;
-            o["reason"] = "condition_false";
-            o["condition"] = json::object{{"expression", t.when->expression}, {"result", false}};
-            r.output = std::move(o);
+            r.output = json::object{{"reason", "when condition was false"},
+                                    {"condition", json::object{{"expression", t.when->expression},
+                                                               {"contextDigest", context_digest(view, t, vars)},
+                                                               {"result", false}}}};
             return record(std::move(r));
         }
     }

@@ -44,6 +44,11 @@ task_result assign_result(const boost::json::value& with);
 /// when `that` is not a boolean.
 task_result assert_result(const boost::json::value& with);
 
+/// The digest of what task `t`'s condition read, in the reference's form `sha256:v1:<hex>`:
+/// of `{inputs, vars, memory, tasks}` as compact JSON with each map's keys sorted, `tasks`
+/// holding the outputs of t's needs (the reference's, of every task finished before it).
+std::string context_digest(const run_view& view, const plan_task& t, const boost::json::value& vars);
+
 /// Decides for task `index`, whose needs are all final: skip it (a need did not succeed, its
 /// condition is false), complete it here (an aggregate, an assign, a template or condition
 /// error, an output budget that cannot cover it), or start it.

@@ -112,6 +112,13 @@ BOOST_AUTO_TEST_CASE(a_false_condition_skips_and_a_broken_one_fails) {
     admission b = run.admit("b");
     BOOST_TEST((b.result.state == task_state::skipped));
     BOOST_TEST(b.result.error->code == "condition_false");
+    // The reference's skip record: its condition and the digest of what it read. The digest is
+    // the sha256 of this text, computed outside agentctl:
+    // {"inputs":{"flag":false},"vars":{},"memory":{},"tasks":{"a":{"output":{"ok":false}}}}
+    BOOST_TEST(to_json(b.result.output) ==
+               R"({"reason":"when condition was false","condition":{"expression":"tasks.a.output.output.ok",)"
+               R"("contextDigest":"sha256:v1:db05dc40d38c7581c31d59eb427461be2216304d19b8eee88ca0de046a2e2c45",)"
+               R"("result":false}})");
     admission c = run.admit("c");
     BOOST_TEST((c.result.state == task_state::failed));
     BOOST_TEST(c.result.error->code == "condition_error");
