@@ -101,6 +101,10 @@ struct workflow_metadata {
 };
 
 enum class approval_mode { never, mutations, high_risk, always };
+/// What a run without an approver does when a task needs approval. The reference pauses the
+/// run durably for `pause`; this engine has no durable approvals, so every mode stops the run
+/// before any effect (exit 3), as `deny_approval` and `fail` do there.
+enum class non_interactive_mode { pause, deny_approval, fail };
 
 /// `policy.network`: how outbound HTTP of providers and protocol peers would be bounded. No
 /// task of this engine opens a connection itself (docs/DESIGN.md, "Network policy").
@@ -121,6 +125,7 @@ struct policy_spec {
     std::vector<std::string> secret_file_roots;
     std::vector<std::string> secret_process_allowlist;  ///< helper basenames
     approval_mode approval = approval_mode::mutations;
+    non_interactive_mode non_interactive = non_interactive_mode::pause;
     /// Hosts (`api.example.com`, `*.example.com`) outbound HTTP may reach. Nothing here makes
     /// such calls; container actions have no network at all.
     std::vector<std::string> network_allowlist;
@@ -224,6 +229,9 @@ struct action_spec {
     boost::json::value with;  ///< action-level default input (object or null)
 
     bool is_process() const { return kind == action_kind::shell_exec || kind == action_kind::extension_process; }
+    /// Whether a task of this action needs approval under `mode`: the reference's rule by
+    /// effect class and risk (docs/DESIGN.md, "Approval"). Pure actions never do.
+    bool needs_approval(approval_mode mode) const;
 };
 
 /// Which failures a retry may repeat.
@@ -299,6 +307,10 @@ struct workflow {
     /// reports every file as unread).
     std::vector<vars_file> loaded_vars_files;
     std::vector<unsupported_use> unsupported;  ///< features found that this engine does not run
+    /// `spec.output`: the reference's presentation hints, kept as written. agentctl's output
+    /// is chosen on its command line (--output, --verbose).
+    bool output_verbose = false;
+    bool output_show_diff = true;
     source_map locations;
     std::string source_digest;  ///< "sha256:<hex>"
 
@@ -307,11 +319,20 @@ struct workflow {
     source_location where(std::string_view path) const { return locations.find(path); }
 };
 
+/// The capability an action's effect uses, as policy.toolsAllow and toolsDeny name it:
+/// `process.exec` (builtin.shell.exec, extension.process), `filesystem.read`,
+/// `filesystem.write`; "" for the pure builtin.assign and builtin.assert.
+std::string_view capability_of(action_kind kind);
+/// Whether `policy` lets an action use `capability` (toolsDeny wins; a non-empty toolsAllow
+/// must list it). "" (no effect) is always allowed.
+bool capability_allowed(const policy_spec& policy, std::string_view capability);
+
 /// Names the engine binds under `vars.` itself (foreachIndex, matrix, matrixIndex, loopIndex,
 /// loopPrevious): no variable may take them.
 bool is_reserved_variable(std::string_view name);
 
 std::string_view to_string(approval_mode);
+std::string_view to_string(non_interactive_mode);
 std::string_view to_string(action_kind);
 std::string_view to_string(isolation_mode);
 std::string_view to_string(engine_choice);

@@ -242,7 +242,7 @@ void compiler::fill_node(plan_task& n, std::size_t i, plan_task::kind_t kind) {
         const action_spec& act = wf_.actions[*t.action];
         n.timeout_ms = act.timeout_ms.value_or(spec.timeout_ms.value_or(n.timeout_ms));
         n.limits = {act.stdout_limit_bytes, act.stderr_limit_bytes, act.combined_output_limit_bytes};
-        n.requires_approval = act.is_process() && wf_.policy.approval != approval_mode::never;
+        n.requires_approval = act.needs_approval(wf_.policy.approval);
     } else {
         n.timeout_ms = spec.timeout_ms.value_or(n.timeout_ms);
     }

@@ -273,9 +273,16 @@ void workflow_reader::read_metadata(const place& p, workflow_metadata& md) {
 
 void workflow_reader::read_spec(const place& p, workflow& wf) {
     fields f(r_, p,
-             {"inputs", "policy", "runtime", "actions", "tasks", "outputs", "vars", "varsFiles", "providers",
-              "agents", "tools", "memory", "mcpServers", "a2aPeers", "packs", "packTrust", "subworkflows",
-              "compensation"});
+             {"inputs", "policy", "runtime", "actions", "tasks", "outputs", "output", "vars", "varsFiles",
+              "providers", "agents", "tools", "memory", "mcpServers", "a2aPeers", "packs", "packTrust",
+              "subworkflows", "compensation"});
+    if (auto v = f.get("output")) {
+        fields o(r_, *v, {"verbose", "showDiff"});
+        if (auto b = o.get("verbose"))
+            if (auto x = r_.boolean(*b)) wf.output_verbose = *x;
+        if (auto b = o.get("showDiff"))
+            if (auto x = r_.boolean(*b)) wf.output_show_diff = *x;
+    }
     for (auto key : agent_spec_keys)
         if (auto v = f.get(key)) unsupported(*v, "spec." + std::string(key));
     for (auto key : control_flow_spec_keys)
@@ -392,8 +399,12 @@ void workflow_reader::read_network(const place& p, network_spec& network) {
 void workflow_reader::read_policy(const place& p, policy_spec& policy) {
     fields f(r_, p,
              {"workspaceRoot", "writableRoots", "processAllowlist", "environmentAllowlist", "secretFileRoots",
-              "secretProcessAllowlist", "approval", "networkAllowlist", "network", "toolsAllow", "toolsDeny",
-              "providers"});
+              "secretProcessAllowlist", "approval", "nonInteractive", "networkAllowlist", "network",
+              "toolsAllow", "toolsDeny", "providers"});
+    if (auto v = f.get("nonInteractive")) {
+        if (auto i = r_.choice(*v, {"pause", "deny_approval", "fail"}))
+            policy.non_interactive = static_cast<non_interactive_mode>(*i);
+    }
     if (auto v = f.get("networkAllowlist")) {
         if (auto items = r_.sequence(*v)) {
             for (const auto& item : *items) {

@@ -624,18 +624,34 @@ BOOST_AUTO_TEST_CASE(inputs_merge_defaults_and_overrides_in_order) {
     BOOST_TEST(r.compiled->warnings.size() == 1u);
 }
 
-BOOST_AUTO_TEST_CASE(approval_applies_to_process_tasks_only) {
+// The reference's rule by effect: `mutations` covers process execution and workspace writes,
+// `high_risk` process execution only (the only high-risk effect here), `always` every effect
+// (reads too); builtin.assign and builtin.assert are pure and never need approval.
+BOOST_AUTO_TEST_CASE(approval_follows_the_effect_of_each_action_kind) {
     workflow wf = base_workflow();
-    wf.policy.approval = approval_mode::mutations;
-    action_spec assign;
-    assign.name = "set";
-    assign.kind = action_kind::assign;
-    wf.actions.push_back(assign);
-    wf.tasks = {make_task("run"), make_task("pure", "set")};
-    plan p = must_compile(wf);
-    BOOST_TEST(task_of(p, "run").requires_approval);
-    BOOST_TEST(!task_of(p, "pure").requires_approval);
-    BOOST_TEST(p.processes.size() == 1u);  // assign is not a process action
+    wf.policy.writable_roots = {"out"};
+    for (auto [name, kind] : {std::pair{"set", action_kind::assign}, std::pair{"check", action_kind::assert_that},
+                              std::pair{"load", action_kind::read}, std::pair{"save", action_kind::write}}) {
+        action_spec a;
+        a.name = name;
+        a.kind = kind;
+        wf.actions.push_back(a);
+    }
+    wf.tasks = {make_task("run"), make_task("set", "set"), make_task("check", "check"), make_task("load", "load"),
+                make_task("save", "save")};
+    auto needing = [&](approval_mode mode) {
+        wf.policy.approval = mode;
+        plan p = must_compile(wf);
+        std::vector<std::string> ids;
+        for (const auto& id : {"run", "set", "check", "load", "save"})
+            if (task_of(p, id).requires_approval) ids.push_back(id);
+        return ids;
+    };
+    BOOST_TEST(needing(approval_mode::never).empty());
+    BOOST_TEST((needing(approval_mode::mutations) == std::vector<std::string>{"run", "save"}));
+    BOOST_TEST((needing(approval_mode::high_risk) == std::vector<std::string>{"run"}));
+    BOOST_TEST((needing(approval_mode::always) == std::vector<std::string>{"run", "load", "save"}));
+    BOOST_TEST(must_compile(wf).processes.size() == 1u);  // only the shell action is a process
 }
 
 // `run` refuses a plan whose process tasks need approval unless it is interactive; `check`
