@@ -211,6 +211,16 @@ admission admit(const run_view& view, std::uint32_t index) {
         return record(failed_result(error_code::template_error, error));
 
     const action_spec& action = p.action_of(t);
+    // policy.toolsAllow / toolsDeny name capabilities; the reference decides them when the
+    // effect is about to happen, so the document checks and the task fails here, unstarted.
+    if (std::string_view capability = capability_of(action.kind); !capability_allowed(p.policy, capability)) {
+        const auto& deny = p.policy.tools_deny;
+        bool denied = std::find(deny.begin(), deny.end(), capability) != deny.end();
+        return record(failed_result(error_code::capability_denied,
+                                    "policy denies " + std::string(capability) + " (" +
+                                        (denied ? "policy.toolsDeny lists it" : "policy.toolsAllow does not list it") +
+                                        "); the task was not started"));
+    }
     if (action.kind == action_kind::assign) return record(assign_result(request.with));
     if (action.kind == action_kind::assert_that) return record(assert_result(request.with));
 

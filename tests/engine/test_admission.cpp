@@ -161,3 +161,33 @@ BOOST_AUTO_TEST_CASE(approval_is_asked_for_process_tasks_only) {
     BOOST_TEST((run.admit("s").kind == admission::kind_t::record));
 }
 
+// policy.toolsDeny and toolsAllow name capabilities (process.exec, filesystem.read,
+// filesystem.write): a task whose action's capability is not allowed fails unstarted; pure
+// actions have none and always run.
+BOOST_AUTO_TEST_CASE(a_capability_the_policy_denies_fails_the_task_unstarted) {
+    const std::string tasks = "  tasks:\n    - {id: a, uses: action:t, with: {n: 1}}\n"
+                              "    - {id: s, uses: action:set, with: {x: 1}}\n";
+    plan denied = compile_yaml("  policy: {processAllowlist: [sh], approval: never, toolsDeny: [process.exec]}\n" +
+                               shell_action + tasks);
+    fake_run run(denied);
+    admission a = run.admit("a");
+    BOOST_TEST((a.kind == admission::kind_t::record));
+    BOOST_TEST((a.result.state == task_state::failed));
+    BOOST_TEST(a.result.error->code == "capability_denied");
+    BOOST_TEST(a.result.error->message ==
+               "policy denies process.exec (policy.toolsDeny lists it); the task was not started");
+    BOOST_TEST((run.admit("s").result.state == task_state::succeeded));
+
+    plan unlisted = compile_yaml(
+        "  policy: {processAllowlist: [sh], approval: never, toolsAllow: [filesystem.read]}\n" + shell_action + tasks);
+    fake_run run2(unlisted);
+    admission b = run2.admit("a");
+    BOOST_TEST(b.result.error->code == "capability_denied");
+    BOOST_TEST(b.result.error->message ==
+               "policy denies process.exec (policy.toolsAllow does not list it); the task was not started");
+
+    plan allowed = compile_yaml(
+        "  policy: {processAllowlist: [sh], approval: never, toolsAllow: [process.exec]}\n" + shell_action + tasks);
+    fake_run run3(allowed);
+    BOOST_TEST((run3.admit("a").kind == admission::kind_t::start));
+}
