@@ -22,6 +22,7 @@ struct run_event {
     std::uint32_t attempt = 0;
     const task_result* result = nullptr;  ///< task_finished and attempt_failed
     std::uint32_t retry_in_ms = 0;        ///< attempt_failed: the backoff before the next attempt
+    std::uint32_t job_slot = 0;           ///< task_started: its slot, 1..jobs (`vars.jobSlot`)
     const diagnostic* warning = nullptr;  ///< warning only
     std::chrono::steady_clock::duration elapsed{};  ///< since the run started
     std::uint32_t running = 0;   ///< attempts in flight after this event

@@ -7,6 +7,7 @@
 #include <boost/system/error_code.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -130,7 +131,7 @@ std::string to_json(const boost::json::value& v);
 
 /// A problem in JSON text that Boost.JSON's parser accepts.
 struct json_finding {
-    std::string code;        ///< duplicate_key, nul_byte or out_of_range
+    std::string code;        ///< duplicate_key, nul_byte, out_of_range or item_too_long
     std::size_t offset = 0;  ///< byte offset into the text
     std::string message;
     std::string help;
@@ -139,7 +140,8 @@ struct json_finding {
 /// JSON text read with Boost.JSON's parser, adding what it does not check: duplicate keys
 /// (the first is kept), NUL characters in strings, integers beyond 64 bits and doubles out of
 /// range. Numbers are converted with std::from_chars (Boost.JSON 1.81 can be one unit in the
-/// last place off). `value` is set when the text is JSON without findings; `syntax` (and
+/// last place off). A string value (not a key) longer than `max_string_bytes` is a finding
+/// too (item_too_long). `value` is set when the text is JSON without findings; `syntax` (and
 /// `syntax_offset`) when it is not JSON. `root_name` names the whole value in messages.
 struct json_read_result {
     std::optional<boost::json::value> value;
@@ -148,7 +150,8 @@ struct json_read_result {
     std::size_t syntax_offset = 0;
 };
 json_read_result read_json(std::string_view text, std::string_view root_name = "the value",
-                           std::size_t max_depth = 100);
+                           std::size_t max_depth = 100,
+                           std::size_t max_string_bytes = std::numeric_limits<std::size_t>::max());
 
 /// "sha256:<hex>" of `bytes`.
 std::string sha256_digest(std::string_view bytes);

@@ -83,9 +83,10 @@ struct items_result {
     std::optional<boost::json::array> items;
     diagnostics diags;
 };
-/// Reads FILE (`-`: standard input) in chunks, without a size cap beyond memory. A last item
-/// without a separator counts; an empty file has no items. Invalid UTF-8 (and, between
-/// lines, a NUL byte) is a diagnostic naming the item's line (or number).
+/// Reads FILE (`-`: standard input) in chunks. A last item without a separator counts; an
+/// empty file has no items. An item longer than limits::max_item_bytes, invalid UTF-8 (and,
+/// between lines, a NUL byte) is a diagnostic naming the item's line (or number); no more than
+/// that much of an item is ever held.
 items_result load_items_file(const std::string& path, item_separator separator = item_separator::line);
 
 /// Splits items arriving in chunks of any size (used by load_items_file, and by tests).
@@ -98,11 +99,12 @@ public:
     items_result finish();
 
 private:
-    void take(std::string_view item);
+    void take(std::string_view item, bool too_long);
 
     std::string file_;
     item_separator separator_;
-    std::string partial_;
+    std::string partial_;            ///< the item read so far, at most max_item_bytes + 1 bytes
+    bool partial_too_long_ = false;  ///< its bytes beyond that were dropped
     boost::json::array items_;
     diagnostics diags_;
     std::size_t reported_ = 0;

@@ -31,6 +31,11 @@ inline constexpr std::uint64_t max_yaml_inputs_file_bytes = 16ull * 1024 * 1024;
 inline constexpr std::uint64_t max_vars_file_bytes = 1024 * 1024;
 inline constexpr std::uint64_t max_vars_total_bytes = 16ull * 1024 * 1024;
 inline constexpr std::size_t max_vars_files = 256;
+/// The longest item (a line of an items file, a string of an inputs file): the longest single
+/// argument Linux passes to a program (MAX_ARG_STRLEN, 128 KiB with its terminating NUL). A
+/// longer one could never reach a process whole, so it is refused where it is read, before it
+/// costs memory or a journal row.
+inline constexpr std::size_t max_item_bytes = 128 * 1024 - 1;
 /// A secret value shorter than this is still redacted, but as such a short string it is
 /// likely to occur in ordinary output, which then becomes unreadable: it earns a warning.
 inline constexpr std::size_t min_redactable_secret_bytes = 4;
@@ -230,7 +235,7 @@ struct action_spec {
 
     bool is_process() const { return kind == action_kind::shell_exec || kind == action_kind::extension_process; }
     /// Whether a task of this action needs approval under `mode`: the reference's rule by
-    /// effect class and risk (docs/DESIGN.md, "Approval"). Pure actions never do.
+    /// effect class and risk (docs/DESIGN.md, "Plan"). Pure actions never do.
     bool needs_approval(approval_mode mode) const;
 };
 
@@ -328,7 +333,7 @@ std::string_view capability_of(action_kind kind);
 bool capability_allowed(const policy_spec& policy, std::string_view capability);
 
 /// Names the engine binds under `vars.` itself (foreachIndex, matrix, matrixIndex, loopIndex,
-/// loopPrevious): no variable may take them.
+/// loopPrevious, and jobSlot at dispatch): no variable may take them.
 bool is_reserved_variable(std::string_view name);
 
 std::string_view to_string(approval_mode);

@@ -21,6 +21,11 @@ namespace agentctl {
 
 enum class template_root { inputs, vars, with, tasks };
 
+/// `vars.jobSlot`: the job slot a task runs in, 1..jobs, the lowest one free when it starts
+/// and held across its retries (GNU parallel's `{%}`). The engine binds it as an attempt is
+/// dispatched, so it may be used in action args and cwd only (docs/DESIGN.md, "Job slots").
+inline constexpr std::string_view job_slot_var = "jobSlot";
+
 /// One reference inside a template string.
 struct template_ref {
     template_root root = template_root::inputs;
@@ -29,6 +34,10 @@ struct template_ref {
 
     /// The referenced task id (root == tasks), else "".
     std::string_view task_id() const;
+    /// Whether it is `vars.jobSlot`.
+    bool is_job_slot() const {
+        return root == template_root::vars && path.size() == 1 && path[0] == job_slot_var;
+    }
 };
 
 /// A `when` expression, or a test in a template: `path`, `not path`, or `path OP literal`

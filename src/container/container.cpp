@@ -210,10 +210,12 @@ std::vector<std::string> run_argv(const engine& e, const action_spec& action, co
                                   const std::vector<std::string>& args) {
     const container_spec& c = *action.container;
     std::string memory = std::to_string(c.memory_limit_bytes) + "b";
-    // --init: a small init (tini, catatonit) is PID 1 and the command its child, so that the
-    // command gets the default signal dispositions (SIGTERM ends it) and orphans are reaped
-    // (docs/TESTING.md, "An init in containers").
-    std::vector<std::string> argv = {"run", "--rm", "--init", "--pull=never", "--network=none", "--read-only"};
+    // --init: a small init (tini) is PID 1 and the command its child, so that the command gets
+    // the default signal dispositions (SIGTERM ends it) and orphans are reaped (docs/TESTING.md,
+    // "An init in containers").
+    std::vector<std::string> argv = {"run", "--rm", "--init"};
+    if (!e.init_path.empty()) argv.push_back("--init-path=" + e.init_path);
+    argv.insert(argv.end(), {"--pull=never", "--network=none", "--read-only"});
     // Podman mounts writable tmpfs on /run, /tmp and /var/tmp under --read-only by default.
     if (e.name == "podman") argv.push_back("--read-only-tmpfs=false");
     argv.insert(argv.end(),

@@ -24,6 +24,10 @@ using host_environment = std::function<std::optional<std::string>(std::string_vi
 struct engine {
     std::string name;  ///< "docker" | "podman"
     std::string path;  ///< absolute path of a regular executable file
+    /// The static tini that `run --init-path` gives Podman, whose own init (catatonit) starts
+    /// the command with SIGTSTP, SIGTTIN and SIGTTOU blocked; empty: the engine's own init
+    /// (Docker's is tini). docs/TESTING.md, "An init in containers".
+    std::string init_path = {};
 };
 
 /// Bounds of every engine call but `run` itself.

@@ -108,6 +108,7 @@ bool render_request(const run_view& view, const plan_task& t, const json::value&
 
     ctx.with = &request.with;
     if (t.argv_deferred) {
+        vars.as_object()[job_slot_var] = view.job_slot;
         for (const auto& a : action.args) {
             auto s = render_text(a, ctx, error);
             if (!s) return false;

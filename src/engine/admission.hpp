@@ -19,6 +19,8 @@ struct run_view {
     /// in a run with a journal for the results nothing reads (plan::output_referenced()).
     std::function<const task_result*(std::uint32_t index)> result_of;
     std::uint64_t output_reserved = 0;  ///< output bytes reserved by running tasks
+    /// The job slot the task would run in (`vars.jobSlot` in its args and cwd), 1..jobs.
+    std::uint32_t job_slot = 1;
     /// A run with a journal: an aggregate nothing reads is built without its items.
     bool release_unread_aggregates = false;
 };

@@ -19,6 +19,24 @@ std::optional<engine> find_engine(std::string_view name, std::string_view search
     return std::nullopt;
 }
 
+std::optional<std::string> find_static_tini(std::string_view search_path, std::string& error) {
+    // Statically linked by name: a bind-mounted init must run in any image, busybox and
+    // scratch included (the dynamically linked /usr/bin/tini would not).
+    for (std::string_view name : {"tini-static", "docker-init"}) {
+        std::string why;
+        if (auto path = resolve_executable(name, search_path, why)) return path;
+    }
+    const std::string fallback = "/usr/libexec/docker/docker-init";
+    std::string why;
+    if (exec::is_executable_file(fallback, why)) return fallback;
+    error =
+        "podman needs a static tini for its --init (its own, catatonit, starts the command with "
+        "SIGTSTP, SIGTTIN and SIGTTOU blocked): neither tini-static nor docker-init is in the PATH, "
+        "nor " +
+        fallback + "; install tini (Debian, Ubuntu: the tini package)";
+    return std::nullopt;
+}
+
 asio::awaitable<process_result> call(const engine& e, std::vector<std::string> args,
                                      std::vector<std::string> env, bool cancellable) {
     exec::client_call c;

@@ -21,6 +21,12 @@ namespace agentctl::container {
 /// Returns nothing with `error` saying where it looked.
 std::optional<engine> find_engine(std::string_view name, std::string_view search_path, std::string& error);
 
+/// The static tini Podman's `--init-path` takes (engine::init_path): `tini-static` (Debian's
+/// and Ubuntu's tini package) or `docker-init` (what Docker's packages ship for its --init) in
+/// the absolute directories of `search_path`, else /usr/libexec/docker/docker-init. Returns
+/// nothing with `error` saying what is missing and how to get it.
+std::optional<std::string> find_static_tini(std::string_view search_path, std::string& error);
+
 /// Runs `<engine> args...` bounded by call_timeout and call_output_limit. Not cancellable
 /// unless `cancellable` (then through the coroutine's cancellation state).
 boost::asio::awaitable<process_result> call(const engine& e, std::vector<std::string> args,

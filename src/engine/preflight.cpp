@@ -399,6 +399,13 @@ private:
         for (const auto& name : proc.engines) {
             std::string error;
             auto eng = container::find_engine(name, settings_.search_path, error);
+            if (eng && eng->name == "podman") {
+                auto tini = container::find_static_tini(settings_.search_path, error);
+                if (tini)
+                    eng->init_path = *tini;
+                else
+                    eng.reset();
+            }
             if (!eng) {
                 tried.push_back(error);
                 add(a.name, "engine", name, "unavailable", error);

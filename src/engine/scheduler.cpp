@@ -105,6 +105,7 @@ public:
             if (unfinished_[v] == 0) make_ready(v);
         jobs_ = std::clamp(options_.jobs.value_or(p.max_concurrency), 1, limits::max_concurrency);
         fit_jobs_to_descriptors();
+        slot_busy_.assign(static_cast<std::size_t>(jobs_), false);
         view_.compiled = &plan_;
         view_.inputs = &plan_.inputs;
         view_.release_unread_aggregates = options_.journal != nullptr;
@@ -355,6 +356,7 @@ private:
             co_return;
         }
         view_.output_reserved = output_reserved_;
+        view_.job_slot = lowest_free_slot();
         admission a = admit(view_, idx);
         if (a.kind == admission::kind_t::record) {
             record(idx, std::move(a.result));
@@ -381,7 +383,16 @@ private:
         }
         output_reserved_ += a.reservation;
         reservations_[idx] = a.reservation;
+        slot_busy_[view_.job_slot - 1] = true;
+        slot_of_[idx] = view_.job_slot;
         start(idx, std::move(a.request));
+    }
+
+    // GNU parallel's {%}: the lowest slot no running task holds (docs/DESIGN.md, "Job slots").
+    // Only called while a slot is free (fewer than jobs_ tasks run).
+    std::uint32_t lowest_free_slot() const {
+        auto it = std::find(slot_busy_.begin(), slot_busy_.end(), false);
+        return static_cast<std::uint32_t>(it - slot_busy_.begin()) + 1;
     }
 
     // Resume: an earlier segment's result stands unless a need of the task runs again. What
@@ -519,6 +530,7 @@ private:
         e.kind = run_event::kind_t::task_started;
         e.task_index = idx;
         e.attempt = attempt;
+        if (auto slot = slot_of_.find(idx); slot != slot_of_.end()) e.job_slot = slot->second;
         e.elapsed = std::chrono::steady_clock::now() - started_;
         e.running = running_;
         e.finished = static_cast<std::uint32_t>(finished_);
@@ -527,6 +539,10 @@ private:
 
     void finish(std::uint32_t idx, task_result r) {
         running_signals_.erase(idx);
+        if (auto slot = slot_of_.find(idx); slot != slot_of_.end()) {
+            slot_busy_[slot->second - 1] = false;
+            slot_of_.erase(slot);
+        }
         auto reserved = reservations_.find(idx);
         if (reserved != reservations_.end()) {
             output_reserved_ -= std::min(output_reserved_, reserved->second);
@@ -735,6 +751,8 @@ private:
     std::deque<std::pair<std::uint32_t, task_result>> completed_;
     std::unordered_map<std::uint32_t, std::unique_ptr<asio::cancellation_signal>> running_signals_;
     std::unordered_map<std::uint32_t, std::uint64_t> reservations_;
+    std::vector<bool> slot_busy_;                               // by slot - 1: held by a running task
+    std::unordered_map<std::uint32_t, std::uint32_t> slot_of_;  // running task -> its slot
     std::uint64_t output_reserved_ = 0;
     std::uint32_t running_ = 0;
     std::size_t finished_ = 0;

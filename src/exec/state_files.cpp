@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -152,6 +153,14 @@ int replace_file(const std::string& path, std::string_view data) {
         return err;
     }
     return 0;
+}
+
+int publish_file(const std::string& from, const std::string& to) {
+    if (::link(from.c_str(), to.c_str()) == 0) return 0;
+    int err = errno;
+    if (err != EPERM && err != EOPNOTSUPP) return err;  // EPERM: no hard links here (vfat, ...)
+    if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return 0;
+    return errno;
 }
 
 int read_file(int dir_fd, const std::string& name, const std::function<void(std::string_view)>& chunk) {

@@ -61,6 +61,12 @@ int write_file(int dir_fd, const std::string& name, std::string_view data, bool 
 /// rename(2): a reader sees the old content or the new, never part of it. 0 or an errno value.
 int replace_file(const std::string& path, std::string_view data);
 
+/// Puts the file at `from` at `to` unless something is there already: link(2), or where the
+/// file system has no hard links, renameat2(RENAME_NOREPLACE). Either is atomic: `to` never
+/// names a file half made, and of two callers racing for one `to` exactly one wins. Returns 0,
+/// EEXIST when `to` exists, or another errno value; `from` may still exist afterwards.
+int publish_file(const std::string& from, const std::string& to);
+
 /// Reads the file `name` in `dir_fd` in chunks of at most 64 KiB. Returns 0 or an errno value.
 int read_file(int dir_fd, const std::string& name, const std::function<void(std::string_view)>& chunk);
 

@@ -55,7 +55,7 @@ struct journal_db {
 namespace agentctl::journal_detail {
 
 /// Opens and checks the database (identification, schema, truncation, quick_check), creating
-/// it for write access when it is missing or empty, and migrating an older schema.
+/// it whole for write access when it is missing, and migrating an older schema.
 journal_result<std::unique_ptr<detail::journal_db>> open_db(const std::string& path, journal_access access,
                                                             const journal_open_options& options);
 

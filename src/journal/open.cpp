@@ -7,6 +7,7 @@
 #include <agentctl/version.hpp>
 
 #include <array>
+#include <atomic>
 #include <charconv>
 #include <chrono>
 
@@ -201,10 +202,8 @@ std::optional<journal_error> ensure_wal(detail::journal_db& db) {
     return std::nullopt;
 }
 
-// Creates the schema in an empty database. Another process may be doing the same: the check
-// for emptiness is repeated inside the write transaction.
-std::optional<journal_error> initialise(detail::journal_db& db, bool& raced) {
-    raced = false;
+// Creates the schema in the empty database of a journal being created (create_whole).
+std::optional<journal_error> initialise(detail::journal_db& db) {
     // Before the first table: the page size cannot change once in WAL mode, and auto_vacuum
     // only takes effect on an empty database.
     std::string pragmas =
@@ -212,14 +211,8 @@ std::optional<journal_error> initialise(detail::journal_db& db, bool& raced) {
     if (int rc = db.conn.exec(pragmas.c_str()); rc != SQLITE_OK) return db.error(rc, "creating the journal");
     if (auto e = ensure_wal(db)) return e;
     return in_write_transaction(db, "creating the journal", [&]() -> std::optional<journal_error> {
-        int rc = SQLITE_OK;
-        auto tables = db.conn.query_int("SELECT count(*) FROM sqlite_schema;", rc);
-        if (rc != SQLITE_OK) return db.error(rc, "creating the journal");
-        if (tables.value_or(0) != 0) {
-            raced = true;
-            return std::nullopt;
-        }
-        if (rc = db.conn.exec(schema); rc != SQLITE_OK) return db.error(rc, "creating the schema");
+        int rc = db.conn.exec(schema);
+        if (rc != SQLITE_OK) return db.error(rc, "creating the schema");
         std::string pragmas = "PRAGMA application_id=" + std::to_string(application_id) +
                               "; PRAGMA user_version=" + std::to_string(journal_schema_version) + ";";
         if (rc = db.conn.exec(pragmas.c_str()); rc != SQLITE_OK) return db.error(rc, "creating the schema");
@@ -237,6 +230,121 @@ std::optional<journal_error> initialise(detail::journal_db& db, bool& raced) {
         }
         return std::nullopt;
     });
+}
+
+// SQLite's URI for `path` (URI filenames, so that `immutable=1` can be added): what the URI
+// syntax would read is escaped.
+std::string uri_of(const std::string& path) {
+    std::string uri = "file:";
+    for (char c : path) {
+        if (c == '%' || c == '?' || c == '#') {
+            static constexpr char hex[] = "0123456789ABCDEF";
+            uri += '%';
+            uri += hex[(static_cast<unsigned char>(c) >> 4) & 15];
+            uri += hex[static_cast<unsigned char>(c) & 15];
+        } else {
+            uri += c;
+        }
+    }
+    return uri;
+}
+
+constexpr int open_flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE | SQLITE_OPEN_URI;
+
+// Creation (docs/JOURNAL.md, "Creation"): a journal is built whole under a name of its own
+// beside `path`, `J-new-PID-START-N`, then given its name, so that whatever kills agentctl
+// leaves either no journal or a complete one, never an empty or half-made file at `path`.
+// What a killed creation left under such a name is removed by the next write open.
+std::string creation_prefix(const std::string& path) {
+    return path.substr(path.rfind('/') + 1) + "-new-";
+}
+
+void remove_dead_creations(const std::string& path) {
+    exec::unique_fd dir;
+    if (exec::open_directory(AT_FDCWD, parent_of(path), false, dir) != 0) return;
+    const std::string prefix = creation_prefix(path);
+    for (const auto& name : exec::list_directory(dir.get())) {
+        if (!name.starts_with(prefix)) continue;
+        // PID-START-N, and SQLite's -wal, -shm or -journal after it.
+        const char* first = name.data() + prefix.size();
+        const char* last = name.data() + name.size();
+        pid_t pid = 0;
+        std::uint64_t start = 0;
+        auto p = std::from_chars(first, last, pid);
+        if (p.ec != std::errc() || p.ptr == last || *p.ptr != '-') continue;
+        auto q = std::from_chars(p.ptr + 1, last, start);
+        if (q.ec != std::errc() || q.ptr == last || *q.ptr != '-') continue;
+        if (!exec::process_alive(pid, start)) (void)exec::remove_tree(dir.get(), name);
+    }
+}
+
+std::optional<journal_error> create_whole(const std::string& path, const journal_open_options& options) {
+    static std::atomic<unsigned> created{0};
+    pid_t pid = exec::current_pid();
+    const std::string temporary =
+        path.substr(0, path.rfind('/') + 1) + creation_prefix(path) + std::to_string(pid) + "-" +
+        std::to_string(exec::process_start_time(pid).value_or(0)) + "-" + std::to_string(created++);
+    auto remove_temporary = [&] {
+        for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+            (void)exec::remove_tree(AT_FDCWD, temporary + suffix);
+    };
+    std::optional<journal_error> failed;
+    {
+        detail::journal_db db;
+        db.path = path;  // messages name the journal
+        db.access = journal_access::write;
+        db.options = options;
+        int flags = open_flags | SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+        if (int rc = db.conn.open(uri_of(temporary), flags); rc != SQLITE_OK)
+            failed = journal_detail::sqlite_error(rc, nullptr, path, "cannot create");
+        else if (auto e = apply_pragmas(db))
+            failed = e;
+        else
+            failed = initialise(db);
+        // The close checkpoints the WAL into the file and removes it: the file is whole.
+    }
+    exec::path_info wal = exec::probe_path(temporary + "-wal");
+    if (!failed && wal.error == 0 && wal.size > 0)  // the checkpoint failed (a full disk)
+        failed = make_error(journal_errc::io_error,
+                            "journal " + path + ": cannot be created: the schema did not reach the file");
+    if (!failed) {
+        int err = exec::publish_file(temporary, path);
+        // EEXIST: another process created it meanwhile; theirs is as good.
+        if (err != 0 && err != EEXIST)
+            failed =
+                make_error(err == ENOSPC || err == EDQUOT ? journal_errc::disk_full : journal_errc::io_error,
+                           "journal " + path + ": cannot be created: " + errno_message(err));
+        exec::unique_fd dir;
+        if (!failed && options.durability == journal_durability::full &&
+            exec::open_directory(AT_FDCWD, parent_of(path), false, dir) == 0)
+            (void)exec::sync_directory(dir.get());  // the new name survives a power cut
+    }
+    remove_temporary();
+    return failed;
+}
+
+// SQLite rolls back a rollback journal that a writer which died left beside a database (a
+// "hot" journal) when it next reads it, which a read-only connection cannot do: it fails with
+// SQLITE_READONLY_ROLLBACK, "attempt to write a readonly database". agentctl's journals use
+// write-ahead logging from their creation and never leave one; another program, or an
+// agentctl before the creation above, can. So every open first lets a writable connection
+// roll it back, when there is one beside a SQLite file (nothing else is ever written to).
+std::optional<journal_error> roll_back_hot_journal(const std::string& path,
+                                                   const journal_open_options& options) {
+    exec::path_info journal = exec::probe_path(path + "-journal");
+    if (journal.error != 0 || journal.size == 0 || !has_sqlite_magic(path)) return std::nullopt;
+    connection c;
+    if (c.open(uri_of(path), open_flags | SQLITE_OPEN_READWRITE) != SQLITE_OK) return std::nullopt;
+    std::string busy = "PRAGMA busy_timeout=" + std::to_string(options.busy_timeout.count()) + ";";
+    c.exec(busy.c_str());
+    int rc = SQLITE_OK;
+    (void)c.query_int("PRAGMA schema_version;", rc);
+    if ((rc & 0xff) == SQLITE_READONLY)
+        return make_error(journal_errc::read_only,
+                          "journal " + path + ": " + path +
+                              "-journal holds an interrupted write that must be rolled back, and "
+                              "this process cannot write the journal");
+    return std::nullopt;  // any other failure is met again, and reported, by the open itself
 }
 
 std::optional<journal_error> migrate(detail::journal_db& db, std::int64_t from) {
@@ -433,6 +541,8 @@ journal_result<std::unique_ptr<detail::journal_db>> open_db(const std::string& p
     db->streams_path = path + "-streams";
     bool writing = access == journal_access::write;
 
+    if (auto e = roll_back_hot_journal(path, options)) return *e;
+    if (writing) remove_dead_creations(path);
     exec::path_info info = exec::probe_path(path);
     if (info.error == ENOENT) {
         if (!writing)
@@ -449,6 +559,10 @@ journal_result<std::unique_ptr<detail::journal_db>> open_db(const std::string& p
             return make_error(
                 err == EROFS ? journal_errc::read_only : journal_errc::unreadable,
                 "journal " + path + ": cannot be created in " + parent + ": " + errno_message(err));
+        if (auto e = create_whole(path, options)) return *e;
+        info = exec::probe_path(path);
+        if (info.error != 0)
+            return make_error(journal_errc::unreadable, "journal " + path + ": " + errno_message(info.error));
     } else if (info.error != 0) {
         return make_error(journal_errc::unreadable, "journal " + path + ": " + errno_message(info.error));
     } else if (info.is_directory) {
@@ -456,9 +570,12 @@ journal_result<std::unique_ptr<detail::journal_db>> open_db(const std::string& p
                           "journal " + path + ": is a directory, not a journal file");
     } else if (!info.is_regular) {
         return make_error(journal_errc::unreadable, "journal " + path + ": not a regular file");
-    } else if (info.size == 0 && !writing) {
-        return make_error(journal_errc::missing,
-                          "journal " + path + ": the file is empty (no run recorded there)");
+    } else if (info.size == 0) {
+        // Never agentctl's: it creates a journal whole under another name (create_whole).
+        return make_error(journal_errc::corrupt,
+                          "journal " + path +
+                              ": the file is empty (0 bytes): truncated, or made by another program "
+                              "(agentctl never leaves an empty journal); move it away to start a new one");
     }
 
     // Before SQLite opens it (a writer's open may change it): is the file as sealed?
@@ -474,20 +591,9 @@ journal_result<std::unique_ptr<detail::journal_db>> open_db(const std::string& p
     // can write there either, so SQLite may read it as immutable.
     bool immutable = false;
     if (!writing && exec::directory_writable(parent_of(path)) == EROFS) immutable = true;
-    int flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE | SQLITE_OPEN_URI;
-    flags |= writing ? (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) : SQLITE_OPEN_READONLY;
-    std::string uri = "file:";
-    for (char c : path) {
-        // URI filename: escape what the URI syntax would read.
-        if (c == '%' || c == '?' || c == '#') {
-            static constexpr char hex[] = "0123456789ABCDEF";
-            uri += '%';
-            uri += hex[(static_cast<unsigned char>(c) >> 4) & 15];
-            uri += hex[static_cast<unsigned char>(c) & 15];
-        } else {
-            uri += c;
-        }
-    }
+    // Never SQLITE_OPEN_CREATE: a file that vanished since is not created here, half made.
+    int flags = open_flags | (writing ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY);
+    std::string uri = uri_of(path);
     if (immutable) uri += "?immutable=1";
     if (int rc = db->conn.open(uri, flags); rc != SQLITE_OK) {
         journal_error e = journal_detail::sqlite_error(rc, nullptr, path, "cannot open");
@@ -500,40 +606,32 @@ journal_result<std::unique_ptr<detail::journal_db>> open_db(const std::string& p
                           "journal " + path + ": cannot be written (read-only file or file system)");
     if (auto e = apply_pragmas(*db)) return *e;
 
-    for (int round = 0;; ++round) {
-        int rc = SQLITE_OK;
-        auto app_id = db->conn.query_int("PRAGMA application_id;", rc);
-        if (rc != SQLITE_OK) return identify_error(*db, rc, "reading its header");
-        auto user_version = db->conn.query_int("PRAGMA user_version;", rc);
-        if (rc != SQLITE_OK) return identify_error(*db, rc, "reading its header");
-        auto tables = db->conn.query_int("SELECT count(*) FROM sqlite_schema;", rc);
-        if (rc != SQLITE_OK) return identify_error(*db, rc, "reading its schema");
-        if (app_id.value_or(0) == 0 && tables.value_or(0) == 0 && user_version.value_or(0) == 0) {
-            if (!writing)
-                return make_error(journal_errc::missing,
-                                  "journal " + path + ": empty (no run recorded there)");
-            if (round > 0)
-                return make_error(journal_errc::internal, "journal " + path + ": could not be created");
-            bool raced = false;
-            if (auto e = initialise(*db, raced)) return *e;
-            continue;  // check what is there now, ours or the racing creator's
-        }
-        bool needs_migration = false;
-        if (auto e = check_ours(*db, app_id.value_or(0), user_version.value_or(0), unchanged && round == 0,
-                                needs_migration))
-            return *e;
-        if (writing) {
-            if (auto e = ensure_wal(*db)) return *e;
-            if (needs_migration)
-                if (auto e = migrate(*db, *user_version)) return *e;
-        } else if (needs_migration && *user_version < oldest_readable_version) {
-            return make_error(journal_errc::unreadable,
-                              "journal " + path + ": schema version " + std::to_string(*user_version) +
-                                  " must be migrated first (open it for writing: run, resume or runs gc)");
-        }
-        db->seal_on_close = writing;
-        return db;
+    int rc = SQLITE_OK;
+    auto app_id = db->conn.query_int("PRAGMA application_id;", rc);
+    if (rc != SQLITE_OK) return identify_error(*db, rc, "reading its header");
+    auto user_version = db->conn.query_int("PRAGMA user_version;", rc);
+    if (rc != SQLITE_OK) return identify_error(*db, rc, "reading its header");
+    auto tables = db->conn.query_int("SELECT count(*) FROM sqlite_schema;", rc);
+    if (rc != SQLITE_OK) return identify_error(*db, rc, "reading its schema");
+    if (app_id.value_or(0) == 0 && tables.value_or(0) == 0 && user_version.value_or(0) == 0)
+        return make_error(journal_errc::foreign,
+                          "journal " + path +
+                              ": not an agentctl journal (an empty SQLite database: agentctl never leaves "
+                              "one); move it away to start a new journal");
+    bool needs_migration = false;
+    if (auto e = check_ours(*db, app_id.value_or(0), user_version.value_or(0), unchanged, needs_migration))
+        return *e;
+    if (writing) {
+        if (auto e = ensure_wal(*db)) return *e;
+        if (needs_migration)
+            if (auto e = migrate(*db, *user_version)) return *e;
+    } else if (needs_migration && *user_version < oldest_readable_version) {
+        return make_error(journal_errc::unreadable,
+                          "journal " + path + ": schema version " + std::to_string(*user_version) +
+                              " must be migrated first (open it for writing: run, resume or runs gc)");
     }
+    db->seal_on_close = writing;
+    return db;
 }
 
 }  // namespace agentctl::journal_detail

@@ -22,7 +22,8 @@ public:
     static constexpr std::size_t max_key_size = boost::json::string::max_size();
     static constexpr std::size_t max_string_size = boost::json::string::max_size();
 
-    handler(std::string_view text, std::string_view root_name) : text_(text), root_name_(root_name) {}
+    handler(std::string_view text, std::string_view root_name, std::size_t max_string_bytes)
+        : text_(text), root_name_(root_name), max_string_bytes_(max_string_bytes) {}
 
     bool on_document_begin(boost::system::error_code&) {
         values_.reset();
@@ -74,12 +75,18 @@ public:
         values_.push_chars(s);
         return true;
     }
-    bool on_string(boost::json::string_view s, std::size_t, boost::system::error_code&) {
+    bool on_string(boost::json::string_view s, std::size_t size, boost::system::error_code&) {
         if (!in_string_) string_at_ = quote_of(s);
         in_string_ = false;
         if (nul_ || s.find('\0') != boost::json::string_view::npos)
             problem("nul_byte", string_at_, path(levels_.size()) + " contains a NUL character",
                     "remove the \\u0000 escape");
+        if (size > max_string_bytes_)
+            problem("item_too_long", string_at_,
+                    path(levels_.size()) + " is " + std::to_string(size) +
+                        " bytes long, more than the limit of " + std::to_string(max_string_bytes_) +
+                        " bytes per string",
+                    "");
         nul_ = false;
         values_.push_string(s);
         after_value();
@@ -189,6 +196,7 @@ private:
 
     std::string_view text_;
     std::string_view root_name_;
+    std::size_t max_string_bytes_;
     boost::json::value_stack values_;
     std::vector<level> levels_;
     std::string key_;
@@ -200,11 +208,12 @@ private:
 
 }  // namespace
 
-json_read_result read_json(std::string_view text, std::string_view root_name, std::size_t max_depth) {
+json_read_result read_json(std::string_view text, std::string_view root_name, std::size_t max_depth,
+                           std::size_t max_string_bytes) {
     json_read_result result;
     boost::json::parse_options options;
     options.max_depth = max_depth;
-    boost::json::basic_parser<handler> parser(options, text, root_name);
+    boost::json::basic_parser<handler> parser(options, text, root_name, max_string_bytes);
     std::size_t used = parser.write_some(false, text.data(), text.size(), result.syntax);
     if (!result.syntax && used < text.size()) result.syntax = boost::json::error::extra_data;
     if (result.syntax) {

@@ -158,8 +158,9 @@ private:
     void make_expansion(std::size_t i);
     std::optional<std::uint32_t> child_owner(std::string_view id) const;
     void check_child_ids();
+    /// `argv`: the sites of action args and cwd, where `vars.jobSlot` is bound (at dispatch).
     bool check_sites(const std::vector<site>& sites, const render_context& ctx, std::size_t i,
-                     const std::string& node_id);
+                     const std::string& node_id, bool argv = false);
     void render_node(plan_task& n, std::size_t i, const boost::json::value& vars);
     void order();
     void check_outputs();

@@ -231,22 +231,26 @@ void compiler::parse_task_templates(std::size_t i) {
     if (act && t.action && actions_[*t.action].templated) {
         const action_templates& at = actions_[*t.action];
         check_task_refs(at.sites, i, act->name);
-        t.argv_deferred = any_root(at.sites, template_root::tasks) || reads_deferred_var(at.sites, i) ||
-                          (t.with_deferred && any_root(at.sites, template_root::with));
+        // The job slot is known when the attempt is dispatched: args holding it render then.
+        t.argv_deferred =
+            any_root(at.sites, template_root::tasks) || reads_deferred_var(at.sites, i) ||
+            (t.with_deferred && any_root(at.sites, template_root::with)) ||
+            std::any_of(at.sites.begin(), at.sites.end(), [](const site& s) { return s.ref.is_job_slot(); });
     }
 }
 
 // Resolves every `inputs.`, `vars.` (and, when bound, `with.`) reference; task outputs are
 // checked against `needs` elsewhere. One diagnostic per declared task and reference.
 bool compiler::check_sites(const std::vector<site>& sites, const render_context& ctx, std::size_t i,
-                           const std::string& node_id) {
+                           const std::string& node_id, bool argv) {
     bool ok = true;
     const declared_task& t = tasks_[i];
     for (const auto& s : sites) {
         if (s.ref.root == template_root::tasks || (s.ref.root == template_root::with && !ctx.with)) continue;
         if (s.ref.root == template_root::vars && !s.ref.path.empty() &&
             t.vars_deferred.contains(s.ref.path.front()))
-            continue;  // known when the task starts
+            continue;                                // known when the task starts
+        if (argv && s.ref.is_job_slot()) continue;  // a number, bound at dispatch
         detail::template_error e;
         if (const boost::json::value* v = detail::resolve(s.ref, ctx, e)) {
             if (!s.scalar || !(v->is_object() || v->is_array())) continue;
@@ -263,7 +267,9 @@ bool compiler::check_sites(const std::vector<site>& sites, const render_context&
         ok = false;
         if (!first_time("path|" + std::to_string(i) + "|" + s.path + "|" + s.ref.text)) continue;
         std::string help;
-        if (s.ref.root == template_root::vars) {
+        if (s.ref.is_job_slot()) {
+            help = "`vars.jobSlot` is bound when the attempt starts: use it in action args and cwd";
+        } else if (s.ref.root == template_root::vars) {
             std::string names;
             for (const auto& m : t.vars) names += (names.empty() ? "" : ", ") + std::string(m.key());
             for (const auto& m : t.vars_deferred) names += (names.empty() ? "" : ", ") + std::string(m.key());
@@ -315,7 +321,7 @@ void compiler::render_node(plan_task& n, std::size_t i, const boost::json::value
     const action_spec& act = wf_.actions[*t.action];
     if (t.argv_deferred) {
         n.argv_deferred = true;
-        if (at.ok && ok) check_sites(at.sites, ctx, i, n.id);
+        if (at.ok && ok) check_sites(at.sites, ctx, i, n.id, true);
         return;
     }
     if (!at.ok || !ok) return;

@@ -16,6 +16,11 @@ namespace {
 
 constexpr std::string_view stdin_name = "<stdin>";
 
+// Why limits::max_item_bytes, for every diagnostic that refuses a longer item.
+constexpr const char* item_too_long_help =
+    "an item becomes an argument, and Linux passes no argument longer than 131071 bytes "
+    "(MAX_ARG_STRLEN); put large data in a file and pass its name";
+
 std::string display_name(const std::string& path) {
     return path == "-" ? std::string(stdin_name) : path;
 }
@@ -112,14 +117,16 @@ source_location locate(std::string_view text, std::size_t offset, const std::str
 // The text as JSON: true when it was JSON (the result, or its problems, are in `result`).
 bool parse_inputs_json(std::string_view text, const std::string& file, inputs_result& result,
                        boost::system::error_code& error, std::size_t& error_offset) {
-    json_read_result read = read_json(text, "the inputs", static_cast<std::size_t>(yaml::max_depth));
+    json_read_result read =
+        read_json(text, "the inputs", static_cast<std::size_t>(yaml::max_depth), limits::max_item_bytes);
     if (read.syntax) {
         error = read.syntax;
         error_offset = read.syntax_offset;
         return false;
     }
     for (const auto& f : read.findings)
-        result.diags.error(f.code, "", f.message, f.help, locate(text, f.offset, file));
+        result.diags.error(f.code, "", f.message, f.code == "item_too_long" ? item_too_long_help : f.help,
+                           locate(text, f.offset, file));
     if (!read.value) return true;
     if (!read.value->is_object()) {
         result.diags.error("not_a_mapping", "",
@@ -135,6 +142,15 @@ bool parse_inputs_json(std::string_view text, const std::string& file, inputs_re
 void parse_inputs_yaml(std::string_view text, const std::string& path, inputs_result& result) {
     auto tree = read_yaml_tree(text, path, result.diags);
     if (!tree) return;
+    for (const auto& n : tree->nodes)
+        if (n.kind == yaml::node::kind_t::scalar && n.text.size() > limits::max_item_bytes) {
+            result.diags.error("item_too_long", "",
+                               "a string of " + std::to_string(n.text.size()) +
+                                   " bytes, more than the limit of " +
+                                   std::to_string(limits::max_item_bytes) + " bytes per string",
+                               item_too_long_help, {path, n.line, n.column});
+            return;
+        }
     tree_reader reader(*tree, path, result.diags, nullptr);
     if (!reader.has_root()) {
         result.diags.error("not_a_mapping", "", "the inputs file is empty",
@@ -343,25 +359,35 @@ inputs_result load_inputs_file(const std::string& path) {
     return parse_inputs(text, display_name(path));
 }
 
-void items_splitter::take(std::string_view item) {
+void items_splitter::take(std::string_view item, bool too_long) {
     const std::size_t number = items_.size() + 1;
     if (separator_ == item_separator::line && !item.empty() && item.back() == '\r') item.remove_suffix(1);
-    std::string_view problem;
-    if (separator_ == item_separator::line && item.find('\0') != std::string_view::npos)
+    const bool line = separator_ == item_separator::line;
+    std::string_view code, problem;
+    std::string help;
+    if (too_long || item.size() > limits::max_item_bytes) {
+        code = "item_too_long";
+        problem = "is longer than the limit";
+        help = item_too_long_help;
+    } else if (line && item.find('\0') != std::string_view::npos) {
+        code = "nul_byte";
         problem = "contains a NUL byte";
-    else if (!is_valid_utf8(item))
+        help = "items are text, one per line; use --null for NUL-separated names";
+    } else if (!is_valid_utf8(item)) {
+        code = "invalid_utf8";
         problem = "is not valid UTF-8";
+        help = line ? "items are text, one per line; use --null for NUL-separated names"
+                    : "items must be UTF-8 text";
+    }
     if (!problem.empty()) {
         constexpr std::size_t max_reported = 20;
         if (++reported_ <= max_reported) {
-            std::string what = separator_ == item_separator::line ? "line " + std::to_string(number)
-                                                                  : "item " + std::to_string(number);
-            diags_.error(problem.front() == 'c' ? "nul_byte" : "invalid_utf8", "",
-                         what + " of " + file_ + " " + std::string(problem),
-                         separator_ == item_separator::line
-                             ? "items are text, one per line; use --null for NUL-separated names"
-                             : "items must be UTF-8 text",
-                         {file_, separator_ == item_separator::line ? static_cast<int>(number) : 0, 0});
+            std::string what = (line ? "line " : "item ") + std::to_string(number);
+            std::string message = what + " of " + file_ + " " + std::string(problem);
+            if (code == "item_too_long")
+                message += " of " + std::to_string(limits::max_item_bytes) + " bytes per item";
+            diags_.error(std::string(code), "", message, help,
+                         {file_, line ? static_cast<int>(number) : 0, 0});
         }
     }
     if (diags_.has_errors()) {
@@ -373,25 +399,35 @@ void items_splitter::take(std::string_view item) {
 
 void items_splitter::feed(std::string_view chunk) {
     const char end = separator_ == item_separator::nul ? '\0' : '\n';
+    // An item's bytes beyond the limit (plus one, for a `\r` the line may end with) are dropped
+    // as they arrive: a 100 MB line costs no more memory than a long item.
+    constexpr std::size_t keep = limits::max_item_bytes + 1;
+    auto append = [&](std::string_view part) {
+        std::size_t room = keep - std::min(keep, partial_.size());
+        if (part.size() > room) partial_too_long_ = true;
+        partial_.append(part.substr(0, room));
+    };
     for (;;) {
         auto at = chunk.find(end);
         if (at == std::string_view::npos) break;
-        if (partial_.empty()) {
-            take(chunk.substr(0, at));
+        if (partial_.empty() && !partial_too_long_) {
+            take(chunk.substr(0, at), false);
         } else {
-            partial_.append(chunk.substr(0, at));
-            take(partial_);
+            append(chunk.substr(0, at));
+            take(partial_, partial_too_long_);
             partial_.clear();
+            partial_too_long_ = false;
         }
         chunk.remove_prefix(at + 1);
     }
-    partial_.append(chunk);
+    append(chunk);
 }
 
 items_result items_splitter::finish() {
-    if (!partial_.empty()) {
-        take(partial_);
+    if (!partial_.empty() || partial_too_long_) {
+        take(partial_, partial_too_long_);
         partial_.clear();
+        partial_too_long_ = false;
     }
     items_result r;
     if (reported_ > 20)

@@ -73,7 +73,7 @@ bool capability_allowed(const policy_spec& policy, std::string_view capability) 
 
 bool is_reserved_variable(std::string_view name) {
     return name == "foreachIndex" || name == "matrix" || name == "matrixIndex" || name == "loopIndex" ||
-           name == "loopPrevious";
+           name == "loopPrevious" || name == "jobSlot";
 }
 
 const action_spec* workflow::find_action(std::string_view name) const {

@@ -929,7 +929,7 @@ std::optional<std::string> workflow_reader::read_binding_name(const place& p) {
         return std::nullopt;
     }
     if (is_reserved_variable(*s)) {
-        r_.error(p, "invalid_value", "\"" + *s + "\" is reserved: the expansion binds vars." + *s + " itself",
+        r_.error(p, "invalid_value", "\"" + *s + "\" is reserved: agentctl binds vars." + *s + " itself",
                  "choose another name");
         return std::nullopt;
     }

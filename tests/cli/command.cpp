@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -125,6 +126,8 @@ command_result run(const std::vector<std::string>& argv, const command_options& 
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &all);
 
+    // command_result::max_rss_kib: the peak this process reached so far must not count.
+    if (std::ofstream clear("/proc/self/clear_refs"); clear) clear << "5";
     auto begun = std::chrono::steady_clock::now();
     pid_t pid = spawn(argv, options.env, fa, attr);
     ::close(out[1]);
@@ -137,17 +140,18 @@ command_result run(const std::vector<std::string>& argv, const command_options& 
     bool polling = static_cast<bool>(options.poll);
     int status = 0;
     bool exited = false;
+    rusage usage{};
     while (!exited || out[0] >= 0 || err[0] >= 0) {
         pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
         ::poll(fds, 2, 20);
         if (out[0] >= 0) drain(out[0], r.out);
         if (err[0] >= 0) drain(err[0], r.err);
-        if (!exited && ::waitpid(pid, &status, WNOHANG) == pid) exited = true;
+        if (!exited && ::wait4(pid, &status, WNOHANG, &usage) == pid) exited = true;
         if (polling && !exited && options.poll(pid)) polling = false;
         if (std::chrono::steady_clock::now() - begun > options.bound) {
             r.timed_out = true;
             ::kill(-pid, SIGKILL);
-            if (!exited) ::waitpid(pid, &status, 0);
+            if (!exited) ::wait4(pid, &status, 0, &usage);
             exited = true;
             if (out[0] >= 0) ::close(out[0]);
             if (err[0] >= 0) ::close(err[0]);
@@ -155,6 +159,7 @@ command_result run(const std::vector<std::string>& argv, const command_options& 
         }
     }
     r.wall = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - begun);
+    r.max_rss_kib = usage.ru_maxrss;
     if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
     else if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
     return r;

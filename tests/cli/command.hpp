@@ -18,6 +18,11 @@ struct command_result {
     std::string err;
     std::chrono::milliseconds wall{0};
     bool timed_out = false;  ///< the test's own bound fired; the process group was killed
+    /// Its peak resident set (wait4's ru_maxrss). posix_spawn's child starts in this test
+    /// process's memory, whose peak the kernel then counts as the child's: run() first resets
+    /// that peak to the current size (/proc/self/clear_refs), so this is at least the test
+    /// process's resident set at the start, and otherwise the command's own peak.
+    long max_rss_kib = 0;
 };
 
 struct command_options {

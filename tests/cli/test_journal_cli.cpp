@@ -5,15 +5,19 @@
 #include "../support/child_ids.hpp"
 #include "command.hpp"
 
+#include "../support/hot_journal.hpp"
 #include "../support/skips.hpp"
 
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <poll.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/inotify.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -251,6 +255,12 @@ BOOST_AUTO_TEST_CASE(every_bad_journal_is_exit_5_naming_the_file_and_runs_nothin
     raw_db(newer).exec("PRAGMA user_version = 99");
     refused(newer, newer, "a newer schema");
 
+    // agentctl creates a journal whole under another name (docs/JOURNAL.md, "Creation"): an
+    // empty file at a journal's path is not one of its own, and never silently a new journal.
+    std::string empty = dir.write("empty.db", "");
+    refused(empty, empty, "an empty (0-byte) file (corrupt)");
+    BOOST_TEST(fs::file_size(empty) == 0u, "the empty file was made a journal");
+
     std::string truncated = good_journal(dir, "truncated.db");
     fs::resize_file(truncated, fs::file_size(truncated) / 2);
     refused(truncated, truncated, "a truncated journal (corrupt)");
@@ -302,6 +312,138 @@ BOOST_AUTO_TEST_CASE(the_default_journal_is_in_the_state_folder_and_no_journal_r
     auto bad = agentctl({"run", wf}, blocked);
     BOOST_TEST(bad.exit_code == 5, bad.err);
     BOOST_TEST(bad.err.find(dir.path() + "/blocker") != std::string::npos, bad.err);
+}
+
+// A journal truncated to 0 bytes at the default location is exit 5 naming it, for `runs` too:
+// never "no runs recorded", and never a new journal in its place.
+BOOST_AUTO_TEST_CASE(an_emptied_default_journal_is_exit_5_not_an_empty_history) {
+    temp_dir dir;
+    std::string state = dir.path() + "/state";
+    std::string wf = dir.write("wf.yaml", two_tasks(dir.path() + "/marker"));
+    command_options o;
+    o.env = {"AGENTCTL_STATE_DIR=" + state};
+    BOOST_TEST_REQUIRE(agentctl({"run", wf}, o).exit_code == 4);
+    fs::resize_file(state + "/journal.db", 0);
+    for (auto args : std::vector<std::vector<std::string>>{{"runs"}, {"runs", "gc"}, {"run", wf}}) {
+        auto r = agentctl(args, o);
+        BOOST_TEST(r.exit_code == 5, args[0] << ": exit " << r.exit_code << " " << r.out << r.err);
+        BOOST_TEST(r.err.find(state + "/journal.db: the file is empty (0 bytes)") != std::string::npos,
+                   r.err);
+    }
+    BOOST_TEST(fs::file_size(state + "/journal.db") == 0u, "the emptied journal was made a new one");
+}
+
+// A rollback journal left beside a database by a writer that died (agentctl's own journals
+// never leave one; another program, or an older agentctl, can): the reading commands roll it
+// back and read the last committed state, instead of failing with "attempt to write a
+// readonly database".
+BOOST_AUTO_TEST_CASE(reading_commands_roll_back_a_hot_rollback_journal) {
+    temp_dir dir;
+    std::string db = good_journal(dir, "j.db");
+    std::string why;
+    BOOST_TEST_REQUIRE(test_support::make_hot_rollback_journal(db, why), why);
+    BOOST_TEST_REQUIRE(fs::exists(db + "-journal"));
+    auto list = agentctl({"--output", "json", "runs", "--db", db});
+    BOOST_TEST_REQUIRE(list.exit_code == 0, list.err);
+    json::value listed = parse_json(list.out);
+    const auto& runs = listed.at("data").at("runs").as_array();
+    BOOST_TEST_REQUIRE(runs.size() == 1u);
+    BOOST_TEST(runs[0].at("workflow").as_string() == "pair", "the torn write was rolled back");
+    BOOST_TEST(!fs::exists(db + "-journal"));
+    auto show = agentctl({"runs", "show", std::string(runs[0].at("runId").as_string()), "--db", db});
+    BOOST_TEST(show.exit_code == 0, show.err);
+
+    // runs show meets it first just as well.
+    std::string db2 = good_journal(dir, "k.db");
+    std::string id = newest_run(db2);
+    BOOST_TEST_REQUIRE(test_support::make_hot_rollback_journal(db2, why), why);
+    auto show2 = agentctl({"runs", "show", id, "--db", db2});
+    BOOST_TEST(show2.exit_code == 0, show2.err);
+    BOOST_TEST(show2.err.find("readonly") == std::string::npos, show2.err);
+}
+
+// A SIGKILL at any moment of the first run's journal creation leaves no journal or a whole
+// one, never a half-made file (docs/JOURNAL.md, "Creation"). agentctl is killed right after
+// the k-th change that inotify reports in the journal's folder, for k = 1, 2, ... until three
+// kills in a row found the run recorded (or the run ended first). After each kill, `runs`
+// reads the journal or says there is none, and a new run there succeeds and leaves nothing of
+// the killed creation behind.
+BOOST_AUTO_TEST_CASE(a_sigkill_during_the_journals_creation_leaves_none_or_a_whole_one) {
+    temp_dir dir;
+    std::string wf =
+        dir.write("wf.yaml",
+                  "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: one}\nspec:\n"
+                  "  policy: {processAllowlist: [sh], approval: never}\n"
+                  "  actions:\n    ok: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'exit 0']}\n"
+                  "  tasks:\n    - {id: a, uses: 'action:ok'}\n");
+    auto creation_left = [](const std::string& folder) {
+        std::vector<std::string> names;
+        for (const auto& e : fs::directory_iterator(folder))
+            if (e.path().filename().string().find("-new-") != std::string::npos)
+                names.push_back(e.path().filename());
+        return names;
+    };
+    int none = 0, inside = 0, whole = 0, recorded_in_a_row = 0;
+    int k = 1;
+    for (; k <= 500 && recorded_in_a_row < 3; ++k) {
+        std::string folder = dir.path() + "/k" + std::to_string(k);
+        fs::create_directory(folder);
+        std::string db = folder + "/j.db";
+        int watch = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        BOOST_TEST_REQUIRE(watch >= 0);
+        BOOST_TEST_REQUIRE(::inotify_add_watch(watch, folder.c_str(),
+                                               IN_CREATE | IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE |
+                                                   IN_MOVED_TO | IN_DELETE) >= 0);
+        command_options o;
+        o.on_start = [&](pid_t pid) {
+            int exited = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+            int seen = 0;
+            alignas(inotify_event) char buffer[8192];
+            while (seen < k) {
+                pollfd fds[2] = {{watch, POLLIN, 0}, {exited, POLLIN, 0}};
+                if (::poll(fds, 2, 30000) <= 0) break;  // the test's bound: 30 s without a change
+                for (;;) {
+                    ssize_t n = ::read(watch, buffer, sizeof buffer);
+                    if (n <= 0) break;
+                    for (ssize_t at = 0; at < n;) {
+                        auto* e = reinterpret_cast<inotify_event*>(buffer + at);
+                        ++seen;
+                        at += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
+                    }
+                }
+                if (seen < k && (fds[1].revents & POLLIN)) break;  // it ended before the k-th change
+            }
+            if (seen >= k) ::kill(pid, SIGKILL);
+            ::close(exited);
+        };
+        auto r = agentctl({"run", "--db", db, wf}, o);
+        ::close(watch);
+        if (!creation_left(folder).empty()) ++inside;
+        if (!fs::exists(db)) {
+            ++none;
+            recorded_in_a_row = 0;
+            auto list = agentctl({"runs", "--db", db});
+            BOOST_TEST(list.exit_code == 5, "k=" << k << ": " << list.err);
+            BOOST_TEST(list.err.find("no such file") != std::string::npos, "k=" << k << ": " << list.err);
+        } else {
+            ++whole;
+            BOOST_TEST(!fs::exists(db + "-journal"), "k=" << k);
+            auto list = agentctl({"--output", "json", "runs", "--db", db});
+            BOOST_TEST(list.exit_code == 0, "k=" << k << ": " << list.err);
+            bool recorded =
+                list.exit_code == 0 && !parse_json(list.out).at("data").at("runs").as_array().empty();
+            recorded_in_a_row = recorded ? recorded_in_a_row + 1 : 0;
+        }
+        if (r.signal != SIGKILL) recorded_in_a_row = 3;  // it ended before the k-th change: done
+        auto again = agentctl({"run", "--db", db, wf});
+        BOOST_TEST(again.exit_code == 0, "k=" << k << ": " << again.err);
+        BOOST_TEST(creation_left(folder).empty(), "k=" << k << ": a killed creation's files are left");
+    }
+    BOOST_TEST_MESSAGE(k - 1 << " kills: " << none << " left no journal, " << inside
+                             << " were inside the creation, " << whole << " left a whole journal");
+    BOOST_TEST(none > 0);
+    BOOST_TEST(inside > 0, "no kill landed inside the creation");
+    BOOST_TEST(whole > 0);
 }
 
 BOOST_AUTO_TEST_CASE(unknown_run_ids_are_exit_5) {

@@ -14,6 +14,7 @@
 using namespace cli_test;
 using namespace std::chrono_literals;
 namespace json = boost::json;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -79,6 +80,76 @@ BOOST_AUTO_TEST_CASE(items_file_fills_an_input_with_one_string_per_line) {
     auto missing = agentctl({"run", wf, "--items", "files=" + dir.path() + "/none"});
     BOOST_TEST(missing.exit_code == 2);
     BOOST_TEST(missing.err.find("none") != std::string::npos, missing.err);
+}
+
+// An item is at most 131 071 bytes (limits::max_item_bytes: the longest argument Linux passes
+// to a program, MAX_ARG_STRLEN with its NUL). The longest reaches the program whole, as one
+// argument; one byte more, in an items file or a string of an inputs file, is exit 2 naming
+// its line, before anything runs or is recorded. The bytes of a longer line are dropped as
+// they are read: a 64 MiB line costs `check` and `run` no more memory than a short one.
+BOOST_AUTO_TEST_CASE(an_item_longer_than_one_argument_is_refused_where_it_is_read) {
+    temp_dir dir;
+    auto wf = dir.write(
+        "wf.yaml", workflow("sh",
+                            "    count: {kind: builtin.shell.exec, command: /bin/sh,"
+                            " args: [-c, 'printf %s \"$1\" | wc -c', sh, \"${{ vars.item }}\"]}\n",
+                            "    - {id: n, uses: action:count, foreach: {items: \"${{ inputs.files }}\"}}\n",
+                            "  inputs: {files: []}\n"));
+    const std::size_t longest = 131071;
+    std::string db = dir.path() + "/j.db";
+    auto fits = dir.write("fits.txt", "x\n" + std::string(longest, 'a') + "\r\n");
+    auto r = agentctl({"--output", "json", "run", wf, "--db", db, "--items", "files=" + fits});
+    BOOST_TEST_REQUIRE(r.exit_code == 0, r.err.substr(0, 2000));
+    BOOST_TEST(parse_json(r.out).at("data").at("tasks").at("n--0001").at("stdout").as_string() == "131071\n");
+    fs::remove(db);
+
+    auto refused = [&](const std::vector<std::string>& args, const std::string& where) {
+        auto r = agentctl(args);
+        BOOST_TEST(r.exit_code == 2, r.err.substr(0, 2000));
+        BOOST_TEST(r.err.find(where + ": error: ") != std::string::npos, r.err.substr(0, 2000));
+        BOOST_TEST(r.err.find("131071 bytes") != std::string::npos, r.err.substr(0, 2000));
+        BOOST_TEST(r.err.find("[item_too_long]") != std::string::npos, r.err.substr(0, 2000));
+        BOOST_TEST(!fs::exists(db), "a journal was created");
+        return r;
+    };
+    auto one_more = dir.write("one-more.txt", "x\n" + std::string(longest + 1, 'a') + "\n");
+    refused({"check", wf, "--items", "files=" + one_more}, one_more + ":2:0");
+    refused({"run", wf, "--db", db, "--items", "files=" + one_more}, one_more + ":2:0");
+    auto nul = dir.write("one-more.0", "x" + std::string(1, '\0') + std::string(longest + 1, 'a'));
+    refused({"run", wf, "--db", db, "--null", "--items", "files=" + nul}, nul);
+    auto json_inputs =
+        dir.write("inputs.json", "{\"files\": [\"x\", \"" + std::string(longest + 1, 'a') + "\"]}");
+    refused({"run", wf, "--db", db, "--inputs-file", json_inputs}, json_inputs + ":1:17");
+    auto yaml_inputs = dir.write("inputs.yaml", "files:\n  - x\n  - " + std::string(longest + 1, 'a') + "\n");
+    refused({"run", wf, "--db", db, "--inputs-file", yaml_inputs}, yaml_inputs + ":3:5");
+
+    // Memory: against the same commands with a short line.
+    // Written in pieces: this process's own memory stays small (command_result::max_rss_kib).
+    auto huge = dir.path() + "/huge.txt";
+    {
+        std::ofstream out(huge, std::ios::binary);
+        std::string mebibyte(1 << 20, 'a');
+        out << "x\n";
+        for (int i = 0; i < 64; ++i) out << mebibyte;
+        out << "\ny\n";
+    }
+    auto small = dir.write("small.txt", "x\ny\n");
+    for (const std::vector<std::string>& command :
+         {std::vector<std::string>{"check", wf}, std::vector<std::string>{"run", wf, "--db", db}}) {
+        auto with = [&](const std::string& items) {
+            auto args = command;
+            args.insert(args.end(), {"--items", "files=" + items});
+            return args;
+        };
+        auto base = agentctl(with(small));
+        fs::remove(db);
+        auto big = refused(with(huge), huge + ":2:0");
+        BOOST_TEST_MESSAGE(command[0] << ": peak RSS " << big.max_rss_kib << " KiB with a 64 MiB line, "
+                                      << base.max_rss_kib << " KiB without");
+        BOOST_TEST(big.max_rss_kib - base.max_rss_kib < 24 * 1024,
+                   command[0] << ": peak RSS " << big.max_rss_kib << " KiB with a 64 MiB line, "
+                              << base.max_rss_kib << " KiB without");
+    }
 }
 
 BOOST_AUTO_TEST_CASE(items_from_stdin_beyond_the_argument_list_limit) {
@@ -452,10 +523,11 @@ BOOST_AUTO_TEST_CASE(zero_tasks_from_a_misnamed_input_warns_even_when_quiet) {
 }
 
 BOOST_AUTO_TEST_CASE(the_readme_batch_from_parallel_runs_as_written) {
-    // The workflow and the command line of README.md's "From GNU parallel", exactly.
+    // The workflow and the command line of README.md's "From a command line to a workflow file"
+    // (under "For GNU parallel users"), exactly.
     std::ifstream in(data_dir() + "/../../README.md");
     std::string readme((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    auto section = readme.find("## From GNU parallel");
+    auto section = readme.find("### From a command line to a workflow file");
     BOOST_REQUIRE(section != std::string::npos);
     auto begin = readme.find("```yaml\n# gzip.yaml\n", section);
     BOOST_REQUIRE(begin != std::string::npos);

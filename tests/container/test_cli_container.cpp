@@ -32,6 +32,29 @@ cli_test::command_result cli(const std::vector<std::string>& args) {
 
 BOOST_AUTO_TEST_SUITE(cli_container)
 
+// agentctl parallel --container IMAGE: each job in a container of the pinned image, with the
+// image's own PATH (agentctl never sets PATH, HOME or TMPDIR in a container).
+BOOST_AUTO_TEST_CASE(parallel_runs_each_job_in_a_container) {
+    temp_dir dir;
+    cli_test::command_options options;
+    options.env = fixture_env();  // agentctl's own PATH is the tests' /usr/local/bin:/usr/bin:/bin
+    options.cwd = dir.path();
+    options.bound = std::chrono::seconds(120);
+    auto r = cli_test::agentctl({"parallel", "--container", image(), "-k", "/bin/echo", ":::", "a", "b c"},
+                                options);
+    BOOST_TEST(r.exit_code == 0, r.err);
+    BOOST_TEST(r.out == "a\nb c\n");
+    auto shell = cli_test::agentctl(
+        {"parallel", "--container", image(), "--shell", "echo {}:$PATH", ":::", "x"}, options);
+    BOOST_TEST(shell.exit_code == 0, shell.err);
+    BOOST_TEST(shell.out.rfind("x:/", 0) == 0u, shell.out);
+    BOOST_TEST(shell.out != "x:/usr/local/bin:/usr/bin:/bin\n", "agentctl's PATH went into the container");
+    // A job that fails counts, as with parallel.
+    auto failed = cli_test::agentctl(
+        {"parallel", "--container", image(), "--shell", "exit {}", ":::", "0", "3"}, options);
+    BOOST_TEST(failed.exit_code == 1, failed.err);
+}
+
 BOOST_DATA_TEST_CASE(run_and_doctor_through_the_cli, bdata::make(engines), engine) {
     temp_dir dir;
     action_options o;

@@ -611,6 +611,23 @@ BOOST_DATA_TEST_CASE(the_workspace_is_bound_by_its_canonical_path, bdata::make(e
     require_no_containers_left(gone);
 }
 
+// T-SIG-08 in containers: the command starts with default dispositions and an empty signal
+// mask on both engines. Docker's init is tini; Podman's own, catatonit, starts the command
+// with SIGTSTP, SIGTTIN and SIGTTOU blocked (SigBlk 0000000000380000), so agentctl gives
+// Podman a static tini with --init-path (docs/TESTING.md, "An init in containers").
+BOOST_DATA_TEST_CASE(the_command_starts_with_default_signal_dispositions_and_an_empty_mask,
+                     bdata::make(engines), engine) {
+    temp_dir ws;
+    auto wf = make_workflow(allow, container_action("signals", engine, probe, {"report-signals"}),
+                            single("signals"));
+    auto out = run_yaml(wf, in(ws.path()));
+    const auto& t = out.task("t");
+    BOOST_TEST_REQUIRE(t.state == task_state::succeeded, message_of(t));
+    BOOST_TEST(std::string(stdout_of(t)) ==
+               "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\nSigCgt:\t0000000000000000\n");
+    require_no_containers_left(out);
+}
+
 // T-CTR-14, with --init (docs/TESTING.md recommends it): a graceful timeout sends SIGTERM
 // through the engine, and a command without a handler dies of it at once (143), as it would
 // outside a container. Without an init the command is PID 1, which the kernel shields from
@@ -719,6 +736,27 @@ BOOST_AUTO_TEST_CASE(a_missing_engine_fails_closed_before_anything_runs) {
     BOOST_TEST(out.report.error->message.find("not found") != std::string::npos, out.report.error->message);
     BOOST_TEST(out.task("t").state == task_state::skipped);
     BOOST_TEST(!std::filesystem::exists(ws.path() + "/planted-ran"));
+}
+
+// Podman without a static tini to give its --init (catatonit would block signals in the
+// command): the engine is unavailable, said why, and nothing runs.
+BOOST_AUTO_TEST_CASE(podman_without_a_static_tini_fails_closed) {
+    temp_dir ws;
+    temp_dir bin;
+    BOOST_TEST_REQUIRE(::symlink("/usr/bin/podman", (bin.path() + "/podman").c_str()) == 0);
+    if (std::filesystem::exists("/usr/libexec/docker/docker-init")) {
+        test_support::cannot_check(
+            "/usr/libexec/docker/docker-init exists: podman finds a tini without the PATH");
+        return;
+    }
+    auto wf = make_workflow(allow, container_action("a", "podman", probe, {"exit", "0"}), single("a"));
+    auto out = run_yaml(wf, in(ws.path()).with_search_path(bin.path()));
+    BOOST_REQUIRE(out.report.error);
+    BOOST_TEST(out.report.error->code == "isolation_unavailable");
+    BOOST_TEST(out.report.error->message.find("podman needs a static tini") != std::string::npos,
+               out.report.error->message);
+    BOOST_TEST(out.task("t").state == task_state::skipped);
+    require_no_containers_left(out);
 }
 
 // T-ENG-02 and "an explicit engine never falls back": Docker's daemon is down.

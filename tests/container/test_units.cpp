@@ -115,6 +115,12 @@ BOOST_AUTO_TEST_CASE(run_argv_fixes_every_control_and_ends_with_the_image_and_ar
     }
     s.interactive = true;
     BOOST_TEST(has(ctr::run_argv(ctr::engine{"docker", "/usr/bin/docker"}, a, s, {}), "--interactive"));
+    // Podman gets the static tini it was given for its --init (catatonit blocks signals).
+    auto podman = ctr::run_argv(ctr::engine{"podman", "/usr/bin/podman", "/usr/bin/tini-static"}, a, s, {});
+    BOOST_TEST(index_of(podman, "--init-path=/usr/bin/tini-static") == index_of(podman, "--init") + 1);
+    BOOST_TEST(index_of(podman, "--init-path=/usr/bin/tini-static") < index_of(podman, digest_a));
+    for (const auto& arg : ctr::run_argv(ctr::engine{"docker", "/usr/bin/docker"}, a, s, {}))
+        BOOST_TEST(arg.rfind("--init-path", 0) != 0u, arg);
 }
 
 BOOST_AUTO_TEST_CASE(cpus_are_written_with_three_decimals) {

@@ -498,6 +498,70 @@ BOOST_AUTO_TEST_CASE(wall_time_budget_stops_the_run) {
     BOOST_TEST(result_of(p, r, "a").state == task_state::cancelled);
 }
 
+// vars.jobSlot (GNU parallel's {%}): each attempt that starts holds the lowest slot no running
+// task holds, 1..jobs, across its retries, and gives it back when its task ends.
+BOOST_AUTO_TEST_CASE(job_slots_are_exclusive_and_kept_across_retries) {
+    plan p = compile_text(
+        std::string(header) +
+        R"(    slotted: {kind: builtin.shell.exec, command: /bin/true, args: ["${{ vars.jobSlot }}"]}
+  tasks:
+    - id: each
+      uses: action:slotted
+      retry: {maxAttempts: 2, on: [exit_nonzero], backoffMs: 5}
+      foreach: {items: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]}
+)");
+    auto agg = p.find("each");
+    BOOST_REQUIRE(agg.has_value());
+    BOOST_TEST(p.node(p.node(*agg).first_child).argv_deferred);  // rendered at dispatch
+    asio::io_context io;
+    fake_runner fake(io);
+    // Different lengths, and two children that fail once and run again in their slot.
+    for (int k = 0; k < 12; ++k) {
+        behaviour b;
+        b.delay = std::chrono::milliseconds(1 + (k * 7) % 13);
+        if (k == 2 || k == 7) b.states = {task_state::failed, task_state::succeeded};
+        b.exit_code = 1;
+        fake.behaviours["each--" + std::string(k < 10 ? "000" : "00") + std::to_string(k)] = b;
+    }
+    // Slots as the events show them: taken when an attempt starts, given back when its task
+    // finishes (the moment the scheduler frees it), so a slot given twice shows as a clash.
+    struct slot_sink final : event_sink {
+        const plan& p;
+        std::map<std::uint32_t, std::uint32_t> held;  // task -> slot
+        std::set<std::uint32_t> used;
+        std::vector<std::string> problems;
+        explicit slot_sink(const plan& pl) : p(pl) {}
+        void on_event(const run_event& e) override {
+            if (e.kind == run_event::kind_t::task_finished) held.erase(e.task_index);
+            if (e.kind != run_event::kind_t::task_started) return;
+            auto mine = held.find(e.task_index);
+            if (mine != held.end()) {  // a retry keeps its slot
+                if (mine->second != e.job_slot) problems.push_back(p.task_id(e.task_index) + " changed slot");
+                return;
+            }
+            for (auto& [task, slot] : held)
+                if (slot == e.job_slot)
+                    problems.push_back(p.task_id(e.task_index) + " shares slot with " + p.task_id(task));
+            if (e.job_slot < 1 || e.job_slot > 3) problems.push_back("slot " + std::to_string(e.job_slot));
+            held[e.task_index] = e.job_slot;
+            used.insert(e.job_slot);
+        }
+    } sink(p);
+    run_options o;
+    o.runner = &fake;
+    o.events = &sink;
+    o.jobs = 3;
+    run_report r = run_plan(io, p, o);
+    BOOST_TEST(r.state == run_state::succeeded);
+    BOOST_TEST(sink.problems.empty(), (sink.problems.empty() ? "" : sink.problems.front()));
+    BOOST_TEST(sink.used == (std::set<std::uint32_t>{1, 2, 3}));
+    BOOST_TEST(fake.attempts["each--0002"] == 2);
+    // The first three start with every slot free: 1, 2, 3; each argv holds its slot.
+    BOOST_TEST(fake.args["each--0000"] == std::vector<std::string>{"1"});
+    BOOST_TEST(fake.args["each--0001"] == std::vector<std::string>{"2"});
+    BOOST_TEST(fake.args["each--0002"] == std::vector<std::string>{"3"});
+}
+
 BOOST_AUTO_TEST_CASE(foreach_aggregate_collects_children_and_templates_render) {
     plan p = compile_text(std::string(header) + R"(  inputs: {names: [x, y, z]}
   tasks:

@@ -1136,6 +1136,72 @@ BOOST_AUTO_TEST_CASE(items_split_the_same_in_any_chunks) {
     }
 }
 
+// An item is at most limits::max_item_bytes (131 071: the longest argument Linux passes), in
+// any chunks, either separator, a CRLF line and a last item without separator included; a
+// longer one is item_too_long at its line (or number), and a string of an inputs file too.
+BOOST_AUTO_TEST_CASE(items_are_at_most_one_argument_long) {
+    const std::size_t longest = limits::max_item_bytes;
+    BOOST_TEST(longest == 131071u);
+    const std::string fits(longest, 'a'), over(longest + 1, 'a');
+    struct text_case {
+        std::string text;
+        item_separator separator;
+        int bad_line;  // 0: every item fits
+    };
+    const std::string n(1, '\0');
+    const std::vector<text_case> cases = {
+        {"x\n" + fits + "\n", item_separator::line, 0},
+        {"x\n" + fits + "\r\n", item_separator::line, 0},
+        {"x\n" + fits, item_separator::line, 0},
+        {"x\n" + over + "\ny\n", item_separator::line, 2},
+        {"x\n" + over + "\r\n", item_separator::line, 2},
+        {"x\n" + over, item_separator::line, 2},
+        {"x\n" + over + over + "\n", item_separator::line, 2},
+        {"x" + n + fits + n, item_separator::nul, 0},
+        {"x" + n + fits + "\r" + n, item_separator::nul, 2},  // a CR is data here
+        {"x" + n + over, item_separator::nul, 2},
+    };
+    for (const auto& c : cases)
+        for (std::size_t size :
+             {std::size_t{1000}, std::size_t{65536}, longest, longest + 1, c.text.size()}) {
+            items_splitter split("f", c.separator);
+            for (std::size_t i = 0; i < c.text.size(); i += size)
+                split.feed(std::string_view(c.text).substr(i, size));
+            auto r = split.finish();
+            if (c.bad_line == 0) {
+                BOOST_TEST_REQUIRE(r.items.has_value(), "chunks of " << size);
+                BOOST_TEST(r.items->size() == 2u);
+                BOOST_TEST(r.items->at(1).as_string().size() >= longest);
+                continue;
+            }
+            BOOST_TEST(!r.items.has_value(), "chunks of " << size);
+            BOOST_TEST_REQUIRE(r.diags.size() == 1u, "chunks of " << size);
+            const auto& d = r.diags.items()[0];
+            BOOST_TEST(d.code == "item_too_long");
+            BOOST_TEST(
+                d.message.find(c.separator == item_separator::line ? "line 2 of f" : "item 2 of f") == 0,
+                d.message);
+            BOOST_TEST(d.message.find("131071 bytes") != std::string::npos, d.message);
+            BOOST_TEST(d.location.line == (c.separator == item_separator::line ? 2 : 0));
+        }
+
+    // A string of an inputs file: refused at its line and column.
+    auto refused_at = [](const inputs_result& r, int line, int column) {
+        BOOST_TEST_REQUIRE(r.diags.size() == 1u);
+        const auto& d = r.diags.items()[0];
+        BOOST_TEST(d.code == "item_too_long");
+        BOOST_TEST(d.location.line == line);
+        BOOST_TEST(d.location.column == column);
+        BOOST_TEST(d.message.find("131072 bytes") != std::string::npos, d.message);
+    };
+    BOOST_TEST(!parse_inputs(R"({"a": [")" + fits + R"("]})", "in.json").diags.has_errors());
+    auto json_over = parse_inputs("{\"a\": [\"x\",\n  \"" + over + "\"]}", "in.json");
+    refused_at(json_over, 2, 3);
+    BOOST_TEST(json_over.diags.items()[0].message.find("`a[1]` is") == 0, json_over.diags.items()[0].message);
+    BOOST_TEST(!parse_inputs("a:\n  - " + fits + "\n", "in.yaml").diags.has_errors());
+    refused_at(parse_inputs("a:\n  - x\n  - '" + over + "'\n", "in.yaml"), 3, 5);
+}
+
 BOOST_AUTO_TEST_CASE(input_assignments) {
     std::string key;
     json::value value;

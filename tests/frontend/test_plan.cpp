@@ -562,6 +562,32 @@ BOOST_AUTO_TEST_CASE(vars_must_be_bound_and_paths_must_exist) {
     BOOST_TEST(help_found);
 }
 
+// vars.jobSlot is bound when an attempt starts: args and cwd holding it render then (a single
+// task too); in `with` or `when` it is a missing path that says where it may be used.
+BOOST_AUTO_TEST_CASE(the_job_slot_is_bound_in_args_at_dispatch) {
+    workflow wf = base_workflow();
+    wf.actions.push_back(
+        process_action("slotted", "/bin/echo", {"gpu-${{ vars.jobSlot }}", "${{ vars.item }}"}));
+    task_spec fan = make_task("fan", "slotted");
+    fan.foreach = foreach_spec{json::parse(R"(["a", "b"])"), "item", 10};
+    task_spec one = make_task("one", "slotted");
+    one.foreach = foreach_spec{json::parse(R"(["c"])"), "item", 10};
+    wf.tasks = {fan, one};
+    plan p = must_compile(wf);
+    BOOST_TEST(task_of(p, "fan--0001").argv_deferred);
+    BOOST_TEST(!task_of(p, "fan--0001").args.has_value());  // left to the engine
+    BOOST_TEST(task_of(p, "one--0000").argv_deferred);
+
+    workflow bad = base_workflow();
+    task_spec t = make_task("t");
+    t.with = json::parse(R"({"slot":"${{ vars.jobSlot }}"})");
+    bad.tasks = {t};
+    diagnostics ds = must_fail(bad);
+    const diagnostic* d = find_code(ds, "template_missing_path");
+    BOOST_TEST_REQUIRE(d != nullptr, diag_text(ds));
+    BOOST_TEST(d->help.find("action args and cwd") != std::string::npos, d->help);
+}
+
 BOOST_AUTO_TEST_CASE(expansion_sizes_and_budgets_are_enforced) {
     workflow wf = base_workflow();
     task_spec big = make_task("big");
@@ -1034,7 +1060,7 @@ BOOST_AUTO_TEST_CASE(front_end_purity_guard) {
         {std::regex(R"(\b(ifstream|ofstream|fstream)\b)"), "a file stream", true},
     };
     std::size_t scanned = 0;
-    for (const char* layer : {"src/json", "src/spec", "src/policy", "src/plan"}) {
+    for (const char* layer : {"src/json", "src/spec", "src/policy", "src/plan", "src/parallel"}) {
         const fs::path dir = fs::path(root) / layer;
         BOOST_TEST_REQUIRE(fs::is_directory(dir), dir.string());
         for (const auto& e : fs::recursive_directory_iterator(dir)) {

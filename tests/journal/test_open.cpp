@@ -1,10 +1,15 @@
 // Opening journals: create, reopen, and every typed error, each naming the file.
 #include "harness.hpp"
 
+#include "../support/hot_journal.hpp"
+
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <set>
+#include <thread>
 
 using namespace agentctl;
 using namespace journal_test;
@@ -40,6 +45,11 @@ void scribble_over_pages(const std::string& path) {
     for (std::size_t p = 4; p < bytes.size() / 4096; p += 2)
         for (std::size_t i = 0; i < 64; ++i) bytes[p * 4096 + i] = static_cast<char>(0xa5 ^ i);
     write_file(path, bytes);
+}
+
+void make_hot_rollback_journal(const std::string& path) {
+    std::string why;
+    BOOST_TEST_REQUIRE(test_support::make_hot_rollback_journal(path, why), why);
 }
 
 void expect_error(const std::string& path, journal_access access, journal_errc code) {
@@ -79,14 +89,101 @@ BOOST_AUTO_TEST_CASE(missing) {
     BOOST_TEST(!std::filesystem::exists(tmp.file("none.db")), "a reader never creates the file");
 }
 
-BOOST_AUTO_TEST_CASE(empty_file_is_initialised_for_writing) {
+// agentctl creates a journal whole under another name (docs/JOURNAL.md, "Creation"), so an
+// empty file, or an empty SQLite database, at a journal's path is never one of its own: it is
+// refused, never taken for a new journal (which would silently drop the history it held).
+BOOST_AUTO_TEST_CASE(an_empty_file_or_database_is_refused_never_made_a_new_journal) {
     temp_dir tmp;
     std::string path = tmp.file("empty.db");
     write_file(path, "");
-    expect_error(path, journal_access::read, journal_errc::missing);
+    expect_error(path, journal_access::read, journal_errc::corrupt);
+    expect_error(path, journal_access::write, journal_errc::corrupt);
+    BOOST_TEST(open_error(path, journal_access::read).message.find("empty (0 bytes)") != std::string::npos);
+    BOOST_TEST(read_file(path).empty(), "the file is untouched");
+
+    std::string database = tmp.file("database.db");
+    BOOST_TEST_REQUIRE(exec_sql(database, "PRAGMA journal_mode=WAL;"));  // a header, no table
+    BOOST_TEST_REQUIRE(read_file(database).size() > 0u);
+    expect_error(database, journal_access::read, journal_errc::foreign);
+    expect_error(database, journal_access::write, journal_errc::foreign);
+    BOOST_TEST(count_rows(database, "sqlite_schema") == 0, "nothing was created in it");
+}
+
+// Creation leaves nothing beside the journal but its own files; a write open removes what
+// creations that were killed left (their process is gone: also after the journal got its
+// name), and leaves a live creator's files alone; a read open removes nothing.
+BOOST_AUTO_TEST_CASE(creation_leaves_nothing_and_writers_remove_what_dead_creations_left) {
+    temp_dir tmp;
+    std::string path = tmp.file("j.db");
+    // A process that has exited: its pid with any start time is dead (or another process).
+    pid_t dead = ::fork();
+    if (dead == 0) ::_exit(0);
+    BOOST_TEST_REQUIRE(dead > 0);
+    int status = 0;
+    ::waitpid(dead, &status, 0);
+    std::string left = "j.db-new-" + std::to_string(dead) + "-1-0";
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) write_file(tmp.file(left + suffix), "x");
+    std::string live = "j.db-new-" + std::to_string(::getpid()) + "-" +
+                       std::to_string(this_process_owner().start_time) + "-99";
+    write_file(tmp.file(live), "x");
+    std::string other = "k.db-new-" + std::to_string(dead) + "-1-0";  // another journal's
+    write_file(tmp.file(other), "x");
+
     make_journal(path);
+    std::set<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(tmp.path())) names.insert(e.path().filename());
+    auto listing = [&] {
+        std::string all;
+        for (const auto& n : names) all += " " + n;
+        return all;
+    };
+    BOOST_TEST((names == std::set<std::string>{"j.db", "j.db-seal", live, other}), listing());
+
+    // Killed after the journal got its name, before the temporary name was removed.
+    BOOST_TEST_REQUIRE(::link(path.c_str(), tmp.file(left).c_str()) == 0);
+    open_or_fail(path, journal_access::read);
+    BOOST_TEST(std::filesystem::exists(tmp.file(left)), "a reader removed a file");
+    open_or_fail(path, journal_access::write);
+    BOOST_TEST(!std::filesystem::exists(tmp.file(left)));
+    BOOST_TEST(open_or_fail(path, journal_access::read).list_runs(10)->size() == 1u);
+}
+
+// Many creators at once: each opens the one journal that won, none fails, nothing is left over.
+BOOST_AUTO_TEST_CASE(concurrent_creators_all_open_the_one_journal) {
+    temp_dir tmp;
+    std::string path = tmp.file("j.db");
+    constexpr int creators = 8;
+    std::vector<std::string> errors(creators);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < creators; ++i)
+        threads.emplace_back([&, i] {
+            auto j = journal::open(path, journal_access::write);
+            if (!j) errors[static_cast<std::size_t>(i)] = j.error().message;
+        });
+    for (auto& t : threads) t.join();
+    for (const auto& e : errors) BOOST_TEST(e.empty(), e);
+    for (const auto& e : std::filesystem::directory_iterator(tmp.path()))
+        BOOST_TEST(e.path().filename().string().find("-new-") == std::string::npos, e.path());
+    make_journal(path);
+    BOOST_TEST(open_or_fail(path, journal_access::read).list_runs(10)->size() == 1u);
+}
+
+// A rollback journal left by a writer that died ("hot"; agentctl's own journals use WAL and
+// never leave one, another program may): SQLite rolls it back at the next read, which a
+// read-only connection cannot do ("attempt to write a readonly database"). Every open rolls
+// it back first, so readers see the last committed state.
+BOOST_AUTO_TEST_CASE(a_hot_rollback_journal_is_rolled_back_by_readers_too) {
+    temp_dir tmp;
+    std::string path = tmp.file("j.db");
+    make_journal(path);
+    make_hot_rollback_journal(path);
+    BOOST_TEST_REQUIRE(std::filesystem::exists(path + "-journal"));
     journal j = open_or_fail(path, journal_access::read);
-    BOOST_TEST(j.list_runs(10)->size() == 1u);
+    auto runs = j.list_runs(10);
+    BOOST_TEST_REQUIRE(runs.has_value(), why(runs));
+    BOOST_TEST_REQUIRE(runs->size() == 1u);
+    BOOST_TEST((*runs)[0].workflow_name == "wf", "the torn write is rolled back");
+    BOOST_TEST(!std::filesystem::exists(path + "-journal"));
 }
 
 // Tests run as root, for whom mode 000 hides nothing; a directory where the file should be

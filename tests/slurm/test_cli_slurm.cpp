@@ -397,9 +397,12 @@ BOOST_AUTO_TEST_CASE(the_environment_is_the_declared_names_plus_slurms_own) {
     while (std::getline(lines, line)) seen[line.substr(0, line.find('='))] = line.substr(line.find('=') + 1);
     std::set<std::string> names;
     for (const auto& [k, val] : seen) names.insert(k);
-    std::set<std::string> expected = slurm_test::slurm_names;
-    expected.insert({"FOO", "TOKEN"});
-    BOOST_TEST(names == expected, boost::test_tools::per_element());
+    // Declared FOO and TOKEN, then Slurm's own only: none of agentctl's (SLURM_MY_OWN, OTHER,
+    // AGENTCTL_TEST_TOKEN), whatever its names look like.
+    std::string problems = slurm_test::environment_problems(names, {"FOO", "TOKEN"}, {"SLURM_MY_OWN"});
+    BOOST_TEST(problems.empty(), problems);
+    if (auto d = slurm_test::differences_from_the_usual(names, {"FOO", "TOKEN"}); !d.empty())
+        BOOST_TEST_MESSAGE("Slurm's own variables differ from the usual set:" << d);
     BOOST_TEST(seen["FOO"] == "bar");
     BOOST_TEST(seen["TOKEN"] == "[REDACTED]");  // the value arrived; the report redacts it
     BOOST_TEST(seen["SLURM_JOB_ID"] == std::to_string(t.at("slurm").at("jobId").as_int64()));
@@ -471,6 +474,30 @@ BOOST_AUTO_TEST_CASE(jobs_bounds_the_submitted_jobs) {
     BOOST_TEST_REQUIRE(r.exit_code == 0, r.out << r.err);
     BOOST_TEST(most >= 1u);
     BOOST_TEST(most <= 2u, most << " jobs of the run were in the queue at once");
+}
+
+// agentctl parallel --backend slurm: each job one srun job, GNU parallel's output and exit status.
+BOOST_AUTO_TEST_CASE(parallel_runs_its_jobs_as_slurm_jobs) {
+    const auto& c = cluster::get();
+    cli_test::temp_dir dir;
+    cli_test::command_options o;
+    o.cwd = dir.path();
+    auto r = cli({"parallel", "--backend", "slurm", "--slurm-partition", c.partition, "-k", "--shell",
+                  "echo {} job=${SLURM_JOB_ID:-none}", ":::", "a", "b"},
+                 o);
+    BOOST_TEST_REQUIRE(r.exit_code == 0, r.out << r.err);
+    std::istringstream lines(r.out);
+    std::vector<std::string> got;
+    for (std::string l; std::getline(lines, l);) got.push_back(l);
+    BOOST_TEST_REQUIRE(got.size() == 2u, r.out);
+    BOOST_TEST(got[0].rfind("a job=", 0) == 0u, got[0]);
+    BOOST_TEST(got[1].rfind("b job=", 0) == 0u, got[1]);
+    BOOST_TEST(got[0].find("job=none") == std::string::npos, "not a Slurm job: " << got[0]);
+    auto failed = cli({"parallel", "--backend", "slurm", "--slurm-partition", c.partition, "--shell",
+                       "exit {}", ":::", "0", "2", "3"},
+                      o);
+    BOOST_TEST(failed.exit_code == 2, failed.out << failed.err);  // two jobs failed
+    BOOST_TEST(my_active_jobs().empty());
 }
 
 BOOST_AUTO_TEST_CASE(an_unknown_partition_fails_closed_and_doctor_says_so) {

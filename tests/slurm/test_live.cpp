@@ -290,6 +290,9 @@ BOOST_AUTO_TEST_CASE(exit_codes_and_signals_come_back) {
     }
 }
 
+// The task's environment is the declared names that are set, plus Slurm's own variables
+// (slurm_names.hpp: `SLURM_*`, `SLURMD_*`, TMPDIR), and nothing else; the variables that name
+// the job carry this job's values, never agentctl's own.
 BOOST_AUTO_TEST_CASE(environment_is_the_declared_names_plus_slurms) {
     const std::string secret = "value with spaces, commas and = signs";
     // agentctl's own SLURM_* variables must not reach srun: client_environment keeps SLURM_CONF only.
@@ -300,33 +303,45 @@ BOOST_AUTO_TEST_CASE(environment_is_the_declared_names_plus_slurms) {
     };
     auto env = client_environment(host, {"FOO=" + secret, "EMPTY="});
     BOOST_TEST_REQUIRE(env.size() == 3u);
+    auto names_of = [](const std::string& out) {
+        std::map<std::string, std::string> seen;
+        std::istringstream lines(out);
+        for (std::string line; std::getline(lines, line);)
+            seen[line.substr(0, line.find('='))] = line.substr(line.find('=') + 1);
+        std::set<std::string> names;
+        for (const auto& [k, v] : seen) names.insert(k);
+        return std::make_pair(seen, names);
+    };
     auto req = probe_attempt("env", {"report-env"}, {"FOO", "EMPTY", "UNSET_ONE"});
     auto o = run(argv_of(req), env, 30s);
     BOOST_TEST_REQUIRE((o.exited && o.code == 0), describe(o));
-    std::map<std::string, std::string> seen;
-    std::istringstream lines(o.out);
-    std::string line;
-    while (std::getline(lines, line)) seen[line.substr(0, line.find('='))] = line.substr(line.find('=') + 1);
-    std::set<std::string> expected = slurm_names;
-    expected.insert({"FOO", "EMPTY"});  // UNSET_ONE is declared but not set: absent
-    std::set<std::string> names;
-    for (const auto& [k, v] : seen) names.insert(k);
-    BOOST_TEST(names == expected, boost::test_tools::per_element());
+    BOOST_TEST(o.err.empty(), o.err);
+    auto [seen, names] = names_of(o.out);
+    const std::set<std::string> declared = {"FOO", "EMPTY"};  // UNSET_ONE is declared but not set: absent
+    std::string problems = environment_problems(names, declared, {});
+    BOOST_TEST(problems.empty(), problems);
+    BOOST_TEST(!names.count("UNSET_ONE"));
+    if (auto d = differences_from_the_usual(names, declared); !d.empty())
+        BOOST_TEST_MESSAGE("Slurm's own variables differ from the usual set:" << d);
     BOOST_TEST(seen["FOO"] == secret);
     BOOST_TEST(seen["EMPTY"] == "");
     BOOST_TEST(seen["SLURM_JOB_NAME"] == name_of(req));
     BOOST_TEST(seen["SLURM_JOB_ID"] != "999999");
     BOOST_TEST(seen["SLURM_JOB_PARTITION"] == cluster::get().partition);
-    BOOST_TEST(o.err.empty(), o.err);
+    BOOST_TEST(seen["SLURMD_NODENAME"] == cluster::get().node);
 
-    // No names declared: --export=NONE gives Slurm's set alone.
+    // No names declared: --export=NONE gives Slurm's own alone.
     auto bare = probe_attempt("env-none", {"report-env"});
     auto b = run(argv_of(bare), client_env(), 30s);
     BOOST_TEST_REQUIRE((b.exited && b.code == 0), describe(b));
-    std::set<std::string> bare_names;
-    std::istringstream bl(b.out);
-    while (std::getline(bl, line)) bare_names.insert(line.substr(0, line.find('=')));
-    BOOST_TEST(bare_names == slurm_names, boost::test_tools::per_element());
+    BOOST_TEST(b.err.empty(), b.err);
+    auto [bare_seen, bare_names] = names_of(b.out);
+    std::string bare_problems = environment_problems(bare_names, {}, {});
+    BOOST_TEST(bare_problems.empty(), bare_problems);
+    if (auto d = differences_from_the_usual(bare_names, {}); !d.empty())
+        BOOST_TEST_MESSAGE("Slurm's own variables differ from the usual set:" << d);
+    BOOST_TEST(bare_seen["SLURM_JOB_NAME"] == name_of(bare));
+    BOOST_TEST(bare_seen["SLURM_JOB_PARTITION"] == cluster::get().partition);
 }
 
 BOOST_AUTO_TEST_CASE(cwd_stdin_and_argument_passing) {

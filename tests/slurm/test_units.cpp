@@ -2,6 +2,7 @@
 #include "slurm/classify.hpp"
 #include "slurm/command.hpp"
 #include "slurm/job.hpp"
+#include "slurm_names.hpp"
 
 #include <boost/test/unit_test.hpp>
 
@@ -48,6 +49,39 @@ std::string env_or_empty(const char* name) {
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(units)
+
+// The rule the live environment cases check (slurm_names.hpp): Slurm may set one of its own
+// variables or not (one run on a fresh machine got 41 of the usual 42), but nothing except
+// the declared names and Slurm's own reaches a task.
+BOOST_AUTO_TEST_CASE(the_environment_rule_allows_slurms_own_and_nothing_else) {
+    using namespace slurm_test;
+    const std::set<std::string> declared = {"FOO", "TOKEN"};
+    std::set<std::string> usual = slurm_names;
+    usual.insert(declared.begin(), declared.end());
+    BOOST_TEST(environment_problems(usual, declared, {"SLURM_MY_OWN"}).empty());
+    for (const auto& name : slurm_names) {
+        auto fewer = usual;
+        fewer.erase(name);
+        bool names_the_job = slurm_job_names.count(name) != 0;
+        BOOST_TEST(environment_problems(fewer, declared, {}).empty() == !names_the_job, name);
+        BOOST_TEST(differences_from_the_usual(fewer, declared) == " -" + name);
+    }
+    auto more = usual;
+    more.insert("SLURM_RESTART_COUNT");  // Slurm's own, after a requeue
+    BOOST_TEST(environment_problems(more, declared, {}).empty());
+    for (const std::string leak : {"PATH", "HOME", "OTHER", "AGENTCTL_TEST_TOKEN"}) {
+        auto leaked = usual;
+        leaked.insert(leak);
+        BOOST_TEST(environment_problems(leaked, declared, {}) == leak + " is neither declared nor Slurm's");
+    }
+    auto canary = usual;
+    canary.insert("SLURM_MY_OWN");
+    BOOST_TEST(environment_problems(canary, declared, {"SLURM_MY_OWN"}) ==
+               "SLURM_MY_OWN is agentctl's own, not Slurm's");
+    auto undeclared = usual;
+    undeclared.erase("TOKEN");
+    BOOST_TEST(environment_problems(undeclared, declared, {}) == "declared TOKEN is missing");
+}
 
 BOOST_AUTO_TEST_CASE(job_name_round_trip) {
     std::string error;

@@ -116,6 +116,10 @@ int print_failure(const command_line& cl, std::string_view message, exit_status 
 /// workflow does not compile (then `ok()` is false and `status` says how to exit).
 session open_and_report(const command_line& cl);
 
+/// The watchdog (docs/CRASH_SAFETY.md), started while agentctl has one thread; a warning when
+/// it cannot start.
+std::optional<watchdog> start_watchdog(const command_line& cl);
+
 int run_check(const command_line& cl);
 int run_plan(const command_line& cl);
 int run_version(const command_line& cl);
@@ -125,5 +129,12 @@ int run_doctor(const command_line& cl);
 int run_runs(const command_line& cl);
 /// `watch`: as run_run().
 int run_resume(const command_line& cl, watchdog* watch);
+/// `agentctl parallel ARGS` (cmd_parallel.cpp): parses GNU parallel's command line itself.
+/// `argv`: agentctl's whole command line, for the journal. Returns parallel's exit status.
+int run_parallel(const std::vector<std::string>& args, std::vector<std::string> argv);
+/// `agentctl parallel --help`, and each of its option names with its value's placeholder
+/// ("" for a switch), for the completion scripts.
+std::string parallel_help();
+std::vector<std::pair<std::string, std::string>> parallel_option_words();
 
 }  // namespace agentctl::cli

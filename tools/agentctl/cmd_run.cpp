@@ -39,9 +39,11 @@ class output_gate final : public dispatch_gate {
 public:
     static constexpr std::size_t limit = 8 * 1024 * 1024;
 
-    output_gate(output_queue& out, output_queue& err) : out_(out), err_(err) {}
+    output_gate(output_queue& out, output_queue& err, dispatch_gate* next)
+        : out_(out), err_(err), next_(next) {}
 
     bool open() override {
+        if (next_ && !next_->open()) return false;
         bool behind = out_.backlog() + err_.backlog() > limit;
         if (behind && !said_) {
             said_ = true;
@@ -55,6 +57,7 @@ public:
 private:
     output_queue& out_;
     output_queue& err_;
+    dispatch_gate* next_;  // a front end's own, asked first
     bool said_ = false;
 };
 
@@ -123,7 +126,7 @@ int run_run(const command_line& cl, watchdog* watch) {
 
 int execute_run(const command_line& cl, watchdog* watch, const plan& p, const diagnostics& diags,
                 const std::string& base_dir, std::optional<journal> db, sweep_report leftovers,
-                journal_run record, const resume_plan* resume) {
+                journal_run record, const resume_plan* resume, run_frontend* frontend) {
     asio::io_context io(1);
     if (watch) watch->observe(io);
     // From here on agentctl's own output goes through queues, written by threads of the
@@ -134,7 +137,8 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
     struct restore_streams {
         ~restore_streams() { redirect_standard_streams(nullptr, nullptr); }
     } restore;
-    output_gate gate(out_queue, err_queue);
+    if (frontend && frontend->prepare) frontend->prepare(io);
+    output_gate gate(out_queue, err_queue, frontend ? frontend->gate : nullptr);
     host_environment host = process_environment();
     run_options options;
     options.jobs = cl.jobs;
@@ -146,7 +150,7 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
     options.slurm = cl.slurm;
     progress_printer progress(io, cl, p);
     progress.set_behind([&err_queue] { return err_queue.backlog() > 0; });
-    options.events = &progress;
+    options.events = frontend && frontend->events ? frontend->events : &progress;
     options.gate = &gate;
     options.watch = watch;
     options.leftovers = &leftovers;
@@ -178,6 +182,12 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
         });
     };
     wait_signal();
+    if (frontend)
+        frontend->cancel = [&](const std::string& reason) {
+            if (cancel_reason.empty()) cancel_reason = reason;
+            ++signals_seen;  // a later SIGINT then kills at once, as a second one does
+            cancel.emit(asio::cancellation_type::total);
+        };
     // The reader of stdout went away (`agentctl run ... | head -1`): end the run as a
     // cancellation does, so that nothing it started outlives it.
     // The reader went away (noticed at the next write, or while idle: output_queue.hpp).
@@ -248,6 +258,11 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
     if (report->outcomes.size() != p.size())
         return print_failure(cl, report->error ? report->error->message : "the run did not start",
                              static_cast<exit_status>(report->exit_code()));
+    if (frontend && frontend->report) {
+        int status = frontend->report(*report, results ? &*results : nullptr);
+        if (unrecorded && !report->error) return print_journal_failure(cl, *unrecorded);
+        return status;
+    }
     if (cl.output == output_format::human) {
         print_summary(cl, p, *report, {workspace_root_path(p, base_dir), cancel_reason},
                       results ? &*results : nullptr);

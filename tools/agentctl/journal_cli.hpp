@@ -10,6 +10,8 @@
 
 #include <boost/asio/thread_pool.hpp>
 
+#include <functional>
+
 #include <memory>
 #include <optional>
 #include <string>
@@ -71,12 +73,28 @@ dead_run_sweep sweep_dead_runs(journal* db, bool whole_host);
 /// digests, task count and owner).
 journal_run run_record(const command_line& cl, const session& s, const std::string& base_dir);
 
+/// A front end of its own for execute_run() (`agentctl parallel`): its events instead of the
+/// progress line, failure lines and summary, a gate of its own, and its own report.
+struct run_frontend {
+    /// Called once the run's loop exists and agentctl's output goes through its queues, before
+    /// anything runs: the place to make what `events` and `gate` point to.
+    std::function<void(boost::asio::io_context& io)> prepare;
+    event_sink* events = nullptr;
+    dispatch_gate* gate = nullptr;  ///< asked too, before the gate that waits for agentctl's readers
+    /// Set by execute_run() before the run starts: cancels the run as a first SIGINT does,
+    /// `reason` said as its cause.
+    std::function<void(const std::string& reason)> cancel;
+    /// Called instead of the summary once the run ended normally; returns the exit status.
+    /// `results`: the journal's results (nullptr without a journal: then `report.tasks`).
+    std::function<int(const run_report& report, result_source* results)> report;
+};
+
 /// Runs `p` (cmd_run.cpp): a new run (`resume` null; `record` is its journal record), or the
 /// prepared resume. `db`: the journal to record into (write access), none for --no-journal.
-/// Prints progress and the report; returns the exit status.
+/// Prints progress and the report (or lets `frontend` do it); returns the exit status.
 int execute_run(const command_line& cl, watchdog* watch, const plan& p, const diagnostics& diags,
                 const std::string& base_dir, std::optional<journal> db, sweep_report leftovers,
-                journal_run record, const resume_plan* resume);
+                journal_run record, const resume_plan* resume, run_frontend* frontend = nullptr);
 
 /// After a resumed run's human summary: how many tasks were reused and executed.
 void print_resume_summary(const command_line& cl, const plan& p, const run_report& report);

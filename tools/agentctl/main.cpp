@@ -31,6 +31,8 @@ const std::vector<command_info>& commands() {
         {"run", "FILE", "run the workflow"},
         {"resume", "RUN_ID", "continue a run from its journal: reuse what succeeded, run the rest"},
         {"runs", "[list|show RUN_ID|gc]", "past runs in the journal: list them, show one, remove old ones"},
+        {"parallel", "[OPTIONS] COMMAND [::: VALUES]",
+         "run COMMAND for each value, as GNU parallel does, as a journaled run"},
         {"doctor", "FILE", "check that every process action can run here; runs nothing"},
         {"version", "", "print the version"},
         {"help", "[COMMAND]", "print help, for one command with COMMAND"},
@@ -161,24 +163,66 @@ const command_info* find_command(std::string_view name) {
     return nullptr;
 }
 
-// Completion: the commands, then each command's options (and files for FILE operands).
+// Completion: the commands; each command's options and their values (a placeholder `a|b|c`
+// lists them; FILE, PATH and DIR are files); files for FILE operands; run ids for `resume` and
+// `runs show`, from `agentctl runs`.
 std::string completion_script(std::string_view shell) {
-    std::string words_of_command;
+    std::vector<std::pair<std::string, std::string>> all;  // every option form and its value
+    for (const auto& o : options()) {
+        all.emplace_back("--" + std::string(o.name), std::string(o.value));
+        if (o.short_name) all.emplace_back(std::string("-") + o.short_name, std::string(o.value));
+    }
+    for (auto& w : parallel_option_words()) all.push_back(std::move(w));
+    std::string valued = " ", files, value_cases;
+    for (const auto& [name, value] : all) {
+        if (value.empty() || valued.find(" " + name + " ") != std::string::npos) continue;
+        valued += name + " ";
+        if (value.find('|') != std::string::npos) {
+            std::string words = value;
+            std::replace(words.begin(), words.end(), '|', ' ');
+            value_cases +=
+                "    " + name + ") COMPREPLY=($(compgen -W \"" + words + "\" -- \"$cur\")); return ;;\n";
+        } else if (value == "FILE" || value == "PATH" || value == "DIR" || value == "NAME=FILE") {
+            files += (files.empty() ? "" : "|") + name;
+        }
+    }
+    value_cases +=
+        "    --halt|--halt-on-error) COMPREPLY=($(compgen -W \"now,fail=1 soon,fail=1 now,success=1 "
+        "soon,success=1 now,done=1 never\" -- \"$cur\")); return ;;\n";
+    value_cases += "    --header) COMPREPLY=(:); return ;;\n";
+    value_cases += "    " + files + ") COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n";
+    std::string words_of_command, names;
     for (const auto& c : commands()) {
+        names += (names.empty() ? "" : " ") + std::string(c.name);
         std::string opts;
         for (const auto& o : options())
             if (applies(o, c.name)) opts += " --" + std::string(o.name);
+        if (c.name == "parallel")  // its own options (cmd_parallel.cpp), given after the word
+            for (const auto& [name, value] : parallel_option_words())
+                if (name.size() > 2) opts += " " + name;
         words_of_command += "    " + std::string(c.name) + ") opts=\"" + opts.substr(1) + "\" ;;\n";
     }
-    std::string names;
-    for (const auto& c : commands()) names += (names.empty() ? "" : " ") + std::string(c.name);
     if (shell == "bash")
         return "# bash completion for agentctl: source it, or put it in /etc/bash_completion.d/agentctl\n"
+               "_agentctl_run_ids() { \"$1\" runs --limit 100 2>/dev/null | awk 'NR > 1 { print $1 }'; }\n"
                "_agentctl() {\n"
-               "  local cur=${COMP_WORDS[COMP_CWORD]} command= opts= i\n"
+               "  local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]} command= operands=0 "
+               "opts= i w\n"
+               "  local first=\n"
+               "  # The command, and the operands before the word completed (options' values skipped).\n"
                "  for ((i = 1; i < COMP_CWORD; i++)); do\n"
-               "    case ${COMP_WORDS[i]} in -*) ;; *) command=${COMP_WORDS[i]}; break ;; esac\n"
+               "    w=${COMP_WORDS[i]}\n"
+               "    case $w in\n"
+               "      -*) [[ \"" +
+               valued +
+               "\" == *\" $w \"* ]] && ((i++)) ;;\n"
+               "      *) if [ -z \"$command\" ]; then command=$w; else ((operands++)); [ -z \"$first\" ] && "
+               "first=$w; fi ;;\n"
+               "    esac\n"
                "  done\n"
+               "  case $prev in\n" +
+               value_cases +
+               "  esac\n"
                "  if [ -z \"$command\" ] && [[ $cur != -* ]]; then\n"
                "    COMPREPLY=($(compgen -W \"" +
                names +
@@ -188,8 +232,18 @@ std::string completion_script(std::string_view shell) {
                words_of_command +
                "    *) opts=\"--output --color --quiet --verbose --help --version\" ;;\n"
                "  esac\n"
-               "  if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W \"$opts\" -- \"$cur\"));\n"
-               "  else COMPREPLY=($(compgen -f -- \"$cur\")); fi\n"
+               "  if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W \"$opts\" -- \"$cur\")); return; fi\n"
+               "  case $command:$operands:$first in\n"
+               "    help:0:*) COMPREPLY=($(compgen -W \"" +
+               names +
+               "\" -- \"$cur\")) ;;\n"
+               "    completion:0:*) COMPREPLY=($(compgen -W \"bash zsh\" -- \"$cur\")) ;;\n"
+               "    runs:0:*) COMPREPLY=($(compgen -W \"list show gc\" -- \"$cur\")) ;;\n"
+               "    runs:1:show|resume:0:*) COMPREPLY=($(compgen -W \"$(_agentctl_run_ids "
+               "\"${COMP_WORDS[0]}\")\" -- \"$cur\")) ;;\n"
+               "    runs:*|resume:*|version:*|help:*|completion:*) COMPREPLY=() ;;\n"
+               "    *) COMPREPLY=($(compgen -f -- \"$cur\")) ;;\n"
+               "  esac\n"
                "}\n"
                "complete -F _agentctl agentctl\n";
     // zsh: the bash function through bashcompinit keeps one definition of the words.
@@ -294,6 +348,9 @@ int main(int argc, char** argv) {
     // signal that kills agentctl and leaves its tasks running. Children get default
     // dispositions back when they are spawned.
     ::signal(SIGPIPE, SIG_IGN);
+    // GNU parallel's own grammar: everything after the word is its (cmd_parallel.cpp).
+    if (argc >= 2 && std::string_view(argv[1]) == "parallel")
+        return run_parallel({argv + 2, argv + argc}, {argv, argv + argc});
     command_line cl;
     cl.output = sniff_output(argc, argv);
     cl.argv.assign(argv, argv + argc);
@@ -375,6 +432,7 @@ int main(int argc, char** argv) {
         if (operands.empty()) return print_text(overview());
         const command_info* about = find_command(operands[0]);
         if (operands.size() != 1 || !about) return usage_error(cl, "help takes one command name");
+        if (about->name == "parallel") return print_text(parallel_help());
         return print_text(command_help(*about));
     }
     if (cl.command == "completion") {
@@ -382,6 +440,8 @@ int main(int argc, char** argv) {
             return usage_error(cl, "completion needs bash or zsh");
         return print_text(completion_script(operands[0]));
     }
+    if (cl.command == "parallel")
+        return usage_error(cl, "give agentctl parallel's options after the word parallel");
     if (cl.command == "version") {
         if (!operands.empty()) return usage_error(cl, "version takes no arguments");
         return run_version(cl);
@@ -390,17 +450,7 @@ int main(int argc, char** argv) {
         if (auto code = parse_journal_commands(cl, vm, operands)) return *code;
         if (cl.command == "runs") return run_runs(cl);
         // The watchdog first, as for run.
-        std::string why;
-        std::optional<agentctl::watchdog> watch =
-            cl.dry_run ? std::nullopt : agentctl::watchdog::start({}, why);
-        if (!watch && !cl.dry_run) {
-            agentctl::diagnostics d;
-            d.warning("no_watchdog", "",
-                      "the watchdog could not start (" + why +
-                          "): if agentctl is killed, what it started keeps running",
-                      "");
-            if (cl.output == output_format::human) print_diagnostics_human(cl, d);
-        }
+        std::optional<agentctl::watchdog> watch = cl.dry_run ? std::nullopt : start_watchdog(cl);
         return run_resume(cl, watch ? &*watch : nullptr);
     }
     if (operands.size() != 1) return usage_error(cl, cl.command + " needs exactly one workflow FILE");
@@ -462,15 +512,7 @@ int main(int argc, char** argv) {
     if (cl.command == "run") {
         // The watchdog first, while agentctl has one thread: if agentctl is killed (SIGKILL,
         // the OOM killer), it kills what the run started (docs/CRASH_SAFETY.md).
-        std::string why;
-        std::optional<agentctl::watchdog> watch = agentctl::watchdog::start({}, why);
-        if (!watch) {
-            agentctl::diagnostics d;
-            d.warning("no_watchdog", "",
-                      "the watchdog could not start (" + why + "): if agentctl is killed, what it started keeps running",
-                      "");
-            if (cl.output == output_format::human) print_diagnostics_human(cl, d);
-        }
+        std::optional<agentctl::watchdog> watch = start_watchdog(cl);
         return run_run(cl, watch ? &*watch : nullptr);
     }
     return run_doctor(cl);

@@ -135,6 +135,20 @@ int print_failure(const command_line& cl, std::string_view message, exit_status 
     return status(s);
 }
 
+std::optional<watchdog> start_watchdog(const command_line& cl) {
+    std::string why;
+    std::optional<watchdog> watch = watchdog::start({}, why);
+    if (!watch) {
+        diagnostics d;
+        d.warning("no_watchdog", "",
+                  "the watchdog could not start (" + why +
+                      "): if agentctl is killed, what it started keeps running",
+                  "");
+        if (cl.output == output_format::human) print_diagnostics_human(cl, d);
+    }
+    return watch;
+}
+
 session open_and_report(const command_line& cl) {
     session s = open_session(cl.request());
     if (!s.ok()) print_failure(cl, s.failure, s.status, s.diags);

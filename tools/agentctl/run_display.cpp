@@ -307,20 +307,25 @@ void progress_printer::tick() {
 void progress_printer::draw() {
     if (paused_) return;
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begun_).count();
-    double rate = elapsed > 0.2 ? done_ / elapsed : 0;
-    std::size_t percent = countable_ ? done_ * 100 / countable_ : 100;
-    std::string line = std::to_string(done_) + "/" + std::to_string(countable_) + " done (" +
-                       std::to_string(percent) + "%) · " + std::to_string(running_) + " running · " +
-                       std::to_string(failed_) + " failed · " + seconds_text(elapsed);
+    err_.write(progress_line(done_, countable_, running_, failed_, elapsed));
+    drawn_ = true;
+}
+
+std::string progress_line(std::size_t done, std::size_t total, std::uint32_t running, std::size_t failed,
+                          double elapsed) {
+    double rate = elapsed > 0.2 ? static_cast<double>(done) / elapsed : 0;
+    std::size_t percent = total ? done * 100 / total : 100;
+    std::string line = std::to_string(done) + "/" + std::to_string(total) + " done (" +
+                       std::to_string(percent) + "%) · " + std::to_string(running) + " running · " +
+                       std::to_string(failed) + " failed · " + seconds_text(elapsed);
     if (rate > 0) {
         char buf[64];
         std::snprintf(buf, sizeof buf, " · %.0f/s", rate);
         line += buf;
-        if (done_ < countable_) line += " · ETA " + seconds_text((countable_ - done_) / rate);
+        if (done < total) line += " · ETA " + seconds_text(static_cast<double>(total - done) / rate);
     }
     // Never wider than the terminal: a wrapped line cannot be redrawn in place.
-    err_.write("\r\x1b[2K" + fit_to_width(std::move(line), terminal_columns(STDERR_FILENO)));
-    drawn_ = true;
+    return "\r\x1b[2K" + fit_to_width(std::move(line), terminal_columns(STDERR_FILENO));
 }
 
 void progress_printer::pause() {

@@ -47,6 +47,12 @@ int terminal_columns(int fd);
 /// that it never wraps; all of it when `columns` is 0.
 std::string fit_to_width(std::string line, int columns);
 
+/// The live progress line, ready to write to a terminal's stderr: it returns to the line's start
+/// and clears it, then `12/40 done (30%) · 4 running · 0 failed · 3.20 s · 4/s · ETA 7.00 s`,
+/// cut to the terminal's width.
+std::string progress_line(std::size_t done, std::size_t total, std::uint32_t running, std::size_t failed,
+                          double elapsed);
+
 /// `v` for people, like YAML: `key: value` and `- item` lines indented by depth, strings
 /// unquoted, a string of several lines as an indented block after `|`. At the top there is
 /// no head line: a structure's members, or a text's lines, start at the left.

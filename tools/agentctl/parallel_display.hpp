@@ -1,0 +1,92 @@
+// What `agentctl parallel` prints while its jobs run, as GNU parallel prints it: each job's
+// output whole when it ends (in completion order, or input order with -k), tagged with --tag;
+// its joblog line; --halt; the progress line on a terminal (docs/PARALLEL.md, "Output").
+#pragma once
+
+#include "cli.hpp"
+#include "output_queue.hpp"
+
+#include <agentctl/engine.hpp>
+#include <agentctl/parallel.hpp>
+#include <agentctl/wire.hpp>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <unordered_map>
+
+namespace agentctl::cli {
+
+struct parallel_display_options {
+    bool keep_order = false;   ///< -k
+    bool verbose = false;      ///< -v: each job's command line before its output
+    bool print_output = true;  ///< false with --results: parallel prints nothing then
+    bool progress = false;     ///< draw the progress line (stderr is a terminal)
+    parallel_halt halt;
+    std::string halt_text;  ///< --halt as given, for the cancellation's reason
+};
+
+/// The run's events → GNU parallel's output. Also the run's gate: closed once --halt says to
+/// start no more jobs.
+class parallel_display final : public event_sink, public dispatch_gate {
+public:
+    /// `joblog`: where joblog lines go (nullptr: none). `cancel`: ends the run (as a SIGINT
+    /// does), called from the run's loop once --halt says so.
+    parallel_display(boost::asio::io_context& io, const command_line& cl, const parallel_translation& t,
+                     const plan& p, parallel_display_options options, output_queue* joblog,
+                     std::function<void(const std::string&)> cancel);
+
+    void on_event(const run_event& e) override;
+    bool open() override { return !halted_; }
+
+    /// The progress line cleared, for good.
+    void stop();
+
+    const parallel_outcome& outcome() const { return outcome_; }
+
+private:
+    struct blocks {
+        std::string out, err;
+    };
+    void finished(std::uint32_t job, const task_result& r, std::uint32_t running);
+    void print(const blocks& b);
+    void tick();
+
+    boost::asio::io_context& io_;
+    const command_line& cl_;
+    const parallel_translation& t_;
+    parallel_display_options options_;
+    output_queue* joblog_;
+    std::function<void(const std::string&)> cancel_;
+    std::uint32_t first_child_ = 0;
+    bool merged_ = false;  // stdout and stderr are one file: both go through stdout, in order
+    parallel_outcome outcome_;
+    bool halted_ = false, cancelled_ = false;
+    // Jobs running: when (the last attempt) started, and in which slot.
+    struct running {
+        std::chrono::system_clock::time_point started;
+        std::uint32_t slot = 1;
+    };
+    std::unordered_map<std::uint32_t, running> running_;
+    // -k: what ended before an earlier job did, by job.
+    std::map<std::uint32_t, blocks> held_;
+    std::uint32_t next_ = 0;
+    // The progress line.
+    boost::asio::steady_timer timer_;
+    std::size_t done_ = 0, failed_ = 0;
+    std::uint32_t in_flight_ = 0;
+    bool drawn_ = false;
+    std::chrono::steady_clock::time_point begun_ = std::chrono::steady_clock::now();
+};
+
+/// --results: each job that ran gets DIR/.../seq, stdout and stderr, as parallel writes them,
+/// read from `results` (the journal) or `report.tasks`. Returns the first failure to write, or "".
+std::string write_parallel_results(const parallel_translation& t, const plan& p, const run_report& report,
+                                   result_source* results);
+
+}  // namespace agentctl::cli
