@@ -221,3 +221,25 @@ BOOST_AUTO_TEST_CASE(plain_scalars_are_strings_where_strings_are_expected) {
     BOOST_TEST(parsed.document->actions[0].command == "true");
     BOOST_TEST((parsed.document->actions[0].args == std::vector<std::string>{"yes", "10", "off"}));
 }
+
+// Container actions run with no network: an allowlist cannot give them any, and check says so.
+// Host processes are not sandboxed (nothing to enforce, nothing to warn about).
+BOOST_AUTO_TEST_CASE(a_network_allowlist_beside_container_actions_is_a_warning) {
+    const std::string image = "img@sha256:" + std::string(64, 'a');
+    auto check = [&](const std::string& isolation) {
+        return check_document(parse("  policy: {processAllowlist: [curl], approval: never, networkAllowlist: "
+                                    "[api.example.com]}\n  actions:\n    fetch: {kind: builtin.shell.exec, "
+                                    "command: curl" + isolation + "}\n  tasks:\n    - {id: a, uses: action:fetch}\n"));
+    };
+    auto boxed = check(", isolation: container, container: {image: \"" + image + "\"}");
+    BOOST_TEST_REQUIRE(boxed.compiled.has_value(), diag_text(boxed.diags));
+    BOOST_TEST_REQUIRE(boxed.diags.size() == 1u, diag_text(boxed.diags));
+    const diagnostic& d = boxed.diags.items()[0];
+    BOOST_TEST(d.code == "network_unavailable");
+    BOOST_TEST((d.level == severity::warning));
+    BOOST_TEST(d.path == "spec.policy.networkAllowlist");
+    BOOST_TEST(d.message.find("`fetch`") != std::string::npos, d.message);
+    auto host = check("");
+    BOOST_TEST(host.compiled.has_value(), diag_text(host.diags));
+    BOOST_TEST(host.diags.empty(), diag_text(host.diags));
+}
