@@ -222,6 +222,13 @@ admission admit(const run_view& view, std::uint32_t index) {
                                         (denied ? "policy.toolsDeny lists it" : "policy.toolsAllow does not list it") +
                                         "); the task was not started"));
     }
+    // Their file I/O is not in this version yet (docs/COMPATIBILITY.md, "What is left"): one
+    // clear failure, before anything is touched, rather than a process runner refusing them.
+    if (action.kind == action_kind::read || action.kind == action_kind::write)
+        return record(failed_result(error_code::invalid_request,
+                                    std::string(to_string(action.kind)) +
+                                        " tasks do not run in this version of agentctl yet; the task was not "
+                                        "started (docs/COMPATIBILITY.md)"));
     if (action.kind == action_kind::assign) return record(assign_result(request.with));
     if (action.kind == action_kind::assert_that) return record(assert_result(request.with));
 
