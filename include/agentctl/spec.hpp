@@ -233,7 +233,9 @@ struct action_spec {
     std::optional<extension_spec> extension;  ///< present iff kind == extension_process
     boost::json::value with;  ///< action-level default input (object or null)
 
-    bool is_process() const { return kind == action_kind::shell_exec || kind == action_kind::extension_process; }
+    bool is_process() const {
+        return kind == action_kind::shell_exec || kind == action_kind::extension_process;
+    }
     /// Whether a task of this action needs approval under `mode`: the reference's rule by
     /// effect class and risk (docs/DESIGN.md, "Plan"). Pure actions never do.
     bool needs_approval(approval_mode mode) const;
@@ -273,8 +275,8 @@ struct task_spec {
     std::optional<std::string> when;
     std::optional<foreach_spec> foreach;
     std::optional<matrix_spec> matrix;
-    boost::json::object vars;             ///< task-level variables (may read `inputs.`)
-    std::vector<std::string> vars_files;  ///< relative to the workflow's folder, in order
+    boost::json::object vars;                         ///< task-level variables (may read `inputs.`)
+    std::vector<std::string> vars_files;              ///< relative to the workflow's folder, in order
     std::optional<boost::json::value> output_schema;  ///< a JSON Schema for the task's output
 };
 
@@ -290,8 +292,8 @@ struct vars_file {
 /// remote protocols, memory, tools, packs; loops, routers, sub-workflows, compensation):
 /// found while reading, reported once per document (`unsupported_feature`).
 struct unsupported_use {
-    std::string feature;  ///< e.g. "spec.agents", "uses: agent:", "builtin.memory.write"
-    std::string path;     ///< where it was first seen
+    std::string feature;        ///< e.g. "spec.agents", "uses: agent:", "builtin.memory.write"
+    std::string path;           ///< where it was first seen
     bool control_flow = false;  ///< loops, routers, sub-workflows, compensation: not yet
 };
 

@@ -20,7 +20,8 @@ void write_sorted(json_writer& w, const json::object& o) {
     std::vector<const json::key_value_pair*> members;
     members.reserve(o.size());
     for (const auto& m : o) members.push_back(&m);
-    std::sort(members.begin(), members.end(), [](const auto* a, const auto* b) { return a->key() < b->key(); });
+    std::sort(members.begin(), members.end(),
+              [](const auto* a, const auto* b) { return a->key() < b->key(); });
     w.begin_object();
     for (const auto* m : members) {
         w.key(std::string_view(m->key().data(), m->key().size()));
@@ -86,8 +87,8 @@ bool resolve_vars(const run_view& view, const plan_task& t, json::value& vars, s
     return true;
 }
 
-bool render_request(const run_view& view, const plan_task& t, const json::value& vars, attempt_request& request,
-                    std::string& error) {
+bool render_request(const run_view& view, const plan_task& t, const json::value& vars,
+                    attempt_request& request, std::string& error) {
     const action_spec& action = view.compiled->action_of(t);
     render_context ctx = context_for(view, vars, nullptr);
     if (t.with_deferred) {
@@ -132,8 +133,12 @@ task_result assign_result(const json::value& with) {
     task_result r;
     r.state = task_state::succeeded;
     r.attempts = 1;
-    r.output = json::object{{"status", "unchanged"}, {"changed", false},    {"before", nullptr},
-                            {"after", with},         {"diff", nullptr},     {"output", with},
+    r.output = json::object{{"status", "unchanged"},
+                            {"changed", false},
+                            {"before", nullptr},
+                            {"after", with},
+                            {"diff", nullptr},
+                            {"output", with},
                             {"predictability", "fully_predictable"}};
     return r;
 }
@@ -141,14 +146,13 @@ task_result assign_result(const json::value& with) {
 task_result assert_result(const json::value& with) {
     const json::value* that = with.is_object() ? with.get_object().if_contains("that") : nullptr;
     if (!that || !that->is_bool())
-        return failed_result(error_code::input_invalid,
-                             "builtin.assert needs a boolean `that`, found " +
-                                 (that ? to_json(*that) : std::string("none")));
+        return failed_result(error_code::input_invalid, "builtin.assert needs a boolean `that`, found " +
+                                                            (that ? to_json(*that) : std::string("none")));
     if (!that->get_bool()) {
         const json::value* message = with.get_object().if_contains("message");
-        task_result r = failed_result(error_code::assertion_failed,
-                                      message && message->is_string() ? std::string(message->get_string())
-                                                                      : std::string("assertion failed"));
+        task_result r = failed_result(error_code::assertion_failed, message && message->is_string()
+                                                                        ? std::string(message->get_string())
+                                                                        : std::string("assertion failed"));
         r.attempts = 1;
         return r;
     }
@@ -195,10 +199,11 @@ admission admit(const run_view& view, std::uint32_t index) {
         if (!*value) {
             task_result r =
                 skipped_result(error_code::condition_false, "when \"" + t.when->expression + "\" is false");
-            r.output = json::object{{"reason", "when condition was false"},
-                                    {"condition", json::object{{"expression", t.when->expression},
-                                                               {"contextDigest", context_digest(view, t, vars)},
-                                                               {"result", false}}}};
+            r.output =
+                json::object{{"reason", "when condition was false"},
+                             {"condition", json::object{{"expression", t.when->expression},
+                                                        {"contextDigest", context_digest(view, t, vars)},
+                                                        {"result", false}}}};
             return record(std::move(r));
         }
     }
@@ -217,10 +222,11 @@ admission admit(const run_view& view, std::uint32_t index) {
     if (std::string_view capability = capability_of(action.kind); !capability_allowed(p.policy, capability)) {
         const auto& deny = p.policy.tools_deny;
         bool denied = std::find(deny.begin(), deny.end(), capability) != deny.end();
-        return record(failed_result(error_code::capability_denied,
-                                    "policy denies " + std::string(capability) + " (" +
-                                        (denied ? "policy.toolsDeny lists it" : "policy.toolsAllow does not list it") +
-                                        "); the task was not started"));
+        return record(
+            failed_result(error_code::capability_denied,
+                          "policy denies " + std::string(capability) + " (" +
+                              (denied ? "policy.toolsDeny lists it" : "policy.toolsAllow does not list it") +
+                              "); the task was not started"));
     }
     // Their file I/O is not in this version yet (docs/COMPATIBILITY.md, "What is left"): one
     // clear failure, before anything is touched, rather than a process runner refusing them.

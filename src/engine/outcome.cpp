@@ -133,7 +133,8 @@ json::value render_outputs(const run_view& view, std::optional<task_error>& erro
         auto v = render(m.value(), ctx, why);
         // A value that cannot be rendered is an error of the run, never a silent null.
         if (!v && !error)
-            error = task_error{error_code::template_error, "spec.outputs." + std::string(m.key()) + ": " + why};
+            error =
+                task_error{error_code::template_error, "spec.outputs." + std::string(m.key()) + ": " + why};
         out[m.key()] = v ? std::move(*v) : json::value(nullptr);
     }
     return out;

@@ -15,9 +15,12 @@ session open_session(const session_request& request) {
         request.source ? parse_workflow(*request.source, request.file) : load_workflow(request.file);
     if (request.source) {
         parsed.source = *request.source;
-        if (workflow* wf = parsed.document ? &*parsed.document : parsed.partial ? &*parsed.partial : nullptr) {
+        if (workflow* wf = parsed.document  ? &*parsed.document
+                           : parsed.partial ? &*parsed.partial
+                                            : nullptr) {
             auto slash = request.file.rfind('/');
-            std::string dir = slash == std::string::npos ? "" : request.file.substr(0, slash == 0 ? 1 : slash);
+            std::string dir =
+                slash == std::string::npos ? "" : request.file.substr(0, slash == 0 ? 1 : slash);
             diagnostics vars_diags;
             load_workflow_vars(*wf, dir, vars_diags,
                                request.recorded_vars_files ? &*request.recorded_vars_files : nullptr);

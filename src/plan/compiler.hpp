@@ -98,7 +98,7 @@ struct declared_task {
     bool skip = false;  ///< duplicate id: reported and left out
     std::optional<std::uint32_t> action;
     std::vector<std::uint32_t> needs;  ///< declared indices: known, not itself, unique
-    boost::json::object vars;           ///< every variable layer merged (docs/DESIGN.md, "Variables")
+    boost::json::object vars;          ///< every variable layer merged (docs/DESIGN.md, "Variables")
     boost::json::object vars_deferred;  ///< task-level variables reading task outputs
     std::vector<site> vars_sites;       ///< references in task-level variables
     boost::json::value with;           ///< the action's `with` merged under the task's

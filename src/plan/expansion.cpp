@@ -31,7 +31,8 @@ std::array<std::uint8_t, 6> binding_digest(const boost::json::object& bindings) 
     std::vector<const boost::json::key_value_pair*> members;
     members.reserve(bindings.size());
     for (const auto& m : bindings) members.push_back(&m);
-    std::sort(members.begin(), members.end(), [](const auto* a, const auto* b) { return a->key() < b->key(); });
+    std::sort(members.begin(), members.end(),
+              [](const auto* a, const auto* b) { return a->key() < b->key(); });
     string_sink text;
     {
         json_writer w(text);
@@ -72,8 +73,8 @@ std::string child_id(std::string_view parent, std::size_t index, std::size_t wid
 std::string child_id(const plan_expansion& e, std::string_view parent, std::uint64_t k) {
     std::array<std::uint8_t, 6> digest;
     if (e.id_digests.size() >= (k + 1) * digest.size())
-        std::copy_n(reinterpret_cast<const std::uint8_t*>(e.id_digests.data()) + k * digest.size(), digest.size(),
-                    digest.begin());
+        std::copy_n(reinterpret_cast<const std::uint8_t*>(e.id_digests.data()) + k * digest.size(),
+                    digest.size(), digest.begin());
     else
         digest = binding_digest(expansion_bindings(e, k));
     return child_id(parent, k, e.id_width, digest);
@@ -339,8 +340,8 @@ std::optional<std::uint32_t> compiler::child_owner(std::string_view id) const {
     if (k >= x.count) return std::nullopt;
     // The digest too: the child's id is exactly what its bindings make it.
     const auto& spec = wf_.tasks[it->second];
-    auto bindings = detail::expansion_bindings(spec.foreach ? std::string_view(spec.foreach->as) : "", x.items,
-                                               x.axes, k);
+    auto bindings = detail::expansion_bindings(spec.foreach ? std::string_view(spec.foreach->as) : "",
+                                               x.items, x.axes, k);
     if (detail::child_id(parts->parent, k, parts->digits.size(), detail::binding_digest(bindings)) != id)
         return std::nullopt;
     return it->second;

@@ -47,9 +47,9 @@ std::optional<child_id_parts> split_child_id(std::string_view id);
 /// matrixIndex: k}` (mixed radix over the axes by name, the last fastest).
 boost::json::object expansion_bindings(const plan_expansion& e, std::uint64_t k);
 /// The same from the parts of an expansion (`items` for a foreach; `axes` by name for a matrix).
-boost::json::object expansion_bindings(std::string_view as, const boost::json::array* items,
-                                       const std::vector<std::pair<std::string, const boost::json::array*>>& axes,
-                                       std::uint64_t k);
+boost::json::object expansion_bindings(
+    std::string_view as, const boost::json::array* items,
+    const std::vector<std::pair<std::string, const boost::json::array*>>& axes, std::uint64_t k);
 
 /// What makes child `k` of an expansion itself: rendered from its template (`p.nodes[e.node]`)
 /// and its bindings as the compiler rendered it when it checked the plan.

@@ -249,7 +249,7 @@ bool compiler::check_sites(const std::vector<site>& sites, const render_context&
         if (s.ref.root == template_root::tasks || (s.ref.root == template_root::with && !ctx.with)) continue;
         if (s.ref.root == template_root::vars && !s.ref.path.empty() &&
             t.vars_deferred.contains(s.ref.path.front()))
-            continue;                                // known when the task starts
+            continue;                               // known when the task starts
         if (argv && s.ref.is_job_slot()) continue;  // a number, bound at dispatch
         detail::template_error e;
         if (const boost::json::value* v = detail::resolve(s.ref, ctx, e)) {
@@ -273,7 +273,8 @@ bool compiler::check_sites(const std::vector<site>& sites, const render_context&
             std::string names;
             for (const auto& m : t.vars) names += (names.empty() ? "" : ", ") + std::string(m.key());
             for (const auto& m : t.vars_deferred) names += (names.empty() ? "" : ", ") + std::string(m.key());
-            help = "the variables of task `" + wf_.tasks[i].id + "` are: " + (names.empty() ? "(none)" : names);
+            help =
+                "the variables of task `" + wf_.tasks[i].id + "` are: " + (names.empty() ? "(none)" : names);
             if (t.expansion == declared_task::expansion_t::foreach)
                 help += "; it binds `vars." + wf_.tasks[i].foreach->as + "` and `vars.foreachIndex`";
             else if (t.expansion == declared_task::expansion_t::matrix)

@@ -585,7 +585,8 @@ void check_schemas(const workflow& wf, diagnostics& diags) {
     }
     for (std::size_t i = 0; i < wf.tasks.size(); ++i)
         if (wf.tasks[i].output_schema)
-            check("outputSchema", *wf.tasks[i].output_schema, "spec.tasks[" + std::to_string(i) + "].outputSchema");
+            check("outputSchema", *wf.tasks[i].output_schema,
+                  "spec.tasks[" + std::to_string(i) + "].outputSchema");
 }
 
 }  // namespace agentctl

@@ -19,7 +19,9 @@ struct shape {
     std::vector<shape> item;                             ///< array: one element
 
     static shape scalar() { return {kind_t::scalar, {}, {}}; }
-    static shape object(std::vector<std::pair<std::string, shape>> m) { return {kind_t::object, std::move(m), {}}; }
+    static shape object(std::vector<std::pair<std::string, shape>> m) {
+        return {kind_t::object, std::move(m), {}};
+    }
     static shape array(shape item) {
         shape s{kind_t::array, {}, {}};
         s.item.push_back(std::move(item));
@@ -69,7 +71,8 @@ shape schema_shape(const boost::json::value& schema) {
     }
     if (const auto* type = o->if_contains("type"); type && type->is_string()) {
         std::string_view t(type->get_string().data(), type->get_string().size());
-        if (t == "string" || t == "number" || t == "integer" || t == "boolean" || t == "null") return shape::scalar();
+        if (t == "string" || t == "number" || t == "integer" || t == "boolean" || t == "null")
+            return shape::scalar();
         if (t == "array") {
             const auto* items = o->if_contains("items");
             return shape::array(items ? schema_shape(*items) : shape{});
@@ -160,18 +163,18 @@ void compiler::check_task_output_paths(const std::vector<site>& sites) {
         shape runs = action_shape(a, t.with, spec.output_schema);
         if (t.expansion != declared_task::expansion_t::none)
             runs = shape::object({{"items", shape::array(shape::object({{"index", shape::scalar()},
-                                                                         {"taskId", shape::scalar()},
-                                                                         {"state", shape::scalar()},
-                                                                         {"output", runs},
-                                                                         {"error", shape{}}}))}});
+                                                                        {"taskId", shape::scalar()},
+                                                                        {"state", shape::scalar()},
+                                                                        {"output", runs},
+                                                                        {"error", shape{}}}))}});
         const std::string base = "tasks." + spec.id + ".output";
         std::string why = absent(runs, s.ref.path, 2, base);
         if (why.empty()) continue;
         // A task whose condition may be false has the skipped output instead.
         if (spec.when) {
-            shape skipped = shape::object(
-                {{"reason", shape::scalar()},
-                 {"condition", shape::scalars({"expression", "contextDigest", "result"})}});
+            shape skipped =
+                shape::object({{"reason", shape::scalar()},
+                               {"condition", shape::scalars({"expression", "contextDigest", "result"})}});
             if (absent(skipped, s.ref.path, 2, base).empty()) continue;
         }
         std::string help = "the output of `" + spec.id + "` (" + std::string(to_string(a.kind)) + ") is " +
@@ -187,7 +190,8 @@ void compiler::check_task_output_paths(const std::vector<site>& sites) {
                        "`? an assignment's input is under `output.`";
         }
         if (first_time("shape|" + s.path + "|" + s.ref.text))
-            error("template_missing_path", s.path, "`${{ " + s.ref.text + " }}` can never exist: " + why, help);
+            error("template_missing_path", s.path, "`${{ " + s.ref.text + " }}` can never exist: " + why,
+                  help);
     }
 }
 

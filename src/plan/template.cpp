@@ -528,8 +528,8 @@ std::optional<bool> evaluate(const condition& c, const render_context& ctx, temp
             break;
     }
     if (!is_number(*left) || !is_number(c.right)) {
-        error = {"template_not_number",
-                 "`" + c.expression + "`: `" + ref_text(c.left) + "` is " + to_json(*left) + ", not a number"};
+        error = {"template_not_number", "`" + c.expression + "`: `" + ref_text(c.left) + "` is " +
+                                            to_json(*left) + ", not a number"};
         return std::nullopt;
     }
     int cmp = compare_numbers(*left, c.right);
@@ -546,7 +546,6 @@ std::optional<bool> evaluate(const condition& c, const render_context& ctx, temp
             return std::nullopt;
     }
 }
-
 
 bool for_each_templated(
     const boost::json::value& value,

@@ -27,7 +27,8 @@ bool compiler::render_inline_vars(const boost::json::object& vars, const std::st
         const std::string path = base + "." + std::string(m.key());
         std::vector<site> sites;
         if (!parse_sites(m.value(), path, sites) ||
-            !check_roots(sites, {.inputs = true, .tasks = allow_tasks}, allow_tasks ? "task vars" : "spec.vars") ||
+            !check_roots(sites, {.inputs = true, .tasks = allow_tasks},
+                         allow_tasks ? "task vars" : "spec.vars") ||
             (allow_tasks && !check_task_refs(sites, task, ""))) {
             ok = false;
             continue;
@@ -55,7 +56,8 @@ bool compiler::render_inline_vars(const boost::json::object& vars, const std::st
 
 void compiler::resolve_workflow_vars() {
     for (std::size_t i = 0; i < wf_.vars_files.size(); ++i)
-        if (const auto* file = loaded_vars_file("spec.varsFiles[" + std::to_string(i) + "]", wf_.vars_files[i]))
+        if (const auto* file =
+                loaded_vars_file("spec.varsFiles[" + std::to_string(i) + "]", wf_.vars_files[i]))
             for (const auto& m : *file) workflow_vars_[m.key()] = m.value();
     render_inline_vars(wf_.vars, "spec.vars", false, 0, workflow_vars_, nullptr);
 }
@@ -78,7 +80,8 @@ void compiler::resolve_task_vars(std::size_t i) {
     // Bindings are looked up in the same namespace: one name, one meaning.
     if (spec.foreach && (t.vars.contains(spec.foreach->as) || t.vars_deferred.contains(spec.foreach->as)))
         error("binding_shadows_variable", task_path(i) + ".foreach.as",
-              "foreach binds `vars." + spec.foreach->as + "`, which is also a variable of task `" + spec.id + "`",
+              "foreach binds `vars." + spec.foreach->as + "`, which is also a variable of task `" + spec.id +
+                  "`",
               "name the binding differently with `as`, or rename the variable");
 }
 

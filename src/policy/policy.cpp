@@ -254,14 +254,14 @@ void check_network(const workflow& wf, diagnostics& diags) {
     if (wf.policy.network_allowlist.empty()) return;
     std::string containers;
     for (const auto& a : wf.actions)
-        if (a.isolation == isolation_mode::container) containers += (containers.empty() ? "`" : ", `") + a.name + "`";
+        if (a.isolation == isolation_mode::container)
+            containers += (containers.empty() ? "`" : ", `") + a.name + "`";
     if (containers.empty()) return;
     const std::string path = "spec.policy.networkAllowlist";
     diags.warning("network_unavailable", path,
                   "container actions (" + containers +
                       ") run with no network at all: policy.networkAllowlist grants them none",
-                  "fetch what they need before the run, or run that step as a host process",
-                  wf.where(path));
+                  "fetch what they need before the run, or run that step as a host process", wf.where(path));
 }
 
 void check_policy(const workflow& wf, diagnostics& diags) {

@@ -215,8 +215,9 @@ vars_result parse_vars(std::string_view text, const std::string& file) {
             help = "rename the variable";
         }
         if (!problem.empty())
-            result.diags.error(key == "varsFiles" || key == "include" || key == "includes" ? "invalid_vars_file"
-                                                                                          : "reserved_variable",
+            result.diags.error(key == "varsFiles" || key == "include" || key == "includes"
+                                   ? "invalid_vars_file"
+                                   : "reserved_variable",
                                "", problem, help, {file, 0, 0});
     }
     if (!result.diags.has_errors()) result.vars = std::move(*read.inputs);
@@ -248,10 +249,10 @@ void load_workflow_vars(workflow& wf, const std::string& dir, diagnostics& diags
         vars_file loaded{file, where, std::nullopt};
         const source_location at = wf.where(where);
         if (n == limits::max_vars_files) {
-            diags.error("too_many_vars_files", where,
-                        "the workflow names more than " + std::to_string(limits::max_vars_files) +
-                            " variables files",
-                        "merge them into fewer files", at);
+            diags.error(
+                "too_many_vars_files", where,
+                "the workflow names more than " + std::to_string(limits::max_vars_files) + " variables files",
+                "merge them into fewer files", at);
         }
         if (n >= limits::max_vars_files) {
             wf.loaded_vars_files.push_back(std::move(loaded));

@@ -60,16 +60,18 @@ bool steers_engine(std::string_view name) {
                        [&](std::string_view prefix) { return name.substr(0, prefix.size()) == prefix; });
 }
 
-
 // The reference's features this engine does not run (docs/COMPATIBILITY.md), by where they
 // are written. Model, agent, protocol, memory, tool and pack features are out of scope; the
 // control flow of loops, routers, sub-workflows and compensation is not there yet.
-constexpr std::array<std::string_view, 8> agent_spec_keys = {"providers", "agents",   "tools", "memory",
+constexpr std::array<std::string_view, 8> agent_spec_keys = {"providers",  "agents",   "tools", "memory",
                                                              "mcpServers", "a2aPeers", "packs", "packTrust"};
 constexpr std::array<std::string_view, 2> control_flow_spec_keys = {"subworkflows", "compensation"};
-constexpr std::array<std::string_view, 6> agent_action_kinds = {
-    "builtin.memory.read",           "builtin.memory.write", "builtin.long_term_memory.read",
-    "builtin.long_term_memory.write", "mcp.call",             "a2a.delegate"};
+constexpr std::array<std::string_view, 6> agent_action_kinds = {"builtin.memory.read",
+                                                                "builtin.memory.write",
+                                                                "builtin.long_term_memory.read",
+                                                                "builtin.long_term_memory.write",
+                                                                "mcp.call",
+                                                                "a2a.delegate"};
 constexpr std::array<std::string_view, 3> control_flow_task_keys = {"loop", "route", "compensate"};
 
 template <std::size_t N>
@@ -209,12 +211,13 @@ void workflow_reader::report_unsupported() {
     if (!agent.empty()) {
         message = "this workflow uses model, agent, protocol, memory, tool or pack features (" + agent +
                   "); agentctl runs process workflows only";
-        help = "this engine runs builtin.shell.exec, extension.process, builtin.assign, builtin.assert, "
-               "builtin.read and builtin.write actions; run the rest with the reference implementation";
+        help =
+            "this engine runs builtin.shell.exec, extension.process, builtin.assign, builtin.assert, "
+            "builtin.read and builtin.write actions; run the rest with the reference implementation";
     }
     if (!control.empty()) {
-        message += std::string(message.empty() ? "" : "; ") + "loops, routers, sub-workflows and compensation (" +
-                   control + ") are not supported yet";
+        message += std::string(message.empty() ? "" : "; ") +
+                   "loops, routers, sub-workflows and compensation (" + control + ") are not supported yet";
         if (help.empty()) help = "express the flow with needs, when, foreach and matrix, or run it elsewhere";
     }
     r_.error(*first_unsupported_, "unsupported_feature", std::move(message), std::move(help));
@@ -383,7 +386,8 @@ void workflow_reader::read_network(const place& p, network_spec& network) {
     if (auto v = f.get("allowedPorts")) {
         if (auto items = r_.sequence(*v))
             for (const auto& item : *items)
-                if (auto port = read_int<std::uint32_t>(item, 1, 65535)) network.allowed_ports.push_back(*port);
+                if (auto port = read_int<std::uint32_t>(item, 1, 65535))
+                    network.allowed_ports.push_back(*port);
     }
     network.connect_timeout_seconds = read_int<int>(f.get("connectTimeoutSeconds"), 1, 300);
     if (auto v = f.get("maxResponseBytes"))
@@ -776,8 +780,8 @@ void workflow_reader::read_action(const std::string& name, const place& p, actio
 
     std::optional<action_kind> kind;
     if (auto v = f.require("kind")) {
-        if (auto i = r_.choice(*v, {"builtin.shell.exec", "extension.process", "builtin.assign", "builtin.assert",
-                                    "builtin.read", "builtin.write"})) {
+        if (auto i = r_.choice(*v, {"builtin.shell.exec", "extension.process", "builtin.assign",
+                                    "builtin.assert", "builtin.read", "builtin.write"})) {
             kind = static_cast<action_kind>(*i);
             a.kind = *kind;
         }
@@ -803,15 +807,17 @@ void workflow_reader::read_action(const std::string& name, const place& p, actio
         const std::string kind_name(to_string(*kind));
         for (auto key : {"command", "args", "cwd", "env"})
             if (auto v = f.get(key))
-                r_.error(*v, "unknown_key",
-                         std::string(key) + " does not apply to " + kind_name + " actions, which run no process",
-                         "remove it, or use kind: builtin.shell.exec");
+                r_.error(
+                    *v, "unknown_key",
+                    std::string(key) + " does not apply to " + kind_name + " actions, which run no process",
+                    "remove it, or use kind: builtin.shell.exec");
         for (auto key :
              {"timeoutSeconds", "stdoutLimitBytes", "stderrLimitBytes", "combinedOutputLimitBytes"})
             if (auto v = f.get(key))
-                r_.error(*v, "limits_not_allowed",
-                         std::string(key) + " applies to process actions only; " + kind_name + " runs no process",
-                         "remove it");
+                r_.error(
+                    *v, "limits_not_allowed",
+                    std::string(key) + " applies to process actions only; " + kind_name + " runs no process",
+                    "remove it");
         for (auto key : {"isolation", "container"})
             if (auto v = f.get(key))
                 r_.error(
@@ -1018,8 +1024,8 @@ std::optional<matrix_spec> workflow_reader::read_matrix(const place& p) {
 
 void workflow_reader::read_task(const place& p, task_spec& t) {
     fields f(r_, p,
-             {"id", "uses", "needs", "with", "timeoutSeconds", "retry", "failure", "when", "foreach", "matrix",
-              "vars", "varsFiles", "outputSchema", "memoryWrites", "loop", "route", "compensate"});
+             {"id", "uses", "needs", "with", "timeoutSeconds", "retry", "failure", "when", "foreach",
+              "matrix", "vars", "varsFiles", "outputSchema", "memoryWrites", "loop", "route", "compensate"});
     if (!f.ok()) return;
     if (auto v = f.get("memoryWrites")) unsupported(*v, "memoryWrites");
     for (auto key : control_flow_task_keys)
@@ -1028,7 +1034,8 @@ void workflow_reader::read_task(const place& p, task_spec& t) {
     if (auto v = f.get("varsFiles")) t.vars_files = read_vars_files(*v);
     if (auto v = f.get("outputSchema")) {
         if (r_.node(*v).kind != kind_t::mapping)
-            r_.error(*v, "invalid_type", "outputSchema must be a mapping (a JSON Schema), found " + r_.describe(*v));
+            r_.error(*v, "invalid_type",
+                     "outputSchema must be a mapping (a JSON Schema), found " + r_.describe(*v));
         else
             t.output_schema = r_.json(*v);
     }

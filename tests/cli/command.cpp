@@ -405,8 +405,8 @@ std::string child_id_in(const std::string& text, const std::string& short_id) {
         std::string tail = text.substr(from, digest);
         bool before_ok = at == 0 || !(std::isalnum(static_cast<unsigned char>(text[at - 1])) ||
                                       text[at - 1] == '-' || text[at - 1] == '_');
-        bool after_ok = text.size() == from + digest ||
-                        !std::isxdigit(static_cast<unsigned char>(text[from + digest]));
+        bool after_ok =
+            text.size() == from + digest || !std::isxdigit(static_cast<unsigned char>(text[from + digest]));
         if (before_ok && after_ok && tail.find_first_not_of("0123456789abcdef") == std::string::npos)
             return short_id + "-" + tail;
     }

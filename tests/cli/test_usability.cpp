@@ -181,12 +181,16 @@ BOOST_AUTO_TEST_CASE(inputs_file_from_stdin_and_larger_than_a_mebibyte) {
     auto inputs = dir.write("inputs.json", text);
     auto r = agentctl({"--output", "json", "run", wf, "--inputs-file", inputs});
     BOOST_TEST(r.exit_code == 0, r.err);
-    BOOST_TEST(parse_json(r.out).at("data").at("output").at("keep").at("output").at("files").as_array().size() == 18000u);
+    BOOST_TEST(
+        parse_json(r.out).at("data").at("output").at("keep").at("output").at("files").as_array().size() ==
+        18000u);
     auto s = run({"/bin/sh", "-c",
                   "cat " + sh_quoted(inputs) + " | " + sh_quoted(agentctl_bin()) + " --output json run " +
                       sh_quoted(wf) + " --inputs-file -"});
     BOOST_TEST(s.exit_code == 0, s.err);
-    BOOST_TEST(parse_json(s.out).at("data").at("output").at("keep").at("output").at("files").as_array().size() == 18000u);
+    BOOST_TEST(
+        parse_json(s.out).at("data").at("output").at("keep").at("output").at("files").as_array().size() ==
+        18000u);
 }
 
 BOOST_AUTO_TEST_CASE(a_missing_executable_fails_once_before_anything_runs) {
@@ -219,8 +223,9 @@ BOOST_AUTO_TEST_CASE(a_missing_executable_fails_once_before_anything_runs) {
     BOOST_TEST(v.at("data").at("tasks").at("first").at("state").as_string() == "skipped");
     // The run's error names the PATH; its ten children do not repeat it.
     BOOST_TEST(count(j.out, "/usr/local/bin:/usr/bin:/bin") == 1u, j.out);
-    BOOST_TEST(v.at("data").at("tasks").at(child_id_in(j.out, "gz--0003")).at("error").at("message").as_string() ==
-               "not started: the run failed before any task started (executable_not_found)");
+    BOOST_TEST(
+        v.at("data").at("tasks").at(child_id_in(j.out, "gz--0003")).at("error").at("message").as_string() ==
+        "not started: the run failed before any task started (executable_not_found)");
     BOOST_TEST(!std::filesystem::exists(marker));
     // doctor says so too.
     auto d = agentctl({"--color", "never", "doctor", wf});
@@ -364,11 +369,11 @@ BOOST_AUTO_TEST_CASE(outputs_are_readable_and_failures_name_their_vars) {
                r.out);
     BOOST_TEST(r.out.find("bytes)") == std::string::npos, r.out);  // nothing cut
     BOOST_TEST(r.out.find("[\"") == std::string::npos, r.out);     // no JSON blob
-    BOOST_TEST(r.err.find("✗ " + child_id_in(r.err, "gz--0001") + " failed (file=f13.txt): exited with status 1") !=
-                   std::string::npos,
+    BOOST_TEST(r.err.find("✗ " + child_id_in(r.err, "gz--0001") +
+                          " failed (file=f13.txt): exited with status 1") != std::string::npos,
                r.err);
-    BOOST_TEST(r.err.find("failed " + child_id_in(r.err, "gz--0000") + " (file=f12.txt): exited with status 1") !=
-                   std::string::npos,
+    BOOST_TEST(r.err.find("failed " + child_id_in(r.err, "gz--0000") +
+                          " (file=f12.txt): exited with status 1") != std::string::npos,
                r.err);
 }
 

@@ -48,7 +48,9 @@ struct fake_run {
         r.output = std::move(output);
         done[test_support::full_id(p_, id)] = std::move(r);
     }
-    admission admit(const std::string& id) { return agentctl::admit(view, *p_.find(test_support::full_id(p_, id))); }
+    admission admit(const std::string& id) {
+        return agentctl::admit(view, *p_.find(test_support::full_id(p_, id)));
+    }
 
     const plan& p_;
     boost::json::value inputs_;
@@ -106,19 +108,22 @@ BOOST_AUTO_TEST_CASE(a_false_condition_skips_and_a_broken_one_fails) {
         "  tasks:\n    - {id: a, uses: action:set, with: {ok: \"${{ inputs.flag }}\"}}\n"
         "    - {id: b, uses: action:t, needs: [a], with: {n: 1}, when: \"tasks.a.output.output.ok\"}\n"
         // Whether `ok` has members is not known before the run: a missing path is found then.
-        "    - {id: c, uses: action:t, needs: [a], with: {n: 1}, when: \"tasks.a.output.output.ok.x == 1\"}\n");
+        "    - {id: c, uses: action:t, needs: [a], with: {n: 1}, when: \"tasks.a.output.output.ok.x == "
+        "1\"}\n");
     fake_run run(p);
-    run.finish("a", task_state::succeeded, boost::json::object{{"output", boost::json::object{{"ok", false}}}});
+    run.finish("a", task_state::succeeded,
+               boost::json::object{{"output", boost::json::object{{"ok", false}}}});
     admission b = run.admit("b");
     BOOST_TEST((b.result.state == task_state::skipped));
     BOOST_TEST(b.result.error->code == "condition_false");
     // The reference's skip record: its condition and the digest of what it read. The digest is
     // the sha256 of this text, computed outside agentctl:
     // {"inputs":{"flag":false},"vars":{},"memory":{},"tasks":{"a":{"output":{"ok":false}}}}
-    BOOST_TEST(to_json(b.result.output) ==
-               R"({"reason":"when condition was false","condition":{"expression":"tasks.a.output.output.ok",)"
-               R"("contextDigest":"sha256:v1:db05dc40d38c7581c31d59eb427461be2216304d19b8eee88ca0de046a2e2c45",)"
-               R"("result":false}})");
+    BOOST_TEST(
+        to_json(b.result.output) ==
+        R"({"reason":"when condition was false","condition":{"expression":"tasks.a.output.output.ok",)"
+        R"("contextDigest":"sha256:v1:db05dc40d38c7581c31d59eb427461be2216304d19b8eee88ca0de046a2e2c45",)"
+        R"("result":false}})");
     admission c = run.admit("c");
     BOOST_TEST((c.result.state == task_state::failed));
     BOOST_TEST(c.result.error->code == "condition_error");
@@ -136,8 +141,9 @@ BOOST_AUTO_TEST_CASE(an_aggregate_lists_its_children) {
     BOOST_TEST((d.result.state == task_state::succeeded));
     const auto& items = d.result.output.at("items").as_array();
     BOOST_TEST(items.size() == 2u);
-    BOOST_TEST(to_json(items[1]) ==
-               R"({"index":1,"taskId":"f--0001-9cba6023fbb3","state":"succeeded","output":{"v":2},"error":null})");
+    BOOST_TEST(
+        to_json(items[1]) ==
+        R"({"index":1,"taskId":"f--0001-9cba6023fbb3","state":"succeeded","output":{"v":2},"error":null})");
 }
 
 BOOST_AUTO_TEST_CASE(an_output_budget_that_cannot_cover_the_task_fails_it_unstarted) {
@@ -165,10 +171,12 @@ BOOST_AUTO_TEST_CASE(approval_is_asked_for_process_tasks_only) {
 // filesystem.write): a task whose action's capability is not allowed fails unstarted; pure
 // actions have none and always run.
 BOOST_AUTO_TEST_CASE(a_capability_the_policy_denies_fails_the_task_unstarted) {
-    const std::string tasks = "  tasks:\n    - {id: a, uses: action:t, with: {n: 1}}\n"
-                              "    - {id: s, uses: action:set, with: {x: 1}}\n";
-    plan denied = compile_yaml("  policy: {processAllowlist: [sh], approval: never, toolsDeny: [process.exec]}\n" +
-                               shell_action + tasks);
+    const std::string tasks =
+        "  tasks:\n    - {id: a, uses: action:t, with: {n: 1}}\n"
+        "    - {id: s, uses: action:set, with: {x: 1}}\n";
+    plan denied =
+        compile_yaml("  policy: {processAllowlist: [sh], approval: never, toolsDeny: [process.exec]}\n" +
+                     shell_action + tasks);
     fake_run run(denied);
     admission a = run.admit("a");
     BOOST_TEST((a.kind == admission::kind_t::record));
@@ -178,16 +186,18 @@ BOOST_AUTO_TEST_CASE(a_capability_the_policy_denies_fails_the_task_unstarted) {
                "policy denies process.exec (policy.toolsDeny lists it); the task was not started");
     BOOST_TEST((run.admit("s").result.state == task_state::succeeded));
 
-    plan unlisted = compile_yaml(
-        "  policy: {processAllowlist: [sh], approval: never, toolsAllow: [filesystem.read]}\n" + shell_action + tasks);
+    plan unlisted =
+        compile_yaml("  policy: {processAllowlist: [sh], approval: never, toolsAllow: [filesystem.read]}\n" +
+                     shell_action + tasks);
     fake_run run2(unlisted);
     admission b = run2.admit("a");
     BOOST_TEST(b.result.error->code == "capability_denied");
     BOOST_TEST(b.result.error->message ==
                "policy denies process.exec (policy.toolsAllow does not list it); the task was not started");
 
-    plan allowed = compile_yaml(
-        "  policy: {processAllowlist: [sh], approval: never, toolsAllow: [process.exec]}\n" + shell_action + tasks);
+    plan allowed =
+        compile_yaml("  policy: {processAllowlist: [sh], approval: never, toolsAllow: [process.exec]}\n" +
+                     shell_action + tasks);
     fake_run run3(allowed);
     BOOST_TEST((run3.admit("a").kind == admission::kind_t::start));
 }

@@ -1,10 +1,10 @@
 // Scheduler logic against a fake runner: no processes.
 #include <agentctl/engine.hpp>
 
+#include <agentctl/parse.hpp>
 #include "../support/child_ids.hpp"
 #include "../support/deadline.hpp"
 #include "../support/error_text.hpp"
-#include <agentctl/parse.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>

@@ -109,8 +109,9 @@ BOOST_AUTO_TEST_CASE(variables_take_the_reference_layers_in_order) {
 
 // A name the engine binds itself (foreachIndex, matrix, ...) is no variable's.
 BOOST_AUTO_TEST_CASE(reserved_variable_names_are_refused) {
-    auto parsed = parse("  vars: {foreachIndex: 1}\n  actions:\n    set: {kind: builtin.assign}\n"
-                        "  tasks:\n    - {id: a, uses: action:set, vars: {matrix: 2}}\n");
+    auto parsed = parse(
+        "  vars: {foreachIndex: 1}\n  actions:\n    set: {kind: builtin.assign}\n"
+        "  tasks:\n    - {id: a, uses: action:set, vars: {matrix: 2}}\n");
     BOOST_TEST(parsed.diags.has_errors());
     BOOST_TEST(diag_text(parsed.diags).find("foreachIndex") != std::string::npos, diag_text(parsed.diags));
     BOOST_TEST(diag_text(parsed.diags).find("matrix") != std::string::npos, diag_text(parsed.diags));
@@ -162,17 +163,20 @@ BOOST_AUTO_TEST_CASE(every_budget_of_the_reference_is_accepted) {
     BOOST_TEST(b.model_usage.front().first == "maxProviderRequests");
     BOOST_TEST(b.model_usage.back().first == "maxCostMicrousd");
     BOOST_TEST(b.model_usage.back().second == 15u);
-    BOOST_TEST(json::serialize(parsed.document->runtime.pricing) ==
-               R"({"version":"2026-01","models":{"openai/gpt-5-mini":{"inputMicrousdPerMillionTokens":250000,)"
-               R"("outputMicrousdPerMillionTokens":2000000}}})");
+    BOOST_TEST(
+        json::serialize(parsed.document->runtime.pricing) ==
+        R"({"version":"2026-01","models":{"openai/gpt-5-mini":{"inputMicrousdPerMillionTokens":250000,)"
+        R"("outputMicrousdPerMillionTokens":2000000}}})");
     BOOST_TEST(compile(*parsed.document).compiled.has_value());
 
-    auto zero = parse("  runtime: {budgets: {maxTurns: 0, maxArtifactBytes: 0}}\n  actions:\n"
-                      "    set: {kind: builtin.assign}\n  tasks:\n    - {id: a, uses: action:set}\n");
+    auto zero = parse(
+        "  runtime: {budgets: {maxTurns: 0, maxArtifactBytes: 0}}\n  actions:\n"
+        "    set: {kind: builtin.assign}\n  tasks:\n    - {id: a, uses: action:set}\n");
     BOOST_TEST(zero.diags.size() == 2u, diag_text(zero.diags));
     BOOST_TEST(zero.diags.has_errors());
-    auto typo = parse("  runtime: {budgets: {maxTokens: 5}}\n  actions:\n    set: {kind: builtin.assign}\n"
-                      "  tasks:\n    - {id: a, uses: action:set}\n");
+    auto typo = parse(
+        "  runtime: {budgets: {maxTokens: 5}}\n  actions:\n    set: {kind: builtin.assign}\n"
+        "  tasks:\n    - {id: a, uses: action:set}\n");
     BOOST_TEST(count_code(typo.diags, "unknown_key") == 1u, diag_text(typo.diags));
 }
 
@@ -204,8 +208,9 @@ BOOST_AUTO_TEST_CASE(the_rest_of_the_policy_and_spec_output_are_read) {
     BOOST_TEST(wf.output_verbose);
     BOOST_TEST(!wf.output_show_diff);
 
-    auto bad = parse("  policy: {nonInteractive: ask}\n  output: {colour: true}\n  actions:\n"
-                     "    set: {kind: builtin.assign}\n  tasks:\n    - {id: a, uses: action:set}\n");
+    auto bad = parse(
+        "  policy: {nonInteractive: ask}\n  output: {colour: true}\n  actions:\n"
+        "    set: {kind: builtin.assign}\n  tasks:\n    - {id: a, uses: action:set}\n");
     BOOST_TEST(bad.diags.size() == 2u, diag_text(bad.diags));
     BOOST_TEST(count_code(bad.diags, "unknown_key") == 1u, diag_text(bad.diags));
 }
@@ -213,9 +218,10 @@ BOOST_AUTO_TEST_CASE(the_rest_of_the_policy_and_spec_output_are_read) {
 // Where a string is expected, a plain scalar is its text, as the reference reads it: an
 // unquoted `true` in processAllowlist is the program named "true".
 BOOST_AUTO_TEST_CASE(plain_scalars_are_strings_where_strings_are_expected) {
-    auto parsed = parse("  policy: {processAllowlist: [true, 1.5], approval: never}\n  actions:\n"
-                        "    ok: {kind: builtin.shell.exec, command: true, args: [yes, 10, off]}\n"
-                        "  tasks:\n    - {id: a, uses: action:ok}\n");
+    auto parsed = parse(
+        "  policy: {processAllowlist: [true, 1.5], approval: never}\n  actions:\n"
+        "    ok: {kind: builtin.shell.exec, command: true, args: [yes, 10, off]}\n"
+        "  tasks:\n    - {id: a, uses: action:ok}\n");
     BOOST_TEST_REQUIRE(parsed.document.has_value(), diag_text(parsed.diags));
     BOOST_TEST((parsed.document->policy.process_allowlist == std::vector<std::string>{"true", "1.5"}));
     BOOST_TEST(parsed.document->actions[0].command == "true");
@@ -227,9 +233,11 @@ BOOST_AUTO_TEST_CASE(plain_scalars_are_strings_where_strings_are_expected) {
 BOOST_AUTO_TEST_CASE(a_network_allowlist_beside_container_actions_is_a_warning) {
     const std::string image = "img@sha256:" + std::string(64, 'a');
     auto check = [&](const std::string& isolation) {
-        return check_document(parse("  policy: {processAllowlist: [curl], approval: never, networkAllowlist: "
-                                    "[api.example.com]}\n  actions:\n    fetch: {kind: builtin.shell.exec, "
-                                    "command: curl" + isolation + "}\n  tasks:\n    - {id: a, uses: action:fetch}\n"));
+        return check_document(
+            parse("  policy: {processAllowlist: [curl], approval: never, networkAllowlist: "
+                  "[api.example.com]}\n  actions:\n    fetch: {kind: builtin.shell.exec, "
+                  "command: curl" +
+                  isolation + "}\n  tasks:\n    - {id: a, uses: action:fetch}\n"));
     };
     auto boxed = check(", isolation: container, container: {image: \"" + image + "\"}");
     BOOST_TEST_REQUIRE(boxed.compiled.has_value(), diag_text(boxed.diags));

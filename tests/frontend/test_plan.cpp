@@ -656,15 +656,16 @@ BOOST_AUTO_TEST_CASE(inputs_merge_defaults_and_overrides_in_order) {
 BOOST_AUTO_TEST_CASE(approval_follows_the_effect_of_each_action_kind) {
     workflow wf = base_workflow();
     wf.policy.writable_roots = {"out"};
-    for (auto [name, kind] : {std::pair{"set", action_kind::assign}, std::pair{"check", action_kind::assert_that},
-                              std::pair{"load", action_kind::read}, std::pair{"save", action_kind::write}}) {
+    for (auto [name, kind] :
+         {std::pair{"set", action_kind::assign}, std::pair{"check", action_kind::assert_that},
+          std::pair{"load", action_kind::read}, std::pair{"save", action_kind::write}}) {
         action_spec a;
         a.name = name;
         a.kind = kind;
         wf.actions.push_back(a);
     }
-    wf.tasks = {make_task("run"), make_task("set", "set"), make_task("check", "check"), make_task("load", "load"),
-                make_task("save", "save")};
+    wf.tasks = {make_task("run"), make_task("set", "set"), make_task("check", "check"),
+                make_task("load", "load"), make_task("save", "save")};
     auto needing = [&](approval_mode mode) {
         wf.policy.approval = mode;
         plan p = must_compile(wf);
@@ -761,7 +762,8 @@ BOOST_AUTO_TEST_CASE(outputs_may_name_any_plan_task_but_not_vars) {
     fan.foreach = foreach_spec{json::parse("[1,2]"), "n", 10};
     wf.tasks = {fan};
     wf.outputs =
-        json::parse(R"({"all":"${{ tasks.fan.output.items }}","one":"${{ tasks.fan--0001-f969c39d71b3.output }}"})")
+        json::parse(
+            R"({"all":"${{ tasks.fan.output.items }}","one":"${{ tasks.fan--0001-f969c39d71b3.output }}"})")
             .as_object();
     must_compile(wf);
     wf.outputs["bad"] = "${{ vars.n }}";
