@@ -9,33 +9,16 @@
 #include <boost/json/serialize.hpp>
 #include <boost/test/unit_test.hpp>
 
-#include <unistd.h>
-#include <filesystem>
-#include <fstream>
+#include "../support/scratch_dir.hpp"
+
 #include <string>
 
 using namespace agentctl;
 namespace json = boost::json;
-namespace fs = std::filesystem;
 
 namespace {
 
-struct scratch_dir {
-    fs::path path;
-    scratch_dir() {
-        std::string pattern = (fs::temp_directory_path() / "agentctl-language-XXXXXX").string();
-        path = ::mkdtemp(pattern.data());
-    }
-    ~scratch_dir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    std::string write(const std::string& name, const std::string& content) const {
-        auto file = path / name;
-        std::ofstream(file, std::ios::binary) << content;
-        return file.string();
-    }
-};
+using test_support::scratch_dir;
 
 std::string diag_text(const diagnostics& ds) {
     std::string out;
@@ -50,6 +33,10 @@ std::size_t count_code(const diagnostics& ds, std::string_view code) {
 }
 
 const std::string head = "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: lang}\nspec:\n";
+
+// One builtin.assign task `a`, for documents about the rest of the spec.
+const std::string one_assign_task =
+    "  actions:\n    set: {kind: builtin.assign}\n  tasks:\n    - {id: a, uses: action:set}\n";
 
 parse_result parse(const std::string& spec_body) {
     return parse_workflow(head + spec_body, "wf.yaml");
@@ -146,11 +133,7 @@ BOOST_AUTO_TEST_CASE(every_budget_of_the_reference_is_accepted) {
       version: "2026-01"
       models:
         openai/gpt-5-mini: {inputMicrousdPerMillionTokens: 250000, outputMicrousdPerMillionTokens: 2000000}
-  actions:
-    set: {kind: builtin.assign}
-  tasks:
-    - {id: a, uses: action:set}
-)");
+)" + one_assign_task);
     BOOST_TEST_REQUIRE(parsed.document.has_value(), diag_text(parsed.diags));
     const budgets_spec& b = parsed.document->runtime.budgets;
     BOOST_TEST(b.max_wall_time_seconds.value_or(0) == 9u);
@@ -169,14 +152,10 @@ BOOST_AUTO_TEST_CASE(every_budget_of_the_reference_is_accepted) {
         R"("outputMicrousdPerMillionTokens":2000000}}})");
     BOOST_TEST(compile(*parsed.document).compiled.has_value());
 
-    auto zero = parse(
-        "  runtime: {budgets: {maxTurns: 0, maxArtifactBytes: 0}}\n  actions:\n"
-        "    set: {kind: builtin.assign}\n  tasks:\n    - {id: a, uses: action:set}\n");
+    auto zero = parse("  runtime: {budgets: {maxTurns: 0, maxArtifactBytes: 0}}\n" + one_assign_task);
     BOOST_TEST(zero.diags.size() == 2u, diag_text(zero.diags));
     BOOST_TEST(zero.diags.has_errors());
-    auto typo = parse(
-        "  runtime: {budgets: {maxTokens: 5}}\n  actions:\n    set: {kind: builtin.assign}\n"
-        "  tasks:\n    - {id: a, uses: action:set}\n");
+    auto typo = parse("  runtime: {budgets: {maxTokens: 5}}\n" + one_assign_task);
     BOOST_TEST(count_code(typo.diags, "unknown_key") == 1u, diag_text(typo.diags));
 }
 
@@ -191,11 +170,7 @@ BOOST_AUTO_TEST_CASE(the_rest_of_the_policy_and_spec_output_are_read) {
     toolsAllow: [filesystem.read]
     toolsDeny: [filesystem.write]
   output: {verbose: true, showDiff: false}
-  actions:
-    set: {kind: builtin.assign}
-  tasks:
-    - {id: a, uses: action:set}
-)");
+)" + one_assign_task);
     BOOST_TEST_REQUIRE(parsed.document.has_value(), diag_text(parsed.diags));
     const workflow& wf = *parsed.document;
     BOOST_TEST((wf.policy.approval == approval_mode::always));
@@ -208,9 +183,7 @@ BOOST_AUTO_TEST_CASE(the_rest_of_the_policy_and_spec_output_are_read) {
     BOOST_TEST(wf.output_verbose);
     BOOST_TEST(!wf.output_show_diff);
 
-    auto bad = parse(
-        "  policy: {nonInteractive: ask}\n  output: {colour: true}\n  actions:\n"
-        "    set: {kind: builtin.assign}\n  tasks:\n    - {id: a, uses: action:set}\n");
+    auto bad = parse("  policy: {nonInteractive: ask}\n  output: {colour: true}\n" + one_assign_task);
     BOOST_TEST(bad.diags.size() == 2u, diag_text(bad.diags));
     BOOST_TEST(count_code(bad.diags, "unknown_key") == 1u, diag_text(bad.diags));
 }

@@ -5,6 +5,8 @@
 #include <boost/json/serialize.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include "../support/scratch_dir.hpp"
+
 #include <unistd.h>
 #include <algorithm>
 #include <filesystem>
@@ -69,23 +71,7 @@ std::string with_action(const std::string& fields, const std::string& kind = "bu
            kind + "\n" + fields + "  tasks:\n    - id: t\n      uses: action:a\n";
 }
 
-// A scratch directory removed at the end of the test.
-struct scratch_dir {
-    fs::path path;
-    scratch_dir() {
-        std::string pattern = (fs::temp_directory_path() / "agentctl-parse-XXXXXX").string();
-        path = ::mkdtemp(pattern.data());
-    }
-    ~scratch_dir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    std::string write(const std::string& name, const std::string& content) const {
-        auto file = path / name;
-        std::ofstream(file, std::ios::binary) << content;
-        return file.string();
-    }
-};
+using test_support::scratch_dir;
 
 }  // namespace
 
