@@ -109,7 +109,10 @@ bool render_request(const run_view& view, const plan_task& t, const json::value&
 
     ctx.with = &request.with;
     if (t.argv_deferred) {
-        vars.as_object()[job_slot_var] = view.job_slot;
+        // The job slot is bound here, for args and cwd only.
+        json::value argv_vars = vars;
+        argv_vars.as_object()[job_slot_var] = view.job_slot;
+        ctx.vars = &argv_vars;
         for (const auto& a : action.args) {
             auto s = render_text(a, ctx, error);
             if (!s) return false;
