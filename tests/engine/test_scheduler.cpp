@@ -521,7 +521,8 @@ BOOST_AUTO_TEST_CASE(job_slots_are_exclusive_and_kept_across_retries) {
         b.delay = std::chrono::milliseconds(1 + (k * 7) % 13);
         if (k == 2 || k == 7) b.states = {task_state::failed, task_state::succeeded};
         b.exit_code = 1;
-        fake.behaviours["each--" + std::string(k < 10 ? "000" : "00") + std::to_string(k)] = b;
+        fake.behaviours[test_support::full_id(
+            p, "each--" + std::string(k < 10 ? "000" : "00") + std::to_string(k))] = b;
     }
     // Slots as the events show them: taken when an attempt starts, given back when its task
     // finishes (the moment the scheduler frees it), so a slot given twice shows as a clash.
@@ -555,11 +556,11 @@ BOOST_AUTO_TEST_CASE(job_slots_are_exclusive_and_kept_across_retries) {
     BOOST_TEST(r.state == run_state::succeeded);
     BOOST_TEST(sink.problems.empty(), (sink.problems.empty() ? "" : sink.problems.front()));
     BOOST_TEST(sink.used == (std::set<std::uint32_t>{1, 2, 3}));
-    BOOST_TEST(fake.attempts["each--0002"] == 2);
+    BOOST_TEST(fake.attempts[test_support::full_id(p, "each--0002")] == 2);
     // The first three start with every slot free: 1, 2, 3; each argv holds its slot.
-    BOOST_TEST(fake.args["each--0000"] == std::vector<std::string>{"1"});
-    BOOST_TEST(fake.args["each--0001"] == std::vector<std::string>{"2"});
-    BOOST_TEST(fake.args["each--0002"] == std::vector<std::string>{"3"});
+    BOOST_TEST(fake.args[test_support::full_id(p, "each--0000")] == std::vector<std::string>{"1"});
+    BOOST_TEST(fake.args[test_support::full_id(p, "each--0001")] == std::vector<std::string>{"2"});
+    BOOST_TEST(fake.args[test_support::full_id(p, "each--0002")] == std::vector<std::string>{"3"});
 }
 
 BOOST_AUTO_TEST_CASE(foreach_aggregate_collects_children_and_templates_render) {
