@@ -1,7 +1,8 @@
 // Canonical plan JSON (docs/DESIGN.md, "Plan"). Members always come in this order:
 //
 //   formatVersion, workflowName, workflowDigest, planDigest, maxConcurrency,
-//   killGraceSeconds, approval, workspaceRoot, budgets{present ones}, inputs, order,
+//   killGraceSeconds, approval, workspaceRoot, budgets{present ones; those on model usage
+//   last, in document order}, inputs, order,
 //   tasks{id -> task}, processes[], outputs
 //
 //   task:    id, uses{kind,name}, needs, with, vars? (children, and tasks with variables),
@@ -235,6 +236,10 @@ void write_body(json_writer& w, const plan& p) {
     if (b.max_wall_time_seconds) w.member("maxWallTimeSeconds", *b.max_wall_time_seconds);
     if (b.max_tasks) w.member("maxTasks", *b.max_tasks);
     if (b.max_expansion_items) w.member("maxExpansionItems", *b.max_expansion_items);
+    if (b.max_artifact_bytes) w.member("maxArtifactBytes", *b.max_artifact_bytes);
+    if (b.max_loop_iterations) w.member("maxLoopIterations", *b.max_loop_iterations);
+    // Limits on model usage, as written: shown, never reached (no model runs here).
+    for (const auto& [key, value] : b.model_usage) w.member(key, value);
     w.end_object();
     w.key("inputs");
     w.value(p.inputs);

@@ -150,7 +150,22 @@ BOOST_AUTO_TEST_CASE(every_budget_of_the_reference_is_accepted) {
         json::serialize(parsed.document->runtime.pricing) ==
         R"({"version":"2026-01","models":{"openai/gpt-5-mini":{"inputMicrousdPerMillionTokens":250000,)"
         R"("outputMicrousdPerMillionTokens":2000000}}})");
-    BOOST_TEST(compile(*parsed.document).compiled.has_value());
+    // The plan shows every budget; those on model usage as written, and as never reached.
+    compile_result r = compile(*parsed.document);
+    BOOST_TEST_REQUIRE(r.compiled.has_value(), diag_text(r.diags));
+    json::value budgets = json::parse(plan_json(*r.compiled)).at("budgets");
+    BOOST_TEST(
+        json::serialize(budgets) ==
+        R"({"maxProcessOutputBytes":10485760,"maxWallTimeSeconds":9,"maxTasks":12,"maxExpansionItems":13,)"
+        R"("maxArtifactBytes":11,"maxLoopIterations":14,"maxProviderRequests":3,"maxTurns":4,)"
+        R"("maxToolCalls":5,"maxInputTokens":6,"maxOutputTokens":7,"maxTotalTokens":8,"maxCostMicrousd":15})");
+    std::string text = plan_text(*r.compiled);
+    BOOST_TEST(text.find("maxArtifactBytes 11 B, maxLoopIterations 14") != std::string::npos, text);
+    BOOST_TEST(
+        text.find("  model budgets maxProviderRequests 3, maxTurns 4, maxToolCalls 5, maxInputTokens 6, "
+                  "maxOutputTokens 7, maxTotalTokens 8, maxCostMicrousd 15 (no model runs here: never "
+                  "reached)\n") != std::string::npos,
+        text);
 
     auto zero = parse("  runtime: {budgets: {maxTurns: 0, maxArtifactBytes: 0}}\n" + one_assign_task);
     BOOST_TEST(zero.diags.size() == 2u, diag_text(zero.diags));
