@@ -72,6 +72,11 @@ enum class error_code : std::uint8_t {
     bad_json,
     identity_mismatch,
     output_invalid,
+    // Built-in actions (builtin.assert, builtin.read, builtin.write).
+    assertion_failed,   ///< `that` was false: the message is the task's `message`
+    path_not_allowed,   ///< a read or write path leaves the workspace or its writable roots
+    capability_denied,  ///< the action's capability is denied by policy.toolsDeny (or not in toolsAllow)
+    file_error,         ///< the file could not be read or written (missing, not text, too large, I/O)
     // Scheduling.
     dependency_not_succeeded,
     condition_false,

@@ -31,8 +31,34 @@ struct parse_result {
 parse_result parse_workflow(std::string_view source, std::string_view file_name);
 
 /// Reads `path` (refusing files over limits::max_document_bytes before reading them whole)
-/// and parses it. An unreadable file is a diagnostic with code "file_unreadable".
+/// and parses it, then reads the variables files it names (load_workflow_vars(), from the
+/// workflow's folder). An unreadable file is a diagnostic with code "file_unreadable".
 parse_result load_workflow(const std::string& path);
+
+/// A variables file: a YAML or JSON mapping of data (docs/DESIGN.md, "Variables").
+struct vars_result {
+    std::optional<boost::json::object> vars;
+    diagnostics diags;
+};
+/// Reads a variables file of at most limits::max_vars_file_bytes. Refused: anything but a
+/// mapping, duplicate keys, the include keys (`varsFiles`, `include`, `includes`) and the
+/// reserved names (is_reserved_variable()); each problem located in the file.
+vars_result load_vars_file(const std::string& path);
+/// The same from text already read; `file` names it in diagnostics.
+vars_result parse_vars(std::string_view text, const std::string& file);
+
+/// Reads the variables files `wf` names (spec.varsFiles, then each task's varsFiles, in
+/// order) from `dir`, the workflow's folder, into wf.loaded_vars_files; a problem reading one
+/// is a diagnostic at the field that names it. `captured` (file name as written -> mapping: a
+/// resumed run's, recorded when it started) is used instead of the file where it has the name.
+/// At most limits::max_vars_files files and limits::max_vars_total_bytes in all.
+void load_workflow_vars(workflow& wf, const std::string& dir, diagnostics& diags,
+                        const boost::json::object* captured = nullptr);
+
+/// `KEY=JSON` from `--var`: VALUE must be valid JSON (a string is `'"text"'`); KEY must be a
+/// name that is not reserved. Returns false (with a diagnostic) otherwise.
+bool parse_var_assignment(std::string_view text, std::string& key, boost::json::value& value,
+                          diagnostics& diags);
 
 /// A JSON or YAML document holding one mapping, as given to `--inputs-file`.
 struct inputs_result {

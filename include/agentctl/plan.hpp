@@ -58,7 +58,13 @@ struct plan_task {
     /// than its own. An aggregate lists none: it needs its children, [first_child,
     /// first_child + child_count).
     std::vector<std::uint32_t> needs;
-    boost::json::object vars;  ///< child: foreach/matrix bindings (a template's are empty)
+    /// The task's variables (docs/DESIGN.md, "Variables"): every layer merged, rendered where
+    /// they read only inputs; a child's also hold its foreach/matrix bindings (a template's do
+    /// not).
+    boost::json::object vars;
+    /// Task-level variables that read task outputs: name -> template, rendered at run time
+    /// over `vars` (no command-line override names them).
+    boost::json::object vars_deferred;
     /// Rendered input when !with_deferred, else the template. A child template holds the
     /// template; plan::task() renders it for each child.
     boost::json::value with;
@@ -101,6 +107,10 @@ struct plan_expansion {
     std::vector<std::pair<std::string, boost::json::array>> axes;
     /// Items whose child's output spec.outputs names by the child's id (sorted).
     std::vector<std::uint32_t> referenced;
+    /// The digest part of each child's id (`PARENT--NNNN-DIGEST`): 6 bytes per child, the first
+    /// 12 hex digits of the sha256 of its bindings. Computed once when compiling; empty in a
+    /// plan assembled by hand (then computed when asked for).
+    std::string id_digests;
 };
 
 /// The isolation contract of one process action (`processes[]` of the plan).
@@ -152,7 +162,8 @@ struct plan {
     /// Task `i` whole: a child with its id, vars and rendered with/args/cwd.
     plan_task task(std::uint32_t i) const;
     std::string task_id(std::uint32_t i) const;
-    /// Task `i`'s foreach/matrix bindings (empty for others).
+    /// Task `i`'s foreach/matrix bindings (empty for others); plan::task(i).vars has them with
+    /// the task's variables.
     boost::json::object vars_of(std::uint32_t i) const;
     /// Whether something later in a run reads task `i`'s output.
     bool output_referenced(std::uint32_t i) const;
@@ -163,9 +174,12 @@ struct plan {
     const action_spec& action_of(const plan_task& t) const { return actions[t.action_index]; }
 };
 
-/// Inputs given on the command line, applied in order over spec.inputs.
+/// Inputs given on the command line, applied in order over spec.inputs; variables given on
+/// the command line (`--vars-file` mappings, then `--var`), applied in order over every task's
+/// own (docs/DESIGN.md, "Variables").
 struct compile_options {
     std::vector<std::pair<std::string, boost::json::value>> input_overrides;
+    std::vector<std::pair<std::string, boost::json::value>> var_overrides;
 };
 
 struct compile_result {

@@ -9,6 +9,8 @@
 #include <agentctl/plan.hpp>
 #include <agentctl/spec.hpp>
 
+#include <boost/json/object.hpp>
+
 #include <functional>
 #include <optional>
 #include <string>
@@ -34,6 +36,11 @@ struct session_request {
     /// The document's bytes, already read (a resume's, from its journal): parsed instead of
     /// reading `file`, which then only names it in diagnostics.
     std::optional<std::string> source;
+    std::vector<std::string> vars_files;  ///< `--vars-file FILE`, in order (below every `--var`)
+    std::vector<std::string> vars;        ///< `--var KEY=JSON`, in order: the last one wins
+    /// The workflow's variables files as a run recorded them (file name -> mapping, see
+    /// session::vars_files): used instead of reading them again (a resume).
+    std::optional<boost::json::object> recorded_vars_files;
 };
 
 /// A loaded and compiled workflow.
@@ -44,6 +51,11 @@ struct session {
     exit_status status = exit_status::success;  ///< usage or policy when it did not compile
     std::string failure;                        ///< "FILE: N errors" when it did not compile
     std::string source;                         ///< the document's bytes as read and parsed
+    /// What a run records so that a resume compiles the same plan: the workflow's variables
+    /// files as read (file name -> mapping) and the command line's variables merged in order
+    /// (`--vars-file` mappings, then `--var`).
+    boost::json::object vars_files;
+    boost::json::object var_overrides;
 
     bool ok() const { return compiled.has_value(); }
 };

@@ -26,6 +26,11 @@ inline constexpr std::uint64_t max_document_bytes = 1024 * 1024;  ///< larger fi
 /// the wrong file, not a budget), YAML up to the smaller one (its parser is ~50x slower).
 inline constexpr std::uint64_t max_inputs_file_bytes = 256ull * 1024 * 1024;
 inline constexpr std::uint64_t max_yaml_inputs_file_bytes = 16ull * 1024 * 1024;
+/// Variables files (`varsFiles`, `--vars-file`), as the reference bounds them: each, all of
+/// a run's together, and how many.
+inline constexpr std::uint64_t max_vars_file_bytes = 1024 * 1024;
+inline constexpr std::uint64_t max_vars_total_bytes = 16ull * 1024 * 1024;
+inline constexpr std::size_t max_vars_files = 256;
 /// The longest item (a line of an items file, a string of an inputs file): the longest single
 /// argument Linux passes to a program (MAX_ARG_STRLEN, 128 KiB with its terminating NUL). A
 /// longer one could never reach a process whole, so it is refused where it is read, before it
@@ -101,6 +106,21 @@ struct workflow_metadata {
 };
 
 enum class approval_mode { never, mutations, high_risk, always };
+/// What a run without an approver does when a task needs approval. The reference pauses the
+/// run durably for `pause`; this engine has no durable approvals, so every mode stops the run
+/// before any effect (exit 3), as `deny_approval` and `fail` do there.
+enum class non_interactive_mode { pause, deny_approval, fail };
+
+/// `policy.network`: how outbound HTTP of providers and protocol peers would be bounded. No
+/// task of this engine opens a connection itself (docs/DESIGN.md, "Network policy").
+struct network_spec {
+    std::vector<std::string> allowed_schemes;  ///< http, https
+    std::vector<std::uint32_t> allowed_ports;  ///< 1..65535
+    std::optional<int> connect_timeout_seconds;
+    std::optional<std::uint64_t> max_response_bytes;
+    bool allow_private = false;
+    bool allow_proxy = false;
+};
 
 struct policy_spec {
     std::string workspace_root = ".";  ///< relative to --workspace, else the workflow's folder
@@ -110,6 +130,16 @@ struct policy_spec {
     std::vector<std::string> secret_file_roots;
     std::vector<std::string> secret_process_allowlist;  ///< helper basenames
     approval_mode approval = approval_mode::mutations;
+    non_interactive_mode non_interactive = non_interactive_mode::pause;
+    /// Hosts (`api.example.com`, `*.example.com`) outbound HTTP may reach. Nothing here makes
+    /// such calls; container actions have no network at all.
+    std::vector<std::string> network_allowlist;
+    std::optional<network_spec> network;
+    /// Capabilities (`filesystem.write`, `process.exec`, ...) a task may or may not use; an
+    /// empty allow list allows every capability not denied.
+    std::vector<std::string> tools_allow;
+    std::vector<std::string> tools_deny;
+    std::vector<std::string> providers;  ///< provider names; nothing here calls a provider
 };
 
 /// Run-wide limits; each is > 0 when present.
@@ -118,6 +148,12 @@ struct budgets_spec {
     std::optional<std::uint64_t> max_wall_time_seconds;
     std::optional<std::uint64_t> max_tasks;  ///< counted after foreach/matrix expansion
     std::optional<std::uint64_t> max_expansion_items;
+    std::optional<std::uint64_t> max_artifact_bytes;  ///< bytes written by builtin.write
+    std::optional<std::uint64_t> max_loop_iterations;
+    /// Limits on model usage (maxProviderRequests, maxTurns, maxToolCalls, maxInputTokens,
+    /// maxOutputTokens, maxTotalTokens, maxCostMicrousd), in document order: accepted and
+    /// shown, never reached, since this engine makes no model call.
+    std::vector<std::pair<std::string, std::uint64_t>> model_usage;
 };
 
 struct runtime_spec {
@@ -125,6 +161,8 @@ struct runtime_spec {
     std::int64_t default_timeout_ms = 120000;  ///< 1 ms..86400 s (`defaultTimeoutSeconds`, decimals allowed)
     int kill_grace_seconds = 0;          ///< 0..3600; 0 = SIGKILL at once
     budgets_spec budgets;
+    /// `pricing` (model cost rates), validated and kept as written; null when absent.
+    boost::json::value pricing;
 };
 
 /// `{process: {...}}` secret source: a bounded helper whose stdout is the value.
@@ -163,7 +201,9 @@ struct container_spec {
     std::uint32_t pids_limit = limits::default_pids;
 };
 
-enum class action_kind { shell_exec, extension_process, assign };
+/// Action kinds. The built-in ones but shell_exec run no process: assign and assert are pure,
+/// read and write touch one file beneath the workspace.
+enum class action_kind { shell_exec, extension_process, assign, assert_that, read, write };
 enum class isolation_mode { process, container };
 enum class idempotency { pure, idempotent, keyed, at_most_once, unknown };
 
@@ -193,7 +233,12 @@ struct action_spec {
     std::optional<extension_spec> extension;  ///< present iff kind == extension_process
     boost::json::value with;  ///< action-level default input (object or null)
 
-    bool is_process() const { return kind != action_kind::assign; }
+    bool is_process() const {
+        return kind == action_kind::shell_exec || kind == action_kind::extension_process;
+    }
+    /// Whether a task of this action needs approval under `mode`: the reference's rule by
+    /// effect class and risk (docs/DESIGN.md, "Plan"). Pure actions never do.
+    bool needs_approval(approval_mode mode) const;
 };
 
 /// Which failures a retry may repeat.
@@ -230,6 +275,26 @@ struct task_spec {
     std::optional<std::string> when;
     std::optional<foreach_spec> foreach;
     std::optional<matrix_spec> matrix;
+    boost::json::object vars;                         ///< task-level variables (may read `inputs.`)
+    std::vector<std::string> vars_files;              ///< relative to the workflow's folder, in order
+    std::optional<boost::json::value> output_schema;  ///< a JSON Schema for the task's output
+};
+
+/// A variables file (`varsFiles`, `--vars-file`): a mapping of data, read when the workflow is
+/// loaded (docs/DESIGN.md, "Variables").
+struct vars_file {
+    std::string path;                           ///< as written (or given)
+    std::string where;                          ///< the dotted path that names it, for diagnostics
+    std::optional<boost::json::object> values;  ///< absent when it could not be read (reported)
+};
+
+/// A feature of the reference's workflow language this engine does not run (models, agents,
+/// remote protocols, memory, tools, packs; loops, routers, sub-workflows, compensation):
+/// found while reading, reported once per document (`unsupported_feature`).
+struct unsupported_use {
+    std::string feature;        ///< e.g. "spec.agents", "uses: agent:", "builtin.memory.write"
+    std::string path;           ///< where it was first seen
+    bool control_flow = false;  ///< loops, routers, sub-workflows, compensation: not yet
 };
 
 /// A whole document. `source_digest` is the sha256 of the file's bytes.
@@ -242,6 +307,17 @@ struct workflow {
     std::vector<action_spec> actions;  ///< declaration order
     std::vector<task_spec> tasks;      ///< declaration order
     boost::json::object outputs;       ///< name -> value (templates allowed)
+    boost::json::object vars;          ///< spec.vars (may read `inputs.`)
+    std::vector<std::string> vars_files;  ///< spec.varsFiles, relative to the workflow's folder
+    /// The variables files of spec.varsFiles, then of each task's varsFiles, as read by
+    /// load_workflow() (parse_workflow() reads no file: it leaves this empty and the compiler
+    /// reports every file as unread).
+    std::vector<vars_file> loaded_vars_files;
+    std::vector<unsupported_use> unsupported;  ///< features found that this engine does not run
+    /// `spec.output`: the reference's presentation hints, kept as written. agentctl's output
+    /// is chosen on its command line (--output, --verbose).
+    bool output_verbose = false;
+    bool output_show_diff = true;
     source_map locations;
     std::string source_digest;  ///< "sha256:<hex>"
 
@@ -250,7 +326,20 @@ struct workflow {
     source_location where(std::string_view path) const { return locations.find(path); }
 };
 
+/// The capability an action's effect uses, as policy.toolsAllow and toolsDeny name it:
+/// `process.exec` (builtin.shell.exec, extension.process), `filesystem.read`,
+/// `filesystem.write`; "" for the pure builtin.assign and builtin.assert.
+std::string_view capability_of(action_kind kind);
+/// Whether `policy` lets an action use `capability` (toolsDeny wins; a non-empty toolsAllow
+/// must list it). "" (no effect) is always allowed.
+bool capability_allowed(const policy_spec& policy, std::string_view capability);
+
+/// Names the engine binds under `vars.` itself (foreachIndex, matrix, matrixIndex, loopIndex,
+/// loopPrevious, and jobSlot at dispatch): no variable may take them.
+bool is_reserved_variable(std::string_view name);
+
 std::string_view to_string(approval_mode);
+std::string_view to_string(non_interactive_mode);
 std::string_view to_string(action_kind);
 std::string_view to_string(isolation_mode);
 std::string_view to_string(engine_choice);

@@ -1,10 +1,12 @@
 // `${{ root.path }}` templates and `when` conditions.
 //
-// Roots: `inputs.`, `vars.` (foreach/matrix bindings), `with.` (the task's input, in action
-// args/cwd only) and `tasks.<id>.output.`. Path segments are [A-Za-z0-9_-]+; a segment of
-// digits also indexes an array. A string that is exactly one template keeps the JSON type
-// of the value; templates embedded in text take scalars only. Rendering is one pass over the
-// original text: rendered values are data and are never expanded again.
+// Roots: `inputs.`, `vars.` (variables and foreach/matrix bindings), `with.` (the task's
+// input, in action args/cwd only) and `tasks.<id>.output.`. Path segments are [A-Za-z0-9_-]+;
+// a segment of digits also indexes an array. A string that is exactly one template keeps the
+// JSON type of the value; templates embedded in text take scalars only. A string that is
+// exactly one test (`${{ not path }}`, `${{ path == literal }}`, ...) renders a boolean, as
+// the reference's do. Rendering is one pass over the original text: rendered values are data
+// and are never expanded again.
 #pragma once
 
 #include <boost/json/value.hpp>
@@ -38,11 +40,24 @@ struct template_ref {
     }
 };
 
+/// A `when` expression, or a test in a template: `path`, `not path`, or `path OP literal`
+/// with OP one of == != < <= > >=. The expression may also be wrapped in `${{ }}`.
+struct condition {
+    enum class op_t { truthy, falsy, eq, ne, lt, le, gt, ge };
+    std::string expression;  ///< as written
+    template_ref left;
+    op_t op = op_t::truthy;
+    boost::json::value right;  ///< literal; unused for truthy/falsy
+};
+
 /// A string split into literal text and references.
 struct template_string {
     struct part {
         std::string literal;              ///< used when !ref
         std::optional<template_ref> ref;  ///< a reference
+        /// A test of `ref` (`not path`, `path == literal`, ...): the part renders its boolean.
+        /// Only ever the whole string.
+        std::optional<condition> test;
     };
     std::vector<part> parts;
 
@@ -82,16 +97,6 @@ std::optional<boost::json::value> render(const boost::json::value& value, const 
 /// Renders one string that must produce a string (argv elements, cwd). Scalars are
 /// converted to text; objects and arrays are an error.
 std::optional<std::string> render_text(std::string_view text, const render_context& ctx, std::string& error);
-
-/// A `when` expression: `path`, `not path`, or `path OP literal` with OP one of
-/// == != < <= > >=. The expression may also be wrapped in `${{ }}`.
-struct condition {
-    enum class op_t { truthy, falsy, eq, ne, lt, le, gt, ge };
-    std::string expression;  ///< as written
-    template_ref left;
-    op_t op = op_t::truthy;
-    boost::json::value right;  ///< literal; unused for truthy/falsy
-};
 
 std::optional<condition> parse_condition(std::string_view text, std::string& error);
 

@@ -1,12 +1,60 @@
 #include "engine/admission.hpp"
 
 #include "engine/outcome.hpp"
+#include "json/sha256.hpp"
+
+#include <agentctl/json.hpp>
 
 #include <boost/json/object.hpp>
+
+#include <algorithm>
 
 namespace json = boost::json;
 
 namespace agentctl {
+namespace {
+
+// An object with its top-level members sorted by key, written compactly: the reference's
+// maps (its inputs, variables and task outputs are sorted maps; what they hold keeps its order).
+void write_sorted(json_writer& w, const json::object& o) {
+    std::vector<const json::key_value_pair*> members;
+    members.reserve(o.size());
+    for (const auto& m : o) members.push_back(&m);
+    std::sort(members.begin(), members.end(),
+              [](const auto* a, const auto* b) { return a->key() < b->key(); });
+    w.begin_object();
+    for (const auto* m : members) {
+        w.key(std::string_view(m->key().data(), m->key().size()));
+        w.value(m->value());
+    }
+    w.end_object();
+}
+
+}  // namespace
+
+std::string context_digest(const run_view& view, const plan_task& t, const json::value& vars) {
+    json::object tasks;
+    for (auto need : t.needs)
+        if (const task_result* r = view.result_of(need)) tasks[view.compiled->task_id(need)] = r->output;
+    string_sink text;
+    {
+        json_writer w(text);
+        w.begin_object();
+        w.key("inputs");
+        write_sorted(w, view.inputs && view.inputs->is_object() ? view.inputs->get_object() : json::object());
+        w.key("vars");
+        write_sorted(w, vars.is_object() ? vars.get_object() : json::object());
+        w.key("memory");
+        write_sorted(w, json::object());
+        w.key("tasks");
+        write_sorted(w, tasks);
+        w.end_object();
+        w.flush();
+    }
+    sha256 hash;
+    hash.update(text.text);
+    return "sha256:v1:" + hash.hex();
+}
 
 render_context context_for(const run_view& view, const json::value& vars, const json::value* with) {
     render_context ctx;
@@ -22,9 +70,26 @@ render_context context_for(const run_view& view, const json::value& vars, const 
     return ctx;
 }
 
-bool render_request(const run_view& view, const plan_task& t, attempt_request& request, std::string& error) {
+bool resolve_vars(const run_view& view, const plan_task& t, json::value& vars, std::string& error) {
+    vars = json::value(t.vars);
+    if (t.vars_deferred.empty()) return true;
+    // Deferred variables read task outputs (and inputs), never other variables.
+    json::value none = json::object();
+    render_context ctx = context_for(view, none, nullptr);
+    for (const auto& m : t.vars_deferred) {
+        auto value = render(m.value(), ctx, error);
+        if (!value) {
+            error = "vars." + std::string(m.key()) + ": " + error;
+            return false;
+        }
+        vars.get_object()[m.key()] = std::move(*value);
+    }
+    return true;
+}
+
+bool render_request(const run_view& view, const plan_task& t, const json::value& vars,
+                    attempt_request& request, std::string& error) {
     const action_spec& action = view.compiled->action_of(t);
-    json::value vars(t.vars);
     render_context ctx = context_for(view, vars, nullptr);
     if (t.with_deferred) {
         auto with = render(t.with, ctx, error);
@@ -44,7 +109,10 @@ bool render_request(const run_view& view, const plan_task& t, attempt_request& r
 
     ctx.with = &request.with;
     if (t.argv_deferred) {
-        vars.as_object()[job_slot_var] = view.job_slot;
+        // The job slot is bound here, for args and cwd only.
+        json::value argv_vars = vars;
+        argv_vars.as_object()[job_slot_var] = view.job_slot;
+        ctx.vars = &argv_vars;
         for (const auto& a : action.args) {
             auto s = render_text(a, ctx, error);
             if (!s) return false;
@@ -60,6 +128,42 @@ bool render_request(const run_view& view, const plan_task& t, attempt_request& r
         request.cwd = t.cwd ? t.cwd : action.cwd;
     }
     return true;
+}
+
+// The reference's result of an assignment: its input, as the value it now holds and as its
+// output (docs/CONTRACT.md, "Results").
+task_result assign_result(const json::value& with) {
+    task_result r;
+    r.state = task_state::succeeded;
+    r.attempts = 1;
+    r.output = json::object{{"status", "unchanged"},
+                            {"changed", false},
+                            {"before", nullptr},
+                            {"after", with},
+                            {"diff", nullptr},
+                            {"output", with},
+                            {"predictability", "fully_predictable"}};
+    return r;
+}
+
+task_result assert_result(const json::value& with) {
+    const json::value* that = with.is_object() ? with.get_object().if_contains("that") : nullptr;
+    if (!that || !that->is_bool())
+        return failed_result(error_code::input_invalid, "builtin.assert needs a boolean `that`, found " +
+                                                            (that ? to_json(*that) : std::string("none")));
+    if (!that->get_bool()) {
+        const json::value* message = with.get_object().if_contains("message");
+        task_result r = failed_result(error_code::assertion_failed, message && message->is_string()
+                                                                        ? std::string(message->get_string())
+                                                                        : std::string("assertion failed"));
+        r.attempts = 1;
+        return r;
+    }
+    task_result r;
+    r.state = task_state::succeeded;
+    r.attempts = 1;
+    r.output = json::object{{"status", "unchanged"}, {"changed", false}, {"passed", true}};
+    return r;
 }
 
 admission admit(const run_view& view, std::uint32_t index) {
@@ -85,8 +189,10 @@ admission admit(const run_view& view, std::uint32_t index) {
     std::optional<plan_task> child;
     if (node.kind == plan_task::kind_t::child) child.emplace(p.task(index));
     const plan_task& t = child ? *child : node;
+    json::value vars;
+    if (std::string error; !resolve_vars(view, t, vars, error))
+        return record(failed_result(error_code::template_error, error));
     if (t.when) {
-        json::value vars(t.vars);
         render_context ctx = context_for(view, vars, nullptr);
         std::string error;
         auto value = evaluate(*t.when, ctx, error);
@@ -96,10 +202,11 @@ admission admit(const run_view& view, std::uint32_t index) {
         if (!*value) {
             task_result r =
                 skipped_result(error_code::condition_false, "when \"" + t.when->expression + "\" is false");
-            json::object o;
-            o["reason"] = "condition_false";
-            o["condition"] = json::object{{"expression", t.when->expression}, {"result", false}};
-            r.output = std::move(o);
+            r.output =
+                json::object{{"reason", "when condition was false"},
+                             {"condition", json::object{{"expression", t.when->expression},
+                                                        {"contextDigest", context_digest(view, t, vars)},
+                                                        {"result", false}}}};
             return record(std::move(r));
         }
     }
@@ -109,17 +216,30 @@ admission admit(const run_view& view, std::uint32_t index) {
     request.task_index = index;
     request.task_id = t.id;
     std::string error;
-    if (!render_request(view, t, request, error))
+    if (!render_request(view, t, vars, request, error))
         return record(failed_result(error_code::template_error, error));
 
     const action_spec& action = p.action_of(t);
-    if (action.kind == action_kind::assign) {
-        task_result r;
-        r.state = task_state::succeeded;
-        r.attempts = 1;
-        r.output = request.with;
-        return record(std::move(r));
+    // policy.toolsAllow / toolsDeny name capabilities; the reference decides them when the
+    // effect is about to happen, so the document checks and the task fails here, unstarted.
+    if (std::string_view capability = capability_of(action.kind); !capability_allowed(p.policy, capability)) {
+        const auto& deny = p.policy.tools_deny;
+        bool denied = std::find(deny.begin(), deny.end(), capability) != deny.end();
+        return record(
+            failed_result(error_code::capability_denied,
+                          "policy denies " + std::string(capability) + " (" +
+                              (denied ? "policy.toolsDeny lists it" : "policy.toolsAllow does not list it") +
+                              "); the task was not started"));
     }
+    // Their file I/O is not in this version yet (docs/COMPATIBILITY.md, "What is left"): one
+    // clear failure, before anything is touched, rather than a process runner refusing them.
+    if (action.kind == action_kind::read || action.kind == action_kind::write)
+        return record(failed_result(error_code::invalid_request,
+                                    std::string(to_string(action.kind)) +
+                                        " tasks do not run in this version of agentctl yet; the task was not "
+                                        "started (docs/COMPATIBILITY.md)"));
+    if (action.kind == action_kind::assign) return record(assign_result(request.with));
+    if (action.kind == action_kind::assert_that) return record(assert_result(request.with));
 
     std::uint64_t reservation =
         t.limits.combined_bytes * (action.kind == action_kind::extension_process ? 2 : 1);

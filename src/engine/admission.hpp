@@ -40,14 +40,33 @@ struct admission {
     bool needs_approval = false;
 };
 
+/// The result of a builtin.assign task of input `with`: the reference's shape, `{status,
+/// changed, before, after, diff, output, predictability}`, its `output` the input.
+task_result assign_result(const boost::json::value& with);
+/// The result of a builtin.assert task: succeeded `{status, changed, passed}` when `that` is
+/// true; failed with assertion_failed and the task's `message` when false; input_invalid
+/// when `that` is not a boolean.
+task_result assert_result(const boost::json::value& with);
+
+/// The digest of what task `t`'s condition read, in the reference's form `sha256:v1:<hex>`:
+/// of `{inputs, vars, memory, tasks}` as compact JSON with each map's keys sorted, `tasks`
+/// holding the outputs of t's needs (the reference's, of every task finished before it).
+std::string context_digest(const run_view& view, const plan_task& t, const boost::json::value& vars);
+
 /// Decides for task `index`, whose needs are all final: skip it (a need did not succeed, its
 /// condition is false), complete it here (an aggregate, an assign, a template or condition
 /// error, an output budget that cannot cover it), or start it.
 admission admit(const run_view& view, std::uint32_t index);
 
-/// Renders `t`'s input, args and cwd into `request` (deferred templates now, static ones as
-/// compiled). False with `error` when a template cannot be rendered.
-bool render_request(const run_view& view, const plan_task& t, attempt_request& request, std::string& error);
+/// `t`'s variables, its deferred ones (reading task outputs) rendered now. False with `error`
+/// (naming the variable) when one cannot be rendered.
+bool resolve_vars(const run_view& view, const plan_task& t, boost::json::value& vars, std::string& error);
+
+/// Renders `t`'s input, args and cwd into `request` with its variables `vars` (deferred
+/// templates now, static ones as compiled). False with `error` when a template cannot be
+/// rendered.
+bool render_request(const run_view& view, const plan_task& t, const boost::json::value& vars,
+                    attempt_request& request, std::string& error);
 
 /// What templates see: the run's inputs, `vars`, `with`, and the outputs of final tasks.
 render_context context_for(const run_view& view, const boost::json::value& vars,

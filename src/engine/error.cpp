@@ -66,6 +66,11 @@ constexpr code_info table[] = {
     {error_code::bad_json, "bad_json"},
     {error_code::identity_mismatch, "identity_mismatch"},
     {error_code::output_invalid, "output_invalid"},
+    {error_code::assertion_failed, "assertion_failed"},
+    // The reference fails the run here (exit 4), not on policy (exit 3): a run-time denial.
+    {error_code::path_not_allowed, "path_not_allowed", none_ran, true},
+    {error_code::capability_denied, "capability_denied", none_ran, true},
+    {error_code::file_error, "file_error"},
     {error_code::dependency_not_succeeded, "dependency_not_succeeded", none_ran},
     {error_code::condition_false, "condition_false", none_ran},
     {error_code::condition_error, "condition_error", none_ran},

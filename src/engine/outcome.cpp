@@ -160,7 +160,7 @@ json::value output_without_streams(const plan& p, std::uint32_t index, const jso
 
 }  // namespace
 
-json::value render_outputs(const run_view& view) {
+json::value render_outputs(const run_view& view, std::optional<task_error>& error) {
     const plan& p = *view.compiled;
     json::object out;
     if (p.outputs.empty()) {
@@ -176,8 +176,12 @@ json::value render_outputs(const run_view& view) {
     json::value vars = json::object{};
     render_context ctx = context_for(view, vars, nullptr);
     for (const auto& m : p.outputs) {
-        std::string error;
-        auto v = render(m.value(), ctx, error);
+        std::string why;
+        auto v = render(m.value(), ctx, why);
+        // A value that cannot be rendered is an error of the run, never a silent null.
+        if (!v && !error)
+            error =
+                task_error{error_code::template_error, "spec.outputs." + std::string(m.key()) + ": " + why};
         out[m.key()] = v ? std::move(*v) : json::value(nullptr);
     }
     return out;

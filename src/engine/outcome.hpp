@@ -37,8 +37,10 @@ bool output_holds_streams(const plan& p, std::uint32_t index);
 
 /// The run's `output`: rendered spec.outputs, or task id -> output when there are none, each
 /// without the copies of the captured streams that the task results hold (a shell output's
-/// `stdout`/`stderr`, the same in an aggregate's items): the report keeps each stream once.
-boost::json::value render_outputs(const run_view& view);
+/// `stdout`/`stderr`, the same in an aggregate's items): the report keeps each stream once. An
+/// output that cannot be rendered (a path its task's output lacks) is null, and sets `error`
+/// (template_error, naming it) unless it is set already.
+boost::json::value render_outputs(const run_view& view, std::optional<task_error>& error);
 
 /// "a, b, c, d, e and 3 more": the first tasks of `needing`, by id.
 std::string task_list(const plan& p, const std::vector<std::uint32_t>& needing);

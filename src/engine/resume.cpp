@@ -118,6 +118,16 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
     }
     for (const auto& m : inputs.get_object())
         request.inputs.push_back(std::string(m.key()) + "=" + json::serialize(m.value()));
+    // The run's variables as it recorded them (docs/JOURNAL.md, "runs"): its command line's,
+    // and its workflow's variables files as they were read then, not as they are now.
+    json::value recorded = json::parse(rp.run.options_json, ec);
+    if (const json::object* o = ec ? nullptr : recorded.if_object()) {
+        if (const auto* vars = o->if_contains("vars"); vars && vars->is_object())
+            for (const auto& m : vars->get_object())
+                request.vars.push_back(std::string(m.key()) + "=" + json::serialize(m.value()));
+        if (const auto* files = o->if_contains("varsFiles"); files && files->is_object())
+            request.recorded_vars_files = files->get_object();
+    }
     session s = open_session(request);
     rp.diags = std::move(s.diags);
     if (!s.ok()) {

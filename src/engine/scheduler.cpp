@@ -193,11 +193,15 @@ public:
             co_await run_tasks();
         else
             co_await close_unstarted();
+        // Before the run's end is recorded: an output that cannot be rendered fails a run that
+        // had otherwise succeeded (in one that failed, a missing output is the failure's).
+        std::optional<task_error> output_error;
+        report_.output = render_outputs(view_, output_error);
+        if (output_error && final_state() == run_state::succeeded) report_.error = std::move(output_error);
         co_await record_run_end();
     }
 
     run_report take_report() {
-        report_.output = render_outputs(view_);
         report_.outcomes = std::move(outcomes_);
         report_.tasks = std::move(results_);
         report_.duration = std::chrono::duration_cast<std::chrono::milliseconds>(

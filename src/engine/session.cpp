@@ -13,7 +13,27 @@ session open_session(const session_request& request) {
     session s;
     parse_result parsed =
         request.source ? parse_workflow(*request.source, request.file) : load_workflow(request.file);
-    if (request.source) parsed.source = *request.source;
+    if (request.source) {
+        parsed.source = *request.source;
+        if (workflow* wf = parsed.document  ? &*parsed.document
+                           : parsed.partial ? &*parsed.partial
+                                            : nullptr) {
+            auto slash = request.file.rfind('/');
+            std::string dir =
+                slash == std::string::npos ? "" : request.file.substr(0, slash == 0 ? 1 : slash);
+            diagnostics vars_diags;
+            load_workflow_vars(*wf, dir, vars_diags,
+                               request.recorded_vars_files ? &*request.recorded_vars_files : nullptr);
+            if (vars_diags.has_errors() && parsed.document) {
+                parsed.partial = std::move(parsed.document);
+                parsed.document.reset();
+            }
+            parsed.diags.append(vars_diags);
+        }
+    }
+    if (const workflow* wf = parsed.document ? &*parsed.document : nullptr)
+        for (const auto& f : wf->loaded_vars_files)
+            if (f.values) s.vars_files[f.path] = *f.values;
 
     // spec.inputs, then the inputs file, then the items files, then each --input in order:
     // the last one wins.
@@ -37,6 +57,20 @@ session open_session(const session_request& request) {
         if (parse_input_assignment(text, key, value, input_diags))
             options.input_overrides.emplace_back(std::move(key), std::move(value));
     }
+    // Variables of the command line: every --vars-file, then every --var (whatever their
+    // order on the line), each replacing a whole key.
+    for (const auto& file : request.vars_files) {
+        vars_result r = load_vars_file(file);
+        input_diags.append(r.diags);
+        if (r.vars)
+            for (const auto& m : *r.vars) s.var_overrides[m.key()] = m.value();
+    }
+    for (const auto& text : request.vars) {
+        std::string key;
+        boost::json::value value;
+        if (parse_var_assignment(text, key, value, input_diags)) s.var_overrides[key] = std::move(value);
+    }
+    for (const auto& m : s.var_overrides) options.var_overrides.emplace_back(m.key(), m.value());
 
     compile_result compiled = check_document(parsed, options);
     s.diags = std::move(compiled.diags);

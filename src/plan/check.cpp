@@ -74,7 +74,11 @@ public:
         for (const auto& d : parsed.items()) {
             if (d.level != severity::error) continue;
             const std::string& p = d.path;
-            if (p.empty() || p == "spec" || p == "spec.tasks" || p == "spec.actions") whole_ = true;
+            // A document using features this engine does not run is refused as a whole: what
+            // its other parts would mean cannot be judged without them (one diagnostic).
+            if (p.empty() || p == "spec" || p == "spec.tasks" || p == "spec.actions" ||
+                d.code == "unsupported_feature")
+                whole_ = true;
             if (inside(p, "spec.policy")) policy_ = true;
             if (inside(p, "spec.inputs") || inside(p, "spec.runtime.budgets")) data_ = true;
             std::string_view owner = owner_of(p);

@@ -120,15 +120,18 @@ compile_result compiler::run() {
 
     merge_inputs();
     policy::check_policy(wf_, diags_);
-    check_extension_schemas(wf_, diags_);
+    check_schemas(wf_, diags_);
     index_tasks();
     find_cycles();
     parse_action_templates();
+    resolve_workflow_vars();
     for (std::size_t i = 0; i < tasks_.size(); ++i) {
         if (tasks_[i].skip) continue;
+        resolve_task_vars(i);
         parse_task_templates(i);
         prepare_expansion(i);
     }
+    check_task_output_paths();
     if (check_budgets()) generate();
     check_outputs();
     if (diags_.has_errors()) return {std::nullopt, std::move(diags_)};

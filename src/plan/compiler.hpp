@@ -3,6 +3,8 @@
 //   graph.cpp      task ids, actions and needs, cycles, the topological order
 //   expansion.cpp  foreach/matrix sizes and budgets, child ids, node generation
 //   rendering.cpp  templates: parsing, allowed roots and needs, compile-time rendering
+//   variables.cpp  the layers of `vars.` (files, inline, command line), merged per task
+//   shapes.cpp     the output each task can have: task output paths that can never exist
 #pragma once
 
 #include "plan/template_detail.hpp"
@@ -96,6 +98,9 @@ struct declared_task {
     bool skip = false;  ///< duplicate id: reported and left out
     std::optional<std::uint32_t> action;
     std::vector<std::uint32_t> needs;  ///< declared indices: known, not itself, unique
+    boost::json::object vars;          ///< every variable layer merged (docs/DESIGN.md, "Variables")
+    boost::json::object vars_deferred;  ///< task-level variables reading task outputs
+    std::vector<site> vars_sites;       ///< references in task-level variables
     boost::json::value with;           ///< the action's `with` merged under the task's
     compiled_value with_compiled;      ///< `with`, parsed for rendering
     std::vector<site> with_sites;
@@ -128,6 +133,14 @@ private:
 
     void merge_inputs();
     void index_tasks();
+    const boost::json::object* loaded_vars_file(const std::string& where, const std::string& file);
+    bool render_inline_vars(const boost::json::object& vars, const std::string& base, bool allow_tasks,
+                            std::size_t task, boost::json::object& out, boost::json::object* deferred);
+    void resolve_workflow_vars();
+    void resolve_task_vars(std::size_t i);
+    bool reads_deferred_var(const std::vector<site>& sites, std::size_t i) const;
+    void check_task_output_paths(const std::vector<site>& sites);
+    void check_task_output_paths();
     void find_cycles();
     bool parse_sites(const boost::json::value& value, const std::string& base, std::vector<site>& out);
     bool parse_site(std::string_view text, const std::string& path, std::vector<site>& out,
@@ -160,6 +173,7 @@ private:
     diagnostics diags_;
     plan out_;
     boost::json::value inputs_;  ///< merged, an object
+    boost::json::object workflow_vars_;  ///< spec.varsFiles, then spec.vars rendered
     std::vector<declared_task> tasks_;
     std::vector<action_templates> actions_;
     std::unordered_map<std::string, std::uint32_t> declared_ids_;

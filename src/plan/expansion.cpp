@@ -1,8 +1,11 @@
 // foreach and matrix: the arrays they expand, sizes against maxItems and the budgets, child
 // ids, and node generation (singles; for an expanded task its expansion, the template its
 // children share, then its aggregate; every child is rendered once, to check it, and dropped).
+#include "json/sha256.hpp"
 #include "plan/compiler.hpp"
 #include "plan/plan_detail.hpp"
+
+#include <agentctl/json.hpp>
 
 #include <boost/json/object.hpp>
 
@@ -23,15 +26,58 @@ std::size_t child_index_width(std::size_t count) {
     return std::max<std::size_t>(4, digits);
 }
 
-std::string child_id(const std::string& parent, std::size_t index, std::size_t width) {
+std::array<std::uint8_t, 6> binding_digest(const boost::json::object& bindings) {
+    // As the reference hashes them: its bindings are a sorted map; values keep their order.
+    std::vector<const boost::json::key_value_pair*> members;
+    members.reserve(bindings.size());
+    for (const auto& m : bindings) members.push_back(&m);
+    std::sort(members.begin(), members.end(),
+              [](const auto* a, const auto* b) { return a->key() < b->key(); });
+    string_sink text;
+    {
+        json_writer w(text);
+        w.begin_object();
+        for (const auto* m : members) {
+            w.key(std::string_view(m->key().data(), m->key().size()));
+            w.value(m->value());
+        }
+        w.end_object();
+        w.flush();
+    }
+    sha256 hash;
+    hash.update(text.text);
+    auto full = hash.finish();
+    std::array<std::uint8_t, 6> out;
+    std::copy_n(full.begin(), out.size(), out.begin());
+    return out;
+}
+
+std::string child_id(std::string_view parent, std::size_t index, std::size_t width,
+                     const std::array<std::uint8_t, 6>& digest) {
+    static constexpr char hex[] = "0123456789abcdef";
     std::string digits = std::to_string(index);
     std::string out;
-    out.reserve(parent.size() + 2 + std::max(width, digits.size()));
+    out.reserve(parent.size() + 2 + std::max(width, digits.size()) + 13);
     out += parent;
     out += "--";
     if (width > digits.size()) out.append(width - digits.size(), '0');
     out += digits;
+    out += '-';
+    for (std::uint8_t b : digest) {
+        out += hex[b >> 4];
+        out += hex[b & 15];
+    }
     return out;
+}
+
+std::string child_id(const plan_expansion& e, std::string_view parent, std::uint64_t k) {
+    std::array<std::uint8_t, 6> digest;
+    if (e.id_digests.size() >= (k + 1) * digest.size())
+        std::copy_n(reinterpret_cast<const std::uint8_t*>(e.id_digests.data()) + k * digest.size(),
+                    digest.size(), digest.begin());
+    else
+        digest = binding_digest(expansion_bindings(e, k));
+    return child_id(parent, k, e.id_width, digest);
 }
 
 }  // namespace detail
@@ -191,11 +237,13 @@ void compiler::fill_node(plan_task& n, std::size_t i, plan_task::kind_t kind) {
     for (auto d : t.needs) n.needs.push_back(tasks_[d].result_node);
     n.retry = spec.retry;
     n.when = t.when;
+    n.vars = t.vars;
+    n.vars_deferred = t.vars_deferred;
     if (t.action) {
         const action_spec& act = wf_.actions[*t.action];
         n.timeout_ms = act.timeout_ms.value_or(spec.timeout_ms.value_or(n.timeout_ms));
         n.limits = {act.stdout_limit_bytes, act.stderr_limit_bytes, act.combined_output_limit_bytes};
-        n.requires_approval = act.is_process() && wf_.policy.approval != approval_mode::never;
+        n.requires_approval = act.needs_approval(wf_.policy.approval);
     } else {
         n.timeout_ms = spec.timeout_ms.value_or(n.timeout_ms);
     }
@@ -227,10 +275,14 @@ void compiler::make_expansion(std::size_t i) {
     child.argv_deferred = t.argv_deferred && t.action && actions_[*t.action].templated;
     child.expansion_slot = slot;
     child.child_count = e.count;
+    e.id_digests.reserve(count * 6);
     for (std::uint64_t k = 0; k < count; ++k) {
         plan_task rendered;
-        rendered.id = detail::child_id(spec.id, k, e.id_width);
         boost::json::value vars = detail::expansion_bindings(out_.expansions[slot], k);
+        auto digest = detail::binding_digest(vars.get_object());
+        out_.expansions[slot].id_digests.append(reinterpret_cast<const char*>(digest.data()), digest.size());
+        rendered.id = detail::child_id(spec.id, k, out_.expansions[slot].id_width, digest);
+        for (const auto& m : t.vars) vars.get_object().emplace(m.key(), m.value());
         render_node(rendered, i, vars);
     }
 
@@ -268,7 +320,7 @@ void compiler::generate() {
         plan_task& n = nodes_[t.result_node];
         fill_node(n, i, plan_task::kind_t::single);
         n.id = wf_.tasks[i].id;
-        render_node(n, i, boost::json::object());
+        render_node(n, i, boost::json::value(t.vars));
     }
     check_child_ids();
     generated_ = true;
@@ -286,10 +338,16 @@ std::optional<std::uint32_t> compiler::child_owner(std::string_view id) const {
     std::uint64_t k = 0;
     for (char c : parts->digits) k = k * 10 + static_cast<std::uint64_t>(c - '0');
     if (k >= x.count) return std::nullopt;
+    // The digest too: the child's id is exactly what its bindings make it.
+    const auto& spec = wf_.tasks[it->second];
+    auto bindings = detail::expansion_bindings(spec.foreach ? std::string_view(spec.foreach->as) : "",
+                                               x.items, x.axes, k);
+    if (detail::child_id(parts->parent, k, parts->digits.size(), detail::binding_digest(bindings)) != id)
+        return std::nullopt;
     return it->second;
 }
 
-// A declared id of the shape `PARENT--NNNN` may be the id of one of PARENT's children: one
+// A declared id of the shape `PARENT--NNNN-DIGEST` may be the id of one of PARENT's children: one
 // diagnostic per collision, at whichever of the two comes later in declaration order.
 void compiler::check_child_ids() {
     for (std::uint32_t i = 0; i < tasks_.size(); ++i) {
@@ -301,12 +359,12 @@ void compiler::check_child_ids() {
             error("duplicate_task_id", task_path(i) + ".id",
                   "task id `" + id + "` is also the id of a child of `" + wf_.tasks[*x].id + "` (" +
                       task_path(*x) + ")",
-                  "rename one of the tasks: children of an expanded task are `PARENT--NNNN`");
+                  "rename one of the tasks: children of an expanded task are `PARENT--NNNN-DIGEST`");
         else
             error("duplicate_task_id", task_path(*x) + ".id",
                   "task `" + wf_.tasks[*x].id + "` generates the child id `" + id + "`, which " +
                       task_path(i) + " also has",
-                  "rename one of the tasks: children of an expanded task are `PARENT--NNNN`");
+                  "rename one of the tasks: children of an expanded task are `PARENT--NNNN-DIGEST`");
     }
 }
 

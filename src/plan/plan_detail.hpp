@@ -6,6 +6,7 @@
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -21,20 +22,34 @@ std::string compute_plan_digest(const plan& p);
 /// Width of the zero-padded index in child ids: at least 4, and enough for `count - 1`.
 std::size_t child_index_width(std::size_t count);
 
-/// `PARENT--NNNN`.
-std::string child_id(const std::string& parent, std::size_t index, std::size_t width);
+/// The reference's digest of a child's bindings: the sha256 of `bindings` as compact JSON,
+/// its top-level keys sorted; its first 6 bytes (12 hex digits) are kept.
+std::array<std::uint8_t, 6> binding_digest(const boost::json::object& bindings);
 
-/// A child id split into its parent's id and its index digits: `fan--0012` -> {"fan", "0012"};
-/// nullopt when `id` does not have that shape.
+/// `PARENT--NNNN-DIGEST`, the reference's child id (docs/DESIGN.md, "Plan").
+std::string child_id(std::string_view parent, std::size_t index, std::size_t width,
+                     const std::array<std::uint8_t, 6>& digest);
+
+/// The id of child `k` of `e`, whose parent is `parent`.
+std::string child_id(const plan_expansion& e, std::string_view parent, std::uint64_t k);
+
+/// A child id split into its parent's id, its index digits and its digest:
+/// `fan--0012-0123456789ab` -> {"fan", "0012", "0123456789ab"}; nullopt when `id` does not
+/// have that shape.
 struct child_id_parts {
     std::string_view parent;
     std::string_view digits;
+    std::string_view digest;
 };
 std::optional<child_id_parts> split_child_id(std::string_view id);
 
 /// Item `k`'s bindings: `{AS: item, foreachIndex: k}` or `{matrix: {axis: value, ...},
 /// matrixIndex: k}` (mixed radix over the axes by name, the last fastest).
 boost::json::object expansion_bindings(const plan_expansion& e, std::uint64_t k);
+/// The same from the parts of an expansion (`items` for a foreach; `axes` by name for a matrix).
+boost::json::object expansion_bindings(
+    std::string_view as, const boost::json::array* items,
+    const std::vector<std::pair<std::string, const boost::json::array*>>& axes, std::uint64_t k);
 
 /// What makes child `k` of an expansion itself: rendered from its template (`p.nodes[e.node]`)
 /// and its bindings as the compiler rendered it when it checked the plan.

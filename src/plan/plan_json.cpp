@@ -1,10 +1,12 @@
 // Canonical plan JSON (docs/DESIGN.md, "Plan"). Members always come in this order:
 //
 //   formatVersion, workflowName, workflowDigest, planDigest, maxConcurrency,
-//   killGraceSeconds, approval, workspaceRoot, budgets{present ones}, inputs, order,
+//   killGraceSeconds, approval, workspaceRoot, budgets{present ones; those on model usage
+//   last, in document order}, inputs, order,
 //   tasks{id -> task}, processes[], outputs
 //
-//   task:    id, uses{kind,name}, needs, with, vars?, timeoutSeconds,
+//   task:    id, uses{kind,name}, needs, with, vars? (children, and tasks with variables),
+//            timeoutSeconds,
 //            retry{maxAttempts,backoffMs,on}, failure, when?, limits{stdoutBytes,stderrBytes,
 //            combinedBytes}, requiresApproval, expansion?, args?, cwd?, deferred?
 //   aggregate: id, uses, needs (its children), expansion{kind,count}
@@ -84,9 +86,16 @@ void write_task(json_writer& w, const plan& p, const plan_task& t) {
         return;
     }
     w.member("with", t.with);
-    if (t.kind == plan_task::kind_t::child) {
+    if (t.kind == plan_task::kind_t::child || !t.vars.empty() || !t.vars_deferred.empty()) {
+        // Deferred variables show their template text, as deferred `with` does.
         w.key("vars");
-        write_object(w, t.vars);
+        w.begin_object();
+        for (const auto* o : {&t.vars, &t.vars_deferred})
+            for (const auto& m : *o) {
+                w.key(std::string_view(m.key().data(), m.key().size()));
+                w.value(m.value());
+            }
+        w.end_object();
     }
     w.key("timeoutSeconds");
     write_seconds(w, t.timeout_ms);
@@ -125,9 +134,10 @@ void write_task(json_writer& w, const plan& p, const plan_task& t) {
         w.member("cwd", *t.cwd);
     else if (t.argv_deferred && act.cwd)
         w.member("cwd", *act.cwd);
-    if (t.with_deferred || t.argv_deferred) {
+    if (t.with_deferred || t.argv_deferred || !t.vars_deferred.empty()) {
         w.key("deferred");
         w.begin_array();
+        if (!t.vars_deferred.empty()) w.string("vars");
         if (t.with_deferred) w.string("with");
         if (t.argv_deferred) w.string("argv");
         w.end_array();
@@ -226,6 +236,10 @@ void write_body(json_writer& w, const plan& p) {
     if (b.max_wall_time_seconds) w.member("maxWallTimeSeconds", *b.max_wall_time_seconds);
     if (b.max_tasks) w.member("maxTasks", *b.max_tasks);
     if (b.max_expansion_items) w.member("maxExpansionItems", *b.max_expansion_items);
+    if (b.max_artifact_bytes) w.member("maxArtifactBytes", *b.max_artifact_bytes);
+    if (b.max_loop_iterations) w.member("maxLoopIterations", *b.max_loop_iterations);
+    // Limits on model usage, as written: shown, never reached (no model runs here).
+    for (const auto& [key, value] : b.model_usage) w.member(key, value);
     w.end_object();
     w.key("inputs");
     w.value(p.inputs);

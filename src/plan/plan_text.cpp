@@ -211,7 +211,14 @@ std::string plan_text(const plan& p, std::string_view workspace) {
         budgets.push_back("maxProcessOutputBytes " + bytes_text(*b.max_process_output_bytes));
     if (b.max_wall_time_seconds)
         budgets.push_back("maxWallTimeSeconds " + std::to_string(*b.max_wall_time_seconds));
+    if (b.max_artifact_bytes) budgets.push_back("maxArtifactBytes " + bytes_text(*b.max_artifact_bytes));
+    if (b.max_loop_iterations)
+        budgets.push_back("maxLoopIterations " + std::to_string(*b.max_loop_iterations));
     if (!budgets.empty()) out += "  budgets " + join(budgets, ", ") + "\n";
+    std::vector<std::string> model;
+    for (const auto& [key, value] : b.model_usage) model.push_back(key + " " + std::to_string(value));
+    if (!model.empty())
+        out += "  model budgets " + join(model, ", ") + " (no model runs here: never reached)\n";
 
     out += "order (" + std::to_string(p.size()) + (p.size() == 1 ? " task): " : " tasks): ") +
            join(folded_order(p), " -> ") + "\n";

@@ -225,15 +225,15 @@ void compiler::parse_task_templates(std::size_t i) {
             ok = check_task_refs(t.when_sites, i, "") && ok;
         }
     }
-    t.templates_ok = ok && compile_value(t.with, t.with_compiled);
-    t.with_deferred = any_root(t.with_sites, template_root::tasks);
+    t.templates_ok = t.templates_ok && ok && compile_value(t.with, t.with_compiled);
+    t.with_deferred = any_root(t.with_sites, template_root::tasks) || reads_deferred_var(t.with_sites, i);
 
     if (act && t.action && actions_[*t.action].templated) {
         const action_templates& at = actions_[*t.action];
         check_task_refs(at.sites, i, act->name);
         // The job slot is known when the attempt is dispatched: args holding it render then.
         t.argv_deferred =
-            any_root(at.sites, template_root::tasks) ||
+            any_root(at.sites, template_root::tasks) || reads_deferred_var(at.sites, i) ||
             (t.with_deferred && any_root(at.sites, template_root::with)) ||
             std::any_of(at.sites.begin(), at.sites.end(), [](const site& s) { return s.ref.is_job_slot(); });
     }
@@ -247,6 +247,9 @@ bool compiler::check_sites(const std::vector<site>& sites, const render_context&
     const declared_task& t = tasks_[i];
     for (const auto& s : sites) {
         if (s.ref.root == template_root::tasks || (s.ref.root == template_root::with && !ctx.with)) continue;
+        if (s.ref.root == template_root::vars && !s.ref.path.empty() &&
+            t.vars_deferred.contains(s.ref.path.front()))
+            continue;                               // known when the task starts
         if (argv && s.ref.is_job_slot()) continue;  // a number, bound at dispatch
         detail::template_error e;
         if (const boost::json::value* v = detail::resolve(s.ref, ctx, e)) {
@@ -267,13 +270,15 @@ bool compiler::check_sites(const std::vector<site>& sites, const render_context&
         if (s.ref.is_job_slot()) {
             help = "`vars.jobSlot` is bound when the attempt starts: use it in action args and cwd";
         } else if (s.ref.root == template_root::vars) {
-            if (t.expansion == declared_task::expansion_t::none)
-                help =
-                    "task `" + wf_.tasks[i].id + "` has no foreach or matrix, so nothing is bound to `vars.`";
-            else if (t.expansion == declared_task::expansion_t::foreach)
-                help = "this task binds `vars." + wf_.tasks[i].foreach->as + "` and `vars.foreachIndex`";
-            else
-                help = "this task binds `vars.matrix.<axis>` and `vars.matrixIndex`";
+            std::string names;
+            for (const auto& m : t.vars) names += (names.empty() ? "" : ", ") + std::string(m.key());
+            for (const auto& m : t.vars_deferred) names += (names.empty() ? "" : ", ") + std::string(m.key());
+            help =
+                "the variables of task `" + wf_.tasks[i].id + "` are: " + (names.empty() ? "(none)" : names);
+            if (t.expansion == declared_task::expansion_t::foreach)
+                help += "; it binds `vars." + wf_.tasks[i].foreach->as + "` and `vars.foreachIndex`";
+            else if (t.expansion == declared_task::expansion_t::matrix)
+                help += "; it binds `vars.matrix.<axis>` and `vars.matrixIndex`";
         } else if (s.ref.root == template_root::inputs) {
             std::string names;
             for (const auto& m : inputs_.get_object())
@@ -295,6 +300,7 @@ void compiler::render_node(plan_task& n, std::size_t i, const boost::json::value
     ctx.vars = &vars;
     bool ok = check_sites(t.with_sites, ctx, i, n.id);
     ok = check_sites(t.when_sites, ctx, i, n.id) && ok && t.templates_ok;
+    ok = check_sites(t.vars_sites, ctx, i, n.id) && ok;
     if (t.with_deferred || !ok) {
         n.with = t.with;
         n.with_deferred = t.with_deferred;
@@ -369,6 +375,7 @@ void compiler::check_outputs() {
         const std::string base = "spec.outputs." + std::string(m.key());
         if (!parse_sites(m.value(), base, sites)) continue;
         check_roots(sites, {.inputs = true, .tasks = true}, "spec.outputs");
+        check_task_output_paths(sites);
         render_context ctx;
         ctx.inputs = &inputs_;
         for (const auto& s : sites) {

@@ -567,22 +567,26 @@ std::string schema_errors_text(const std::vector<schema_error>& errors, std::siz
     return out;
 }
 
-void check_extension_schemas(const workflow& wf, diagnostics& diags) {
+void check_schemas(const workflow& wf, diagnostics& diags) {
+    auto check = [&](std::string_view key, const boost::json::value& document, const std::string& base) {
+        for (const auto& p : json_schema::problems(document)) {
+            std::string path = path_of(document, base, p.pointer);
+            diags.error("invalid_schema", path,
+                        std::string(key) + (p.pointer.empty() ? "" : " at " + p.pointer) +
+                            " is not a valid JSON Schema: " + p.error,
+                        "write a draft 7 JSON Schema whose $refs point inside it (\"#/definitions/...\")",
+                        wf.where(path));
+        }
+    };
     for (const auto& a : wf.actions) {
         if (!a.extension) continue;
-        for (auto [key, document] : {std::pair{"inputSchema", &a.extension->input_schema},
-                                     std::pair{"outputSchema", &a.extension->output_schema}}) {
-            for (const auto& p : json_schema::problems(*document)) {
-                std::string base = "spec.actions." + a.name + "." + key;
-                std::string path = path_of(*document, base, p.pointer);
-                diags.error("invalid_schema", path,
-                            std::string(key) + (p.pointer.empty() ? "" : " at " + p.pointer) +
-                                " is not a valid JSON Schema: " + p.error,
-                            "write a draft 7 JSON Schema whose $refs point inside it (\"#/definitions/...\")",
-                            wf.where(path));
-            }
-        }
+        check("inputSchema", a.extension->input_schema, "spec.actions." + a.name + ".inputSchema");
+        check("outputSchema", a.extension->output_schema, "spec.actions." + a.name + ".outputSchema");
     }
+    for (std::size_t i = 0; i < wf.tasks.size(); ++i)
+        if (wf.tasks[i].output_schema)
+            check("outputSchema", *wf.tasks[i].output_schema,
+                  "spec.tasks[" + std::to_string(i) + "].outputSchema");
 }
 
 }  // namespace agentctl

@@ -1,7 +1,8 @@
-// JSON Schema for extension.process actions, through valijson (draft 7; draft 4 when declared).
+// JSON Schema for extension.process actions and task outputs, through valijson (draft 7;
+// draft 4 when declared).
 //
 // The front end compiles every `inputSchema` and `outputSchema` at `check` time; the engine
-// validates a task's input and an extension's output with the same compiled schema. Pure: no
+// validates a task's input and an extension's (or a task's) output with the same compiled schema. Pure: no
 // remote references are fetched (a `$ref` to another document is an error), nothing is read.
 #pragma once
 
@@ -59,8 +60,9 @@ private:
 /// "at /a/b: message; at /c: message" for at most `max` errors (and "(N more)").
 std::string schema_errors_text(const std::vector<schema_error>& errors, std::size_t max = 5);
 
-/// Front-end rule: every extension.process `inputSchema` and `outputSchema` compiles
-/// (`invalid_schema`, one per problem, located at the part of the schema at fault when known).
-void check_extension_schemas(const workflow& wf, diagnostics& diags);
+/// Front-end rule: every extension.process `inputSchema` and `outputSchema`, and every task's
+/// `outputSchema`, compiles (`invalid_schema`, one per problem, located at the part of the
+/// schema at fault when known).
+void check_schemas(const workflow& wf, diagnostics& diags);
 
 }  // namespace agentctl

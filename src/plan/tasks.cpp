@@ -14,40 +14,56 @@ namespace agentctl {
 namespace detail {
 
 std::optional<child_id_parts> split_child_id(std::string_view id) {
-    std::size_t digits = id.size();
-    while (digits > 0 && id[digits - 1] >= '0' && id[digits - 1] <= '9') --digits;
-    if (digits == id.size() || digits < 3 || id.substr(digits - 2, 2) != "--") return std::nullopt;
-    return child_id_parts{id.substr(0, digits - 2), id.substr(digits)};
+    constexpr std::size_t digest_size = 12;
+    if (id.size() < digest_size + 1) return std::nullopt;
+    std::string_view digest = id.substr(id.size() - digest_size);
+    if (digest.find_first_not_of("0123456789abcdef") != std::string_view::npos ||
+        id[id.size() - digest_size - 1] != '-')
+        return std::nullopt;
+    std::string_view head = id.substr(0, id.size() - digest_size - 1);
+    std::size_t digits = head.size();
+    while (digits > 0 && head[digits - 1] >= '0' && head[digits - 1] <= '9') --digits;
+    if (digits == head.size() || digits < 3 || head.substr(digits - 2, 2) != "--") return std::nullopt;
+    return child_id_parts{head.substr(0, digits - 2), head.substr(digits), digest};
 }
 
-json::object expansion_bindings(const plan_expansion& e, std::uint64_t k) {
+json::object expansion_bindings(std::string_view as, const json::array* items,
+                                const std::vector<std::pair<std::string, const json::array*>>& axes,
+                                std::uint64_t k) {
     json::object vars;
     vars.reserve(2);
-    if (e.axes.empty()) {
-        vars.emplace(e.as, e.items[k]);
+    if (axes.empty()) {
+        vars.emplace(as, (*items)[k]);
         vars.emplace("foreachIndex", static_cast<std::int64_t>(k));
         return vars;
     }
     json::object cell;
-    cell.reserve(e.axes.size());
-    std::vector<std::size_t> digits(e.axes.size());
+    cell.reserve(axes.size());
+    std::vector<std::size_t> digits(axes.size());
     std::uint64_t rest = k;
-    for (std::size_t a = e.axes.size(); a-- > 0;) {
-        digits[a] = rest % e.axes[a].second.size();
-        rest /= e.axes[a].second.size();
+    for (std::size_t a = axes.size(); a-- > 0;) {
+        digits[a] = rest % axes[a].second->size();
+        rest /= axes[a].second->size();
     }
-    for (std::size_t a = 0; a < e.axes.size(); ++a)
-        cell.emplace(e.axes[a].first, e.axes[a].second[digits[a]]);
+    for (std::size_t a = 0; a < axes.size(); ++a) cell.emplace(axes[a].first, (*axes[a].second)[digits[a]]);
     vars.emplace("matrix", std::move(cell));
     vars.emplace("matrixIndex", static_cast<std::int64_t>(k));
     return vars;
 }
 
+json::object expansion_bindings(const plan_expansion& e, std::uint64_t k) {
+    std::vector<std::pair<std::string, const json::array*>> axes;
+    axes.reserve(e.axes.size());
+    for (const auto& [name, values] : e.axes) axes.emplace_back(name, &values);
+    return expansion_bindings(e.as, &e.items, axes, k);
+}
+
 child_parts render_child(const plan& p, const plan_expansion& e, std::uint32_t k) {
     const plan_task& n = p.nodes[e.node];
     child_parts c;
-    c.id = child_id(n.parent, k, e.id_width);
     json::value vars = expansion_bindings(e, k);
+    c.id = child_id(e, n.parent, k);
+    for (const auto& m : n.vars) vars.get_object().emplace(m.key(), m.value());
     render_context ctx;
     ctx.inputs = &p.inputs;
     ctx.vars = &vars;
@@ -119,7 +135,7 @@ std::string plan::task_id(std::uint32_t i) const {
     const plan_task& n = node(i);
     if (n.kind != plan_task::kind_t::child) return n.id;
     const plan_expansion& e = expansions[n.expansion_slot];
-    return detail::child_id(n.parent, i - e.first_child, e.id_width);
+    return detail::child_id(e, n.parent, i - e.first_child);
 }
 
 json::object plan::vars_of(std::uint32_t i) const {
@@ -156,6 +172,7 @@ std::optional<std::uint32_t> plan::find(std::string_view id) const {
     auto [end, ec] = std::from_chars(parts->digits.data(), parts->digits.data() + parts->digits.size(), k);
     if (ec != std::errc() || end != parts->digits.data() + parts->digits.size() || k >= e.count)
         return std::nullopt;
+    if (task_id(e.first_child + k) != id) return std::nullopt;  // the digest of another item
     return e.first_child + k;
 }
 

@@ -84,6 +84,12 @@ bool parse_ref(std::string_view inner, template_ref& ref, detail::template_error
         start = dot + 1;
     }
     const std::string& root = segments.front();
+    if (root == "memory") {
+        error = {"unsupported_feature", "template " + quoted(inner) +
+                                            " reads working memory (`memory.`), a feature of the reference's "
+                                            "agents; agentctl has no working memory"};
+        return false;
+    }
     if (root == "inputs") {
         ref.root = template_root::inputs;
     } else if (root == "vars") {
@@ -241,8 +247,19 @@ std::string scalar_text(const boost::json::value& v) {
     return to_json(v);
 }
 
+// `not path` or `path OP literal` rather than a path: the reference's tests.
+bool is_test(std::string_view inner) {
+    return inner.starts_with("not ") || inner.starts_with("not\t") ||
+           inner.find_first_of("=!<>") != std::string_view::npos;
+}
+
 std::optional<boost::json::value> render_parsed(const template_string& ts, const render_context& ctx,
                                                 template_error& error) {
+    if (ts.is_single_ref() && ts.parts[0].test) {
+        auto value = evaluate(*ts.parts[0].test, ctx, error);
+        if (!value) return std::nullopt;
+        return boost::json::value(*value);
+    }
     if (ts.is_single_ref()) {
         const boost::json::value* v = resolve(*ts.parts[0].ref, ctx, error);
         if (!v) return std::nullopt;
@@ -292,7 +309,7 @@ std::optional<template_string> parse_template(std::string_view text, template_er
             if (!out.parts.empty() && !out.parts.back().ref)
                 out.parts.back().literal += literal;
             else
-                out.parts.push_back({std::string(literal), std::nullopt});
+                out.parts.push_back({std::string(literal), std::nullopt, std::nullopt});
         }
         if (open == std::string_view::npos) break;
         std::size_t close = text.find(close_mark, open + open_mark.size());
@@ -301,12 +318,27 @@ std::optional<template_string> parse_template(std::string_view text, template_er
                      "unclosed `${{` at offset " + std::to_string(open) + ": end it with `}}`"};
             return std::nullopt;
         }
-        template_ref ref;
-        if (!parse_ref(trim(text.substr(open + open_mark.size(), close - open - open_mark.size())), ref,
-                       error))
-            return std::nullopt;
-        out.parts.push_back({std::string(), std::move(ref)});
+        std::string_view inner = trim(text.substr(open + open_mark.size(), close - open - open_mark.size()));
+        template_string::part part;
+        if (is_test(inner)) {
+            auto c = parse_condition(inner, error);
+            if (!c) return std::nullopt;
+            part.ref = c->left;
+            part.test = std::move(*c);
+        } else {
+            template_ref ref;
+            if (!parse_ref(inner, ref, error)) return std::nullopt;
+            part.ref = std::move(ref);
+        }
+        out.parts.push_back(std::move(part));
         pos = close + close_mark.size();
+    }
+    for (const auto& part : out.parts) {
+        if (!part.test || out.parts.size() == 1) continue;
+        error = {"template_syntax", "`${{ " + part.test->expression +
+                                        " }}` is a test: it renders a boolean, so it must be the whole "
+                                        "string, not part of a text"};
+        return std::nullopt;
     }
     return out;
 }
@@ -477,6 +509,44 @@ std::optional<condition> parse_condition(std::string_view text, template_error& 
     return c;
 }
 
+std::optional<bool> evaluate(const condition& c, const render_context& ctx, template_error& error) {
+    const boost::json::value* left = resolve(c.left, ctx, error);
+    if (!left) {
+        error.message = "`" + c.expression + "`: " + error.message;
+        return std::nullopt;
+    }
+    switch (c.op) {
+        case condition::op_t::truthy:
+            return truthy(*left);
+        case condition::op_t::falsy:
+            return !truthy(*left);
+        case condition::op_t::eq:
+            return json_equal(*left, c.right);
+        case condition::op_t::ne:
+            return !json_equal(*left, c.right);
+        default:
+            break;
+    }
+    if (!is_number(*left) || !is_number(c.right)) {
+        error = {"template_not_number", "`" + c.expression + "`: `" + ref_text(c.left) + "` is " +
+                                            to_json(*left) + ", not a number"};
+        return std::nullopt;
+    }
+    int cmp = compare_numbers(*left, c.right);
+    switch (c.op) {
+        case condition::op_t::lt:
+            return cmp < 0;
+        case condition::op_t::le:
+            return cmp <= 0;
+        case condition::op_t::gt:
+            return cmp > 0;
+        case condition::op_t::ge:
+            return cmp >= 0;
+        default:
+            return std::nullopt;
+    }
+}
+
 bool for_each_templated(
     const boost::json::value& value,
     const std::function<bool(const std::string& sub_path, std::string_view text)>& visit) {
@@ -540,41 +610,9 @@ std::optional<condition> parse_condition(std::string_view text, std::string& err
 
 std::optional<bool> evaluate(const condition& c, const render_context& ctx, std::string& error) {
     detail::template_error e;
-    const boost::json::value* left = detail::resolve(c.left, ctx, e);
-    if (!left) {
-        error = "condition `" + c.expression + "`: " + e.message;
-        return std::nullopt;
-    }
-    switch (c.op) {
-        case condition::op_t::truthy:
-            return truthy(*left);
-        case condition::op_t::falsy:
-            return !truthy(*left);
-        case condition::op_t::eq:
-            return json_equal(*left, c.right);
-        case condition::op_t::ne:
-            return !json_equal(*left, c.right);
-        default:
-            break;
-    }
-    if (!is_number(*left) || !is_number(c.right)) {
-        error = "condition `" + c.expression + "`: `" + detail::ref_text(c.left) + "` is " + to_json(*left) +
-                ", not a number";
-        return std::nullopt;
-    }
-    int cmp = compare_numbers(*left, c.right);
-    switch (c.op) {
-        case condition::op_t::lt:
-            return cmp < 0;
-        case condition::op_t::le:
-            return cmp <= 0;
-        case condition::op_t::gt:
-            return cmp > 0;
-        case condition::op_t::ge:
-            return cmp >= 0;
-        default:
-            return std::nullopt;
-    }
+    auto r = detail::evaluate(c, ctx, e);
+    if (!r) error = std::move(e.message);
+    return r;
 }
 
 }  // namespace agentctl

@@ -26,6 +26,9 @@ std::optional<boost::json::value> render(const boost::json::value& value, const 
 std::optional<std::string> render_text(std::string_view text, const render_context& ctx,
                                        template_error& error);
 std::optional<condition> parse_condition(std::string_view text, template_error& error);
+/// Evaluates a test: == and != compare JSON values with their types; < <= > >= need numbers
+/// (template_not_number); a missing path is template_missing_path.
+std::optional<bool> evaluate(const condition& c, const render_context& ctx, template_error& error);
 
 /// Renders a parsed string: a single reference keeps its type, anything else is text.
 std::optional<boost::json::value> render_parsed(const template_string& ts, const render_context& ctx,

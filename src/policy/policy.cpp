@@ -250,6 +250,20 @@ void check_no_templates(const workflow& wf, diagnostics& diags) {
     }
 }
 
+void check_network(const workflow& wf, diagnostics& diags) {
+    if (wf.policy.network_allowlist.empty()) return;
+    std::string containers;
+    for (const auto& a : wf.actions)
+        if (a.isolation == isolation_mode::container)
+            containers += (containers.empty() ? "`" : ", `") + a.name + "`";
+    if (containers.empty()) return;
+    const std::string path = "spec.policy.networkAllowlist";
+    diags.warning("network_unavailable", path,
+                  "container actions (" + containers +
+                      ") run with no network at all: policy.networkAllowlist grants them none",
+                  "fetch what they need before the run, or run that step as a host process", wf.where(path));
+}
+
 void check_policy(const workflow& wf, diagnostics& diags) {
     check_command_form(wf, diags);
     check_process_allowlist(wf, diags);
@@ -259,6 +273,7 @@ void check_policy(const workflow& wf, diagnostics& diags) {
     check_cwd(wf, diags);
     check_roots(wf, diags);
     check_no_templates(wf, diags);
+    check_network(wf, diags);
 }
 
 }  // namespace agentctl::policy

@@ -29,6 +29,10 @@ void check_roots(const workflow& wf, diagnostics& diags);
 /// `command` and every `env` source are never templated.
 void check_no_templates(const workflow& wf, diagnostics& diags);
 
+/// policy.networkAllowlist next to container actions: they run with no network at all, so the
+/// list grants them nothing (a warning; host processes are not sandboxed, docs/COMPATIBILITY.md).
+void check_network(const workflow& wf, diagnostics& diags);
+
 /// Every rule above, in that order.
 void check_policy(const workflow& wf, diagnostics& diags);
 

@@ -25,6 +25,13 @@ std::string display_name(const std::string& path) {
     return path == "-" ? std::string(stdin_name) : path;
 }
 
+// The folder of a file name as given: "" for a bare name.
+std::string folder_of(const std::string& path) {
+    auto slash = path.rfind('/');
+    if (slash == std::string::npos) return "";
+    return slash == 0 ? "/" : path.substr(0, slash);
+}
+
 void too_large(diagnostics& diags, const std::string& name, std::uintmax_t size, std::uint64_t cap,
                std::string help) {
     std::string size_text = size > cap ? std::to_string(size) + " bytes" : "larger";
@@ -170,7 +177,155 @@ parse_result load_workflow(const std::string& path) {
         return result;
     result = parse_workflow(text, path);
     result.source = std::move(text);
+    workflow* wf = result.document ? &*result.document : result.partial ? &*result.partial : nullptr;
+    if (wf) {
+        diagnostics vars_diags;
+        load_workflow_vars(*wf, folder_of(path), vars_diags);
+        // A document whose variables cannot be read is not runnable: it stays partial, so that
+        // check_document still reports its other problems.
+        if (vars_diags.has_errors() && result.document) {
+            result.partial = std::move(result.document);
+            result.document.reset();
+        }
+        result.diags.append(vars_diags);
+    }
     return result;
+}
+
+vars_result parse_vars(std::string_view text, const std::string& file) {
+    inputs_result read = parse_inputs(text, file);
+    vars_result result;
+    result.diags = std::move(read.diags);
+    // The same reader as an inputs file: its messages say "inputs"; say what this is.
+    for (auto& d : result.diags.items()) {
+        if (d.code != "not_a_mapping") continue;
+        d.message = "a variables file holds a mapping of names to values";
+        d.help = "write `name: value` lines (YAML) or one JSON object";
+    }
+    if (!read.inputs) return result;
+    for (const auto& m : *read.inputs) {
+        std::string_view key(m.key().data(), m.key().size());
+        std::string problem, help;
+        if (key == "varsFiles" || key == "include" || key == "includes") {
+            problem = "`" + std::string(key) + "`: a variables file cannot include other files";
+            help = "list every file in varsFiles or pass each with --vars-file";
+        } else if (is_reserved_variable(key)) {
+            problem = "variable `" + std::string(key) + "` is reserved: the engine binds vars." +
+                      std::string(key) + " itself";
+            help = "rename the variable";
+        }
+        if (!problem.empty())
+            result.diags.error(key == "varsFiles" || key == "include" || key == "includes"
+                                   ? "invalid_vars_file"
+                                   : "reserved_variable",
+                               "", problem, help, {file, 0, 0});
+    }
+    if (!result.diags.has_errors()) result.vars = std::move(*read.inputs);
+    return result;
+}
+
+vars_result load_vars_file(const std::string& path) {
+    vars_result result;
+    std::string text;
+    if (!read_capped(path, limits::max_vars_file_bytes, "keep variables files small; put data in inputs",
+                     text, result.diags))
+        return result;
+    return parse_vars(text, display_name(path));
+}
+
+void load_workflow_vars(workflow& wf, const std::string& dir, diagnostics& diags,
+                        const boost::json::object* captured) {
+    std::vector<std::pair<std::string, std::string>> named;  // where, file
+    for (std::size_t i = 0; i < wf.vars_files.size(); ++i)
+        named.emplace_back("spec.varsFiles[" + std::to_string(i) + "]", wf.vars_files[i]);
+    for (std::size_t t = 0; t < wf.tasks.size(); ++t)
+        for (std::size_t i = 0; i < wf.tasks[t].vars_files.size(); ++i)
+            named.emplace_back("spec.tasks[" + std::to_string(t) + "].varsFiles[" + std::to_string(i) + "]",
+                               wf.tasks[t].vars_files[i]);
+    wf.loaded_vars_files.clear();
+    std::uint64_t total = 0;
+    for (std::size_t n = 0; n < named.size(); ++n) {
+        auto& [where, file] = named[n];
+        vars_file loaded{file, where, std::nullopt};
+        const source_location at = wf.where(where);
+        if (n == limits::max_vars_files) {
+            diags.error(
+                "too_many_vars_files", where,
+                "the workflow names more than " + std::to_string(limits::max_vars_files) + " variables files",
+                "merge them into fewer files", at);
+        }
+        if (n >= limits::max_vars_files) {
+            wf.loaded_vars_files.push_back(std::move(loaded));
+            continue;
+        }
+        const boost::json::value* kept = captured ? captured->if_contains(file) : nullptr;
+        vars_result r;
+        if (kept && kept->is_object()) {
+            r.vars = kept->get_object();
+        } else {
+            const std::string path = dir.empty() || dir == "." ? file : dir + "/" + file;
+            std::error_code ec;
+            auto size = std::filesystem::file_size(path, ec);
+            if (!ec) total += size;
+            r = load_vars_file(path);
+        }
+        for (auto& d : r.diags.items()) {
+            // A problem with the file as a whole points at the field that names it.
+            if (d.location.line == 0) {
+                d.message = "variables file `" + file + "`: " + d.message;
+                d.location = at;
+                d.path = where;
+            }
+            diags.add(std::move(d));
+        }
+        if (total > limits::max_vars_total_bytes) {
+            diags.error("file_too_large", where,
+                        "the variables files hold more than " + std::to_string(limits::max_vars_total_bytes) +
+                            " bytes in all",
+                        "keep variables small; put data in inputs", at);
+            r.vars.reset();
+            total = 0;  // said once
+        }
+        loaded.values = std::move(r.vars);
+        wf.loaded_vars_files.push_back(std::move(loaded));
+    }
+}
+
+bool parse_var_assignment(std::string_view text, std::string& key, boost::json::value& value,
+                          diagnostics& diags) {
+    auto eq = text.find('=');
+    const std::string name(text.substr(0, eq == std::string_view::npos ? text.size() : eq));
+    const std::string help = "write --var NAME=JSON: a number, true, or a quoted string such as 'env=\"qa\"'";
+    if (eq == std::string_view::npos || eq == 0) {
+        diags.error("invalid_var_assignment", "",
+                    "--var " + std::string(text) + (eq == 0 ? ": the name is empty" : ": expected NAME=JSON"),
+                    help);
+        return false;
+    }
+    if (!is_valid_utf8(text) || text.find('\0') != std::string_view::npos) {
+        diags.error("invalid_var_assignment", "", "--var " + name + " is not valid UTF-8 text", help);
+        return false;
+    }
+    if (is_reserved_variable(name)) {
+        diags.error("reserved_variable", "",
+                    "--var " + name + ": the name is reserved: the engine binds vars." + name + " itself",
+                    "choose another name");
+        return false;
+    }
+    json_read_result read = read_json(text.substr(eq + 1), "the value");
+    if (read.syntax || !read.value) {
+        diags.error("invalid_var_assignment", "",
+                    "--var " + name + ": `" + std::string(text.substr(eq + 1)) + "` is not JSON", help);
+        return false;
+    }
+    if (!read.findings.empty()) {
+        diags.error("invalid_var_assignment", "", "--var " + name + ": " + read.findings.front().message,
+                    read.findings.front().help);
+        return false;
+    }
+    key = name;
+    value = std::move(*read.value);
+    return true;
 }
 
 inputs_result parse_inputs(std::string_view text, const std::string& file) {

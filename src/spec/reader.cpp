@@ -169,6 +169,19 @@ const yaml::node& tree_reader::node(const place& p) {
     return n;
 }
 
+std::optional<std::string> tree_reader::peek(const place& p, std::string_view key) const {
+    const auto& n = tree_.resolve(p.node);
+    if (n.kind != kind_t::mapping) return std::nullopt;
+    for (std::size_t i = 0; i + 1 < n.items.size(); i += 2) {
+        const auto& k = tree_.resolve(n.items[i]);
+        if (k.kind != kind_t::scalar || k.text != key) continue;
+        const auto& v = tree_.resolve(n.items[i + 1]);
+        if (v.kind == kind_t::scalar) return v.text;
+        return std::nullopt;
+    }
+    return std::nullopt;
+}
+
 std::string tree_reader::describe(const place& p) {
     const auto& n = tree_.resolve(p.node);
     switch (n.kind) {
@@ -249,13 +262,12 @@ std::optional<std::string> tree_reader::scalar_text(const place& p, std::string_
 
 std::optional<std::string> tree_reader::string(const place& p, bool allow_empty) {
     const auto& n = node(p);
-    if (n.kind == kind_t::scalar && n.plain) {
-        auto type = resolve_plain(n.text);
-        if (type != scalar_type::string) {
-            error(p, "invalid_type", std::string(label(p.path)) + " must be a string, found " + describe(p),
-                  "quote it: \"" + n.text + "\"");
-            return std::nullopt;
-        }
+    // A plain `true`, `8080` or `1.5` where a string is expected is that text, as the reference
+    // reads it (`processAllowlist: [true]` names the executable `true`); only null is refused.
+    if (n.kind == kind_t::scalar && n.plain && resolve_plain(n.text) == scalar_type::null) {
+        error(p, "invalid_type", std::string(label(p.path)) + " must be a string, found " + describe(p),
+              n.text.empty() ? "write a value" : "quote it: \"" + n.text + "\"");
+        return std::nullopt;
     }
     auto text = scalar_text(p, "a string");
     if (text && text->empty() && !allow_empty) {

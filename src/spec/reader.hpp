@@ -56,8 +56,11 @@ public:
                   std::string help = {});
 
     bool is_null(const place& p) { return node(p).kind == yaml::node::kind_t::null; }
+    /// The text of the scalar under `key` in the mapping at `p`, reporting nothing (nothing
+    /// when `p` is no mapping or has no such scalar): lets a reader choose how to read the rest.
+    std::optional<std::string> peek(const place& p, std::string_view key) const;
 
-    /// A string (quoted, or plain text that resolves to no other type). Reports
+    /// A string: quoted, or any plain scalar but null, as written (`true` is "true"). Reports
     /// invalid_type, nul_byte, and empty_value unless `allow_empty`.
     std::optional<std::string> string(const place& p, bool allow_empty = false);
     /// `true` or `false` (plain); reports invalid_type for anything else.

@@ -1,5 +1,6 @@
 #include <agentctl/spec.hpp>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace agentctl {
@@ -31,6 +32,50 @@ bool source_map::contains(std::string_view path) const {
     return false;
 }
 
+bool action_spec::needs_approval(approval_mode mode) const {
+    switch (mode) {
+        case approval_mode::never:
+            return false;
+        case approval_mode::always:
+            return !capability_of(kind).empty();
+        case approval_mode::high_risk:  // processes are the only high-risk effects here
+            return is_process();
+        case approval_mode::mutations:  // process execution and workspace mutation
+            return is_process() || kind == action_kind::write;
+    }
+    return true;
+}
+
+std::string_view capability_of(action_kind kind) {
+    switch (kind) {
+        case action_kind::shell_exec:
+        case action_kind::extension_process:
+            return "process.exec";
+        case action_kind::read:
+            return "filesystem.read";
+        case action_kind::write:
+            return "filesystem.write";
+        case action_kind::assign:
+        case action_kind::assert_that:
+            return "";
+    }
+    return "";
+}
+
+bool capability_allowed(const policy_spec& policy, std::string_view capability) {
+    if (capability.empty()) return true;
+    auto listed = [&](const std::vector<std::string>& list) {
+        return std::find(list.begin(), list.end(), capability) != list.end();
+    };
+    if (listed(policy.tools_deny)) return false;
+    return policy.tools_allow.empty() || listed(policy.tools_allow);
+}
+
+bool is_reserved_variable(std::string_view name) {
+    return name == "foreachIndex" || name == "matrix" || name == "matrixIndex" || name == "loopIndex" ||
+           name == "loopPrevious" || name == "jobSlot";
+}
+
 const action_spec* workflow::find_action(std::string_view name) const {
     for (const auto& a : actions)
         if (a.name == name) return &a;
@@ -51,6 +96,18 @@ std::string_view to_string(approval_mode m) {
     return "mutations";
 }
 
+std::string_view to_string(non_interactive_mode m) {
+    switch (m) {
+        case non_interactive_mode::pause:
+            return "pause";
+        case non_interactive_mode::deny_approval:
+            return "deny_approval";
+        case non_interactive_mode::fail:
+            return "fail";
+    }
+    return "pause";
+}
+
 std::string_view to_string(action_kind k) {
     switch (k) {
         case action_kind::shell_exec:
@@ -59,6 +116,12 @@ std::string_view to_string(action_kind k) {
             return "extension.process";
         case action_kind::assign:
             return "builtin.assign";
+        case action_kind::assert_that:
+            return "builtin.assert";
+        case action_kind::read:
+            return "builtin.read";
+        case action_kind::write:
+            return "builtin.write";
     }
     return "builtin.shell.exec";
 }

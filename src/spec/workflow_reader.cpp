@@ -60,10 +60,24 @@ bool steers_engine(std::string_view name) {
                        [&](std::string_view prefix) { return name.substr(0, prefix.size()) == prefix; });
 }
 
-// Names bound by the expansion itself in `vars.` (and `jobSlot`, by the engine at dispatch);
-// `as` and axis names may not shadow them.
-constexpr std::array<std::string_view, 4> reserved_vars = {"foreachIndex", "matrix", "matrixIndex",
-                                                           "jobSlot"};
+// The reference's features this engine does not run (docs/COMPATIBILITY.md), by where they
+// are written. Model, agent, protocol, memory, tool and pack features are out of scope; the
+// control flow of loops, routers, sub-workflows and compensation is not there yet.
+constexpr std::array<std::string_view, 8> agent_spec_keys = {"providers",  "agents",   "tools", "memory",
+                                                             "mcpServers", "a2aPeers", "packs", "packTrust"};
+constexpr std::array<std::string_view, 2> control_flow_spec_keys = {"subworkflows", "compensation"};
+constexpr std::array<std::string_view, 6> agent_action_kinds = {"builtin.memory.read",
+                                                                "builtin.memory.write",
+                                                                "builtin.long_term_memory.read",
+                                                                "builtin.long_term_memory.write",
+                                                                "mcp.call",
+                                                                "a2a.delegate"};
+constexpr std::array<std::string_view, 3> control_flow_task_keys = {"loop", "route", "compensate"};
+
+template <std::size_t N>
+bool is_one_of(std::string_view s, const std::array<std::string_view, N>& list) {
+    return std::find(list.begin(), list.end(), s) != list.end();
+}
 
 bool is_alpha(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
@@ -137,6 +151,21 @@ public:
     void read(workflow& wf);
 
 private:
+    /// Records a feature this engine does not run; read() reports them all in one diagnostic.
+    void unsupported(const place& p, std::string feature, bool control_flow = false) {
+        // The diagnostic points at the earliest of them in the document.
+        if (!first_unsupported_ ||
+            std::pair(p.line, p.column) < std::pair(first_unsupported_->line, first_unsupported_->column))
+            first_unsupported_ = p;
+        for (const auto& u : wf_->unsupported)
+            if (u.feature == feature) return;
+        wf_->unsupported.push_back({std::move(feature), p.path, control_flow});
+    }
+    void report_unsupported();
+    boost::json::object read_vars(const place& p);
+    std::vector<std::string> read_vars_files(const place& p);
+    void read_network(const place& p, network_spec& network);
+    boost::json::value read_pricing(const place& p);
     void read_metadata(const place& p, workflow_metadata& md);
     void read_spec(const place& p, workflow& wf);
     void read_policy(const place& p, policy_spec& policy);
@@ -165,9 +194,37 @@ private:
     }
 
     tree_reader& r_;
+    workflow* wf_ = nullptr;
+    std::optional<place> first_unsupported_;
 };
 
+// One diagnostic for the whole document, however many such features it uses: they are one
+// decision (run it elsewhere, or drop them), not a list of typos.
+void workflow_reader::report_unsupported() {
+    if (wf_->unsupported.empty()) return;
+    std::string agent, control;
+    for (const auto& u : wf_->unsupported) {
+        std::string& list = u.control_flow ? control : agent;
+        list += (list.empty() ? "" : ", ") + ("`" + u.feature + "`");
+    }
+    std::string message, help;
+    if (!agent.empty()) {
+        message = "this workflow uses model, agent, protocol, memory, tool or pack features (" + agent +
+                  "); agentctl runs process workflows only";
+        help =
+            "this engine runs builtin.shell.exec, extension.process, builtin.assign, builtin.assert, "
+            "builtin.read and builtin.write actions; run the rest with the reference implementation";
+    }
+    if (!control.empty()) {
+        message += std::string(message.empty() ? "" : "; ") +
+                   "loops, routers, sub-workflows and compensation (" + control + ") are not supported yet";
+        if (help.empty()) help = "express the flow with needs, when, foreach and matrix, or run it elsewhere";
+    }
+    r_.error(*first_unsupported_, "unsupported_feature", std::move(message), std::move(help));
+}
+
 void workflow_reader::read(workflow& wf) {
+    wf_ = &wf;
     if (!r_.has_root()) {
         r_.error({0, "", 1, 1}, "not_a_mapping", "the document is empty",
                  "a workflow is a mapping with apiVersion, kind, metadata and spec");
@@ -196,6 +253,7 @@ void workflow_reader::read(workflow& wf) {
     }
     if (auto p = top.require("metadata")) read_metadata(*p, wf.metadata);
     if (auto p = top.require("spec")) read_spec(*p, wf);
+    report_unsupported();
 }
 
 void workflow_reader::read_metadata(const place& p, workflow_metadata& md) {
@@ -217,8 +275,24 @@ void workflow_reader::read_metadata(const place& p, workflow_metadata& md) {
 }
 
 void workflow_reader::read_spec(const place& p, workflow& wf) {
-    fields f(r_, p, {"inputs", "policy", "runtime", "actions", "tasks", "outputs"});
+    fields f(r_, p,
+             {"inputs", "policy", "runtime", "actions", "tasks", "outputs", "output", "vars", "varsFiles",
+              "providers", "agents", "tools", "memory", "mcpServers", "a2aPeers", "packs", "packTrust",
+              "subworkflows", "compensation"});
+    if (auto v = f.get("output")) {
+        fields o(r_, *v, {"verbose", "showDiff"});
+        if (auto b = o.get("verbose"))
+            if (auto x = r_.boolean(*b)) wf.output_verbose = *x;
+        if (auto b = o.get("showDiff"))
+            if (auto x = r_.boolean(*b)) wf.output_show_diff = *x;
+    }
+    for (auto key : agent_spec_keys)
+        if (auto v = f.get(key)) unsupported(*v, "spec." + std::string(key));
+    for (auto key : control_flow_spec_keys)
+        if (auto v = f.get(key)) unsupported(*v, "spec." + std::string(key), true);
     if (auto v = f.get("inputs")) wf.inputs = r_.json_object(*v);
+    if (auto v = f.get("vars")) wf.vars = read_vars(*v);
+    if (auto v = f.get("varsFiles")) wf.vars_files = read_vars_files(*v);
     if (auto v = f.get("policy")) read_policy(*v, wf.policy);
     if (auto v = f.get("runtime")) read_runtime(*v, wf.runtime);
     if (auto v = f.get("actions")) {
@@ -256,10 +330,110 @@ std::vector<std::string> workflow_reader::read_basenames(const place& p) {
     return out;
 }
 
+// A variables mapping: data of any JSON type under names that are not reserved.
+boost::json::object workflow_reader::read_vars(const place& p) {
+    boost::json::object out;
+    auto list = r_.entries(p);
+    if (!list) return out;
+    for (auto& [name, value] : *list) {
+        if (is_reserved_variable(name)) {
+            r_.error(value, "reserved_variable",
+                     "variable `" + name + "` is reserved: the engine binds vars." + name + " itself",
+                     "rename the variable");
+            continue;
+        }
+        out.emplace(name, r_.json(value));
+    }
+    return out;
+}
+
+// File names of `varsFiles`: literal paths relative to the workflow's folder, inside it.
+std::vector<std::string> workflow_reader::read_vars_files(const place& p) {
+    std::vector<std::string> out;
+    auto items = r_.sequence(p);
+    if (!items) return out;
+    for (const auto& item : *items) {
+        auto s = r_.string(item);
+        if (!s) continue;
+        std::string problem;
+        if (s->find("${{") != std::string::npos)
+            problem = "a variables file is named literally, not by a template";
+        else if (s->front() == '/')
+            problem = "variables file `" + *s + "` is absolute; name it relative to the workflow's folder";
+        else if (*s == ".." || s->rfind("../", 0) == 0 || s->find("/../") != std::string::npos ||
+                 (s->size() >= 3 && s->compare(s->size() - 3, 3, "/..") == 0))
+            problem = "variables file `" + *s + "` has a `..` component";
+        if (!problem.empty()) {
+            r_.error(item, "invalid_vars_file", problem,
+                     "variables files lie beside the workflow or below its folder");
+            continue;
+        }
+        out.push_back(std::move(*s));
+    }
+    return out;
+}
+
+void workflow_reader::read_network(const place& p, network_spec& network) {
+    fields f(r_, p,
+             {"allowedSchemes", "allowedPorts", "connectTimeoutSeconds", "maxResponseBytes", "allowPrivate",
+              "allowProxy", "customCa"});
+    if (auto v = f.get("allowedSchemes")) {
+        if (auto items = r_.sequence(*v))
+            for (const auto& item : *items)
+                if (auto i = r_.choice(item, {"http", "https"}))
+                    network.allowed_schemes.emplace_back(*i == 0 ? "http" : "https");
+    }
+    if (auto v = f.get("allowedPorts")) {
+        if (auto items = r_.sequence(*v))
+            for (const auto& item : *items)
+                if (auto port = read_int<std::uint32_t>(item, 1, 65535))
+                    network.allowed_ports.push_back(*port);
+    }
+    network.connect_timeout_seconds = read_int<int>(f.get("connectTimeoutSeconds"), 1, 300);
+    if (auto v = f.get("maxResponseBytes"))
+        network.max_response_bytes = r_.unsigned_integer(*v, 1, std::numeric_limits<std::uint64_t>::max());
+    if (auto v = f.get("allowPrivate"))
+        if (auto b = r_.boolean(*v)) network.allow_private = *b;
+    if (auto v = f.get("allowProxy"))
+        if (auto b = r_.boolean(*v)) network.allow_proxy = *b;
+    // A CA bundle is a secret reference for HTTPS clients: only providers and peers use one.
+    if (auto v = f.get("customCa")) unsupported(*v, "spec.policy.network.customCa");
+}
+
 void workflow_reader::read_policy(const place& p, policy_spec& policy) {
     fields f(r_, p,
              {"workspaceRoot", "writableRoots", "processAllowlist", "environmentAllowlist", "secretFileRoots",
-              "secretProcessAllowlist", "approval"});
+              "secretProcessAllowlist", "approval", "nonInteractive", "networkAllowlist", "network",
+              "toolsAllow", "toolsDeny", "providers"});
+    if (auto v = f.get("nonInteractive")) {
+        if (auto i = r_.choice(*v, {"pause", "deny_approval", "fail"}))
+            policy.non_interactive = static_cast<non_interactive_mode>(*i);
+    }
+    if (auto v = f.get("networkAllowlist")) {
+        if (auto items = r_.sequence(*v)) {
+            for (const auto& item : *items) {
+                auto s = r_.string(item);
+                if (!s) continue;
+                std::string_view host = *s;
+                if (host.substr(0, 2) == "*.") host.remove_prefix(2);
+                bool good = !host.empty() && host.find("*") == std::string_view::npos &&
+                            std::all_of(host.begin(), host.end(), [](char c) {
+                                return is_alpha(c) || is_digit(c) || c == '.' || c == '-' || c == ':' ||
+                                       c == '[' || c == ']';
+                            });
+                if (!good) {
+                    r_.error(item, "invalid_value", "`" + *s + "` is not a host name, address or `*.domain`",
+                             "list hosts, e.g. api.example.com or *.example.com");
+                    continue;
+                }
+                policy.network_allowlist.push_back(std::move(*s));
+            }
+        }
+    }
+    if (auto v = f.get("network")) read_network(*v, policy.network.emplace());
+    if (auto v = f.get("toolsAllow")) policy.tools_allow = r_.string_list(*v);
+    if (auto v = f.get("toolsDeny")) policy.tools_deny = r_.string_list(*v);
+    if (auto v = f.get("providers")) policy.providers = r_.string_list(*v);
     if (auto v = f.get("workspaceRoot")) {
         if (auto s = r_.string(*v)) policy.workspace_root = std::move(*s);
     }
@@ -287,23 +461,80 @@ void workflow_reader::read_policy(const place& p, policy_spec& policy) {
 }
 
 void workflow_reader::read_runtime(const place& p, runtime_spec& runtime) {
-    fields f(r_, p, {"maxConcurrency", "defaultTimeoutSeconds", "killGraceSeconds", "budgets"});
+    fields f(r_, p, {"maxConcurrency", "defaultTimeoutSeconds", "killGraceSeconds", "budgets", "pricing"});
     runtime.max_concurrency = read_int<int>(f.get("maxConcurrency"), 1, limits::max_concurrency);
     if (auto p = f.get("defaultTimeoutSeconds"))
         if (auto v = r_.duration_ms(*p, 1, limits::max_timeout_ms)) runtime.default_timeout_ms = *v;
     if (auto v = read_int<int>(f.get("killGraceSeconds"), 0, limits::max_kill_grace_seconds))
         runtime.kill_grace_seconds = *v;
     if (auto v = f.get("budgets")) {
-        fields b(r_, *v, {"maxProcessOutputBytes", "maxWallTimeSeconds", "maxTasks", "maxExpansionItems"});
-        auto positive = [&](std::string_view key, std::optional<std::uint64_t>& out) {
-            if (auto x = b.get(key))
-                out = r_.unsigned_integer(*x, 1, std::numeric_limits<std::uint64_t>::max());
+        constexpr std::array<std::string_view, 7> model_keys = {
+            "maxProviderRequests", "maxTurns",       "maxToolCalls",   "maxInputTokens",
+            "maxOutputTokens",     "maxTotalTokens", "maxCostMicrousd"};
+        fields b(r_, *v,
+                 {"maxProcessOutputBytes", "maxWallTimeSeconds", "maxTasks", "maxExpansionItems",
+                  "maxArtifactBytes", "maxLoopIterations", "maxProviderRequests", "maxTurns", "maxToolCalls",
+                  "maxInputTokens", "maxOutputTokens", "maxTotalTokens", "maxCostMicrousd"});
+        auto positive = [&](const place& x) {
+            return r_.unsigned_integer(x, 1, std::numeric_limits<std::uint64_t>::max());
         };
-        positive("maxProcessOutputBytes", runtime.budgets.max_process_output_bytes);
-        positive("maxWallTimeSeconds", runtime.budgets.max_wall_time_seconds);
-        positive("maxTasks", runtime.budgets.max_tasks);
-        positive("maxExpansionItems", runtime.budgets.max_expansion_items);
+        budgets_spec& budgets = runtime.budgets;
+        auto limit = [&](std::string_view key, std::optional<std::uint64_t>& out) {
+            if (auto x = b.get(key)) out = positive(*x);
+        };
+        limit("maxProcessOutputBytes", budgets.max_process_output_bytes);
+        limit("maxWallTimeSeconds", budgets.max_wall_time_seconds);
+        limit("maxTasks", budgets.max_tasks);
+        limit("maxExpansionItems", budgets.max_expansion_items);
+        limit("maxArtifactBytes", budgets.max_artifact_bytes);
+        limit("maxLoopIterations", budgets.max_loop_iterations);
+        if (auto list = r_.entries(*v)) {
+            for (auto& [key, x] : *list)
+                if (is_one_of(key, model_keys))
+                    if (auto n = positive(x)) budgets.model_usage.emplace_back(key, *n);
+        }
     }
+    if (auto v = f.get("pricing")) runtime.pricing = read_pricing(*v);
+}
+
+// `runtime.pricing`: versioned model rates in micro-US-dollars per million tokens. Checked
+// for shape only: no model runs here, so no rate is ever applied.
+boost::json::value workflow_reader::read_pricing(const place& p) {
+    fields f(r_, p, {"version", "models"});
+    if (!f.ok()) return nullptr;
+    boost::json::object out;
+    if (auto v = f.require("version"))
+        if (auto s = r_.string(*v)) out["version"] = *s;
+    boost::json::object models;
+    if (auto v = f.require("models")) {
+        if (auto list = r_.entries(*v)) {
+            for (auto& [name, value] : *list) {
+                if (name.find('/') == std::string::npos || name.front() == '/' || name.back() == '/')
+                    r_.error(value, "invalid_value", "pricing model `" + name + "` is not `provider/model`",
+                             "e.g. openai/gpt-5-mini");
+                fields rates(r_, value,
+                             {"inputMicrousdPerMillionTokens", "outputMicrousdPerMillionTokens",
+                              "reasoningMicrousdPerMillionTokens", "cacheReadMicrousdPerMillionTokens",
+                              "cacheWriteMicrousdPerMillionTokens"});
+                if (!rates.ok()) continue;
+                boost::json::object model;
+                auto rate = [&](std::string_view key, bool required) {
+                    auto x = required ? rates.require(key) : rates.get(key);
+                    if (!x) return;
+                    if (auto n = r_.unsigned_integer(*x, 0, std::numeric_limits<std::int64_t>::max()))
+                        model[key] = *n;
+                };
+                rate("inputMicrousdPerMillionTokens", true);
+                rate("outputMicrousdPerMillionTokens", true);
+                rate("reasoningMicrousdPerMillionTokens", false);
+                rate("cacheReadMicrousdPerMillionTokens", false);
+                rate("cacheWriteMicrousdPerMillionTokens", false);
+                models[name] = std::move(model);
+            }
+        }
+    }
+    out["models"] = std::move(models);
+    return out;
 }
 
 std::optional<std::string> workflow_reader::read_command(const place& p) {
@@ -535,6 +766,12 @@ boost::json::value workflow_reader::read_with(const place& p) {
 void workflow_reader::read_action(const std::string& name, const place& p, action_spec& a) {
     a.name = name;
     if (name.empty()) r_.error(p, "empty_value", "an action name must not be empty");
+    // Memory and protocol actions have fields of their own: none of them is read here.
+    if (auto kind = r_.peek(p, "kind"); kind && is_one_of(*kind, agent_action_kinds)) {
+        unsupported(p, *kind);
+        a.kind = action_kind::assign;  // a stand-in that runs nothing; the document is refused
+        return;
+    }
     fields f(r_, p,
              {"kind", "description", "command", "args", "cwd", "env", "timeoutSeconds", "stdoutLimitBytes",
               "stderrLimitBytes", "combinedOutputLimitBytes", "isolation", "container", "with",
@@ -543,7 +780,8 @@ void workflow_reader::read_action(const std::string& name, const place& p, actio
 
     std::optional<action_kind> kind;
     if (auto v = f.require("kind")) {
-        if (auto i = r_.choice(*v, {"builtin.shell.exec", "extension.process", "builtin.assign"})) {
+        if (auto i = r_.choice(*v, {"builtin.shell.exec", "extension.process", "builtin.assign",
+                                    "builtin.assert", "builtin.read", "builtin.write"})) {
             kind = static_cast<action_kind>(*i);
             a.kind = *kind;
         }
@@ -565,18 +803,20 @@ void workflow_reader::read_action(const std::string& name, const place& p, actio
                          "remove it, or use kind: extension.process");
     }
 
-    if (kind == action_kind::assign) {
+    if (kind && !a.is_process()) {
+        const std::string kind_name(to_string(*kind));
         for (auto key : {"command", "args", "cwd", "env"})
             if (auto v = f.get(key))
-                r_.error(*v, "unknown_key",
-                         std::string(key) + " does not apply to builtin.assign actions, which run no process",
-                         "remove it, or use kind: builtin.shell.exec");
+                r_.error(
+                    *v, "unknown_key",
+                    std::string(key) + " does not apply to " + kind_name + " actions, which run no process",
+                    "remove it, or use kind: builtin.shell.exec");
         for (auto key :
              {"timeoutSeconds", "stdoutLimitBytes", "stderrLimitBytes", "combinedOutputLimitBytes"})
             if (auto v = f.get(key))
                 r_.error(
                     *v, "limits_not_allowed",
-                    std::string(key) + " applies to process actions only; builtin.assign runs no process",
+                    std::string(key) + " applies to process actions only; " + kind_name + " runs no process",
                     "remove it");
         for (auto key : {"isolation", "container"})
             if (auto v = f.get(key))
@@ -653,9 +893,12 @@ void workflow_reader::read_uses(const place& p, task_spec& t) {
         t.action = std::move(name);
         return;
     }
-    if (s->rfind("agent:", 0) == 0 || s->rfind("workflow:", 0) == 0 || *s == "router") {
-        r_.error(p, "unsupported_uses", "uses \"" + *s + "\" is not supported",
-                 "this engine runs process and assign actions only: uses: action:<name>");
+    if (s->rfind("agent:", 0) == 0) {
+        unsupported(p, "uses: agent:");
+        return;
+    }
+    if (s->rfind("workflow:", 0) == 0 || *s == "router") {
+        unsupported(p, *s == "router" ? "uses: router" : "uses: workflow:", true);
         return;
     }
     r_.error(p, "invalid_uses", "uses \"" + *s + "\" is not of the form action:<name>",
@@ -691,7 +934,7 @@ std::optional<std::string> workflow_reader::read_binding_name(const place& p) {
                  "names match [A-Za-z_][A-Za-z0-9_]*");
         return std::nullopt;
     }
-    if (std::find(reserved_vars.begin(), reserved_vars.end(), *s) != reserved_vars.end()) {
+    if (is_reserved_variable(*s)) {
         r_.error(p, "invalid_value", "\"" + *s + "\" is reserved: agentctl binds vars." + *s + " itself",
                  "choose another name");
         return std::nullopt;
@@ -780,10 +1023,22 @@ std::optional<matrix_spec> workflow_reader::read_matrix(const place& p) {
 }
 
 void workflow_reader::read_task(const place& p, task_spec& t) {
-    fields f(
-        r_, p,
-        {"id", "uses", "needs", "with", "timeoutSeconds", "retry", "failure", "when", "foreach", "matrix"});
+    fields f(r_, p,
+             {"id", "uses", "needs", "with", "timeoutSeconds", "retry", "failure", "when", "foreach",
+              "matrix", "vars", "varsFiles", "outputSchema", "memoryWrites", "loop", "route", "compensate"});
     if (!f.ok()) return;
+    if (auto v = f.get("memoryWrites")) unsupported(*v, "memoryWrites");
+    for (auto key : control_flow_task_keys)
+        if (auto v = f.get(key)) unsupported(*v, std::string(key), true);
+    if (auto v = f.get("vars")) t.vars = read_vars(*v);
+    if (auto v = f.get("varsFiles")) t.vars_files = read_vars_files(*v);
+    if (auto v = f.get("outputSchema")) {
+        if (r_.node(*v).kind != kind_t::mapping)
+            r_.error(*v, "invalid_type",
+                     "outputSchema must be a mapping (a JSON Schema), found " + r_.describe(*v));
+        else
+            t.output_schema = r_.json(*v);
+    }
     if (auto v = f.require("id")) {
         if (auto s = r_.string(*v)) {
             if (!is_task_id(*s))

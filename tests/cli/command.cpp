@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -393,6 +394,23 @@ std::string normalise_json(const std::string& json, const std::vector<std::strin
     boost::json::value v = boost::json::parse(json);
     normalise(v, "", keys, replace);
     return boost::json::serialize(v);
+}
+
+std::string child_id_in(const std::string& text, const std::string& short_id) {
+    constexpr std::size_t digest = 12;
+    for (std::size_t at = text.find(short_id + "-"); at != std::string::npos;
+         at = text.find(short_id + "-", at + 1)) {
+        std::size_t from = at + short_id.size() + 1;
+        if (text.size() < from + digest) break;
+        std::string tail = text.substr(from, digest);
+        bool before_ok = at == 0 || !(std::isalnum(static_cast<unsigned char>(text[at - 1])) ||
+                                      text[at - 1] == '-' || text[at - 1] == '_');
+        bool after_ok =
+            text.size() == from + digest || !std::isxdigit(static_cast<unsigned char>(text[from + digest]));
+        if (before_ok && after_ok && tail.find_first_not_of("0123456789abcdef") == std::string::npos)
+            return short_id + "-" + tail;
+    }
+    return short_id;
 }
 
 void check_golden(const std::string& golden, const std::string& actual) {

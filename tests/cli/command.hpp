@@ -100,6 +100,11 @@ std::string normalise_run_json(const std::string& json);
 std::string normalise_json(const std::string& json, const std::vector<std::string>& keys,
                            const std::vector<std::pair<std::string, std::string>>& replace);
 
+/// The first child id in `text` (JSON or human output) whose position is `short_id`: `gz--0003`
+/// finds `gz--0003-<12 hex digits>` (children carry their bindings' digest, docs/DESIGN.md,
+/// "Plan"). `short_id` itself when there is none.
+std::string child_id_in(const std::string& text, const std::string& short_id);
+
 /// Compares `actual` with the file `golden` under data_dir()/golden; with
 /// AGENTCTL_UPDATE_GOLDEN=1 rewrites the file instead.
 void check_golden(const std::string& golden, const std::string& actual);

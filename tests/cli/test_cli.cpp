@@ -332,8 +332,8 @@ BOOST_AUTO_TEST_CASE(inputs_from_file_and_flags_in_order) {
     auto r = agentctl({"--output", "json", "run", path, "--inputs-file", inputs, "--input", "b=[1, 2]"});
     BOOST_TEST(r.exit_code == 0, r.err);
     json::value v = parse_json(r.out);
-    BOOST_TEST(v.at("data").at("output").at("e").at("a").as_string() == "from-file");
-    BOOST_TEST(v.at("data").at("output").at("e").at("b").as_array().size() == 2u);
+    BOOST_TEST(v.at("data").at("output").at("e").at("output").at("a").as_string() == "from-file");
+    BOOST_TEST(v.at("data").at("output").at("e").at("output").at("b").as_array().size() == 2u);
     auto bad = agentctl({"run", path, "--input", "novalue"});
     BOOST_TEST(bad.exit_code == 2);
 }

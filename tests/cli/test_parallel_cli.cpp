@@ -422,7 +422,8 @@ BOOST_AUTO_TEST_CASE(runs_are_journaled_and_workflows_print) {
     BOOST_TEST_REQUIRE(runs.size() == 1u);
     BOOST_TEST(runs[0].at("workflow").as_string() == "parallel");
     std::string id(runs[0].at("runId").as_string());
-    auto out = agentctl({"runs", "show", id, "--task", "job--0001", "--stdout"}, o);
+    auto shown = agentctl({"--output", "json", "runs", "show", id}, o);  // children carry a digest
+    auto out = agentctl({"runs", "show", id, "--task", child_id_in(shown.out, "job--0001"), "--stdout"}, o);
     BOOST_TEST(out.out == "hello b\n", out.err);
 
     auto printed = s.ours({"--print-workflow", "echo", "hello", ":::", "a", "b"});
@@ -449,7 +450,9 @@ BOOST_AUTO_TEST_CASE(a_halted_run_resumes) {
     BOOST_TEST(v.at("data").at("runs").as_array().at(0).at("state").as_string() == "cancelled");
     auto resumed = agentctl({"--output", "json", "resume", id}, o);
     json::value rv = json::parse(resumed.out);
-    BOOST_TEST(rv.at("data").at("tasks").at("job--0002").at("stdout").as_string() == "3\n", resumed.out);
+    BOOST_TEST(
+        rv.at("data").at("tasks").at(child_id_in(resumed.out, "job--0002")).at("stdout").as_string() == "3\n",
+        resumed.out);
 }
 
 // {%}: each running job holds its own slot, 1..-j, and gives it back when it ends.

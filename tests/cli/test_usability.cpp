@@ -57,7 +57,7 @@ BOOST_AUTO_TEST_CASE(items_file_fills_an_input_with_one_string_per_line) {
     auto r = agentctl({"--output", "json", "run", wf, "--items", "files=" + list});
     BOOST_TEST(r.exit_code == 0, r.err);
     json::value v = parse_json(r.out);
-    const auto& files = v.at("data").at("output").at("keep").at("files").as_array();
+    const auto& files = v.at("data").at("output").at("keep").at("output").at("files").as_array();
     BOOST_REQUIRE(files.size() == 3u);
     BOOST_TEST(files[0].as_string() == "a.txt");
     BOOST_TEST(files[1].as_string() == "b c.txt");
@@ -68,7 +68,7 @@ BOOST_AUTO_TEST_CASE(items_file_fills_an_input_with_one_string_per_line) {
     auto n = agentctl({"--output", "json", "run", wf, "--null", "--items", "files=" + nul});
     BOOST_TEST(n.exit_code == 0, n.err);
     json::value nv = parse_json(n.out);
-    const auto& two = nv.at("data").at("output").at("keep").at("files").as_array();
+    const auto& two = nv.at("data").at("output").at("keep").at("output").at("files").as_array();
     BOOST_REQUIRE(two.size() == 2u);
     BOOST_TEST(two[0].as_string() == "x\ny");
 
@@ -100,7 +100,9 @@ BOOST_AUTO_TEST_CASE(an_item_longer_than_one_argument_is_refused_where_it_is_rea
     auto fits = dir.write("fits.txt", "x\n" + std::string(longest, 'a') + "\r\n");
     auto r = agentctl({"--output", "json", "run", wf, "--db", db, "--items", "files=" + fits});
     BOOST_TEST_REQUIRE(r.exit_code == 0, r.err.substr(0, 2000));
-    BOOST_TEST(parse_json(r.out).at("data").at("tasks").at("n--0001").at("stdout").as_string() == "131071\n");
+    BOOST_TEST(
+        parse_json(r.out).at("data").at("tasks").at(child_id_in(r.out, "n--0001")).at("stdout").as_string() ==
+        "131071\n");
     fs::remove(db);
 
     auto refused = [&](const std::vector<std::string>& args, const std::string& where) {
@@ -165,7 +167,7 @@ BOOST_AUTO_TEST_CASE(items_from_stdin_beyond_the_argument_list_limit) {
                       sh_quoted(wf) + " --items files=-"});
     BOOST_TEST(r.exit_code == 0, r.err.substr(0, 2000));
     json::value v = parse_json(r.out);
-    const auto& files = v.at("data").at("output").at("keep").at("files").as_array();
+    const auto& files = v.at("data").at("output").at("keep").at("output").at("files").as_array();
     BOOST_REQUIRE(files.size() == 30000u);
     BOOST_TEST(files[29999].as_string().subview().find("file-29999.txt") != std::string::npos);
 }
@@ -181,12 +183,16 @@ BOOST_AUTO_TEST_CASE(inputs_file_from_stdin_and_larger_than_a_mebibyte) {
     auto inputs = dir.write("inputs.json", text);
     auto r = agentctl({"--output", "json", "run", wf, "--inputs-file", inputs});
     BOOST_TEST(r.exit_code == 0, r.err);
-    BOOST_TEST(parse_json(r.out).at("data").at("output").at("keep").at("files").as_array().size() == 18000u);
+    BOOST_TEST(
+        parse_json(r.out).at("data").at("output").at("keep").at("output").at("files").as_array().size() ==
+        18000u);
     auto s = run({"/bin/sh", "-c",
                   "cat " + sh_quoted(inputs) + " | " + sh_quoted(agentctl_bin()) + " --output json run " +
                       sh_quoted(wf) + " --inputs-file -"});
     BOOST_TEST(s.exit_code == 0, s.err);
-    BOOST_TEST(parse_json(s.out).at("data").at("output").at("keep").at("files").as_array().size() == 18000u);
+    BOOST_TEST(
+        parse_json(s.out).at("data").at("output").at("keep").at("output").at("files").as_array().size() ==
+        18000u);
 }
 
 BOOST_AUTO_TEST_CASE(a_missing_executable_fails_once_before_anything_runs) {
@@ -219,8 +225,9 @@ BOOST_AUTO_TEST_CASE(a_missing_executable_fails_once_before_anything_runs) {
     BOOST_TEST(v.at("data").at("tasks").at("first").at("state").as_string() == "skipped");
     // The run's error names the PATH; its ten children do not repeat it.
     BOOST_TEST(count(j.out, "/usr/local/bin:/usr/bin:/bin") == 1u, j.out);
-    BOOST_TEST(v.at("data").at("tasks").at("gz--0003").at("error").at("message").as_string() ==
-               "not started: the run failed before any task started (executable_not_found)");
+    BOOST_TEST(
+        v.at("data").at("tasks").at(child_id_in(j.out, "gz--0003")).at("error").at("message").as_string() ==
+        "not started: the run failed before any task started (executable_not_found)");
     BOOST_TEST(!std::filesystem::exists(marker));
     // doctor says so too.
     auto d = agentctl({"--color", "never", "doctor", wf});
@@ -364,9 +371,11 @@ BOOST_AUTO_TEST_CASE(outputs_are_readable_and_failures_name_their_vars) {
                r.out);
     BOOST_TEST(r.out.find("bytes)") == std::string::npos, r.out);  // nothing cut
     BOOST_TEST(r.out.find("[\"") == std::string::npos, r.out);     // no JSON blob
-    BOOST_TEST(r.err.find("✗ gz--0001 failed (file=f13.txt): exited with status 1") != std::string::npos,
+    BOOST_TEST(r.err.find("✗ " + child_id_in(r.err, "gz--0001") +
+                          " failed (file=f13.txt): exited with status 1") != std::string::npos,
                r.err);
-    BOOST_TEST(r.err.find("failed gz--0000 (file=f12.txt): exited with status 1") != std::string::npos,
+    BOOST_TEST(r.err.find("failed " + child_id_in(r.err, "gz--0000") +
+                          " (file=f12.txt): exited with status 1") != std::string::npos,
                r.err);
 }
 
@@ -414,7 +423,7 @@ BOOST_AUTO_TEST_CASE(approval_prompt_clears_the_progress_line_and_shows_the_comm
     auto r =
         run_on_terminal({agentctl_bin(), "run", "--interactive", path}, {{"[a]ll: ", "y\n"}}, 60s, {}, 200);
     BOOST_TEST(r.exit_code == 0, r.out);
-    auto at = r.out.find("approve task \"one--0000\" (item=x1)");
+    auto at = r.out.find("approve task \"" + child_id_in(r.out, "one--0000") + "\" (item=x1)");
     BOOST_REQUIRE_MESSAGE(at != std::string::npos, r.out);
     // Nothing of the progress line is left in front of the question.
     BOOST_TEST((at == 0 || r.out.compare(at - 4, 4, "\x1b[2K") == 0 || r.out[at - 1] == '\n'), r.out);
@@ -433,9 +442,10 @@ BOOST_AUTO_TEST_CASE(cancellation_says_why_and_sums_up_unstarted_tasks) {
     auto r = agentctl({"--color", "never", "run", "--jobs", "2", "--timeout-seconds", "0.5", wf});
     BOOST_TEST(r.exit_code == 130, r.err);
     BOOST_TEST(r.err.find("the run was cancelled (run timeout 0.5 s reached") != std::string::npos, r.err);
-    BOOST_TEST(r.err.find("6 tasks not started: s--0002, s--0003, s--0004, s--0005, s--0006, …") !=
-                   std::string::npos,
-               r.err);
+    std::string unstarted = "6 tasks not started: ";
+    for (const char* id : {"s--0002", "s--0003", "s--0004", "s--0005", "s--0006"})
+        unstarted += child_id_in(r.err, id) + ", ";
+    BOOST_TEST(r.err.find(unstarted + "…") != std::string::npos, r.err);
     BOOST_TEST(r.err.find("not started: the run was cancelled") == std::string::npos,
                r.err);  // not one line each
     auto j = agentctl({"--output", "json", "run", "--jobs", "2", "--timeout-seconds", "0.5", wf});

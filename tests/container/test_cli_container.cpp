@@ -68,7 +68,8 @@ BOOST_DATA_TEST_CASE(run_and_doctor_through_the_cli, bdata::make(engines), engin
     BOOST_TEST(v.at("kind").as_string() == "RunOutcome");
     const auto& data = v.at("data");
     BOOST_TEST(data.at("state").as_string() == "succeeded");
-    const auto& t = data.at("tasks").at("ids--0000").as_object();
+    // ids--0000 and its bindings' digest: {"foreachIndex":0,"item":1}
+    const auto& t = data.at("tasks").at("ids--0000-8f9c4658c318").as_object();
     BOOST_TEST(t.at("isolation").as_string() == "container");
     BOOST_TEST(t.at("engine").as_string() == engine);
     BOOST_TEST(t.at("containment").as_string() == "engine");

@@ -1,6 +1,7 @@
 // The admission decision on its own: no io_context, no runner, no process.
 #include "engine/admission.hpp"
 
+#include "../support/child_ids.hpp"
 #include "../support/error_text.hpp"
 
 #include <agentctl/parse.hpp>
@@ -40,13 +41,16 @@ struct fake_run {
             return it->second.state;
         };
     }
+    // Children may be named by position (`f--0001`).
     void finish(const std::string& id, task_state state, boost::json::value output = nullptr) {
         task_result r;
         r.state = state;
         r.output = std::move(output);
-        done[id] = std::move(r);
+        done[test_support::full_id(p_, id)] = std::move(r);
     }
-    admission admit(const std::string& id) { return agentctl::admit(view, *p_.find(id)); }
+    admission admit(const std::string& id) {
+        return agentctl::admit(view, *p_.find(test_support::full_id(p_, id)));
+    }
 
     const plan& p_;
     boost::json::value inputs_;
@@ -91,20 +95,35 @@ BOOST_AUTO_TEST_CASE(an_assign_completes_here_with_its_input) {
     admission d = run.admit("s");
     BOOST_TEST((d.kind == admission::kind_t::record));
     BOOST_TEST((d.result.state == task_state::succeeded));
-    BOOST_TEST(to_json(d.result.output) == R"({"x":1})");
+    // The reference's shape: the input is both the value held (`after`) and the `output`.
+    BOOST_TEST(to_json(d.result.output) ==
+               R"({"status":"unchanged","changed":false,"before":null,"after":{"x":1},"diff":null,)"
+               R"("output":{"x":1},"predictability":"fully_predictable"})");
 }
 
 BOOST_AUTO_TEST_CASE(a_false_condition_skips_and_a_broken_one_fails) {
     plan p = compile_yaml(
         policy + shell_action +
-        "  tasks:\n    - {id: a, uses: action:set, with: {ok: false}}\n"
-        "    - {id: b, uses: action:t, needs: [a], with: {n: 1}, when: \"tasks.a.output.ok\"}\n"
-        "    - {id: c, uses: action:t, needs: [a], with: {n: 1}, when: \"tasks.a.output.gone.x == 1\"}\n");
+        "  inputs: {flag: false}\n"
+        "  tasks:\n    - {id: a, uses: action:set, with: {ok: \"${{ inputs.flag }}\"}}\n"
+        "    - {id: b, uses: action:t, needs: [a], with: {n: 1}, when: \"tasks.a.output.output.ok\"}\n"
+        // Whether `ok` has members is not known before the run: a missing path is found then.
+        "    - {id: c, uses: action:t, needs: [a], with: {n: 1}, when: \"tasks.a.output.output.ok.x == "
+        "1\"}\n");
     fake_run run(p);
-    run.finish("a", task_state::succeeded, boost::json::object{{"ok", false}});
+    run.finish("a", task_state::succeeded,
+               boost::json::object{{"output", boost::json::object{{"ok", false}}}});
     admission b = run.admit("b");
     BOOST_TEST((b.result.state == task_state::skipped));
     BOOST_TEST(b.result.error->code == "condition_false");
+    // The reference's skip record: its condition and the digest of what it read. The digest is
+    // the sha256 of this text, computed outside agentctl:
+    // {"inputs":{"flag":false},"vars":{},"memory":{},"tasks":{"a":{"output":{"ok":false}}}}
+    BOOST_TEST(
+        to_json(b.result.output) ==
+        R"({"reason":"when condition was false","condition":{"expression":"tasks.a.output.output.ok",)"
+        R"("contextDigest":"sha256:v1:db05dc40d38c7581c31d59eb427461be2216304d19b8eee88ca0de046a2e2c45",)"
+        R"("result":false}})");
     admission c = run.admit("c");
     BOOST_TEST((c.result.state == task_state::failed));
     BOOST_TEST(c.result.error->code == "condition_error");
@@ -122,8 +141,9 @@ BOOST_AUTO_TEST_CASE(an_aggregate_lists_its_children) {
     BOOST_TEST((d.result.state == task_state::succeeded));
     const auto& items = d.result.output.at("items").as_array();
     BOOST_TEST(items.size() == 2u);
-    BOOST_TEST(to_json(items[1]) ==
-               R"({"index":1,"taskId":"f--0001","state":"succeeded","output":{"v":2},"error":null})");
+    BOOST_TEST(
+        to_json(items[1]) ==
+        R"({"index":1,"taskId":"f--0001-9cba6023fbb3","state":"succeeded","output":{"v":2},"error":null})");
 }
 
 BOOST_AUTO_TEST_CASE(an_output_budget_that_cannot_cover_the_task_fails_it_unstarted) {
@@ -145,4 +165,58 @@ BOOST_AUTO_TEST_CASE(approval_is_asked_for_process_tasks_only) {
     fake_run run(p);
     BOOST_TEST(run.admit("a").needs_approval);
     BOOST_TEST((run.admit("s").kind == admission::kind_t::record));
+}
+
+// policy.toolsDeny and toolsAllow name capabilities (process.exec, filesystem.read,
+// filesystem.write): a task whose action's capability is not allowed fails unstarted; pure
+// actions have none and always run.
+BOOST_AUTO_TEST_CASE(a_capability_the_policy_denies_fails_the_task_unstarted) {
+    const std::string tasks =
+        "  tasks:\n    - {id: a, uses: action:t, with: {n: 1}}\n"
+        "    - {id: s, uses: action:set, with: {x: 1}}\n";
+    plan denied =
+        compile_yaml("  policy: {processAllowlist: [sh], approval: never, toolsDeny: [process.exec]}\n" +
+                     shell_action + tasks);
+    fake_run run(denied);
+    admission a = run.admit("a");
+    BOOST_TEST((a.kind == admission::kind_t::record));
+    BOOST_TEST((a.result.state == task_state::failed));
+    BOOST_TEST(a.result.error->code == "capability_denied");
+    BOOST_TEST(a.result.error->message ==
+               "policy denies process.exec (policy.toolsDeny lists it); the task was not started");
+    BOOST_TEST((run.admit("s").result.state == task_state::succeeded));
+
+    plan unlisted =
+        compile_yaml("  policy: {processAllowlist: [sh], approval: never, toolsAllow: [filesystem.read]}\n" +
+                     shell_action + tasks);
+    fake_run run2(unlisted);
+    admission b = run2.admit("a");
+    BOOST_TEST(b.result.error->code == "capability_denied");
+    BOOST_TEST(b.result.error->message ==
+               "policy denies process.exec (policy.toolsAllow does not list it); the task was not started");
+
+    plan allowed =
+        compile_yaml("  policy: {processAllowlist: [sh], approval: never, toolsAllow: [process.exec]}\n" +
+                     shell_action + tasks);
+    fake_run run3(allowed);
+    BOOST_TEST((run3.admit("a").kind == admission::kind_t::start));
+}
+
+// builtin.read and builtin.write are accepted by check (their shapes, approval and capability
+// are known) but do not run yet: they fail unstarted, saying so, and touch nothing.
+BOOST_AUTO_TEST_CASE(file_actions_fail_unstarted_until_they_run) {
+    plan p = compile_yaml(
+        "  policy: {approval: never, writableRoots: [out]}\n"
+        "  actions:\n    save: {kind: builtin.write}\n    load: {kind: builtin.read}\n"
+        "  tasks:\n    - {id: w, uses: action:save, with: {path: out/a.txt, content: x}}\n"
+        "    - {id: r, uses: action:load, with: {path: out/a.txt}}\n");
+    fake_run run(p);
+    for (const char* id : {"w", "r"}) {
+        admission d = run.admit(id);
+        BOOST_TEST((d.kind == admission::kind_t::record));
+        BOOST_TEST((d.result.state == task_state::failed));
+        BOOST_TEST(d.result.error->code == "invalid_request");
+        BOOST_TEST(d.result.error->message.find("do not run in this version") != std::string::npos,
+                   d.result.error->message);
+    }
 }

@@ -6,6 +6,8 @@
 #include <agentctl/parse.hpp>
 #include <agentctl/wire.hpp>
 
+#include "../support/child_ids.hpp"
+
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
@@ -319,7 +321,7 @@ spec:
     boost::json::value v = boost::json::parse(doc.text);
     const auto& items = v.at("output").at("items").as_array();
     BOOST_TEST_REQUIRE(items.size() == 3u, doc.text);
-    BOOST_TEST(items[2].at("taskId").as_string() == "each--0002");
+    BOOST_TEST(items[2].at("taskId").as_string() == test_support::full_id(compiled, "each--0002"));
     BOOST_TEST(items[2].at("index").as_int64() == 2);
     BOOST_TEST(items[2].at("state").as_string() == "succeeded");
 
@@ -328,7 +330,7 @@ spec:
     BOOST_TEST_REQUIRE(rp.ok(), rp.message);
     BOOST_TEST(rp.state.whole.size() == 2u);
     for (auto id : {"kept--0000", "kept--0001"})
-        BOOST_TEST(rp.state.whole.count(*compiled.find(id)) == 1u, id);
+        BOOST_TEST(rp.state.whole.count(*compiled.find(test_support::full_id(compiled, id))) == 1u, id);
     scripted_runner again;
     run_report r2 = resume(rp, again);
     BOOST_TEST((r2.state == run_state::succeeded));

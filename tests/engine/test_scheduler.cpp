@@ -3,9 +3,10 @@
 #include <agentctl/events.hpp>
 #include <agentctl/runner.hpp>
 
+#include <agentctl/parse.hpp>
+#include "../support/child_ids.hpp"
 #include "../support/deadline.hpp"
 #include "../support/error_text.hpp"
-#include <agentctl/parse.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -221,7 +222,7 @@ BOOST_AUTO_TEST_CASE(expanded_tasks_start_in_plan_order_beside_singles) {
     auto at = [&](const std::string& id) {
         return std::find(fake.dispatched.begin(), fake.dispatched.end(), id) - fake.dispatched.begin();
     };
-    BOOST_TEST(at("after") > at("first--0011"));
+    BOOST_TEST(at("after") > at(test_support::full_id(p, "first--0011")));
     BOOST_TEST(r.tasks.size() == p.size());
     // Nothing reads the aggregates' outputs (`needs` only orders): even without a journal they
     // keep no items, which are their children's results, whole in the report.
@@ -543,7 +544,8 @@ BOOST_AUTO_TEST_CASE(job_slots_are_exclusive_and_kept_across_retries) {
         b.delay = std::chrono::milliseconds(1 + (k * 7) % 13);
         if (k == 2 || k == 7) b.states = {task_state::failed, task_state::succeeded};
         b.exit_code = 1;
-        fake.behaviours["each--" + std::string(k < 10 ? "000" : "00") + std::to_string(k)] = b;
+        fake.behaviours[test_support::full_id(
+            p, "each--" + std::string(k < 10 ? "000" : "00") + std::to_string(k))] = b;
     }
     // Slots as the events show them: taken when an attempt starts, given back when its task
     // finishes (the moment the scheduler frees it), so a slot given twice shows as a clash.
@@ -578,11 +580,11 @@ BOOST_AUTO_TEST_CASE(job_slots_are_exclusive_and_kept_across_retries) {
     BOOST_TEST(r.state == run_state::succeeded);
     BOOST_TEST(sink.problems.empty(), (sink.problems.empty() ? "" : sink.problems.front()));
     BOOST_TEST(sink.used == (std::set<std::uint32_t>{1, 2, 3}));
-    BOOST_TEST(fake.attempts["each--0002"] == 2);
+    BOOST_TEST(fake.attempts[test_support::full_id(p, "each--0002")] == 2);
     // The first three start with every slot free: 1, 2, 3; each argv holds its slot.
-    BOOST_TEST(fake.args["each--0000"] == std::vector<std::string>{"1"});
-    BOOST_TEST(fake.args["each--0001"] == std::vector<std::string>{"2"});
-    BOOST_TEST(fake.args["each--0002"] == std::vector<std::string>{"3"});
+    BOOST_TEST(fake.args[test_support::full_id(p, "each--0000")] == std::vector<std::string>{"1"});
+    BOOST_TEST(fake.args[test_support::full_id(p, "each--0001")] == std::vector<std::string>{"2"});
+    BOOST_TEST(fake.args[test_support::full_id(p, "each--0002")] == std::vector<std::string>{"3"});
 }
 
 BOOST_AUTO_TEST_CASE(foreach_aggregate_collects_children_and_templates_render) {
@@ -593,7 +595,7 @@ BOOST_AUTO_TEST_CASE(foreach_aggregate_collects_children_and_templates_render) {
       uses: action:assign
       needs: [each]
       with: {first: "${{ tasks.each.output.items.0.output.stdout }}", all: "${{ tasks.each.output.items }}"}
-  outputs: {first: "${{ tasks.sum.output.first }}"}
+  outputs: {first: "${{ tasks.sum.output.output.first }}"}
 )");
     asio::io_context io;
     fake_runner fake(io);
@@ -603,8 +605,8 @@ BOOST_AUTO_TEST_CASE(foreach_aggregate_collects_children_and_templates_render) {
     o.jobs = 3;
     run_report r = run_plan(io, p, o, with);
     BOOST_TEST(r.state == run_state::succeeded);
-    BOOST_TEST((fake.args["each--0001"] == std::vector<std::string>{"fixed", "y"}));
+    BOOST_TEST((fake.args[test_support::full_id(p, "each--0001")] == std::vector<std::string>{"fixed", "y"}));
     const task_result& each = result_of(p, r, "each");
     BOOST_TEST(each.output.at("items").as_array().size() == 3u);
-    BOOST_TEST(r.output.at("first").as_string() == "out-each--0000");
+    BOOST_TEST(r.output.at("first").as_string() == "out-" + test_support::full_id(p, "each--0000"));
 }

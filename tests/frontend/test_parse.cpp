@@ -5,6 +5,8 @@
 #include <boost/json/serialize.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include "../support/scratch_dir.hpp"
+
 #include <unistd.h>
 #include <algorithm>
 #include <filesystem>
@@ -69,23 +71,7 @@ std::string with_action(const std::string& fields, const std::string& kind = "bu
            kind + "\n" + fields + "  tasks:\n    - id: t\n      uses: action:a\n";
 }
 
-// A scratch directory removed at the end of the test.
-struct scratch_dir {
-    fs::path path;
-    scratch_dir() {
-        std::string pattern = (fs::temp_directory_path() / "agentctl-parse-XXXXXX").string();
-        path = ::mkdtemp(pattern.data());
-    }
-    ~scratch_dir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    std::string write(const std::string& name, const std::string& content) const {
-        auto file = path / name;
-        std::ofstream(file, std::ios::binary) << content;
-        return file.string();
-    }
-};
+using test_support::scratch_dir;
 
 }  // namespace
 
@@ -451,7 +437,7 @@ spec:
     BOOST_TEST(has(r, "invalid_value", 13));
     BOOST_TEST(has(r, "invalid_command", 14));
     BOOST_TEST(has(r, "invalid_task_id", 16));
-    BOOST_TEST(has(r, "unsupported_uses", 17));
+    BOOST_TEST(has(r, "unsupported_feature", 17));
     BOOST_TEST(has(r, "out_of_range", 20));
     BOOST_TEST(r.diags.size() == 9u, codes(r));
     // Reported top to bottom.
@@ -490,10 +476,14 @@ BOOST_AUTO_TEST_CASE(strict_scalar_types) {
         auto r = parse(with_action("      command: git\n      timeoutSeconds: " + std::string(ok) + "\n"));
         BOOST_TEST(r.document.has_value(), ok << "\n" << codes(r));
     }
-    // Strings are strings: a plain number in a string field is refused.
-    auto n = parse(with_action("      command: git\n      args: [-n, 5, \"5\"]\n"));
-    BOOST_TEST(has(n, "invalid_type", 9));
-    BOOST_TEST(n.diags.size() == 1u, codes(n));
+    // A plain scalar in a string field is its text, as the reference reads it; null is not.
+    auto n = parse(with_action("      command: git\n      args: [-n, 5, \"5\", true, 1.50]\n"));
+    BOOST_TEST_REQUIRE(n.document.has_value(), codes(n));
+    BOOST_TEST(n.document->actions[0].args == (std::vector<std::string>{"-n", "5", "5", "true", "1.50"}),
+               boost::test_tools::per_element());
+    auto null = parse(with_action("      command: git\n      args: [-n, null]\n"));
+    BOOST_TEST(has(null, "invalid_type", 9));
+    BOOST_TEST(null.diags.size() == 1u, codes(null));
 }
 
 BOOST_AUTO_TEST_CASE(limit_boundaries) {
@@ -859,12 +849,16 @@ BOOST_AUTO_TEST_CASE(uses_forms) {
     BOOST_TEST(uses("action:a b") == "invalid_uses");
     BOOST_TEST(uses("noop") == "invalid_uses");
     BOOST_TEST(uses("actions:noop") == "invalid_uses");
-    BOOST_TEST(uses("agent:x") == "unsupported_uses");
-    BOOST_TEST(uses("workflow:x") == "unsupported_uses");
-    BOOST_TEST(uses("router") == "unsupported_uses");
-    auto r = parse(minimal.substr(0, minimal.find("uses:")) + "uses: router\n");
-    BOOST_TEST(find(r, "unsupported_uses")->help.find("process and assign actions only") !=
+    BOOST_TEST(uses("agent:x") == "unsupported_feature");
+    BOOST_TEST(uses("workflow:x") == "unsupported_feature");
+    BOOST_TEST(uses("router") == "unsupported_feature");
+    auto agent = parse(minimal.substr(0, minimal.find("uses:")) + "uses: agent:x\n");
+    BOOST_TEST_REQUIRE(find(agent, "unsupported_feature"));
+    BOOST_TEST(find(agent, "unsupported_feature")->message.find("runs process workflows only") !=
                std::string::npos);
+    auto router = parse(minimal.substr(0, minimal.find("uses:")) + "uses: router\n");
+    BOOST_TEST_REQUIRE(find(router, "unsupported_feature"));
+    BOOST_TEST(find(router, "unsupported_feature")->message.find("not supported yet") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(commands) {

@@ -5,6 +5,8 @@
 #include <agentctl/parse.hpp>
 #include <agentctl/plan.hpp>
 
+#include "../support/child_ids.hpp"
+
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/test/unit_test.hpp>
@@ -82,24 +84,29 @@ diagnostics must_fail(const workflow& wf) {
     return r.diags;
 }
 
+using test_support::short_id;
+
 std::vector<std::string> order_of(const plan& p) {
     std::vector<std::string> ids;
-    for (std::uint32_t i = 0; i < p.size(); ++i) ids.push_back(p.task_id(i));
+    for (std::uint32_t i = 0; i < p.size(); ++i) ids.push_back(short_id(p.task_id(i)));
     return ids;
 }
 
+// By id, a child also by its short id.
 plan_task task_of(const plan& p, std::string_view id) {
     auto i = p.find(id);
+    for (std::uint32_t k = 0; !i && k < p.size(); ++k)
+        if (short_id(p.task_id(k)) == id) i = k;
     BOOST_TEST_REQUIRE(i.has_value(), "no task " << id);
     return p.task(*i);
 }
 
-// What a task waits for: its needs, and an aggregate its children.
+// What a task waits for: its needs, and an aggregate its children (short ids).
 std::vector<std::string> needs_of(const plan& p, std::string_view id) {
     std::vector<std::string> ids;
     plan_task t = task_of(p, id);
-    for (auto n : t.needs) ids.push_back(p.task_id(n));
-    for (std::uint32_t c = 0; c < t.child_count; ++c) ids.push_back(p.task_id(t.first_child + c));
+    for (auto n : t.needs) ids.push_back(short_id(p.task_id(n)));
+    for (std::uint32_t c = 0; c < t.child_count; ++c) ids.push_back(short_id(p.task_id(t.first_child + c)));
     return ids;
 }
 
@@ -174,6 +181,31 @@ BOOST_AUTO_TEST_CASE(foreach_children_get_ids_bindings_and_the_parent_needs) {
         for (auto n : p.task(i).needs) BOOST_TEST(n < i);
 }
 
+// The reference's child ids: PARENT--NNNN-DIGEST, DIGEST the first 12 hex digits of the
+// sha256 of the bindings as compact JSON, top-level keys sorted (values as they are written).
+// The digests here were computed outside agentctl from those JSON texts.
+BOOST_AUTO_TEST_CASE(child_ids_carry_the_digest_of_their_bindings) {
+    workflow wf = base_workflow();
+    task_spec fan = make_task("fan");
+    fan.foreach = foreach_spec{json::parse(R"(["x","y"])"), "item", 10};
+    task_spec verify = make_task("verify");
+    verify.matrix = matrix_spec{{{"profile", json::parse(R"(["debug","release"])")},
+                                 {"platform", json::parse(R"(["linux","macos"])")}},
+                                10};
+    wf.tasks = {fan, verify};
+    plan p = must_compile(wf);
+    // {"foreachIndex":1,"item":"y"}
+    BOOST_TEST(p.task_id(1) == "fan--0001-7ccc5f4b9d04");
+    // {"matrix":{"platform":"linux","profile":"debug"},"matrixIndex":0}, then the last axis fastest
+    BOOST_TEST(p.task_id(3) == "verify--0000-c660ad53f743");
+    BOOST_TEST(p.task_id(4) == "verify--0001-9db1f8eb7daf");
+    BOOST_TEST(p.task_id(6) == "verify--0003-19cbb007d07a");
+    // The same ids from the compiled digests and from the bindings alone (a plan by hand).
+    plan copy = p;
+    for (auto& e : copy.expansions) e.id_digests.clear();
+    for (std::uint32_t i = 0; i < p.size(); ++i) BOOST_TEST(copy.task_id(i) == p.task_id(i));
+}
+
 BOOST_AUTO_TEST_CASE(child_ids_are_padded_to_the_largest_index) {
     workflow wf = base_workflow();
     task_spec fan = make_task("fan");
@@ -183,18 +215,23 @@ BOOST_AUTO_TEST_CASE(child_ids_are_padded_to_the_largest_index) {
     wf.tasks.push_back(fan);
     plan p = must_compile(wf);
     BOOST_TEST(p.size() == 12346u);
-    BOOST_TEST(p.task_id(0) == "fan--00000");
-    BOOST_TEST(p.task(12344).id == "fan--12344");
+    BOOST_TEST(short_id(p.task_id(0)) == "fan--00000");
+    BOOST_TEST(short_id(p.task(12344).id) == "fan--12344");
+    BOOST_TEST(p.task(12344).id == p.task_id(12344));
     BOOST_TEST(p.task_id(12345) == "fan");
     auto ids = order_of(p);
     BOOST_TEST(std::is_sorted(ids.begin(), ids.end() - 1));
     // Ids find their task; near misses do not.
-    BOOST_TEST(p.find("fan--00007").value_or(0) == 7u);
-    BOOST_TEST(p.find("fan--12344").value_or(0) == 12344u);
-    BOOST_TEST(!p.find("fan--0007"));   // not the width the plan writes
-    BOOST_TEST(!p.find("fan--12345"));  // past the last item
-    BOOST_TEST(!p.find("fan-00007"));
-    BOOST_TEST(!p.find("nope--00007"));
+    const std::string seventh = p.task_id(7);
+    const std::string digest = seventh.substr(seventh.size() - 13);  // "-" and 12 hex digits
+    BOOST_TEST(p.find(seventh).value_or(0) == 7u);
+    BOOST_TEST(p.find(p.task_id(12344)).value_or(0) == 12344u);
+    BOOST_TEST(!p.find("fan--00007"));           // no digest
+    BOOST_TEST(!p.find("fan--0007" + digest));   // not the width the plan writes
+    BOOST_TEST(!p.find("fan--00008" + digest));  // another item's digest
+    BOOST_TEST(!p.find("fan--12345" + digest));  // past the last item
+    BOOST_TEST(!p.find("fan-00007" + digest));
+    BOOST_TEST(!p.find("nope--00007" + digest));
 }
 
 // A plan stores no child: an expansion is its children's template, its items and its
@@ -216,7 +253,7 @@ BOOST_AUTO_TEST_CASE(a_plan_stores_no_child) {
     BOOST_TEST(p.expansions[0].items.size() == 100000u);
     BOOST_TEST(p.node(50000).id.empty());  // a template, not a child
     plan_task last = p.task(100000);
-    BOOST_TEST(last.id == "fan--99999");
+    BOOST_TEST(short_id(last.id) == "fan--99999");
     BOOST_TEST(last.parent == "fan");
     BOOST_TEST(last.expansion_index == 99999u);
     BOOST_TEST_REQUIRE(last.args.has_value());
@@ -355,11 +392,11 @@ spec:
   policy: {processAllowlist: [echo], approval: never}
   actions:
     set: {kind: builtin.assign}
-    show: {kind: builtin.shell.exec, command: echo, args: ["${{ tasks.by-args.output.stdout }}"]}
+    show: {kind: builtin.shell.exec, command: echo, args: ["${{ tasks.by-args.output.output.text }}"]}
   tasks:
     - {id: by-with, uses: action:set}
-    - {id: by-args, uses: action:set}
-    - {id: by-when, uses: action:set}
+    - {id: by-args, uses: action:set, with: {text: a}}
+    - {id: by-when, uses: action:set, with: {x: 1}}
     - {id: by-outputs, uses: action:set}
     - {id: unread, uses: action:set}
     - {id: fan, uses: action:set, foreach: {items: [1, 2, 3]}}
@@ -368,11 +405,11 @@ spec:
       uses: action:set
       needs: [by-with, by-when, unread, fan]
       with: {a: "${{ tasks.by-with.output }}", all: "${{ tasks.fan.output.items }}"}
-      when: "tasks.by-when.output.x == 1"
+      when: "tasks.by-when.output.output.x == 1"
     - {id: argv, uses: action:show, needs: [by-args]}
   outputs:
     one: "${{ tasks.by-outputs.output }}"
-    child: "text ${{ tasks.other-fan--0001.output.x }}"
+    child: "text ${{ tasks.other-fan--0001-9cba6023fbb3.output.x }}"
 )";
     auto parsed = parse_workflow(text, "wf.yaml");
     BOOST_TEST_REQUIRE(parsed.document.has_value(), diag_text(parsed.diags));
@@ -463,11 +500,11 @@ BOOST_AUTO_TEST_CASE(parse_errors_hide_only_what_they_explain) {
          {"policy_process_not_allowed", "unknown_need", "invalid_type"}},
         {"the task's needs: its template findings could be repeats",
          "    - {id: a, uses: action:set}\n"
-         "    - {id: b, uses: action:set, needs: [a, 5], with: {x: \"${{ tasks.a.output }}\"}}\n",
+         "    - {id: b, uses: action:set, needs: [a, [5]], with: {x: \"${{ tasks.a.output }}\"}}\n",
          "",
          {"policy_process_not_allowed", "invalid_type"}},
         {"the task's foreach: vars are unknown then",
-         "    - {id: a, uses: action:set, foreach: {items: [1], as: 7}, with: {x: \"${{ vars.item }}\"}}\n",
+         "    - {id: a, uses: action:set, foreach: {items: [1], as: [7]}, with: {x: \"${{ vars.item }}\"}}\n",
          "",
          {"policy_process_not_allowed", "invalid_type"}},
         {"another task's fields",
@@ -509,7 +546,7 @@ BOOST_AUTO_TEST_CASE(parse_errors_hide_only_what_they_explain) {
     }
 }
 
-BOOST_AUTO_TEST_CASE(vars_need_an_expansion_and_paths_must_exist) {
+BOOST_AUTO_TEST_CASE(vars_must_be_bound_and_paths_must_exist) {
     workflow wf = base_workflow();
     task_spec t = make_task("t");
     t.with = json::parse(R"({"v":"${{ vars.item }}"})");
@@ -520,10 +557,10 @@ BOOST_AUTO_TEST_CASE(vars_need_an_expansion_and_paths_must_exist) {
     diagnostics ds = must_fail(wf);
     BOOST_TEST(count_code(ds, "template_missing_path") == 2u, diag_text(ds));
     BOOST_TEST(diag_text(ds).find("fan--0001") != std::string::npos, diag_text(ds));
-    BOOST_TEST(diag_text(ds).find("no foreach or matrix") == std::string::npos);  // that is in the help
+    BOOST_TEST(diag_text(ds).find("are: (none)") == std::string::npos);  // that is in the help
     bool help_found = false;
     for (const auto& d : ds.items())
-        help_found = help_found || d.help.find("no foreach or matrix") != std::string::npos;
+        help_found = help_found || d.help.find("the variables of task `t` are: (none)") != std::string::npos;
     BOOST_TEST(help_found);
 }
 
@@ -615,18 +652,35 @@ BOOST_AUTO_TEST_CASE(inputs_merge_defaults_and_overrides_in_order) {
     BOOST_TEST(r.compiled->warnings.size() == 1u);
 }
 
-BOOST_AUTO_TEST_CASE(approval_applies_to_process_tasks_only) {
+// The reference's rule by effect: `mutations` covers process execution and workspace writes,
+// `high_risk` process execution only (the only high-risk effect here), `always` every effect
+// (reads too); builtin.assign and builtin.assert are pure and never need approval.
+BOOST_AUTO_TEST_CASE(approval_follows_the_effect_of_each_action_kind) {
     workflow wf = base_workflow();
-    wf.policy.approval = approval_mode::mutations;
-    action_spec assign;
-    assign.name = "set";
-    assign.kind = action_kind::assign;
-    wf.actions.push_back(assign);
-    wf.tasks = {make_task("run"), make_task("pure", "set")};
-    plan p = must_compile(wf);
-    BOOST_TEST(task_of(p, "run").requires_approval);
-    BOOST_TEST(!task_of(p, "pure").requires_approval);
-    BOOST_TEST(p.processes.size() == 1u);  // assign is not a process action
+    wf.policy.writable_roots = {"out"};
+    for (auto [name, kind] :
+         {std::pair{"set", action_kind::assign}, std::pair{"check", action_kind::assert_that},
+          std::pair{"load", action_kind::read}, std::pair{"save", action_kind::write}}) {
+        action_spec a;
+        a.name = name;
+        a.kind = kind;
+        wf.actions.push_back(a);
+    }
+    wf.tasks = {make_task("run"), make_task("set", "set"), make_task("check", "check"),
+                make_task("load", "load"), make_task("save", "save")};
+    auto needing = [&](approval_mode mode) {
+        wf.policy.approval = mode;
+        plan p = must_compile(wf);
+        std::vector<std::string> ids;
+        for (const auto& id : {"run", "set", "check", "load", "save"})
+            if (task_of(p, id).requires_approval) ids.push_back(id);
+        return ids;
+    };
+    BOOST_TEST(needing(approval_mode::never).empty());
+    BOOST_TEST((needing(approval_mode::mutations) == std::vector<std::string>{"run", "save"}));
+    BOOST_TEST((needing(approval_mode::high_risk) == std::vector<std::string>{"run"}));
+    BOOST_TEST((needing(approval_mode::always) == std::vector<std::string>{"run", "load", "save"}));
+    BOOST_TEST(must_compile(wf).processes.size() == 1u);  // only the shell action is a process
 }
 
 // `run` refuses a plan whose process tasks need approval unless it is interactive; `check`
@@ -710,7 +764,8 @@ BOOST_AUTO_TEST_CASE(outputs_may_name_any_plan_task_but_not_vars) {
     fan.foreach = foreach_spec{json::parse("[1,2]"), "n", 10};
     wf.tasks = {fan};
     wf.outputs =
-        json::parse(R"({"all":"${{ tasks.fan.output.items }}","one":"${{ tasks.fan--0001.output }}"})")
+        json::parse(
+            R"({"all":"${{ tasks.fan.output.items }}","one":"${{ tasks.fan--0001-f969c39d71b3.output }}"})")
             .as_object();
     must_compile(wf);
     wf.outputs["bad"] = "${{ vars.n }}";
@@ -921,10 +976,13 @@ BOOST_AUTO_TEST_CASE(plan_text_summarises_large_expansions) {
     plan p = must_compile(wf);
     std::string text = plan_text(p);
     BOOST_TEST(std::count(text.begin(), text.end(), '\n') < 20, text);
+    const std::string first = p.task_id(1), last = p.task_id(5000);
     BOOST_TEST(text.find("fan   foreach \xc3\x97"
-                         "5000 over n  fan--0000 \xe2\x80\xa6 fan--4999  action:echo") != std::string::npos,
+                         "5000 over n  " +
+                         first + " \xe2\x80\xa6 " + last + "  action:echo") != std::string::npos,
                text);
-    BOOST_TEST(text.find("order (5003 tasks): pre -> fan--0000 \xe2\x80\xa6 fan--4999 (\xc3\x97"
+    BOOST_TEST(text.find("order (5003 tasks): pre -> " + first + " \xe2\x80\xa6 " + last +
+                         " (\xc3\x97"
                          "5000) -> fan -> post") != std::string::npos,
                text);
     BOOST_TEST(text.find(p.plan_digest) != std::string::npos);

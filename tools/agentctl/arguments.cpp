@@ -20,6 +20,8 @@ std::optional<int> parse_workflow_file(command_line& cl, const arguments& a) {
     if (a.operands.size() != 1) return usage_error(cl, cl.command + " needs exactly one workflow FILE");
     cl.file = a.operands[0];
     cl.inputs = a.values("input");
+    cl.vars = a.values("var");
+    cl.vars_files = a.values("vars-file");
     if (a.has("inputs-file")) cl.inputs_file = a.value("inputs-file");
     int from_stdin = cl.inputs_file == "-";
     for (const auto& spec : a.values("items")) {

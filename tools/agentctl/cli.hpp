@@ -36,6 +36,8 @@ struct command_line {
     std::vector<std::string> inputs;         ///< --input K=V, in order
     std::optional<std::string> inputs_file;  ///< --inputs-file
     std::vector<items_source> items;         ///< --items NAME=FILE, in order
+    std::vector<std::string> vars;           ///< --var KEY=JSON, in order
+    std::vector<std::string> vars_files;     ///< --vars-file FILE, in order
     bool null_separated = false;             ///< --null
     std::optional<int> jobs;
     std::optional<std::string> workspace;
@@ -66,8 +68,16 @@ struct command_line {
     bool wants_watchdog() const { return command == "run" || (command == "resume" && !dry_run); }
 
     session_request request() const {
-        return {file,  inputs, inputs_file, workspace,
-                items, null_separated ? item_separator::nul : item_separator::line, std::nullopt};
+        session_request r;
+        r.file = file;
+        r.inputs = inputs;
+        r.inputs_file = inputs_file;
+        r.workspace = workspace;
+        r.items = items;
+        r.separator = null_separated ? item_separator::nul : item_separator::line;
+        r.vars = vars;
+        r.vars_files = vars_files;
+        return r;
     }
 };
 

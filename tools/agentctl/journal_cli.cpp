@@ -172,6 +172,9 @@ journal_run run_record(const command_line& cl, const session& s, const std::stri
         options["slurm"] = std::move(slurm);
     }
     if (cl.timeout_seconds) options["timeoutSeconds"] = *cl.timeout_seconds;
+    // What a resume needs to compile the same plan (prepare_resume reads them back).
+    if (!s.var_overrides.empty()) options["vars"] = s.var_overrides;
+    if (!s.vars_files.empty()) options["varsFiles"] = s.vars_files;
     r.options_json = json::serialize(options);
     r.agentctl_version = std::string(version());
     return r;
