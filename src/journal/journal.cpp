@@ -83,6 +83,36 @@ journal_result<std::int64_t> run_seq_of(detail::journal_db& db, std::string_view
     return s->int64(0);
 }
 
+// A query over one run's rows: the run's key, and `sql` prepared with it bound as the first
+// parameter; or the error (the journal closed, `unknown_run`, or what went wrong `doing`).
+struct run_query {
+    std::int64_t seq;
+    statement s;
+};
+
+journal_result<run_query> query_run(detail::journal_db* db, std::string_view run_id, std::string_view sql,
+                                    const char* doing) {
+    if (!db) return closed_error();
+    auto seq = run_seq_of(*db, run_id);
+    if (!seq) return seq.error();
+    int rc = SQLITE_OK;
+    statement s = db->conn.prepare(sql, rc);
+    if (!s) return db->error(rc, doing);
+    s.bind(1, *seq);
+    return run_query{*seq, std::move(s)};
+}
+
+// The process a handle names: pid, pid_start, cgroup, container, container_engine and
+// slurm_job_id, the columns from `first` on.
+void read_handle(const statement& s, int first, attempt_handle& h) {
+    h.pid = s.opt_int64(first);
+    if (!s.is_null(first + 1)) h.pid_start_time = s.uint64(first + 1);
+    h.cgroup = s.text(first + 2);
+    h.container = s.text(first + 3);
+    h.container_engine = s.text(first + 4);
+    h.slurm_job_id = s.text(first + 5);
+}
+
 journal_owner owner_of(const statement& s, int first) {
     journal_owner o;
     o.host = s.text(first);
@@ -381,25 +411,23 @@ std::optional<journal_error> journal::for_each_result(std::string_view run_id, b
 std::optional<journal_error> journal::for_each_result(std::string_view run_id, bool with_streams,
                                                       std::uint32_t first, std::uint32_t end,
                                                       const std::function<bool(journal_task_result&)>& fn) {
-    if (!db_) return closed_error();
-    auto& db = *db_;
-    auto seq = run_seq_of(db, run_id);
-    if (!seq) return seq.error();
-    int rc = SQLITE_OK;
     // One statement walks the primary key in order: rows are read as the callback asks.
-    statement s = db.conn.prepare(
+    auto q = query_run(
+        db_.get(), run_id,
         results_query(with_streams, "run_seq = ? AND task_index >= ? AND task_index < ? ORDER BY task_index"),
-        rc);
-    if (!s) return db.error(rc, "reading results");
-    s.bind(1, *seq);
+        "reading results");
+    if (!q) return q.error();
+    auto& db = *db_;
+    auto& [seq, s] = *q;
     s.bind(2, static_cast<std::int64_t>(first));
     s.bind(3, static_cast<std::int64_t>(end));
     stream_loader streams(db);
     journal_task_result r;
+    int rc = SQLITE_OK;
     while ((rc = s.step()) == SQLITE_ROW) {
         if (auto e = result_from_row(db, s, r)) return e;
         if (with_streams)
-            if (auto e = streams.load(*seq, s, r)) return e;
+            if (auto e = streams.load(seq, s, r)) return e;
         if (!fn(r)) return std::nullopt;
     }
     if (rc != SQLITE_DONE) return db.error(db.last_rc(), "reading results");
@@ -413,17 +441,12 @@ template <typename Key>
 journal_result<std::optional<journal_task_result>> load_one_result(detail::journal_db* handle,
                                                                    std::string_view run_id, const char* where,
                                                                    const Key& key, bool with_streams) {
-    if (!handle) return closed_error();
+    auto q = query_run(handle, run_id, results_query(with_streams, where), "reading a result");
+    if (!q) return q.error();
     auto& db = *handle;
-    auto run_seq = run_seq_of(db, run_id);
-    if (!run_seq) return run_seq.error();
-    const std::int64_t seq = *run_seq;
-    int rc = SQLITE_OK;
-    statement s = db.conn.prepare(results_query(with_streams, where), rc);
-    if (!s) return db.error(rc, "reading a result");
-    s.bind(1, seq);
+    auto& [seq, s] = *q;
     s.bind(2, key);
-    rc = s.step();
+    int rc = s.step();
     if (rc == SQLITE_DONE) return std::optional<journal_task_result>();
     if (rc != SQLITE_ROW) return db.error(db.last_rc(), "reading a result");
     journal_task_result r;
@@ -454,16 +477,13 @@ journal_result<std::optional<journal_task_result>> journal::load_result_at(std::
 std::optional<journal_error> journal::read_stream(std::string_view run_id, std::string_view task_id,
                                                   journal_stream which,
                                                   const std::function<void(std::string_view)>& chunk) {
-    if (!db_) return closed_error();
+    auto q =
+        query_run(db_.get(), run_id, results_query(true, "run_seq = ? AND task_id = ?"), "reading a stream");
+    if (!q) return q.error();
     auto& db = *db_;
-    auto seq = run_seq_of(db, run_id);
-    if (!seq) return seq.error();
-    int rc = SQLITE_OK;
-    statement s = db.conn.prepare(results_query(true, "run_seq = ? AND task_id = ?"), rc);
-    if (!s) return db.error(rc, "reading a stream");
-    s.bind(1, *seq);
+    auto& [seq, s] = *q;
     s.bind(2, task_id);
-    rc = s.step();
+    int rc = s.step();
     if (rc == SQLITE_DONE)
         return journal_error{journal_errc::unknown_run,
                              "journal " + db.path + ": run " + std::string(run_id) +
@@ -478,7 +498,7 @@ std::optional<journal_error> journal::read_stream(std::string_view run_id, std::
         "stderr_blob FROM attempts WHERE run_seq = ? AND task_index = ? AND attempt = ?",
         rc);
     if (!a) return db.error(rc, "reading a stream");
-    a.bind(1, *seq);
+    a.bind(1, seq);
     a.bind(2, s.int64(0));
     a.bind(3, s.int64(5));
     rc = a.step();
@@ -493,21 +513,19 @@ std::optional<journal_error> journal::read_stream(std::string_view run_id, std::
 
 std::optional<journal_error> journal::for_each_attempt(std::string_view run_id,
                                                        const std::function<bool(journal_attempt&)>& fn) {
-    if (!db_) return closed_error();
-    auto& db = *db_;
-    auto seq = run_seq_of(db, run_id);
-    if (!seq) return seq.error();
-    int rc = SQLITE_OK;
-    statement s = db.conn.prepare(
+    auto q = query_run(
+        db_.get(), run_id,
         "SELECT task_index, attempt, segment, task_id, intent_ms, backend, isolation, argv_json, "
         "env_names_json, cwd, "
         "limits_json, handle_ms, pid, pid_start, cgroup, container, container_engine, slurm_job_id, "
         "ended_ms, "
         "cleanup_failed, stdout_length, stderr_length, result_json FROM attempts WHERE run_seq = ? "
         "ORDER BY task_index, attempt",
-        rc);
-    if (!s) return db.error(rc, "reading attempts");
-    s.bind(1, *seq);
+        "reading attempts");
+    if (!q) return q.error();
+    auto& db = *db_;
+    statement& s = q->s;
+    int rc = SQLITE_OK;
     while ((rc = s.step()) == SQLITE_ROW) {
         journal_attempt a;
         a.intent.task_index = s.uint32(0);
@@ -526,12 +544,7 @@ std::optional<journal_error> journal::for_each_attempt(std::string_view run_id,
             h.task_index = a.intent.task_index;
             h.attempt = a.intent.attempt;
             a.handle_ms = s.int64(11);
-            h.pid = s.opt_int64(12);
-            if (!s.is_null(13)) h.pid_start_time = s.uint64(13);
-            h.cgroup = s.text(14);
-            h.container = s.text(15);
-            h.container_engine = s.text(16);
-            h.slurm_job_id = s.text(17);
+            read_handle(s, 12, h);
             a.handle = std::move(h);
         }
         if (!s.is_null(18)) {
@@ -553,20 +566,16 @@ std::optional<journal_error> journal::for_each_attempt(std::string_view run_id,
 }
 
 journal_result<std::vector<journal_attempt>> journal::uncertain_attempts(std::string_view run_id) {
-    if (!db_) return closed_error();
-    auto& db = *db_;
-    auto seq = run_seq_of(db, run_id);
-    if (!seq) return seq.error();
-    int rc = SQLITE_OK;
     std::vector<std::uint32_t> succeeded;  // in task_index order: the primary key's
     {
-        statement s = db.conn.prepare(
+        auto q = query_run(
+            db_.get(), run_id,
             "SELECT task_index FROM results WHERE run_seq = ? AND state = 'succeeded' ORDER BY task_index",
-            rc);
-        if (!s) return db.error(rc, "reading results");
-        s.bind(1, *seq);
-        while ((rc = s.step()) == SQLITE_ROW) succeeded.push_back(s.uint32(0));
-        if (rc != SQLITE_DONE) return db.error(db.last_rc(), "reading results");
+            "reading results");
+        if (!q) return q.error();
+        int rc = SQLITE_OK;
+        while ((rc = q->s.step()) == SQLITE_ROW) succeeded.push_back(q->s.uint32(0));
+        if (rc != SQLITE_DONE) return db_->error(db_->last_rc(), "reading results");
     }
     std::vector<journal_attempt> out;
     std::optional<journal_attempt> last;  // the latest attempt of the task being walked
@@ -621,12 +630,7 @@ journal_result<std::vector<journal_dead_run>> journal::dead_runs(const owner_ali
             attempt_handle a;
             a.task_index = h.uint32(0);
             a.attempt = h.uint32(1);
-            a.pid = h.opt_int64(2);
-            if (!h.is_null(3)) a.pid_start_time = h.uint64(3);
-            a.cgroup = h.text(4);
-            a.container = h.text(5);
-            a.container_engine = h.text(6);
-            a.slurm_job_id = h.text(7);
+            read_handle(h, 2, a);
             d.handles.push_back(std::move(a));
         }
         if (rc != SQLITE_DONE) return db.error(db.last_rc(), "finding dead runs");

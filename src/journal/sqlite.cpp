@@ -84,36 +84,35 @@ int connection::exec(const char* sql) {
     return rc == SQLITE_OK ? rc : sqlite3_extended_errcode(db_);
 }
 
-std::optional<std::int64_t> connection::query_int(const char* sql, int& rc) {
-    statement s = prepare(sql, rc);
+namespace {
+
+// The first column of the row `sql` yields, as `read` takes it; none when it yields no row
+// (rc is then SQLITE_OK) or on an error (rc says which).
+template <typename T, typename Read>
+std::optional<T> query_one(connection& c, const char* sql, int& rc, Read read) {
+    statement s = c.prepare(sql, rc);
     if (!s) return std::nullopt;
     rc = s.step();
     if (rc == SQLITE_ROW) {
         rc = SQLITE_OK;
-        return s.int64(0);
+        return read(s);
     }
     if (rc == SQLITE_DONE) {
         rc = SQLITE_OK;
         return std::nullopt;
     }
-    rc = sqlite3_extended_errcode(db_);
+    rc = sqlite3_extended_errcode(c.get());
     return std::nullopt;
 }
 
+}  // namespace
+
+std::optional<std::int64_t> connection::query_int(const char* sql, int& rc) {
+    return query_one<std::int64_t>(*this, sql, rc, [](const statement& s) { return s.int64(0); });
+}
+
 std::optional<std::string> connection::query_text(const char* sql, int& rc) {
-    statement s = prepare(sql, rc);
-    if (!s) return std::nullopt;
-    rc = s.step();
-    if (rc == SQLITE_ROW) {
-        rc = SQLITE_OK;
-        return std::string(s.text(0));
-    }
-    if (rc == SQLITE_DONE) {
-        rc = SQLITE_OK;
-        return std::nullopt;
-    }
-    rc = sqlite3_extended_errcode(db_);
-    return std::nullopt;
+    return query_one<std::string>(*this, sql, rc, [](const statement& s) { return std::string(s.text(0)); });
 }
 
 }  // namespace agentctl::journal_detail

@@ -2,6 +2,7 @@
 // problem.
 // Semantic checks (references between tasks and actions, templates, policy) are the plan
 // compiler's.
+#include "spec/engine_variables.hpp"
 #include "spec/reader.hpp"
 
 #include <algorithm>
@@ -18,43 +19,22 @@ constexpr std::string_view extension_protocol = "agentctl.dev/process-extension/
 constexpr std::size_t max_env_name_bytes = 256;
 
 // Variables that steer the container engine client; a container action may not set them
-// (its values are set on the client, which passes them on by name). The reference's list,
-// plus whole families the engines, their Go runtime and the dynamic loader read: a value
-// there could redirect or subvert a privileged client.
-constexpr std::array<std::string_view, 27> engine_variables = {"CONTAINER_CONNECTION",
-                                                               "CONTAINER_HOST",
-                                                               "DOCKER_CERT_PATH",
-                                                               "DOCKER_CONFIG",
-                                                               "DOCKER_CONTEXT",
-                                                               "DOCKER_HOST",
-                                                               "DOCKER_TLS_VERIFY",
-                                                               "HOME",
-                                                               "PATH",
-                                                               "PODMAN_CONNECTIONS_CONF",
-                                                               "TEMP",
-                                                               "TMP",
-                                                               "TMPDIR",
-                                                               "XDG_CONFIG_HOME",
-                                                               "XDG_RUNTIME_DIR",
-                                                               "STORAGE_DRIVER",
-                                                               "STORAGE_OPTS",
-                                                               "REGISTRY_AUTH_FILE",
-                                                               "REGISTRIES_CONFIG_PATH",
-                                                               "NOTIFY_SOCKET",
-                                                               "GODEBUG",
-                                                               "GOTRACEBACK",
-                                                               "HTTP_PROXY",
-                                                               "HTTPS_PROXY",
-                                                               "NO_PROXY",
-                                                               "ALL_PROXY",
-                                                               "SSL_CERT_FILE"};
+// (its values are set on the client, which passes them on by name). The client's own
+// (engine_client_variables), plus whole families and names the engines, their Go runtime and
+// the dynamic loader read: a value there could redirect or subvert a privileged client.
+constexpr std::array<std::string_view, 12> engine_variables = {
+    "STORAGE_DRIVER", "STORAGE_OPTS", "REGISTRY_AUTH_FILE", "REGISTRIES_CONFIG_PATH",
+    "NOTIFY_SOCKET",  "GODEBUG",      "GOTRACEBACK",        "HTTP_PROXY",
+    "HTTPS_PROXY",    "NO_PROXY",     "ALL_PROXY",          "SSL_CERT_FILE"};
 constexpr std::array<std::string_view, 12> engine_variable_prefixes = {
     "DOCKER_", "CONTAINER_", "CONTAINERS_", "PODMAN_",    "BUILDAH_",    "BUILDKIT_",
     "LD_",     "XDG_",       "SSL_CERT_",   "http_proxy", "https_proxy", "no_proxy"};
 
 bool steers_engine(std::string_view name) {
-    if (std::find(engine_variables.begin(), engine_variables.end(), name) != engine_variables.end())
-        return true;
+    auto listed = [&](const auto& names) {
+        return std::find(names.begin(), names.end(), name) != names.end();
+    };
+    if (listed(engine_client_variables) || listed(engine_variables)) return true;
     if (name == "all_proxy") return true;
     return std::any_of(engine_variable_prefixes.begin(), engine_variable_prefixes.end(),
                        [&](std::string_view prefix) { return name.substr(0, prefix.size()) == prefix; });

@@ -2,6 +2,7 @@
 // dead run left is removed by the next run (docs/CRASH_SAFETY.md).
 #include "command.hpp"
 
+#include "../support/private_cgroup.hpp"
 #include "../support/skips.hpp"
 
 #include <boost/test/unit_test.hpp>
@@ -37,7 +38,8 @@ std::string four_trees(const std::string& nonce) {
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(sigkill_of_agentctl_kills_every_tree_within_two_seconds) {
+BOOST_FIXTURE_TEST_CASE(sigkill_of_agentctl_kills_every_tree_within_two_seconds,
+                        test_support::private_cgroup) {
     temp_dir dir;
     std::string nonce = make_nonce();
     auto wf = dir.write("wf.yaml", four_trees(nonce));
@@ -62,9 +64,9 @@ BOOST_AUTO_TEST_CASE(sigkill_of_agentctl_kills_every_tree_within_two_seconds) {
                "the last process was gone " << gone_after.count() << " ms after the SIGKILL");
 }
 
-BOOST_AUTO_TEST_CASE(the_next_run_removes_what_a_dead_run_left,
-                     *boost::unit_test::precondition(test_support::needs("a writable cgroup v2 hierarchy",
-                                                                         agentctl_uses_cgroups))) {
+BOOST_FIXTURE_TEST_CASE(the_next_run_removes_what_a_dead_run_left, test_support::private_cgroup,
+                        *boost::unit_test::precondition(test_support::needs("a writable cgroup v2 hierarchy",
+                                                                            agentctl_uses_cgroups))) {
     temp_dir dir;
     std::string nonce = make_nonce();
     auto wf = dir.write("wf.yaml", four_trees(nonce));

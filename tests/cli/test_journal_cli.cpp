@@ -6,6 +6,7 @@
 #include "command.hpp"
 
 #include "../support/hot_journal.hpp"
+#include "../support/private_cgroup.hpp"
 #include "../support/skips.hpp"
 
 #include <boost/json.hpp>
@@ -914,9 +915,9 @@ std::string four_trees(const std::string& nonce) {
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(runs_gc_removes_and_reports_what_a_dead_run_left,
-                     *boost::unit_test::precondition(test_support::needs("a writable cgroup v2 hierarchy",
-                                                                         agentctl_uses_cgroups))) {
+BOOST_FIXTURE_TEST_CASE(runs_gc_removes_and_reports_what_a_dead_run_left, test_support::private_cgroup,
+                        *boost::unit_test::precondition(test_support::needs("a writable cgroup v2 hierarchy",
+                                                                            agentctl_uses_cgroups))) {
     temp_dir dir;
     std::string db = dir.path() + "/j.db";
     std::string nonce = make_nonce();
@@ -941,9 +942,9 @@ BOOST_AUTO_TEST_CASE(runs_gc_removes_and_reports_what_a_dead_run_left,
     BOOST_TEST(parse_json(list.out).at("data").at("runs").at(0).at("state").as_string() == "interrupted");
 }
 
-BOOST_AUTO_TEST_CASE(resume_removes_what_the_dead_run_left_before_it_runs,
-                     *boost::unit_test::precondition(test_support::needs("a writable cgroup v2 hierarchy",
-                                                                         agentctl_uses_cgroups))) {
+BOOST_FIXTURE_TEST_CASE(resume_removes_what_the_dead_run_left_before_it_runs, test_support::private_cgroup,
+                        *boost::unit_test::precondition(test_support::needs("a writable cgroup v2 hierarchy",
+                                                                            agentctl_uses_cgroups))) {
     temp_dir dir;
     std::string db = dir.path() + "/j.db";
     std::string nonce = make_nonce();

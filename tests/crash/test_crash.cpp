@@ -261,7 +261,7 @@ long median(std::vector<long> v) {
 
 }  // namespace
 
-BOOST_FIXTURE_TEST_SUITE(crash, process_fixture)
+BOOST_FIXTURE_TEST_SUITE(crash, isolated_process_fixture)
 
 // The user's case: four trees with a setsid escapee each, the runner SIGKILLed. With cgroups,
 // the watchdog's one cgroup.kill ends all 16 processes within 2 s, and it removes the owner

@@ -2,6 +2,8 @@
 // hard bound (a hang is a failure), and the oracles every test ends with.
 #pragma once
 
+#include "../support/private_cgroup.hpp"
+
 #include <agentctl/process.hpp>
 
 #include <boost/asio/cancellation_signal.hpp>
@@ -142,6 +144,11 @@ struct process_fixture {
     std::string nonce;
     int baseline_fds;
 };
+
+/// process_fixture in a cgroup of the case's own (tests/support/private_cgroup.hpp), for the
+/// cases whose oracle is a sweep of the cgroup they run in: its end-of-case checks run
+/// before the cgroup goes.
+struct isolated_process_fixture : test_support::private_cgroup, process_fixture {};
 
 /// Both containment policies, for tests that must hold under each.
 inline const agentctl::containment_policy both_policies[] = {

@@ -72,9 +72,9 @@ BOOST_AUTO_TEST_CASE(runs_after_a_kill_are_not_killed) {
 
 // Leaves left behind by a process that died without destroying its io_context are removed
 // by the next one that uses cgroups; a leaf whose owner lives is left alone.
-BOOST_AUTO_TEST_CASE(stale_leaves_of_dead_owners_are_removed,
-                     *boost::unit_test::precondition(test_support::needs("a writable cgroup v2 hierarchy",
-                                                                         host_has_cgroup_v2))) {
+BOOST_FIXTURE_TEST_CASE(stale_leaves_of_dead_owners_are_removed, isolated_process_fixture,
+                        *boost::unit_test::precondition(test_support::needs("a writable cgroup v2 hierarchy",
+                                                                            host_has_cgroup_v2))) {
     std::string why;
     auto parent = agentctl::exec::discover_cgroup_parent(why);
     BOOST_REQUIRE(parent.has_value());

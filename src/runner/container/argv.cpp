@@ -2,6 +2,7 @@
 #include "runner/container/argv.hpp"
 
 #include "exec/client.hpp"
+#include "spec/engine_variables.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -67,31 +68,11 @@ std::string repository_of(std::string_view reference) {
 
 }  // namespace
 
-const std::vector<std::string_view>& forwarded_variables() {
-    static const std::vector<std::string_view> names = {"CONTAINER_CONNECTION",
-                                                        "CONTAINER_HOST",
-                                                        "CONTAINERS_CONF",
-                                                        "DOCKER_CERT_PATH",
-                                                        "DOCKER_CONFIG",
-                                                        "DOCKER_CONTEXT",
-                                                        "DOCKER_HOST",
-                                                        "DOCKER_TLS_VERIFY",
-                                                        "HOME",
-                                                        "PATH",
-                                                        "PODMAN_CONNECTIONS_CONF",
-                                                        "TEMP",
-                                                        "TMP",
-                                                        "TMPDIR",
-                                                        "XDG_CONFIG_HOME",
-                                                        "XDG_RUNTIME_DIR"};
-    return names;
-}
-
 std::vector<std::string> client_environment(const host_environment& host_env,
                                             const std::vector<std::string>& action_env) {
     std::vector<std::string> env;
     if (host_env)
-        for (auto name : forwarded_variables())
+        for (auto name : engine_client_variables)
             if (auto value = host_env(name)) env.push_back(std::string(name) + "=" + *value);
     env.insert(env.end(), action_env.begin(), action_env.end());
     return env;

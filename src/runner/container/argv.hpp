@@ -40,12 +40,9 @@ struct choice {
 inline constexpr std::chrono::seconds call_timeout{10};
 inline constexpr std::uint64_t call_output_limit = 64 * 1024;
 
-/// Variables forwarded from agentctl's environment to an engine client: the engine's own
-/// connection and configuration variables.
-const std::vector<std::string_view>& forwarded_variables();
-
-/// The client's environment: only the forwarded variables that are set, then `action_env`
-/// ("NAME=value", the action's resolved values, passed on by name with --env NAME).
+/// The client's environment: only those of engine_client_variables (spec/engine_variables.hpp)
+/// that are set, then `action_env` ("NAME=value", the action's resolved values, passed on by
+/// name with --env NAME).
 std::vector<std::string> client_environment(const host_environment& host_env,
                                             const std::vector<std::string>& action_env = {});
 

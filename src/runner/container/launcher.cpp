@@ -6,6 +6,7 @@
 #include "exec/host.hpp"
 #include "runner/container/client.hpp"
 #include "runner/launch_control.hpp"
+#include "spec/engine_variables.hpp"
 
 #include <agentctl/watchdog.hpp>
 
@@ -149,8 +150,8 @@ private:
         container::invocation settings;
         for (const auto& entry : env) {
             std::string name = entry.substr(0, entry.find('='));
-            const auto& forwarded = container::forwarded_variables();
-            if (std::find(forwarded.begin(), forwarded.end(), name) != forwarded.end())
+            if (std::find(engine_client_variables.begin(), engine_client_variables.end(), name) !=
+                engine_client_variables.end())
                 co_return fail(
                     error_code::engine_variable_not_allowed,
                     name + " controls the container engine and cannot be set by a container action");
