@@ -222,14 +222,15 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
     std::optional<asio::posix::stream_descriptor> watchdog_exit;
     if (int fd = watch ? watch->exit_descriptor() : -1; fd >= 0) {
         watchdog_exit.emplace(io, fd);
-        watchdog_exit->async_wait(asio::posix::stream_descriptor::wait_read, [&](boost::system::error_code ec) {
-            if (ec) return;
-            std::string why = "the watchdog (pid " + std::to_string(watch->pid()) +
-                              ") died: if agentctl died too, what the run started would keep running";
-            standard_error().write("agentctl: warning: " + why + "; stopping the run\n");
-            if (cancel_reason.empty()) cancel_reason = why;
-            cancel.emit(asio::cancellation_type::total);
-        });
+        watchdog_exit->async_wait(
+            asio::posix::stream_descriptor::wait_read, [&](boost::system::error_code ec) {
+                if (ec) return;
+                std::string why = "the watchdog (pid " + std::to_string(watch->pid()) +
+                                  ") died: if agentctl died too, what the run started would keep running";
+                standard_error().write("agentctl: warning: " + why + "; stopping the run\n");
+                if (cancel_reason.empty()) cancel_reason = why;
+                cancel.emit(asio::cancellation_type::total);
+            });
     }
 
     std::optional<run_report> report;

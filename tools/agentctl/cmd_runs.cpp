@@ -330,64 +330,65 @@ int runs_show(const command_line& cl) {
     warn_running_leftovers(*db, cl.run_id, warnings);
 
     if (cl.output != output_format::human) {
-        print_success("RunRecord",
-                      [&](json_writer& w) {
-                          w.begin_object();
-                          w.member("runId", run->run_id);
-                          w.member("workflow", run->workflow_name);
-                          w.member("workflowPath", run->workflow_path);
-                          w.member("workflowDigest", run->workflow_digest);
-                          w.member("planDigest", run->plan_digest);
-                          w.member("state", to_string(state));
-                          w.member("startedAt", utc_text(run->created_ms));
-                          w.key("durationMs");
-                          if (run->duration_ms)
-                              w.number(*run->duration_ms);
-                          else
-                              w.null();
-                          w.member("segment", static_cast<std::uint64_t>(run->segment));
-                          w.member("agentctlVersion", run->agentctl_version);
-                          write_owner(w, run->owner);
-                          write_raw_or_null(w, "argv", run->argv_json);
-                          write_raw_or_null(w, "inputs", run->inputs_json);
-                          write_raw_or_null(w, "options", run->options_json);
-                          if (run->error) {
-                              w.key("error");
-                              w.begin_object();
-                              w.member("code", to_string(run->error->code));
-                              w.member("message", run->error->message);
-                              w.end_object();
-                          }
-                          w.key("tasks");
-                          w.begin_object();
-                          // One result at a time, streams included: the document streams out.
-                          journal_results children(*db, cl.run_id);
-                          read_error = db->for_each_result(cl.run_id, true, [&](journal_task_result& r) {
-                              if (r.task_index >= p->size()) return true;
-                              r.result.reused = taken_over(r, *run);
-                              w.key(r.task_id);
-                              write_task_result(w, *p, r.task_index, r.result, &children);
-                              return true;
-                          });
-                          if (!read_error && children.error) read_error = children.error;
-                          w.end_object();
-                          w.key("uncertain");
-                          w.begin_array();
-                          for (const auto& a : *uncertain) {
-                              w.begin_object();
-                              w.member("taskId", a.intent.task_id);
-                              w.member("attempt", static_cast<std::uint64_t>(a.intent.attempt));
-                              w.key("state");
-                              if (a.end)
-                                  w.string(to_string(a.end->state));
-                              else
-                                  w.null();
-                              w.end_object();
-                          }
-                          w.end_array();
-                          w.end_object();
-                      },
-                      warnings);
+        print_success(
+            "RunRecord",
+            [&](json_writer& w) {
+                w.begin_object();
+                w.member("runId", run->run_id);
+                w.member("workflow", run->workflow_name);
+                w.member("workflowPath", run->workflow_path);
+                w.member("workflowDigest", run->workflow_digest);
+                w.member("planDigest", run->plan_digest);
+                w.member("state", to_string(state));
+                w.member("startedAt", utc_text(run->created_ms));
+                w.key("durationMs");
+                if (run->duration_ms)
+                    w.number(*run->duration_ms);
+                else
+                    w.null();
+                w.member("segment", static_cast<std::uint64_t>(run->segment));
+                w.member("agentctlVersion", run->agentctl_version);
+                write_owner(w, run->owner);
+                write_raw_or_null(w, "argv", run->argv_json);
+                write_raw_or_null(w, "inputs", run->inputs_json);
+                write_raw_or_null(w, "options", run->options_json);
+                if (run->error) {
+                    w.key("error");
+                    w.begin_object();
+                    w.member("code", to_string(run->error->code));
+                    w.member("message", run->error->message);
+                    w.end_object();
+                }
+                w.key("tasks");
+                w.begin_object();
+                // One result at a time, streams included: the document streams out.
+                journal_results children(*db, cl.run_id);
+                read_error = db->for_each_result(cl.run_id, true, [&](journal_task_result& r) {
+                    if (r.task_index >= p->size()) return true;
+                    r.result.reused = taken_over(r, *run);
+                    w.key(r.task_id);
+                    write_task_result(w, *p, r.task_index, r.result, &children);
+                    return true;
+                });
+                if (!read_error && children.error) read_error = children.error;
+                w.end_object();
+                w.key("uncertain");
+                w.begin_array();
+                for (const auto& a : *uncertain) {
+                    w.begin_object();
+                    w.member("taskId", a.intent.task_id);
+                    w.member("attempt", static_cast<std::uint64_t>(a.intent.attempt));
+                    w.key("state");
+                    if (a.end)
+                        w.string(to_string(a.end->state));
+                    else
+                        w.null();
+                    w.end_object();
+                }
+                w.end_array();
+                w.end_object();
+            },
+            warnings);
         if (read_error) return print_journal_failure(cl, *read_error);
         return status(exit_status::success);
     }

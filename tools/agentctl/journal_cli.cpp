@@ -68,7 +68,8 @@ void warn_running_leftovers(journal& db, const std::string& run_id, diagnostics&
         std::vector<started_tree> trees;
         for (const attempt_handle& h : run.handles)
             if (!h.cgroup.empty() || (h.pid && h.pid_start_time))
-                trees.push_back({h.cgroup, static_cast<pid_t>(h.pid.value_or(0)), h.pid_start_time.value_or(0)});
+                trees.push_back(
+                    {h.cgroup, static_cast<pid_t>(h.pid.value_or(0)), h.pid_start_time.value_or(0)});
         running_leftovers left = find_running_leftovers(trees);
         if (!left.any()) return;
         std::string where;
@@ -86,12 +87,13 @@ void warn_running_leftovers(journal& db, const std::string& run_id, diagnostics&
         std::string help =
             left.cgroups.empty() ? "" : "`agentctl runs gc` kills what dead runs left in cgroups";
         if (!left.groups.empty())
-            help += (help.empty() ? "" : "; ") + std::string("kill a process group with `kill -KILL -- -PGID`");
+            help +=
+                (help.empty() ? "" : "; ") + std::string("kill a process group with `kill -KILL -- -PGID`");
         d.warning("dead_run_still_running", "",
                   "run " + run_id + " is dead (its agentctl, pid " + std::to_string(run.owner.pid) +
                       ", is gone) but " + std::to_string(left.processes) + " process" +
-                      (left.processes == 1 ? "" : "es") + " it started " + (left.processes == 1 ? "is" : "are") +
-                      " still running, in " + where,
+                      (left.processes == 1 ? "" : "es") + " it started " +
+                      (left.processes == 1 ? "is" : "are") + " still running, in " + where,
                   help);
         return;
     }
