@@ -1,6 +1,7 @@
 // The streaming secret redactor (src/exec/redactor.hpp): every secret length from 1 to 64 cut
 // at every byte by a cap (or a late start), fed in two chunks split at every boundary and byte
 // by byte; and random secrets, texts and chunkings against a plain reference.
+#include "exec/client.hpp"
 #include "exec/redactor.hpp"
 
 #include <boost/test/unit_test.hpp>
@@ -215,6 +216,17 @@ BOOST_AUTO_TEST_CASE(random_against_the_reference) {
                     BOOST_ERROR(context << ": byte " << byte << " was settled at " << settled
                                         << " but its redaction changed later");
     }
+}
+
+// A message's excerpt of a program's stderr: whole secrets, one its capture was cut in, and
+// one with a newline (which the excerpt folds) leave nothing.
+BOOST_AUTO_TEST_CASE(excerpts_of_program_output) {
+    secret_matcher m({"line1\nline2", "hunter2-secret"});
+    BOOST_TEST(agentctl::exec::excerpt("say line1\nline2 and hunter2-secret\n", m) ==
+               "say [REDACTED] and [REDACTED]");
+    BOOST_TEST(agentctl::exec::excerpt("failed: hunter2-se", m) == "failed: [REDACTED]");
+    BOOST_TEST(agentctl::exec::excerpt(std::string(600, '.') + "hunter2-secret", m).find("hunter2") ==
+               std::string::npos);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
