@@ -889,6 +889,7 @@ void leave_trees_behind(const std::string& wf, const std::string& db, const std:
         if (processes_with(nonce).size() < 12) return false;
         pid_t watchdog = watchdog_of(agentctl);
         if (watchdog <= 0) return false;
+        ::kill(agentctl, SIGSTOP);  // else it stops the run the moment its watchdog dies
         ::kill(watchdog, SIGKILL);
         ::kill(agentctl, SIGKILL);
         killed_both = true;
