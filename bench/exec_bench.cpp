@@ -190,11 +190,10 @@ int main(int argc, char** argv) {
         ::setrlimit(RLIMIT_NOFILE, &nofile);
     }
     bench b(opt);
-    std::string error;
     const char* path = std::getenv("PATH");
-    auto exe = agentctl::resolve_executable(opt.argv[0], path ? path : "/usr/bin:/bin", error);
+    auto exe = agentctl::resolve_executable(opt.argv[0], path ? path : "/usr/bin:/bin");
     if (!exe) {
-        std::fprintf(stderr, "exec_bench: %s\n", error.c_str());
+        std::fprintf(stderr, "exec_bench: %s\n", exe.error().message.c_str());
         return 2;
     }
     b.request.executable = *exe;

@@ -13,6 +13,7 @@
 // programs held (the scheduler's run-queue delay, /proc/thread-self/schedstat): a loaded
 // machine delays every program alike, while a library that blocks the loop delays only it.
 #include <agentctl/engine.hpp>
+#include <agentctl/journal.hpp>
 #include <agentctl/parse.hpp>
 #include <agentctl/plan.hpp>
 
@@ -89,10 +90,12 @@ int main(int argc, char** argv) {
         if (!ec) cancel.emit(asio::cancellation_type::total);
     });
 
-    agentctl::run_options options;
-    options.base_dir = argc > 2 ? argv[2] : ".";
+    // What the run does (plain values), and whom it talks to (here: a journal, or no one).
+    agentctl::run_settings settings;
+    settings.base_dir = argc > 2 ? argv[2] : ".";
     const char* path = std::getenv("PATH");
-    options.search_path = path ? path : "/usr/bin:/bin";
+    settings.search_path = path ? path : "/usr/bin:/bin";
+    agentctl::run_collaborators with;
 
     // The journal: opened (and created) before anything runs; every SQLite call happens on
     // the writer's own thread, never on the application's loop.
@@ -106,10 +109,10 @@ int main(int argc, char** argv) {
         }
         writer = std::make_unique<agentctl::journal_writer>(io.get_executor(), journal_thread.get_executor(),
                                                             std::move(*db));
-        options.journal = writer.get();
-        options.record.workflow_path = argv[1];
-        options.record.workflow_source = parsed.source;  // what resume would run again
-        options.record.base_dir = options.base_dir;
+        with.journal = writer.get();
+        settings.record.workflow_path = argv[1];
+        settings.record.workflow_source = parsed.source;  // what resume would run again
+        settings.record.base_dir = settings.base_dir;
     }
 
     int status = 1;
@@ -118,7 +121,8 @@ int main(int argc, char** argv) {
         io,
         [&]() -> asio::awaitable<void> {
             agentctl::run_report report = co_await agentctl::async_run(
-                io.get_executor(), plan, options, asio::bind_cancellation_slot(cancel.slot(), asio::use_awaitable));
+                io.get_executor(), plan, settings, with,
+                asio::bind_cancellation_slot(cancel.slot(), asio::use_awaitable));
             running = false;
             heartbeat.cancel();
             signals.cancel();

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <agentctl/backend.hpp>
-#include <agentctl/plan.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
@@ -19,6 +18,8 @@
 #include <vector>
 
 namespace agentctl {
+
+struct plan;
 
 /// One prerequisite of one process action.
 struct doctor_check {

@@ -2,14 +2,17 @@
 //
 // The library creates no threads, no io_context, installs no signal handler and keeps no
 // global state. Everything runs on the executor given to async_run().
+//
+// A run takes its settings (plain values), its collaborators (objects the caller owns, each
+// optional, held by pointer) and gives a report, as Ninja's Builder takes a BuildConfig beside
+// its BuildLog* and Status*. Resuming a run of the journal is resume.hpp.
 #pragma once
 
 #include <agentctl/backend.hpp>
 #include <agentctl/diagnostic.hpp>
-#include <agentctl/events.hpp>
-#include <agentctl/journal.hpp>
-#include <agentctl/plan.hpp>
-#include <agentctl/runner.hpp>
+#include <agentctl/journal_run.hpp>
+#include <agentctl/process_types.hpp>
+#include <agentctl/task_result.hpp>
 #include <agentctl/watchdog.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
@@ -17,14 +20,20 @@
 #include <boost/asio/async_result.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 namespace agentctl {
+
+struct plan;
+class task_runner;
+class event_sink;
+class journal_writer;
+struct resume_state;
 
 enum class run_state { succeeded, failed, cancelled };
 std::string_view to_string(run_state);
@@ -36,9 +45,26 @@ enum class approval_answer { yes, no, all };
 class approver {
 public:
     virtual ~approver() = default;
+
     /// Completion signature: void(approval_answer). `all` approves this and every later task.
-    virtual void async_approve(const plan& p, std::uint32_t task_index,
-                               boost::asio::any_completion_handler<void(approval_answer)> handler) = 0;
+    /// Not cancellable: the run waits for the answer (a cancelled run then starts nothing).
+    template <typename Token>
+    auto async_approve(const plan& p, std::uint32_t task_index, Token&& token) {
+        return boost::asio::async_initiate<Token, void(approval_answer)>(initiate_approve{}, token, this, &p,
+                                                                         task_index);
+    }
+
+private:
+    /// What implementations override (Asio's type_erasure/line_reader.hpp shape).
+    virtual void async_approve_impl(const plan& p, std::uint32_t task_index,
+                                    boost::asio::any_completion_handler<void(approval_answer)> handler) = 0;
+
+    struct initiate_approve {
+        template <typename Handler>
+        void operator()(Handler&& handler, approver* self, const plan* p, std::uint32_t task_index) const {
+            self->async_approve_impl(*p, task_index, std::forward<Handler>(handler));
+        }
+    };
 };
 
 /// Holds back new attempts while closed; running attempts are never affected (their
@@ -53,33 +79,8 @@ public:
     static constexpr std::chrono::milliseconds recheck{10};
 };
 
-/// What a resumed run takes over from the earlier segments of its journal (async_resume()
-/// fills it from the journal; indexed by plan index).
-struct resume_state {
-    /// What the scheduler needs of a final result it takes over, in a few bytes: its result
-    /// whole is in the journal (and in `whole` where a run needs it in memory).
-    struct reused_result {
-        task_state state = task_state::succeeded;
-        std::uint32_t attempts = 0;
-        std::optional<int> exit_code;
-        std::optional<task_error> error;
-    };
-    /// A final result to reuse instead of running the task; it is reused only while none of
-    /// the task's needs runs again in this segment (dependants of what runs again run).
-    std::vector<std::optional<reused_result>> reuse;
-    /// Reused results kept whole: those a later template or spec.outputs reads (with their
-    /// streams), declared tasks' (without: the run's default output lists them), and those
-    /// whose final this resume records (final_from_attempt). Keyed by plan index.
-    std::unordered_map<std::uint32_t, task_result> whole;
-    /// The highest attempt number recorded for each task: this segment numbers on from it.
-    std::vector<std::uint32_t> attempts_before;
-    /// A reused result taken from an attempt's end whose final result was never committed
-    /// (a crash between the two): that attempt's number, so that the final is recorded now,
-    /// naming it. 0 (or absent): the task has its final result already.
-    std::vector<std::uint32_t> final_from_attempt;
-};
-
-struct run_options {
+/// What a run does: plain values.
+struct run_settings {
     /// Overrides plan::max_concurrency; 1..4096. The engine lowers it to what the descriptor
     /// limit can hold (raising the soft limit first) and says so in a warning.
     std::optional<int> jobs;
@@ -95,15 +96,20 @@ struct run_options {
     backend_kind backend = backend_kind::local;
     slurm_options slurm;  ///< backend slurm: resource options of every job
     std::chrono::milliseconds drain_grace{250};
-    task_runner* runner = nullptr;  ///< nullptr: the built-in host/container runner
-    event_sink* events = nullptr;   ///< optional
+    /// With a journal: the run's record as the caller knows it (workflow source and path,
+    /// argv, inputs, options); the engine fills in the run id, the digests, the task count and
+    /// the owner. Not used when resuming (the run is recorded already).
+    journal_run record;
+};
+
+/// Whom a run talks to: each optional, each owned by the caller and outliving the run.
+struct run_collaborators {
+    task_runner* runner = nullptr;  ///< nullptr: the built-in runner (host, container, Slurm)
+    event_sink* events = nullptr;
     approver* approvals = nullptr;  ///< nullptr: a task needing approval stops the run before any effect
     dispatch_gate* gate = nullptr;  ///< nullptr: always open
-    /// Told of every engine client used, so that its containers die with us (crash safety).
+    /// Told of every engine client and Slurm job used, so that they die with us (crash safety).
     watchdog* watch = nullptr;
-    /// Containers that dead owners left on the engines this run uses, removed before anything
-    /// starts, are added here (the caller prints them with its own cgroup sweep).
-    sweep_report* leftovers = nullptr;
     /// Records the run (docs/JOURNAL.md, docs/DESIGN.md "Journal"): the run before any effect,
     /// each attempt's intent (committed before the attempt starts), its handle, its end, each
     /// task's final result, the run's end. With a journal, a finished task's result leaves
@@ -114,12 +120,6 @@ struct run_options {
     /// are its children's, read back from theirs), and run_report::output holds null in its
     /// place. nullptr: nothing is recorded and every result stays whole in memory.
     journal_writer* journal = nullptr;
-    /// The run's record as the caller knows it (workflow source and path, argv, inputs,
-    /// options); the engine fills in the run id, the digests, the task count and the owner.
-    /// Not used when resuming (the run is recorded already).
-    journal_run record;
-    /// Resuming a run of the journal (async_resume() sets it); nullptr for a new run.
-    const resume_state* resume = nullptr;
 };
 
 /// What a report keeps of every task, whatever it keeps of results: a few bytes each.
@@ -148,6 +148,9 @@ struct run_report {
 
     std::vector<diagnostic> warnings;  ///< e.g. jobs lowered to fit the descriptor limit
     bool resumed = false;  ///< a resume: results say whether they were `reused`
+    /// The built-in runner: containers that dead owners left on the engines this run uses,
+    /// removed before anything started (a front end prints them with its own sweep).
+    std::vector<swept_container> leftovers;
 
     /// 0 succeeded, 3 approval or policy, 4 failed, 130 cancelled (exit_status).
     int exit_code() const;
@@ -157,103 +160,32 @@ struct run_report {
 std::vector<std::uint32_t> tasks_requiring_approval(const plan& p);
 
 namespace detail {
-void async_run_impl(boost::asio::any_io_executor ex, const plan& p, run_options options,
+void async_run_impl(boost::asio::any_io_executor ex, const plan& p, run_settings settings,
+                    run_collaborators with, const resume_state* resume,
                     boost::asio::any_completion_handler<void(run_report)> handler);
 }
 
-/// Runs `p` to completion. `p` (and options' runner, events, approvals) must outlive the
-/// operation.
+/// Runs `p` to completion. `p` and the collaborators must outlive the operation.
 ///
 /// Completion signature: void(run_report). Cancellation through the token's slot: total or
 /// partial stops dispatching and terminates running tasks gracefully (a second, terminal
 /// request kills them at once); the operation completes only after every task coroutine has
 /// finished and every child process is reaped. Thread safety: use from the executor's thread.
 template <typename Token>
-auto async_run(boost::asio::any_io_executor ex, const plan& p, run_options options, Token&& token) {
+auto async_run(boost::asio::any_io_executor ex, const plan& p, run_settings settings, run_collaborators with,
+               Token&& token) {
     return boost::asio::async_initiate<Token, void(run_report)>(
-        [](auto handler, boost::asio::any_io_executor e, const plan* pp, run_options o) {
-            detail::async_run_impl(std::move(e), *pp, std::move(o), std::move(handler));
+        [](auto handler, boost::asio::any_io_executor e, const plan* pp, run_settings s,
+           run_collaborators w) {
+            detail::async_run_impl(std::move(e), *pp, std::move(s), w, nullptr, std::move(handler));
         },
-        token, std::move(ex), &p, std::move(options));
+        token, std::move(ex), &p, std::move(settings), with);
 }
 
-// ---------------------------------------------------------------------------------------------
-// Resume (docs/JOURNAL.md, "Resume")
-
-/// What a resume does with one task, and why.
-enum class resume_action {
-    reuse,        ///< succeeded earlier: its result is taken over, it does not run
-    keep_failed,  ///< failed definitely earlier, and --retry-failed was not given: result taken over
-    run,          ///< never started, never finished, or failed and retried: it runs
-    rerun,        ///< its last attempt is uncertain and --rerun-uncertain was given: it runs again
-    uncertain,    ///< its last attempt is uncertain: the resume refuses (without --rerun-uncertain)
-    aggregate,    ///< a foreach/matrix parent: recomputed from its children
-};
-/// "reuse", "keep_failed", "run", "rerun", "uncertain", "aggregate".
-std::string_view to_string(resume_action);
-
-struct resume_decision {
-    resume_action action = resume_action::run;
-    std::string reason;  ///< e.g. "succeeded in segment 0", "never started", "a need runs again"
-};
-
-/// How to resume.
-struct resume_options {
-    bool retry_failed = false;     ///< run tasks that failed definitely again
-    bool rerun_uncertain = false;  ///< run tasks whose last attempt is uncertain again
-};
-
-/// A run of the journal, recompiled from its stored workflow and inputs, with what resuming it
-/// would do. prepare_resume() fills it; async_resume() runs it.
-struct resume_plan {
-    journal_run run;                         ///< as recorded (the workflow source included)
-    std::optional<plan> compiled;            ///< absent when the stored document no longer compiles
-    diagnostics diags;                       ///< the recompilation's
-    std::vector<resume_decision> decisions;  ///< by plan index
-    std::vector<journal_attempt> uncertain;  ///< last attempts that may have had their effect
-    resume_state state;                      ///< what the scheduler takes over
-    /// Why it cannot go on: unknown_run, run_live, a journal error (exit 5), a stored
-    /// document that does not compile the same (exit 2 or 5), uncertain attempts without
-    /// rerun_uncertain (exit 3). success when it may.
-    exit_status status = exit_status::success;
-    std::string message;  ///< the refusal, naming the run (and the tasks)
-    /// The journal's own failure behind a persistence refusal (unknown_run, run_live, ...).
-    std::optional<journal_errc> journal_code;
-    /// Whether the run was recorded as running by an owner `alive` called alive.
-    bool live = false;
-
-    bool ok() const { return status == exit_status::success; }
-};
-
-/// Loads run `run_id` from `db`, recompiles its stored workflow with its stored inputs (the
-/// same plan digest, or it refuses), and decides for each task: succeeded tasks are reused,
-/// never-started ones run, definitely failed ones are kept unless `retry_failed`, uncertain
-/// ones refuse the resume unless `rerun_uncertain`; a task runs again when one of its needs
-/// does. Reused results carry their streams only when a later template or spec.outputs reads
-/// them (otherwise `streams_released`: a report reads them from the journal). `alive` tells
-/// a live owner (a live run is refused). Synchronous: journal reads only; nothing runs.
-resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_options& options,
-                           const owner_alive_fn& alive);
-
-namespace detail {
-void async_resume_impl(boost::asio::any_io_executor ex, const resume_plan& rp, run_options options,
-                       boost::asio::any_completion_handler<void(run_report)> handler);
-}
-
-/// Runs a prepared resume (`rp.ok()`): claims the run in `options.journal` (required; a run
-/// claimed meanwhile by a live owner is refused: the report's error is journal_failed, exit
-/// 5), then runs `*rp.compiled` as async_run() does, with the run's id, taking over
-/// `rp.state`. `options.run_id`, `record` and `resume` are set from `rp`. `rp` must outlive
-/// the operation. Completion signature and cancellation: as async_run() (the claim itself is
-/// not cancellable).
+/// async_run() with no collaborators: the built-in runner, no events, no approver, no journal.
 template <typename Token>
-auto async_resume(boost::asio::any_io_executor ex, const resume_plan& rp, run_options options,
-                  Token&& token) {
-    return boost::asio::async_initiate<Token, void(run_report)>(
-        [](auto handler, boost::asio::any_io_executor e, const resume_plan* r, run_options o) {
-            detail::async_resume_impl(std::move(e), *r, std::move(o), std::move(handler));
-        },
-        token, std::move(ex), &rp, std::move(options));
+auto async_run(boost::asio::any_io_executor ex, const plan& p, run_settings settings, Token&& token) {
+    return async_run(std::move(ex), p, std::move(settings), run_collaborators{}, std::forward<Token>(token));
 }
 
 }  // namespace agentctl

@@ -1,4 +1,5 @@
-// Typed error codes of tasks and runs, and the CLI's exit statuses.
+// Typed error codes of tasks and runs, the error value that carries one, and the CLI's exit
+// statuses: the library's one error vocabulary (docs/DESIGN.md, "Errors").
 //
 // Every way a task or a run can fail has one code here. Its JSON spelling (to_string) is
 // stable: reports, jsonl events and the journal use it. The flags say how the engine treats
@@ -9,7 +10,10 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <utility>
+#include <variant>
 
 namespace agentctl {
 
@@ -27,6 +31,7 @@ enum class error_code : std::uint8_t {
     invalid_request,
     executable_not_found,
     interpreter_not_found,
+    executable_changed,  ///< the path no longer names the file resolved or opened for it
     permission_denied,
     is_a_directory,
     exec_format_error,
@@ -99,6 +104,36 @@ bool is_policy(error_code code);
 
 /// A persistence failure (the journal): the run exits with status 5.
 bool is_persistence(error_code code);
+
+/// An error: its code, and a message for people (redacted: never a secret value).
+struct task_error {
+    error_code code = error_code::internal_error;
+    std::string message;
+};
+
+/// A value, or the error that prevented it: std::expected's shape (C++23), for what crosses a
+/// layer boundary and can fail. The error is a task_error but in the journal
+/// (journal_result<T>: its own errors, docs/DESIGN.md "Errors").
+template <typename T, typename E = task_error>
+class expected {
+public:
+    expected(T value) : v_(std::in_place_index<0>, std::move(value)) {}
+    expected(E error) : v_(std::in_place_index<1>, std::move(error)) {}
+    bool has_value() const { return v_.index() == 0; }
+    explicit operator bool() const { return has_value(); }
+    T& operator*() { return std::get<0>(v_); }
+    const T& operator*() const { return std::get<0>(v_); }
+    T* operator->() { return &std::get<0>(v_); }
+    const T* operator->() const { return &std::get<0>(v_); }
+    const E& error() const { return std::get<1>(v_); }
+    template <typename U>
+    T value_or(U&& other) const {
+        return has_value() ? std::get<0>(v_) : static_cast<T>(std::forward<U>(other));
+    }
+
+private:
+    std::variant<T, E> v_;
+};
 
 /// Exit statuses of the CLI, stable (docs/CLI.md, "Exit statuses").
 enum class exit_status : int {

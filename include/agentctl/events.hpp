@@ -2,7 +2,7 @@
 #pragma once
 
 #include <agentctl/diagnostic.hpp>
-#include <agentctl/runner.hpp>
+#include <agentctl/task_result.hpp>
 
 #include <chrono>
 #include <cstdint>

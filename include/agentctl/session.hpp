@@ -53,9 +53,9 @@ struct session {
 /// is run.
 session open_session(const session_request& request);
 
-/// The canonical base folder: `request.workspace`, else the workflow file's folder.
-/// Nothing with `error` set when it does not exist.
-std::optional<std::string> resolve_base_dir(const session_request& request, std::string& error);
+/// The canonical base folder: `request.workspace`, else the workflow file's folder; the error
+/// (workspace_unavailable) when it does not exist.
+expected<std::string> resolve_base_dir(const session_request& request);
 
 /// agentctl's own environment: PATH for bare command names and engines (a default when
 /// unset), and a reader of its variables for `{env}` sources and engine clients.

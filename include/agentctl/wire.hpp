@@ -8,16 +8,9 @@
 #pragma once
 
 #include <agentctl/diagnostic.hpp>
-#include <agentctl/doctor.hpp>
-#include <agentctl/engine.hpp>
 #include <agentctl/error.hpp>
-#include <agentctl/events.hpp>
-#include <agentctl/journal.hpp>
+#include <agentctl/journal_run.hpp>
 #include <agentctl/json.hpp>
-#include <agentctl/plan.hpp>
-#include <agentctl/watchdog.hpp>
-
-#include <boost/json/value.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -26,6 +19,15 @@
 #include <string_view>
 
 namespace agentctl {
+
+// What the documents are written from; their headers say what each is.
+struct plan;
+struct run_event;
+struct run_report;
+struct task_result;
+struct sweep_report;
+struct doctor_report;
+class journal;
 
 /// A success envelope of `kind` whose `data` is what `write_data` writes.
 void write_success_envelope(json_sink& out, std::string_view kind,

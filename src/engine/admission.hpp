@@ -2,7 +2,9 @@
 // clock): the scheduler asks, then acts. Tested without an io_context.
 #pragma once
 
-#include <agentctl/engine.hpp>
+#include <agentctl/attempt.hpp>
+#include <agentctl/task_result.hpp>
+#include <agentctl/template.hpp>
 
 #include <cstdint>
 #include <functional>

@@ -1,13 +1,8 @@
 // agentctl doctor: the survey preflight (preflight.cpp) as a report; runs nothing.
 #include <agentctl/doctor.hpp>
 
-#include "engine/post_result.hpp"
-#include "engine/preflight.hpp"
-
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/dispatch.hpp>
-#include <boost/asio/this_coro.hpp>
+#include "runner/completion.hpp"
+#include "runner/preflight.hpp"
 
 namespace asio = boost::asio;
 
@@ -15,8 +10,7 @@ namespace agentctl {
 namespace {
 
 asio::awaitable<doctor_report> survey(const plan& p, doctor_options options) {
-    co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
-    co_await asio::this_coro::throw_if_cancelled(false);
+    co_await accept_all_cancellation();
     preflight_settings settings;
     settings.mode = preflight_mode::survey;
     settings.base_dir = options.base_dir;
@@ -38,17 +32,13 @@ namespace detail {
 
 void async_doctor_impl(asio::any_io_executor ex, const plan& p, doctor_options options,
                        asio::any_completion_handler<void(doctor_report)> handler) {
-    auto slot = asio::get_associated_cancellation_slot(handler);
-    asio::co_spawn(ex, survey(p, std::move(options)),
-                   asio::bind_cancellation_slot(
-                       slot, [h = std::move(handler)](std::exception_ptr e, doctor_report r) mutable {
-                           if (e) {
-                               r.ready = false;
-                               r.checks.push_back(doctor_check{"", "internal", "", "unavailable",
-                                                               "the check failed unexpectedly", true});
-                           }
-                           dispatch_result(std::move(h), std::move(r));
-                       }));
+    complete_with(ex, survey(p, std::move(options)), std::move(handler), [] {
+        doctor_report r;
+        r.ready = false;
+        r.checks.push_back(
+            doctor_check{"", "internal", "", "unavailable", "the check failed unexpectedly", true});
+        return r;
+    });
 }
 
 }  // namespace detail

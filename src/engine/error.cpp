@@ -28,6 +28,7 @@ constexpr code_info table[] = {
     {error_code::invalid_request, "invalid_request", none_ran},
     {error_code::executable_not_found, "executable_not_found", none_ran},
     {error_code::interpreter_not_found, "interpreter_not_found", none_ran},
+    {error_code::executable_changed, "executable_changed", none_ran},
     {error_code::permission_denied, "permission_denied", none_ran},
     {error_code::is_a_directory, "is_a_directory", none_ran},
     {error_code::exec_format_error, "exec_format_error", none_ran},

@@ -3,7 +3,7 @@
 
 #include "engine/admission.hpp"
 
-#include <agentctl/engine.hpp>
+#include <boost/json/object.hpp>
 
 #include <string>
 #include <vector>

@@ -1,6 +1,6 @@
 // Resuming a run of the journal: recompile what was recorded, decide per task what happens
 // (docs/JOURNAL.md, "Resume"), claim the run, run the rest.
-#include <agentctl/engine.hpp>
+#include <agentctl/resume.hpp>
 
 #include <agentctl/json.hpp>
 #include <agentctl/session.hpp>
@@ -290,8 +290,8 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
 
 namespace detail {
 
-void async_resume_impl(asio::any_io_executor ex, const resume_plan& rp, run_options options,
-                       asio::any_completion_handler<void(run_report)> handler) {
+void async_resume_impl(asio::any_io_executor ex, const resume_plan& rp, run_settings settings,
+                       run_collaborators with, asio::any_completion_handler<void(run_report)> handler) {
     auto fail = [&rp](std::string message) {
         run_report r;
         r.run_id = rp.run.run_id;
@@ -300,7 +300,7 @@ void async_resume_impl(asio::any_io_executor ex, const resume_plan& rp, run_opti
         r.error = task_error{error_code::journal_failed, std::move(message)};
         return r;
     };
-    journal_writer* writer = options.journal;
+    journal_writer* writer = with.journal;
     if (!writer || !rp.ok() || !rp.compiled) {
         run_report r = fail(!writer ? "resume needs a journal to record into" : rp.message);
         asio::post(ex, [h = std::move(handler), r = std::move(r)]() mutable { std::move(h)(std::move(r)); });
@@ -308,14 +308,13 @@ void async_resume_impl(asio::any_io_executor ex, const resume_plan& rp, run_opti
     }
     writer->async_claim(
         rp.run.run_id, this_process_owner(), owner_alive_here,
-        asio::bind_executor(ex, [ex, &rp, fail, options = std::move(options),
+        asio::bind_executor(ex, [ex, &rp, fail, settings = std::move(settings), with,
                                  handler = std::move(handler)](std::optional<journal_error> error) mutable {
             if (error)
                 return std::move(handler)(
                     fail("run " + rp.run.run_id + " cannot be claimed: " + error->message));
-            options.run_id = rp.run.run_id;
-            options.resume = &rp.state;
-            async_run_impl(ex, *rp.compiled, std::move(options), std::move(handler));
+            settings.run_id = rp.run.run_id;
+            async_run_impl(ex, *rp.compiled, std::move(settings), with, &rp.state, std::move(handler));
         }));
 }
 

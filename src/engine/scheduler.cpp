@@ -1,13 +1,20 @@
 // The scheduler: one loop that starts ready tasks until the job slots are full, waits for
 // one completion, records it and releases dependants (after Ninja's build loop). The
 // decision for each ready task is admit() (admission.cpp); results the loop builds itself
-// and the run's outcome are in outcome.cpp.
+// and the run's outcome are in outcome.cpp; what the journal gets is the recorder's
+// (recorder.cpp); the tasks in flight are a task_group's children.
 #include <agentctl/engine.hpp>
 
 #include "engine/admission.hpp"
-#include "engine/builtin_runner.hpp"
 #include "engine/outcome.hpp"
+#include "engine/recorder.hpp"
+#include "engine/task_group.hpp"
 #include "exec/host.hpp"
+#include "runner/builtin_runner.hpp"
+
+#include <agentctl/events.hpp>
+#include <agentctl/resume.hpp>
+#include <agentctl/runner.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -19,13 +26,11 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
-#include <deque>
 #include <memory>
 #include <queue>
 #include <unordered_map>
 
 namespace asio = boost::asio;
-namespace json = boost::json;
 
 namespace agentctl {
 
@@ -74,21 +79,55 @@ bool decided_here(const task_result& r) {
            !(r.error->code == error_code::run_cancelled && r.attempts == 0);
 }
 
+// A task coroutine that threw: an internal error, with what it said.
+task_result thrown_result(std::exception_ptr e) {
+    task_result r = failed_result(error_code::internal_error, "the task coroutine failed");
+    try {
+        std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+        r.error->message += std::string(": ") + ex.what();
+    } catch (...) {
+    }
+    return r;
+}
+
+runner_settings settings_for_runner(const run_settings& s, const std::string& run_id) {
+    runner_settings r;
+    r.run_id = run_id;
+    r.base_dir = s.base_dir;
+    r.search_path = s.search_path;
+    r.host_env = s.host_env;
+    r.containment = s.containment;
+    r.backend = s.backend;
+    r.slurm = s.slurm;
+    r.drain_grace = s.drain_grace;
+    return r;
+}
+
 /// One run. Owned by the loop coroutine and by every task coroutine.
 class scheduler : public std::enable_shared_from_this<scheduler> {
 public:
-    scheduler(asio::any_io_executor ex, const plan& p, run_options options)
-        : ex_(ex), plan_(p), options_(std::move(options)), wake_(ex), wall_timer_(ex) {
+    scheduler(asio::any_io_executor ex, const plan& p, run_settings settings, run_collaborators with,
+              const resume_state* resume)
+        : ex_(ex),
+          plan_(p),
+          settings_(std::move(settings)),
+          with_(with),
+          resume_(resume),
+          tasks_(ex),
+          wall_timer_(ex) {
         const std::uint32_t n = p.size();
         // Per task only a few bytes (state, outcome, flags); results are kept whole without a
         // journal, and with one only where something reads them (docs/DESIGN.md, "Engine").
-        if (!options_.journal) results_.resize(n);
+        if (with_.journal)
+            recorder_.emplace(*with_.journal, p, resume);
+        else
+            results_.resize(n);
         state_.assign(n, node::pending);
         outcomes_.resize(n);
-        ended_.assign(n, false);
         executed_.assign(n, false);
         queued_.assign(n, false);
-        report_.resumed = options_.resume != nullptr;
+        report_.resumed = resume != nullptr;
         // Readiness is counted per plan node: a child template waits for its needs and then
         // makes all its children ready; an aggregate waits for its children.
         const std::size_t nodes = p.nodes.size();
@@ -103,28 +142,29 @@ public:
         }
         for (std::uint32_t v = 0; v < nodes; ++v)
             if (unfinished_[v] == 0) make_ready(v);
-        jobs_ = std::clamp(options_.jobs.value_or(p.max_concurrency), 1, limits::max_concurrency);
+        jobs_ = std::clamp(settings_.jobs.value_or(p.max_concurrency), 1, limits::max_concurrency);
         fit_jobs_to_descriptors();
         slot_busy_.assign(static_cast<std::size_t>(jobs_), false);
         view_.compiled = &plan_;
         view_.inputs = &plan_.inputs;
-        view_.release_unread_aggregates = options_.journal != nullptr;
+        view_.release_unread_aggregates = with_.journal != nullptr;
         view_.state_of = [this](std::uint32_t i) -> std::optional<task_state> {
             if (state_[i] != node::done) return std::nullopt;
             return outcomes_[i].state;
         };
         view_.result_of = [this](std::uint32_t i) -> const task_result* {
             if (state_[i] != node::done) return nullptr;
-            if (!options_.journal) return &results_[i];
+            if (!with_.journal) return &results_[i];
             auto it = kept_.find(i);
             return it == kept_.end() ? nullptr : &it->second;
         };
-        report_.run_id = options_.run_id.empty() ? make_run_id() : options_.run_id;
-        if (!options_.runner) {
-            builtin_ = make_builtin_runner(ex, p, options_, report_.run_id);
+        report_.run_id = settings_.run_id.empty() ? make_run_id() : settings_.run_id;
+        if (!with_.runner) {
+            builtin_ = std::make_unique<builtin_runner>(ex, p, settings_for_runner(settings_, report_.run_id),
+                                                        with_.events, with_.watch);
             runner_ = builtin_.get();
         } else {
-            runner_ = options_.runner;
+            runner_ = with_.runner;
         }
     }
 
@@ -140,113 +180,20 @@ public:
                                               ? asio::cancellation_type::terminal
                                               : asio::cancellation_type::total;
         ++cancel_requests_;
-        for (auto& [idx, signal] : running_signals_) signal->emit(forward);
+        tasks_.emit(forward);
         prepare_signal_.emit(forward);
-        wake_.cancel();
+        tasks_.wake();
     }
 
     asio::awaitable<void> loop() {
         auto self = shared_from_this();
         started_ = std::chrono::steady_clock::now();
-        wake_.expires_at(asio::steady_timer::time_point::max());
         for (const auto& w : report_.warnings) emit_warning(w);
-        if (co_await record_run_start()) co_await run_tasks();
+        if (co_await record_run_start())
+            co_await run_tasks();
         else
             co_await close_unstarted();
         co_await record_run_end();
-    }
-
-    // The run's record is committed before any effect (a resumed run is recorded already).
-    asio::awaitable<bool> record_run_start() {
-        if (!options_.journal || options_.resume) co_return true;
-        journal_run run = options_.record;
-        run.run_id = report_.run_id;
-        run.workflow_name = plan_.workflow_name;
-        run.workflow_digest = plan_.workflow_digest;
-        run.plan_digest = plan_.plan_digest;
-        run.task_count = plan_.size();
-        run.owner = this_process_owner();
-        options_.journal->record_run(std::move(run));
-        auto error = co_await options_.journal->async_sync(asio::use_awaitable);
-        if (!error) co_return true;
-        journal_broke(*error);
-        co_return false;
-    }
-
-    // The run's end, and everything queued before it, committed before the run completes.
-    asio::awaitable<void> record_run_end() {
-        if (!options_.journal) co_return;
-        journal_run_end end;
-        end.state = final_state() == run_state::succeeded ? journal_run_state::succeeded
-                    : final_state() == run_state::cancelled ? journal_run_state::cancelled
-                                                            : journal_run_state::failed;
-        end.duration_ms = static_cast<std::uint64_t>(
-            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started_).count());
-        end.error = report_.error;
-        options_.journal->record_run_end(std::move(end));
-        auto error = co_await options_.journal->async_sync(asio::use_awaitable);
-        if (error) journal_broke(*error);
-    }
-
-    asio::awaitable<void> run_tasks() {
-        if (!options_.approvals) {
-            auto needing = tasks_requiring_approval(plan_);
-            if (!needing.empty()) {
-                report_.error = approval_required_error(plan_, needing);
-                failed_before_start_ = true;
-                co_await close_unstarted();
-                co_return;
-            }
-        }
-        std::optional<task_error> setup =
-            co_await asio::async_initiate<decltype(asio::use_awaitable), void(std::optional<task_error>)>(
-                [this](auto handler) {
-                    runner_->async_prepare(
-                        ex_, asio::bind_cancellation_slot(prepare_signal_.slot(), std::move(handler)));
-                },
-                asio::use_awaitable);
-        if (setup || cancelling_) {
-            if (setup) report_.error = std::move(setup);
-            failed_before_start_ = setup.has_value();
-            co_await close_unstarted();
-            co_await finish_runner();
-            co_return;
-        }
-        arm_wall_time_budget();
-
-        std::size_t total = plan_.size();
-        while (finished_ < total) {
-            bool held = false;
-            while (!stopping() && running_ < static_cast<std::uint32_t>(jobs_) && !ready_.empty()) {
-                if (options_.gate && !options_.gate->open()) {
-                    held = true;
-                    break;
-                }
-                std::uint32_t idx = ready_.top();
-                ready_.pop();
-                queue_next_child(idx);
-                co_await dispatch(idx);
-            }
-            if (stopping() && running_ == 0) break;
-            if (running_ == 0 && ready_.empty()) break;  // nothing left that can become ready
-            // Woken by a completion, or by a cancellation that the next turn acts on; while the
-            // gate holds tasks back, also to ask it again.
-            if (completed_.empty() && (running_ > 0 || held)) {
-                if (held) wake_.expires_after(dispatch_gate::recheck);
-                co_await wake_.async_wait(asio::as_tuple(asio::use_awaitable));
-                wake_.expires_at(asio::steady_timer::time_point::max());
-            }
-            while (!completed_.empty()) {
-                auto [idx, result] = std::move(completed_.front());
-                completed_.pop_front();
-                --running_;
-                finish(idx, std::move(result));
-            }
-        }
-        wall_timer_.cancel();
-        co_await close_unstarted();
-        co_await finish_runner();
-        co_return;
     }
 
     run_report take_report() {
@@ -264,17 +211,64 @@ public:
                            "the run exceeded budgets.maxWallTimeSeconds (" +
                                std::to_string(*plan_.budgets.max_wall_time_seconds) + " s) and was stopped"};
         report_.state = final_state();
+        if (builtin_) report_.leftovers = builtin_->take_leftovers();
         return std::move(report_);
-    }
-
-    run_state final_state() const {
-        if (cancelling_ && !cancelled_by_budget_) return run_state::cancelled;
-        if (failures_ > 0 || report_.error || denied_ || cancelled_by_budget_) return run_state::failed;
-        return run_state::succeeded;
     }
 
 private:
     enum class node : std::uint8_t { pending, running, done };
+
+    asio::awaitable<void> run_tasks() {
+        if (!with_.approvals) {
+            auto needing = tasks_requiring_approval(plan_);
+            if (!needing.empty()) {
+                report_.error = approval_required_error(plan_, needing);
+                failed_before_start_ = true;
+                co_await close_unstarted();
+                co_return;
+            }
+        }
+        std::optional<task_error> setup = co_await runner_->async_prepare(
+            ex_, asio::bind_cancellation_slot(prepare_signal_.slot(), asio::use_awaitable));
+        if (setup || cancelling_) {
+            if (setup) report_.error = std::move(setup);
+            failed_before_start_ = setup.has_value();
+            co_await close_unstarted();
+            co_await finish_runner();
+            co_return;
+        }
+        arm_wall_time_budget();
+
+        std::size_t total = plan_.size();
+        while (finished_ < total) {
+            bool held = false;
+            while (!stopping() && tasks_.size() < static_cast<std::size_t>(jobs_) && !ready_.empty()) {
+                if (with_.gate && !with_.gate->open()) {
+                    held = true;
+                    break;
+                }
+                std::uint32_t idx = ready_.top();
+                ready_.pop();
+                queue_next_child(idx);
+                co_await dispatch(idx);
+            }
+            if (stopping() && tasks_.size() == 0) break;
+            if (tasks_.size() == 0 && ready_.empty()) break;  // nothing left that can become ready
+            // Woken by a completion, or by a cancellation that the next turn acts on; while the
+            // gate holds tasks back, also to ask it again.
+            if (tasks_.size() > 0 || held)
+                co_await tasks_.wait(
+                    held ? std::optional<std::chrono::steady_clock::duration>(dispatch_gate::recheck)
+                         : std::nullopt);
+            while (tasks_.has_finished()) {
+                auto f = tasks_.take();
+                finish(f.id, f.error ? thrown_result(f.error) : std::move(f.result));
+            }
+        }
+        wall_timer_.cancel();
+        co_await close_unstarted();
+        co_await finish_runner();
+    }
 
     // Plan node `v` can start: its task, or for a child template its first child (the others
     // follow one at a time, queue_next_child()), which keeps the ready queue as small as the
@@ -316,24 +310,12 @@ private:
         jobs_ = fit.jobs;
     }
 
-    void emit_warning(const diagnostic& d) {
-        if (!options_.events) return;
-        run_event e;
-        e.kind = run_event::kind_t::warning;
-        e.warning = &d;
-        e.elapsed = std::chrono::steady_clock::now() - started_;
-        options_.events->on_event(e);
-    }
-
     bool stopping() const { return cancelling_ || stop_after_failure_ || report_.error.has_value(); }
 
     // Once every task is done: what the runner left for later (container removal) and its
     // check that nothing is left. A failure there fails the run.
     asio::awaitable<void> finish_runner() {
-        std::optional<task_error> error =
-            co_await asio::async_initiate<decltype(asio::use_awaitable), void(std::optional<task_error>)>(
-                [this](auto handler) { runner_->async_finish(ex_, std::move(handler)); },
-                asio::use_awaitable);
+        std::optional<task_error> error = co_await runner_->async_finish(ex_, asio::use_awaitable);
         if (error && !report_.error) report_.error = std::move(error);
     }
 
@@ -358,13 +340,8 @@ private:
             record(idx, std::move(a.result));
             co_return;
         }
-        if (a.needs_approval && options_.approvals && !approved_all_) {
-            approval_answer answer =
-                co_await asio::async_initiate<decltype(asio::use_awaitable), void(approval_answer)>(
-                    [this, idx](auto handler) {
-                        options_.approvals->async_approve(plan_, idx, std::move(handler));
-                    },
-                    asio::use_awaitable);
+        if (a.needs_approval && with_.approvals && !approved_all_) {
+            approval_answer answer = co_await with_.approvals->async_approve(plan_, idx, asio::use_awaitable);
             if (answer == approval_answer::all) approved_all_ = true;
             if (answer == approval_answer::no) {
                 record(idx, failed_result(error_code::approval_denied,
@@ -381,7 +358,9 @@ private:
         reservations_[idx] = a.reservation;
         slot_busy_[view_.job_slot - 1] = true;
         slot_of_[idx] = view_.job_slot;
-        start(idx, std::move(a.request));
+        executed_[idx] = true;
+        state_[idx] = node::running;
+        tasks_.spawn(idx, attempts(idx, std::move(a.request)), shared_from_this());
     }
 
     // GNU parallel's {%}: the lowest slot no running task holds (docs/DESIGN.md, "Job slots").
@@ -395,15 +374,14 @@ private:
     // the resume kept of it: the result whole where a run needs it, else its outcome (the
     // journal has the rest).
     std::optional<task_result> reusable(std::uint32_t idx) const {
-        const resume_state* rs = options_.resume;
-        if (!rs || idx >= rs->reuse.size() || !rs->reuse[idx]) return std::nullopt;
+        if (!resume_ || idx >= resume_->reuse.size() || !resume_->reuse[idx]) return std::nullopt;
         for (auto need : plan_.node(idx).needs)
             if (executed_[need]) return std::nullopt;
         task_result r;
-        if (auto it = rs->whole.find(idx); it != rs->whole.end()) {
+        if (auto it = resume_->whole.find(idx); it != resume_->whole.end()) {
             r = it->second;
         } else {
-            const resume_state::reused_result& f = *rs->reuse[idx];
+            const resume_state::reused_result& f = *resume_->reuse[idx];
             r.state = f.state;
             r.attempts = f.attempts;
             r.exit_code = f.exit_code;
@@ -412,30 +390,6 @@ private:
         }
         r.reused = true;
         return r;
-    }
-
-    void start(std::uint32_t idx, attempt_request request) {
-        executed_[idx] = true;
-        state_[idx] = node::running;
-        ++running_;
-        auto signal = std::make_unique<asio::cancellation_signal>();
-        auto slot = signal->slot();
-        running_signals_.emplace(idx, std::move(signal));
-        asio::co_spawn(ex_, attempts(idx, std::move(request)),
-                       asio::bind_cancellation_slot(
-                           slot, [self = shared_from_this(), idx](std::exception_ptr e, task_result r) {
-                               if (e) {
-                                   r = failed_result(error_code::internal_error, "the task coroutine failed");
-                                   try {
-                                       std::rethrow_exception(e);
-                                   } catch (const std::exception& ex) {
-                                       r.error->message += std::string(": ") + ex.what();
-                                   } catch (...) {
-                                   }
-                               }
-                               self->completed_.emplace_back(idx, std::move(r));
-                               self->wake_.cancel();
-                           }));
     }
 
     // One coroutine per task: its attempts, with backoff between retries.
@@ -448,27 +402,16 @@ private:
         task_result result;
         for (std::uint32_t attempt = 1;; ++attempt) {
             request.attempt = before + attempt;
-            if (options_.journal) {
-                // The intent is durable before the attempt starts: after a crash, an intent
-                // without an end is an attempt that may have had its effect.
-                options_.journal->record_intent(intent_of(request));
-                auto error = co_await options_.journal->async_sync(asio::use_awaitable);
-                if (error) {
+            if (recorder_) {
+                if (auto error = co_await recorder_->start_attempt(request)) {
                     journal_broke(*error);
                     result = failed_result(error_code::journal_failed, "the attempt was not started: " + error->message);
                     result.attempts = request.attempt - 1;
                     break;
                 }
-                request.on_started = [this, idx, n = request.attempt](const attempt_started& s) {
-                    record_handle(idx, n, s);
-                };
             }
-            emit_started(idx, request.attempt);
-            result = co_await asio::async_initiate<decltype(asio::use_awaitable), void(task_result)>(
-                [this](auto handler, const attempt_request* r) {
-                    runner_->async_run(*r, std::move(handler));
-                },
-                asio::use_awaitable, &request);
+            emit(run_event::kind_t::task_started, idx, request.attempt);
+            result = co_await runner_->async_run(request, asio::use_awaitable);
             result.attempts = request.attempt;
             result.argv.clear();
             result.argv.reserve(request.args.size() + 1);
@@ -479,15 +422,10 @@ private:
             if (cancelled || attempt >= static_cast<std::uint32_t>(t.retry.max_attempts) ||
                 !retry_allowed(t.retry, plan_.action_of(t), result))
                 break;
-            emit_attempt_failed(idx, request.attempt, result);
+            emit(run_event::kind_t::attempt_failed, idx, request.attempt, &result);
             // Retried: this attempt's end (with its streams) goes to the journal now; the last
             // attempt's end is recorded with the task's final result (finish()).
-            if (options_.journal) {
-                task_result kept = without_streams(result);
-                options_.journal->record_end(attempt_end{idx, request.attempt, std::move(result), false});
-                result = std::move(kept);
-                ended_[idx] = true;
-            }
+            if (recorder_) result = recorder_->retried(request, std::move(result));
             if (t.retry.backoff_ms > 0) {
                 asio::steady_timer backoff(ex_, std::chrono::milliseconds(t.retry.backoff_ms));
                 co_await backoff.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -497,7 +435,7 @@ private:
                     break;
                 }
             }
-            ended_[idx] = false;
+            if (recorder_) recorder_->next_attempt(idx);
         }
         result.duration_ms = static_cast<std::uint64_t>(
             std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - begun)
@@ -505,36 +443,36 @@ private:
         co_return result;
     }
 
-    // A failed attempt that will be retried: said as it happens, so that retries are visible.
-    void emit_attempt_failed(std::uint32_t idx, std::uint32_t attempt, const task_result& r) {
-        if (!options_.events) return;
+    // Tells the sink: an attempt started, one failed and will be retried (`result`: that
+    // attempt's), a task reached its final state (`result`: its final one).
+    void emit(run_event::kind_t kind, std::uint32_t idx, std::uint32_t attempt,
+              const task_result* result = nullptr) {
+        if (!with_.events) return;
         run_event e;
-        e.kind = run_event::kind_t::attempt_failed;
+        e.kind = kind;
         e.task_index = idx;
         e.attempt = attempt;
-        e.result = &r;
-        e.retry_in_ms = static_cast<std::uint32_t>(std::max(0, plan_.node(idx).retry.backoff_ms));
+        e.result = result;
+        if (kind == run_event::kind_t::attempt_failed)
+            e.retry_in_ms = static_cast<std::uint32_t>(std::max(0, plan_.node(idx).retry.backoff_ms));
+        if (auto slot = slot_of_.find(idx); kind == run_event::kind_t::task_started && slot != slot_of_.end())
+            e.job_slot = slot->second;
         e.elapsed = std::chrono::steady_clock::now() - started_;
-        e.running = running_;
+        e.running = static_cast<std::uint32_t>(tasks_.size());
         e.finished = static_cast<std::uint32_t>(finished_);
-        options_.events->on_event(e);
+        with_.events->on_event(e);
     }
 
-    void emit_started(std::uint32_t idx, std::uint32_t attempt) {
-        if (!options_.events) return;
+    void emit_warning(const diagnostic& d) {
+        if (!with_.events) return;
         run_event e;
-        e.kind = run_event::kind_t::task_started;
-        e.task_index = idx;
-        e.attempt = attempt;
-        if (auto slot = slot_of_.find(idx); slot != slot_of_.end()) e.job_slot = slot->second;
+        e.kind = run_event::kind_t::warning;
+        e.warning = &d;
         e.elapsed = std::chrono::steady_clock::now() - started_;
-        e.running = running_;
-        e.finished = static_cast<std::uint32_t>(finished_);
-        options_.events->on_event(e);
+        with_.events->on_event(e);
     }
 
     void finish(std::uint32_t idx, task_result r) {
-        running_signals_.erase(idx);
         if (auto slot = slot_of_.find(idx); slot != slot_of_.end()) {
             slot_busy_[slot->second - 1] = false;
             slot_of_.erase(slot);
@@ -557,30 +495,17 @@ private:
         outcomes_[idx] = task_outcome{r.state, r.attempts, r.reused, decided_here(r)};
         ++finished_;
         if (is_failure(r.state) && t.kind != plan_task::kind_t::aggregate) ++failures_;
-        if (is_failure(r.state) && t.failure == failure_mode::stop && !options_.keep_going &&
+        if (is_failure(r.state) && t.failure == failure_mode::stop && !settings_.keep_going &&
             t.kind != plan_task::kind_t::aggregate) {
             if (!stop_after_failure_) stopped_by_ = idx;
             stop_after_failure_ = true;
         }
-        if (options_.events) {
-            run_event e;
-            e.kind = run_event::kind_t::task_finished;
-            e.task_index = idx;
-            e.attempt = r.attempts;
-            e.result = &r;
-            e.elapsed = std::chrono::steady_clock::now() - started_;
-            e.running = running_;
-            e.finished = static_cast<std::uint32_t>(finished_);
-            options_.events->on_event(e);
-        }
-        if (!options_.journal) {
+        emit(run_event::kind_t::task_finished, idx, r.attempts, &r);
+        if (!recorder_) {
             results_[idx] = std::move(r);
         } else {
             keep(idx, r);
-            if (r.reused)
-                journal_missing_final(idx, r);
-            else
-                journal_final(idx, ran, std::move(r));
+            recorder_->final_result(idx, ran, std::move(r));
         }
         if (t.kind == plan_task::kind_t::child) {
             // The aggregate of an expanded task waits for its children only.
@@ -603,83 +528,45 @@ private:
             kept_.insert_or_assign(idx, without_streams(r));
     }
 
-    // The task's final result into the journal, with the end of its last attempt when that
-    // holds the streams; the journal has it all from here on.
-    void journal_final(std::uint32_t idx, bool ran, task_result r) {
-        std::string id = plan_.task_id(idx);
-        bool unstarted = r.error && r.error->code == error_code::journal_failed;
-        if (ran && ended_[idx]) {
-            // Retried, then cancelled during its backoff: that end is recorded, with the streams.
-            const std::uint32_t attempt = r.attempts;
-            journal_behind_ |= options_.journal->record_final(
-                task_final{idx, std::move(id), without_streams(r), attempt, false});
-            return;
-        }
-        if (ran && r.attempts > 0 && !unstarted) {
-            // The last attempt's end holds the streams; the final names it. Both go in one
-            // commit: a crash never leaves an end whose final is missing.
-            bool cleanup_failed = r.error && r.error->code == error_code::container_cleanup_failed;
-            const std::uint32_t attempt = r.attempts;
-            task_final final{idx, std::move(id), without_streams(r, /*in_place=*/true), attempt, false};
-            journal_behind_ |= options_.journal->record_end_and_final(
-                attempt_end{idx, attempt, std::move(r), cleanup_failed}, std::move(final));
-            return;
-        }
-        journal_behind_ |=
-            options_.journal->record_final(task_final{idx, std::move(id), std::move(r), std::nullopt, false});
-    }
-
-    // Resume: a reused result whose final was lost after its end was committed gets it now.
-    void journal_missing_final(std::uint32_t idx, const task_result& r) {
-        const auto& from = options_.resume->final_from_attempt;
-        if (idx >= from.size() || from[idx] == 0) return;
-        options_.journal->record_final(
-            task_final{idx, plan_.task_id(idx), without_streams(r, /*in_place=*/true), from[idx], true});
-    }
-
-    void record_handle(std::uint32_t idx, std::uint32_t attempt, const attempt_started& s) {
-        attempt_handle h;
-        h.task_index = idx;
-        h.attempt = attempt;
-        h.pid = s.pid;
-        if (s.pid) h.pid_start_time = s.start_lo;
-        h.cgroup = s.cgroup;
-        h.container = s.container;
-        h.container_engine = s.container_engine;
-        h.slurm_job_id = s.slurm_job_id;
-        options_.journal->record_handle(std::move(h));
-    }
-
-    attempt_intent intent_of(const attempt_request& request) const {
-        const plan_task& t = request.task();
-        const action_spec& a = request.action();
-        attempt_intent i;
-        i.task_index = request.task_index;
-        i.task_id = request.task_id;
-        i.attempt = request.attempt;
-        i.backend = "local";
-        i.isolation = std::string(to_string(a.isolation));
-        i.argv.push_back(a.command);
-        i.argv.insert(i.argv.end(), request.args.begin(), request.args.end());
-        for (const auto& e : a.env) i.env_names.push_back(e.name);
-        i.cwd = request.cwd;
-        i.limits = json::object{{"timeoutMs", t.timeout_ms},
-                                {"stdoutBytes", t.limits.stdout_bytes},
-                                {"stderrBytes", t.limits.stderr_bytes},
-                                {"combinedBytes", t.limits.combined_bytes}};
-        return i;
-    }
-
     std::uint32_t attempts_before(std::uint32_t idx) const {
-        if (!options_.resume || idx >= options_.resume->attempts_before.size()) return 0;
-        return options_.resume->attempts_before[idx];
+        if (!resume_ || idx >= resume_->attempts_before.size()) return 0;
+        return resume_->attempts_before[idx];
+    }
+
+    run_state final_state() const {
+        if (cancelling_ && !cancelled_by_budget_) return run_state::cancelled;
+        if (failures_ > 0 || report_.error || denied_ || cancelled_by_budget_) return run_state::failed;
+        return run_state::succeeded;
+    }
+
+    // The run's record is committed before any effect.
+    asio::awaitable<bool> record_run_start() {
+        if (!recorder_) co_return true;
+        auto error = co_await recorder_->start_run(settings_.record, report_.run_id);
+        if (!error) co_return true;
+        journal_broke(*error);
+        co_return false;
+    }
+
+    // The run's end, and everything queued before it, committed before the run completes.
+    asio::awaitable<void> record_run_end() {
+        if (!recorder_) co_return;
+        journal_run_end end;
+        end.state = final_state() == run_state::succeeded   ? journal_run_state::succeeded
+                    : final_state() == run_state::cancelled ? journal_run_state::cancelled
+                                                            : journal_run_state::failed;
+        end.duration_ms = static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started_)
+                .count());
+        end.error = report_.error;
+        if (auto error = co_await recorder_->end_run(std::move(end))) journal_broke(*error);
     }
 
     // A journal write failed: nothing more can be recorded, so nothing more may start.
     void journal_broke(const journal_error& e) {
         if (!report_.error)
             report_.error = task_error{error_code::journal_failed, "the run journal failed: " + e.message};
-        wake_.cancel();
+        tasks_.wake();
     }
 
     // Tasks that never started: cancelled when the run was cancelled, skipped otherwise. Their
@@ -687,11 +574,8 @@ private:
     // passes its high-water mark, wait for it to commit before recording more.
     asio::awaitable<void> close_unstarted() {
         for (std::uint32_t i = 0; i < plan_.size(); ++i) {
-            if (journal_behind_) {
-                journal_behind_ = false;
-                if (auto error = co_await options_.journal->async_sync(asio::use_awaitable))
-                    journal_broke(*error);
-            }
+            if (recorder_)
+                if (auto error = co_await recorder_->catch_up()) journal_broke(*error);
             if (state_[i] == node::done) continue;
             if (plan_.node(i).kind == plan_task::kind_t::aggregate) {
                 // Its children come before it in plan order, so they are all final by now.
@@ -723,9 +607,12 @@ private:
     asio::any_io_executor ex_;
     bool failed_before_start_ = false;  ///< the approval check or the runner's prepare failed
     const plan& plan_;
-    run_options options_;
-    std::unique_ptr<task_runner> builtin_;
+    run_settings settings_;
+    run_collaborators with_;
+    const resume_state* resume_ = nullptr;
+    std::unique_ptr<builtin_runner> builtin_;
     task_runner* runner_ = nullptr;
+    std::optional<run_recorder> recorder_;  ///< with a journal
     run_view view_;
     int jobs_ = 1;
 
@@ -734,27 +621,22 @@ private:
     std::unordered_map<std::uint32_t, task_result> kept_;  // with a journal: keep()
     std::vector<node> state_;
     std::vector<task_outcome> outcomes_;
-    std::vector<bool> ended_;     // the journal has the end of the task's last attempt already
     std::vector<bool> executed_;  // resume: the task runs again in this segment
     std::vector<bool> queued_;    // in ready_ (or was)
     std::size_t failures_ = 0;    // final results that are failures (aggregates aside)
-    bool journal_behind_ = false;  // the journal's queue passed its high-water mark
     // Per plan node.
     std::vector<std::uint32_t> unfinished_;  // needs (an aggregate: children) not final yet
     std::vector<std::vector<std::uint32_t>> dependants_;
     // Ready tasks in plan order (plan order is topological with declaration tie-breaks).
     std::priority_queue<std::uint32_t, std::vector<std::uint32_t>, std::greater<>> ready_;
-    std::deque<std::pair<std::uint32_t, task_result>> completed_;
-    std::unordered_map<std::uint32_t, std::unique_ptr<asio::cancellation_signal>> running_signals_;
+    task_group<task_result> tasks_;  // the tasks in flight, one coroutine each
     std::unordered_map<std::uint32_t, std::uint64_t> reservations_;
     std::vector<bool> slot_busy_;                               // by slot - 1: held by a running task
     std::unordered_map<std::uint32_t, std::uint32_t> slot_of_;  // running task -> its slot
     std::uint64_t output_reserved_ = 0;
-    std::uint32_t running_ = 0;
     std::size_t finished_ = 0;
 
     asio::cancellation_signal prepare_signal_;
-    asio::steady_timer wake_;  // cancelled to wake the loop: a completion or a cancellation
     asio::steady_timer wall_timer_;
     bool cancelling_ = false;
     bool cancelled_by_budget_ = false;
@@ -771,9 +653,9 @@ private:
 
 namespace detail {
 
-void async_run_impl(asio::any_io_executor ex, const plan& p, run_options options,
-                    asio::any_completion_handler<void(run_report)> handler) {
-    auto op = std::make_shared<scheduler>(ex, p, std::move(options));
+void async_run_impl(asio::any_io_executor ex, const plan& p, run_settings settings, run_collaborators with,
+                    const resume_state* resume, asio::any_completion_handler<void(run_report)> handler) {
+    auto op = std::make_shared<scheduler>(ex, p, std::move(settings), with, resume);
     // The caller's slot drives our own cancellation logic (graceful first, then terminal);
     // the loop coroutine itself is never interrupted mid-step.
     auto slot = asio::get_associated_cancellation_slot(handler);

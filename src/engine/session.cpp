@@ -55,17 +55,18 @@ session open_session(const session_request& request) {
     return s;
 }
 
-std::optional<std::string> resolve_base_dir(const session_request& request, std::string& error) {
+expected<std::string> resolve_base_dir(const session_request& request) {
     std::string dir = request.workspace ? *request.workspace : request.file;
     if (!request.workspace) {
         auto slash = dir.rfind('/');
         dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : dir.substr(0, slash));
     }
-    std::string why;
-    auto canonical = exec::canonical_path(dir, why);
+    auto canonical = exec::canonical_path(dir);
     if (!canonical)
-        error = "cannot resolve " +
-                std::string(request.workspace ? "--workspace " : "the workflow's folder ") + dir + ": " + why;
+        return task_error{canonical.error().code,
+                          "cannot resolve " +
+                              std::string(request.workspace ? "--workspace " : "the workflow's folder ") +
+                              dir + ": " + canonical.error().message};
     return canonical;
 }
 

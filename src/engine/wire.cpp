@@ -1,7 +1,13 @@
 // The wire format: envelopes, events, reports (docs/CLI.md, "Machine output").
 #include <agentctl/wire.hpp>
 
+#include <agentctl/doctor.hpp>
+#include <agentctl/engine.hpp>
+#include <agentctl/events.hpp>
+#include <agentctl/journal.hpp>
+#include <agentctl/plan.hpp>
 #include <agentctl/version.hpp>
+#include <agentctl/watchdog.hpp>
 
 #include "engine/outcome.hpp"
 

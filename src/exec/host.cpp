@@ -53,25 +53,15 @@ std::string random_hex(int digits) {
     return out;
 }
 
-bool is_executable_file(const std::string& path, std::string& why) {
+bool is_executable_file(const std::string& path) {
     struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) {
-        why = errno_text(errno);
-        return false;
-    }
-    if (!S_ISREG(st.st_mode) || ::access(path.c_str(), X_OK) != 0) {
-        why = "not a regular executable file";
-        return false;
-    }
-    return true;
+    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
 }
 
-std::optional<std::string> canonical_path(const std::string& path, std::string& error) {
+expected<std::string> canonical_path(const std::string& path) {
     char buf[PATH_MAX];
-    if (!::realpath(path.c_str(), buf)) {
-        error = errno_text(errno);
-        return std::nullopt;
-    }
+    if (!::realpath(path.c_str(), buf))
+        return task_error{error_code::workspace_unavailable, errno_text(errno)};
     return std::string(buf);
 }
 

@@ -3,6 +3,8 @@
 // the descriptor limit that bounds how many tasks can run at once.
 #pragma once
 
+#include <agentctl/error.hpp>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -27,11 +29,11 @@ std::optional<std::string> environment_variable(std::string_view name);
 /// `digits` random hexadecimal digits from the system's entropy (run ids, container names).
 std::string random_hex(int digits);
 
-/// Whether `path` is a regular file this process may execute; `why` says why not.
-bool is_executable_file(const std::string& path, std::string& why);
+/// Whether `path` is a regular file this process may execute.
+bool is_executable_file(const std::string& path);
 
-/// The canonical absolute path of an existing `path` (realpath); `error` says why not.
-std::optional<std::string> canonical_path(const std::string& path, std::string& error);
+/// The canonical absolute path of an existing `path` (realpath), or why not (the errno's text).
+expected<std::string> canonical_path(const std::string& path);
 
 /// Raising RLIMIT_NOFILE for `jobs` tasks at once (each holds a few descriptors).
 struct fd_budget {

@@ -41,32 +41,26 @@ std::string_view to_string(process_outcome o) {
     return "unknown";
 }
 
-std::optional<std::string> resolve_executable(std::string_view command, std::string_view search_path,
-                                              std::string& error, std::optional<file_identity>* identity) {
+expected<std::string> resolve_executable(std::string_view command, std::string_view search_path,
+                                         std::optional<file_identity>* identity) {
     if (identity != nullptr) identity->reset();
     auto record = [identity](const struct stat& st) {
         if (identity != nullptr)
             *identity =
                 file_identity{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)};
     };
-    if (command.empty()) {
-        error = "the command is empty";
-        return std::nullopt;
-    }
-    if (command.find('\0') != std::string_view::npos) {
-        error = "the command contains a NUL byte";
-        return std::nullopt;
-    }
+    if (command.empty()) return task_error{error_code::invalid_request, "the command is empty"};
+    if (command.find('\0') != std::string_view::npos)
+        return task_error{error_code::invalid_request, "the command contains a NUL byte"};
     if (command.front() == '/') {
         struct stat st {};
         if (identity != nullptr && ::stat(std::string(command).c_str(), &st) == 0) record(st);
         return std::string(command);
     }
-    if (command.find('/') != std::string_view::npos) {
-        error = "command '" + std::string(command) +
-                "' is a relative path: use an absolute path or a bare name looked up in PATH";
-        return std::nullopt;
-    }
+    if (command.find('/') != std::string_view::npos)
+        return task_error{error_code::invalid_request,
+                          "command '" + std::string(command) +
+                              "' is a relative path: use an absolute path or a bare name looked up in PATH"};
     std::string searched;
     std::string not_executable;
     while (true) {
@@ -90,13 +84,13 @@ std::optional<std::string> resolve_executable(std::string_view command, std::str
         if (colon == std::string_view::npos) break;
         search_path.remove_prefix(colon + 1);
     }
-    if (searched.empty()) {
-        error = "command '" + std::string(command) + "' cannot be looked up: PATH has no absolute directory";
-    } else {
-        error = "command '" + std::string(command) + "' was not found in PATH (" + searched + ")";
-        if (!not_executable.empty()) error += "; " + not_executable + " exists but is not executable";
-    }
-    return std::nullopt;
+    if (searched.empty())
+        return task_error{
+            error_code::executable_not_found,
+            "command '" + std::string(command) + "' cannot be looked up: PATH has no absolute directory"};
+    std::string error = "command '" + std::string(command) + "' was not found in PATH (" + searched + ")";
+    if (!not_executable.empty()) error += "; " + not_executable + " exists but is not executable";
+    return task_error{error_code::executable_not_found, std::move(error)};
 }
 
 namespace {

@@ -36,7 +36,7 @@ void async_run_process_impl(boost::asio::any_io_executor ex, process_request req
             svc.reactor_created();
         } catch (const std::exception& e) {
             process_result result;
-            result.error_code = "resource_exhausted";
+            result.error = error_code::resource_exhausted;
             result.error_message = std::string("cannot set up the I/O reactor: ") + e.what();
             boost::asio::post(ex, boost::asio::append(std::move(handler), std::move(result)));
             return;
@@ -160,7 +160,7 @@ run_op::~run_op() {
 void run_op::start() {
     if (auto problem = validate(req_); !problem.empty()) {
         result_.outcome = process_outcome::spawn_failed;
-        result_.error_code = "invalid_request";
+        result_.error = error_code::invalid_request;
         result_.error_message = std::move(problem);
         auto handler = std::move(handler_);
         auto result = std::move(result_);
@@ -218,7 +218,7 @@ bool run_op::prepare_and_clone() {
         // The kernel would reap the child at exit: no status, and its pid (our process group
         // id) free for reuse while we still kill the group.
         spawn_failure_ =
-            spawn_failure{"sigchld_ignored",
+            spawn_failure{error_code::sigchld_ignored,
                           "SIGCHLD is ignored (SIG_IGN or SA_NOCLDWAIT) in this process: the kernel "
                           "would reap the child before its exit status can be read"};
         return false;
@@ -232,7 +232,7 @@ bool run_op::prepare_and_clone() {
             file_identity{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)} !=
                 *req_.executable_identity) {
             spawn_failure_ = spawn_failure{
-                "executable_changed",
+                error_code::executable_changed,
                 "'" + req_.executable + "' no longer names the file it was resolved to (replaced since)"};
             return false;
         }
@@ -358,7 +358,7 @@ void run_op::continue_after_spawn() {
     auto pending_cancel_type = svc_.take_pending_cancel(*this);
     if (spawn_failure_) {
         cause_ = process_outcome::spawn_failed;
-        result_.error_code = spawn_failure_->code;
+        result_.error = spawn_failure_->code;
         result_.error_message = spawn_failure_->message;
         out_fd_.reset();
         err_fd_.reset();
@@ -408,7 +408,7 @@ void run_op::continue_after_spawn() {
     if (!watched) {
         // The reactor cannot watch a pipe (epoll limits): do not leave a child we cannot read.
         cause_ = process_outcome::spawn_failed;
-        result_.error_code = "resource_exhausted";
+        result_.error = error_code::resource_exhausted;
         result_.error_message = "cannot watch the child's output pipes: " + ec.message();
         terminate(true);
     }
@@ -598,7 +598,7 @@ bool run_op::check_exited() {
         // Someone else in this process (a SIGCHLD handler waiting for any child) reaped our child:
         // its status is lost and its pid, hence its process group id, may be reused already.
         reaped_ = true;
-        result_.error_code = "exit_status_lost";
+        result_.error = error_code::exit_status_lost;
         result_.error_message = "the exit status was collected by another waiter in this process";
         return true;
     }

@@ -180,23 +180,25 @@ spawn_failure describe_child_failure(spawn_step step, int err, const std::string
     switch (step) {
         case spawn_step::cwd:
             if (err == ENOENT) {
-                return {"cwd_unavailable", "working directory " + quoted(cwd_display) + " no longer exists"};
+                return {error_code::cwd_unavailable,
+                        "working directory " + quoted(cwd_display) + " no longer exists"};
             }
-            return {"cwd_unavailable",
+            return {error_code::cwd_unavailable,
                     "cannot enter working directory " + quoted(cwd_display) + ": " + reason};
         case spawn_step::stdio:
-            return {err == EMFILE || err == ENFILE ? "resource_exhausted" : "spawn_error",
+            return {err == EMFILE || err == ENFILE ? error_code::resource_exhausted : error_code::spawn_error,
                     "cannot set up the child's stdin/stdout/stderr: " + reason};
         case spawn_step::session:
-            return {"spawn_error", "cannot start a new session for the child: " + reason};
+            return {error_code::spawn_error, "cannot start a new session for the child: " + reason};
         case spawn_step::cgroup:
-            return {"spawn_error", "cannot move the child into its cgroup: " + reason};
+            return {error_code::spawn_error, "cannot move the child into its cgroup: " + reason};
         case spawn_step::close_fds:
-            return {"spawn_error", "cannot mark the child's file descriptors close-on-exec: " + reason};
+            return {error_code::spawn_error,
+                    "cannot mark the child's file descriptors close-on-exec: " + reason};
         case spawn_step::signals:
-            return {"spawn_error", "cannot reset the child's signal mask: " + reason};
+            return {error_code::spawn_error, "cannot reset the child's signal mask: " + reason};
         case spawn_step::identity:
-            return {"executable_changed",
+            return {error_code::executable_changed,
                     quoted(path) +
                         " changed while it was being started: it no longer names the file that was opened"};
         case spawn_step::none:
@@ -207,31 +209,35 @@ spawn_failure describe_child_failure(spawn_step step, int err, const std::string
     bool exists = ::stat(path.c_str(), &st) == 0;
     switch (err) {
         case ENOENT:
-            if (!exists) return {"executable_not_found", "executable " + quoted(path) + " does not exist"};
+            if (!exists)
+                return {error_code::executable_not_found, "executable " + quoted(path) + " does not exist"};
             if (auto interp = interpreter_of(path); !interp.empty()) {
-                return {"interpreter_not_found",
+                return {error_code::interpreter_not_found,
                         "cannot run " + quoted(path) + ": " + interp + " does not exist"};
             }
-            return {"interpreter_not_found",
+            return {error_code::interpreter_not_found,
                     "cannot run " + quoted(path) + ": a file it needs does not exist"};
         case ENOTDIR:
-            return {"executable_not_found",
+            return {error_code::executable_not_found,
                     "executable " + quoted(path) + ": a path component is not a directory"};
         case EACCES:
-            if (exists && S_ISDIR(st.st_mode)) return {"is_a_directory", quoted(path) + " is a directory"};
+            if (exists && S_ISDIR(st.st_mode))
+                return {error_code::is_a_directory, quoted(path) + " is a directory"};
             if (exists && S_ISREG(st.st_mode) && (st.st_mode & 0111) == 0) {
                 char mode[8];
                 std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-                return {"permission_denied", quoted(path) + " is not executable (mode " + mode + ")"};
+                return {error_code::permission_denied,
+                        quoted(path) + " is not executable (mode " + mode + ")"};
             }
-            return {"permission_denied", "permission denied executing " + quoted(path) +
-                                             " (a directory on the path is not searchable, the file is not "
-                                             "executable, or its file system is mounted noexec)"};
+            return {error_code::permission_denied,
+                    "permission denied executing " + quoted(path) +
+                        " (a directory on the path is not searchable, the file is not "
+                        "executable, or its file system is mounted noexec)"};
         case ENOEXEC:
-            return {"exec_format_error",
+            return {error_code::exec_format_error,
                     quoted(path) + " is not in an executable format (and has no #! line)"};
         case ETXTBSY:
-            return {"text_file_busy", quoted(path) + " is open for writing (text file busy)"};
+            return {error_code::text_file_busy, quoted(path) + " is open for writing (text file busy)"};
         case E2BIG: {
             std::size_t total = 0;
             std::string longest;
@@ -247,26 +253,27 @@ spawn_failure describe_child_failure(spawn_step step, int err, const std::string
             };
             count(argv, "argument");
             count(env, "environment entry");
-            return {"argument_list_too_long", "argument list too long for " + quoted(path) + ": " + longest +
-                                                  "argv and environment take " + std::to_string(total) +
-                                                  " bytes (limit " + std::to_string(::sysconf(_SC_ARG_MAX)) +
-                                                  ")"};
+            return {error_code::argument_list_too_long, "argument list too long for " + quoted(path) + ": " +
+                                                            longest + "argv and environment take " +
+                                                            std::to_string(total) + " bytes (limit " +
+                                                            std::to_string(::sysconf(_SC_ARG_MAX)) + ")"};
         }
         case ENOMEM:
         case EAGAIN:
         case EMFILE:
         case ENFILE:
-            return {"resource_exhausted", "cannot execute " + quoted(path) + ": " + reason};
+            return {error_code::resource_exhausted, "cannot execute " + quoted(path) + ": " + reason};
         case ELOOP:
-            return {"executable_not_found", quoted(path) + ": too many levels of symbolic links"};
+            return {error_code::executable_not_found, quoted(path) + ": too many levels of symbolic links"};
         default:
-            return {"spawn_error", "cannot execute " + quoted(path) + ": " + reason};
+            return {error_code::spawn_error, "cannot execute " + quoted(path) + ": " + reason};
     }
 }
 
 spawn_failure describe_parent_failure(const char* what, int err) {
     bool exhausted = err == EMFILE || err == ENFILE || err == EAGAIN || err == ENOMEM;
-    return {exhausted ? "resource_exhausted" : "spawn_error", std::string(what) + ": " + errno_text(err)};
+    return {exhausted ? error_code::resource_exhausted : error_code::spawn_error,
+            std::string(what) + ": " + errno_text(err)};
 }
 
 }  // namespace agentctl::exec

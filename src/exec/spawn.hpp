@@ -2,6 +2,8 @@
 // system calls, and the classification of what went wrong when it could not exec.
 #pragma once
 
+#include <agentctl/error.hpp>
+
 #include <sys/types.h>
 
 #include <cstddef>
@@ -59,11 +61,8 @@ bool clone3_built();
 /// in 1 000 blocked ~19 ms, and 20 % fewer spawns per second).
 clone_result clone_child(child_plan& plan, char* stack, std::size_t stack_size, const clone_how& how);
 
-/// A spawn failure as a stable code and a message naming the step and the path.
-struct spawn_failure {
-    std::string code;
-    std::string message;
-};
+/// A spawn failure: its code and a message naming the step and the path.
+using spawn_failure = task_error;
 
 /// Classifies a failure the child reported. Inspects the executable (exists? a directory? a
 /// script whose interpreter is missing?) to say which file is at fault.

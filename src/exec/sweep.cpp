@@ -15,31 +15,23 @@ namespace exec {
 std::vector<swept_dir> sweep_owner_dirs(int base_dir, bool kill, int bound_ms, std::uint64_t our_pidns,
                                         const process_prober& probe) {
     std::vector<swept_dir> found;
-    int dup_fd = ::openat(base_dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dup_fd < 0) return found;
-    DIR* dir = ::fdopendir(dup_fd);
-    if (dir == nullptr) {
-        ::close(dup_fd);
-        return found;
-    }
-    while (dirent* entry = ::readdir(dir)) {
-        if (entry->d_type != DT_DIR) continue;
-        std::string_view name(entry->d_name);
+    for_each_entry(base_dir, [&](int, const dirent& entry) {
+        if (entry.d_type != DT_DIR) return;
+        std::string_view name(entry.d_name);
         swept_dir d;
         if (auto owner = parse_owner_cgroup_name(name)) {
-            if (judge_owner(*owner, our_pidns, probe) != owner_state::dead) continue;
+            if (judge_owner(*owner, our_pidns, probe) != owner_state::dead) return;
             d.owner = *owner;
         } else if (auto pid = parse_legacy_leaf_name(name)) {
-            if (judge_legacy_owner(*pid, probe) != owner_state::dead) continue;
+            if (judge_legacy_owner(*pid, probe) != owner_state::dead) return;
             d.legacy = true;
             d.owner.pid = *pid;
         } else {
-            continue;
+            return;
         }
         d.name = std::string(name);
         found.push_back(std::move(d));
-    }
-    ::closedir(dir);
+    });
     std::sort(found.begin(), found.end(),
               [](const swept_dir& a, const swept_dir& b) { return a.name < b.name; });
     for (auto& d : found) d.teardown = teardown_cgroup(base_dir, d.name, bound_ms, kill);

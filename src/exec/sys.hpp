@@ -2,6 +2,7 @@
 // (or wraps in a way that hides errno or rusage). Private to src/exec.
 #pragma once
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -65,6 +66,22 @@ bool read_small_file(int dir_fd, const char* path, std::string& out);
 
 /// Writes `data` to `path` relative to `dir_fd` in one write(2). Returns 0 or an errno value.
 int write_small_file(int dir_fd, const char* path, std::string_view data);
+
+/// Calls `fn(dir, entry)` for each entry of the directory `dir_fd` (read through a descriptor
+/// of its own: `dir_fd` is left as it is; `dir` is that descriptor, for openat of an entry).
+/// Nothing when the directory cannot be read.
+template <typename Fn>
+void for_each_entry(int dir_fd, Fn fn) {
+    int own = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (own < 0) return;
+    DIR* dir = ::fdopendir(own);
+    if (dir == nullptr) {
+        ::close(own);
+        return;
+    }
+    while (dirent* entry = ::readdir(dir)) fn(::dirfd(dir), *entry);
+    ::closedir(dir);
+}
 
 /// strerror() that does not depend on the locale or on global state.
 std::string errno_text(int err);

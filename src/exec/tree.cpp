@@ -67,22 +67,14 @@ bool read_proc_stat(int proc_fd, pid_t pid, proc_stat& out) {
 proc_table scan_proc(int proc_fd) {
     proc_table table;
     table.taken = std::chrono::steady_clock::now();
-    int dup_fd = ::openat(proc_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dup_fd < 0) return table;
-    DIR* dir = ::fdopendir(dup_fd);
-    if (dir == nullptr) {
-        ::close(dup_fd);
-        return table;
-    }
-    while (dirent* entry = ::readdir(dir)) {
+    for_each_entry(proc_fd, [&](int, const dirent& entry) {
         pid_t pid = 0;
-        auto name = std::string_view(entry->d_name);
+        auto name = std::string_view(entry.d_name);
         auto [ptr, ec] = std::from_chars(name.data(), name.data() + name.size(), pid);
-        if (ec != std::errc{} || ptr != name.data() + name.size()) continue;
+        if (ec != std::errc{} || ptr != name.data() + name.size()) return;
         proc_stat st;
         if (read_proc_stat(proc_fd, pid, st)) table.procs.push_back(st);
-    }
-    ::closedir(dir);
+    });
     std::sort(table.procs.begin(), table.procs.end(),
               [](const proc_stat& a, const proc_stat& b) { return a.ppid < b.ppid; });
     return table;
@@ -343,19 +335,11 @@ int remove_cgroup_leaf(const cgroup_parent& parent, const std::string& name) {
 
 std::uint32_t cgroup_tree_procs(int dir) {
     std::uint32_t n = static_cast<std::uint32_t>(cgroup_procs(dir).size());
-    int dup_fd = ::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dup_fd < 0) return n;
-    DIR* d = ::fdopendir(dup_fd);
-    if (d == nullptr) {
-        ::close(dup_fd);
-        return n;
-    }
-    while (dirent* e = ::readdir(d)) {
-        if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
-        unique_fd sub(::openat(::dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    for_each_entry(dir, [&n](int d, const dirent& e) {
+        if (e.d_type != DT_DIR || e.d_name[0] == '.') return;
+        unique_fd sub(::openat(d, e.d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
         if (sub) n += cgroup_tree_procs(sub.get());
-    }
-    ::closedir(d);
+    });
     return n;
 }
 

@@ -36,24 +36,19 @@ directory::~directory() {
     if (fd_ >= 0) ::close(fd_);
 }
 
-std::optional<directory> directory::open(const std::string& path, std::string& error) {
+expected<directory> directory::open(const std::string& path) {
     // Open first, then ask the kernel what was opened: no gap between resolving and opening.
     unique_fd fd(::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (!fd) {
-        error = errno_text(errno);
-        return std::nullopt;
-    }
+    if (!fd) return task_error{error_code::workspace_unavailable, errno_text(errno)};
     auto canonical = path_of(fd.get());
-    if (!canonical) {
-        error = "its path cannot be read back";
-        return std::nullopt;
-    }
+    if (!canonical) return task_error{error_code::workspace_unavailable, "its path cannot be read back"};
     return directory(fd.release(), std::move(*canonical));
 }
 
-std::optional<directory> directory::open_beneath(std::string_view relative, std::string& error) const {
+expected<directory> directory::open_beneath(std::string_view relative) const {
+    std::string error;
     int fd = agentctl::open_beneath(fd_, relative, error);
-    if (fd < 0) return std::nullopt;
+    if (fd < 0) return task_error{error_code::cwd_unavailable, std::move(error)};
     std::string shown = path_;
     if (!relative.empty() && relative != ".") shown += "/" + std::string(relative);
     return directory(fd, std::move(shown));

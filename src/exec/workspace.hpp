@@ -5,6 +5,8 @@
 // (docs/DESIGN.md, "Workspace"), so there is no gap between checking a path and opening it.
 #pragma once
 
+#include <agentctl/error.hpp>
+
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -25,12 +27,13 @@ public:
     ~directory();
 
     /// Opens `path` (absolute or relative to the process's cwd), following symlinks: the
-    /// caller names a root it trusts. The recorded path is the canonical one.
-    static std::optional<directory> open(const std::string& path, std::string& error);
+    /// caller names a root it trusts. The recorded path is the canonical one. The error
+    /// (workspace_unavailable) says why, without the path.
+    static expected<directory> open(const std::string& path);
 
     /// Opens directory `relative` beneath this one (no "..", no absolute path, no symlink that
-    /// leaves it). "" and "." are this directory itself.
-    std::optional<directory> open_beneath(std::string_view relative, std::string& error) const;
+    /// leaves it). "" and "." are this directory itself. The error (cwd_unavailable) says why.
+    expected<directory> open_beneath(std::string_view relative) const;
 
     int fd() const { return fd_; }
     const std::string& path() const { return path_; }

@@ -62,16 +62,25 @@ std::optional<task_error> error_of(const statement& s, int code_col, int message
                       std::string(s.text(message_col))};
 }
 
-// The run's internal key, or an error.
-journal_result<std::int64_t> run_seq_of(detail::journal_db& db, std::string_view run_id) {
+// `sql`, whose one parameter is the run id, stepped onto the run's row; else the error
+// (`unknown_run` when there is no such run), saying it happened while `doing`.
+journal_result<statement> run_row(detail::journal_db& db, std::string_view sql, std::string_view run_id,
+                                  const char* doing) {
     int rc = SQLITE_OK;
-    statement s = db.conn.prepare("SELECT run_seq FROM runs WHERE run_id = ?", rc);
-    if (!s) return db.error(rc, "looking up a run");
+    statement s = db.conn.prepare(sql, rc);
+    if (!s) return db.error(rc, doing);
     s.bind(1, run_id);
     rc = s.step();
-    if (rc == SQLITE_ROW) return s.int64(0);
     if (rc == SQLITE_DONE) return unknown_run_error(db, run_id);
-    return db.error(db.last_rc(), "looking up a run");
+    if (rc != SQLITE_ROW) return db.error(db.last_rc(), doing);
+    return s;
+}
+
+// The run's internal key, or an error.
+journal_result<std::int64_t> run_seq_of(detail::journal_db& db, std::string_view run_id) {
+    auto s = run_row(db, "SELECT run_seq FROM runs WHERE run_id = ?", run_id, "looking up a run");
+    if (!s) return s.error();
+    return s->int64(0);
 }
 
 journal_owner owner_of(const statement& s, int first) {
@@ -144,16 +153,13 @@ journal_result<std::pair<std::int64_t, std::uint32_t>> claim_in_transaction(deta
                                                                             std::string_view run_id,
                                                                             const journal_owner& owner,
                                                                             const owner_alive_fn& alive) {
+    auto row = run_row(db,
+                       "SELECT run_seq, state, segment, owner_host, owner_boot_id, owner_pid, owner_start FROM "
+                       "runs WHERE run_id = ?",
+                       run_id, "claiming a run");
+    if (!row) return row.error();
+    statement& s = *row;
     int rc = SQLITE_OK;
-    statement s = db.conn.prepare(
-        "SELECT run_seq, state, segment, owner_host, owner_boot_id, owner_pid, owner_start FROM runs WHERE "
-        "run_id = ?",
-        rc);
-    if (!s) return db.error(rc, "claiming a run");
-    s.bind(1, run_id);
-    rc = s.step();
-    if (rc == SQLITE_DONE) return unknown_run_error(db, run_id);
-    if (rc != SQLITE_ROW) return db.error(db.last_rc(), "claiming a run");
     std::int64_t seq = s.int64(0);
     bool running = s.text(1) == "running";
     auto segment = s.uint32(2);
@@ -241,21 +247,17 @@ journal_result<std::vector<journal_run_summary>> journal::list_runs(std::size_t 
 journal_result<journal_run> journal::load_run(std::string_view run_id) {
     if (!db_) return closed_error();
     auto& db = *db_;
-    int rc = SQLITE_OK;
-    statement s = db.conn.prepare(
-        "SELECT run_id, workflow_name, workflow_path, workflow_source, workflow_digest, plan_digest, "
-        "base_dir, "
-        "inputs_json, argv_json, options_json, agentctl_version, task_count, owner_host, owner_boot_id, "
-        "owner_pid, "
-        "owner_start, created_ms, segment, claimed_ms, state, ended_ms, duration_ms, error_code, "
-        "error_message "
-        "FROM runs WHERE run_id = ?",
-        rc);
-    if (!s) return db.error(rc, "loading a run");
-    s.bind(1, run_id);
-    rc = s.step();
-    if (rc == SQLITE_DONE) return unknown_run_error(db, run_id);
-    if (rc != SQLITE_ROW) return db.error(db.last_rc(), "loading a run");
+    auto row = run_row(db,
+                       "SELECT run_id, workflow_name, workflow_path, workflow_source, workflow_digest, plan_digest, "
+                       "base_dir, "
+                       "inputs_json, argv_json, options_json, agentctl_version, task_count, owner_host, "
+                       "owner_boot_id, owner_pid, "
+                       "owner_start, created_ms, segment, claimed_ms, state, ended_ms, duration_ms, error_code, "
+                       "error_message "
+                       "FROM runs WHERE run_id = ?",
+                       run_id, "loading a run");
+    if (!row) return row.error();
+    statement& s = *row;
     journal_run r;
     r.run_id = s.text(0);
     r.workflow_name = s.text(1);

@@ -85,30 +85,18 @@ public:
         if (db_) threshold_ = db_->options.stream_file_threshold;
     }
 
-    bool push(record rec, std::uint64_t bytes) {
-        bool post = false, above = false, stop = false;
-        {
-            std::lock_guard lock(mu_);
-            if (closing_) return false;
-            if (std::holds_alternative<close_record>(rec)) closing_ = true;
-            enqueue(std::move(rec), bytes);
-            above = queued_bytes_ >= options_.high_water_bytes;
-            if (!posted_) post = posted_ = true;
-            stop = stop_pacing();
-        }
-        if (post) schedule();
-        if (stop) cut_pacing_short();
-        return above;
-    }
+    bool push(record rec, std::uint64_t bytes) { return push_pair(std::move(rec), bytes, std::nullopt, 0); }
 
-    // Two records under one lock: a drain takes both or neither, so they commit together.
-    bool push_pair(record first, std::uint64_t first_bytes, record second, std::uint64_t second_bytes) {
+    // One record, or two under one lock: a drain takes both or neither, so they commit together.
+    bool push_pair(record first, std::uint64_t first_bytes, std::optional<record> second,
+                   std::uint64_t second_bytes) {
         bool post = false, above = false, stop = false;
         {
             std::lock_guard lock(mu_);
             if (closing_) return false;
+            if (std::holds_alternative<close_record>(first)) closing_ = true;
             enqueue(std::move(first), first_bytes);
-            enqueue(std::move(second), second_bytes);
+            if (second) enqueue(std::move(*second), second_bytes);
             above = queued_bytes_ >= options_.high_water_bytes;
             if (!posted_) post = posted_ = true;
             stop = stop_pacing();

@@ -59,9 +59,8 @@ const std::string& image() {
 }
 
 std::string engine_path(const std::string& engine) {
-    std::string error;
-    auto path = resolve_executable(engine, getenv_or("PATH", "/usr/local/bin:/usr/bin:/bin"), error);
-    if (!path) throw std::runtime_error(error);
+    auto path = resolve_executable(engine, getenv_or("PATH", "/usr/local/bin:/usr/bin:/bin"));
+    if (!path) throw std::runtime_error(path.error().message);
     return *path;
 }
 
@@ -211,7 +210,7 @@ run_outcome run_yaml(const std::string& yaml, const run_setup& setup) {
     char id[32];
     std::snprintf(id, sizeof id, "ctr-test-%08x%08x", rd(), rd());
 
-    run_options options;
+    run_settings options;
     options.jobs = setup.jobs;
     options.run_id = id;
     options.base_dir = setup.workspace;

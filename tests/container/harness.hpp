@@ -4,6 +4,7 @@
 #pragma once
 
 #include <agentctl/engine.hpp>
+#include <agentctl/plan.hpp>
 
 #include "../cli/command.hpp"
 

@@ -1,6 +1,7 @@
 // prepare_resume() and async_resume() against a fake runner and a real journal: what is
 // reused, what runs again, what refuses, and that a resume keeps the run id.
-#include <agentctl/engine.hpp>
+#include <agentctl/resume.hpp>
+#include <agentctl/runner.hpp>
 
 #include <agentctl/parse.hpp>
 #include <agentctl/wire.hpp>
@@ -52,7 +53,8 @@ public:
     std::size_t hung = 0;
     asio::any_io_executor ex;  ///< the run's
 
-    void async_run(const attempt_request& request, asio::any_completion_handler<void(task_result)> handler) override {
+    void async_run_impl(const attempt_request& request,
+                        asio::any_completion_handler<void(task_result)> handler) override {
         std::string id = request.task_id;
         ++ran[id];
         attempt_numbers[id] = request.attempt;
@@ -124,16 +126,17 @@ struct fixture {
         asio::thread_pool worker(1);
         journal_writer writer(io.get_executor(), worker.get_executor(), open_db());
         runner.ex = io.get_executor();
-        run_options o;
-        o.runner = &runner;
+        run_settings o;
+        run_collaborators with;
+        with.runner = &runner;
         o.base_dir = dir;
-        o.journal = &writer;
+        with.journal = &writer;
         o.record.workflow_path = "chain.yaml";
         o.record.workflow_source = source;
         o.record.base_dir = dir;
         asio::cancellation_signal cancel;
         std::optional<run_report> report;
-        async_run(io.get_executor(), compiled, o,
+        async_run(io.get_executor(), compiled, o, with,
                   asio::bind_cancellation_slot(cancel.slot(), [&](run_report r) { report = std::move(r); }));
         if (cancel_soon)
             runner.all_hanging = [&] { asio::post(io, [&] { cancel.emit(asio::cancellation_type::total); }); };
@@ -150,12 +153,13 @@ struct fixture {
         asio::thread_pool worker(1);
         journal_writer writer(io.get_executor(), worker.get_executor(), open_db());
         runner.ex = io.get_executor();
-        run_options o;
-        o.runner = &runner;
+        run_settings o;
+        run_collaborators with;
+        with.runner = &runner;
         o.base_dir = dir;
-        o.journal = &writer;
+        with.journal = &writer;
         std::optional<run_report> report;
-        async_resume(io.get_executor(), rp, o, [&](run_report r) { report = std::move(r); });
+        async_resume(io.get_executor(), rp, o, with, [&](run_report r) { report = std::move(r); });
         io.run();
         io.restart();
         writer.async_close([](std::optional<journal_error>) {});

@@ -1,5 +1,7 @@
 // Scheduler logic against a fake runner: no processes.
 #include <agentctl/engine.hpp>
+#include <agentctl/events.hpp>
+#include <agentctl/runner.hpp>
 
 #include "../support/deadline.hpp"
 #include "../support/error_text.hpp"
@@ -53,7 +55,8 @@ class fake_runner final : public task_runner {
 public:
     explicit fake_runner(asio::io_context& io) : io_(io) {}
 
-    void async_run(const attempt_request& request, asio::any_completion_handler<void(task_result)> handler) override {
+    void async_run_impl(const attempt_request& request,
+                        asio::any_completion_handler<void(task_result)> handler) override {
         std::string id = request.task_id;
         behaviour b = lookup(id);
         dispatched.push_back(id);
@@ -135,11 +138,11 @@ struct counting_sink final : event_sink {
 };
 
 /// Runs a plan with a hard deadline: a hang fails the test instead of stalling CI.
-run_report run_plan(asio::io_context& io, const plan& p, run_options options,
+run_report run_plan(asio::io_context& io, const plan& p, run_settings settings, run_collaborators with,
                     std::function<void(asio::cancellation_signal&)> while_running = {}) {
     std::optional<run_report> report;
     asio::cancellation_signal cancel;
-    async_run(io.get_executor(), p, std::move(options),
+    async_run(io.get_executor(), p, std::move(settings), with,
               asio::bind_cancellation_slot(cancel.slot(), [&](run_report r) { report = std::move(r); }));
     if (while_running) while_running(cancel);
     bool done = agentctl::test::run_with_deadline(io, 20s, [&] { return report.has_value(); });
@@ -168,12 +171,13 @@ spec:
 // that runs is dispatched once and in plan order, exactly `jobs` run at once at the peak, and
 // every task finishes once.
 run_report run_in_plan_order(asio::io_context& io, const plan& p, fake_runner& fake, int jobs) {
-    run_options o;
-    o.runner = &fake;
+    run_settings o;
+    run_collaborators with;
+    with.runner = &fake;
     o.jobs = jobs;
     counting_sink sink;
-    o.events = &sink;
-    run_report r = run_plan(io, p, o);
+    with.events = &sink;
+    run_report r = run_plan(io, p, o, with);
     BOOST_TEST(r.state == run_state::succeeded);
     BOOST_TEST(r.exit_code() == 0);
     BOOST_TEST(fake.peak == jobs);
@@ -231,10 +235,11 @@ BOOST_AUTO_TEST_CASE(dependencies_run_after_their_needs) {
 )");
     asio::io_context io;
     fake_runner fake(io);
-    run_options o;
-    o.runner = &fake;
+    run_settings o;
+    run_collaborators with;
+    with.runner = &fake;
     o.jobs = 4;
-    run_report r = run_plan(io, p, o);
+    run_report r = run_plan(io, p, o, with);
     BOOST_TEST(r.state == run_state::succeeded);
     BOOST_TEST((fake.dispatched == std::vector<std::string>{"a", "b", "c"}));
 }
@@ -250,10 +255,11 @@ BOOST_AUTO_TEST_CASE(failure_stop_awaits_running_siblings_and_starts_nothing_new
     fake_runner fake(io);
     fake.behaviours["bad"] = {1ms, {task_state::failed}, 3};
     fake.behaviours["slow"] = {50ms};
-    run_options o;
-    o.runner = &fake;
+    run_settings o;
+    run_collaborators with;
+    with.runner = &fake;
     o.jobs = 2;
-    run_report r = run_plan(io, p, o);
+    run_report r = run_plan(io, p, o, with);
     BOOST_TEST(r.state == run_state::failed);
     BOOST_TEST(r.exit_code() == 4);
     BOOST_TEST(result_of(p, r, "bad").state == task_state::failed);
@@ -274,10 +280,11 @@ BOOST_AUTO_TEST_CASE(failure_continue_skips_dependants_and_runs_independent_bran
     asio::io_context io;
     fake_runner fake(io);
     fake.behaviours["bad"] = {1ms, {task_state::failed}, 1};
-    run_options o;
-    o.runner = &fake;
+    run_settings o;
+    run_collaborators with;
+    with.runner = &fake;
     o.jobs = 1;
-    run_report r = run_plan(io, p, o);
+    run_report r = run_plan(io, p, o, with);
     BOOST_TEST(r.state == run_state::failed);
     BOOST_TEST(result_of(p, r, "child").state == task_state::skipped);
     BOOST_TEST(result_of(p, r, "child").error->code == "dependency_not_succeeded");
@@ -293,10 +300,11 @@ BOOST_AUTO_TEST_CASE(keep_going_turns_stop_into_continue) {
     asio::io_context io;
     fake_runner fake(io);
     fake.behaviours["bad"] = {1ms, {task_state::failed}, 1};
-    run_options o;
-    o.runner = &fake;
+    run_settings o;
+    run_collaborators with;
+    with.runner = &fake;
     o.keep_going = true;
-    run_report r = run_plan(io, p, o);
+    run_report r = run_plan(io, p, o, with);
     BOOST_TEST(r.state == run_state::failed);
     BOOST_TEST(result_of(p, r, "other").state == task_state::succeeded);
 }
@@ -317,11 +325,12 @@ BOOST_AUTO_TEST_CASE(retries_repeat_only_declared_failures) {
     fake.behaviours["timeout"] = {1ms, {task_state::timed_out}};
     // Failed although it exited 0 (e.g. an extension's bad JSON): not a non-zero exit.
     fake.behaviours["protocol"] = {1ms, {task_state::failed, task_state::succeeded}, 0};
-    run_options o;
-    o.runner = &fake;
+    run_settings o;
+    run_collaborators with;
+    with.runner = &fake;
     o.jobs = 1;
     auto begun = std::chrono::steady_clock::now();
-    run_report r = run_plan(io, p, o);
+    run_report r = run_plan(io, p, o, with);
     BOOST_TEST(result_of(p, r, "spawn").state == task_state::succeeded);
     BOOST_TEST(result_of(p, r, "spawn").attempts == 3u);
     BOOST_TEST(result_of(p, r, "exit").state == task_state::failed);
@@ -342,9 +351,10 @@ BOOST_AUTO_TEST_CASE(when_false_skips_with_the_condition_and_skips_dependants) {
 )");
     asio::io_context io;
     fake_runner fake(io);
-    run_options o;
-    o.runner = &fake;
-    run_report r = run_plan(io, p, o);
+    run_settings o;
+    run_collaborators with;
+    with.runner = &fake;
+    run_report r = run_plan(io, p, o, with);
     BOOST_TEST(r.state == run_state::succeeded);
     const task_result& b = result_of(p, r, "b");
     BOOST_TEST(b.state == task_state::skipped);
@@ -361,9 +371,11 @@ BOOST_AUTO_TEST_CASE(cancellation_before_anything_starts_runs_nothing) {
 )");
     asio::io_context io;
     fake_runner fake(io);
-    run_options o;
-    o.runner = &fake;
-    run_report r = run_plan(io, p, o, [](asio::cancellation_signal& c) { c.emit(asio::cancellation_type::total); });
+    run_settings o;
+    run_collaborators with;
+    with.runner = &fake;
+    run_report r = run_plan(io, p, o, with,
+                            [](asio::cancellation_signal& c) { c.emit(asio::cancellation_type::total); });
     BOOST_TEST(r.state == run_state::cancelled);
     BOOST_TEST(r.exit_code() == 130);
     BOOST_TEST(fake.dispatched.empty());
@@ -377,13 +389,14 @@ BOOST_AUTO_TEST_CASE(cancellation_while_running_is_graceful_then_terminal) {
     asio::io_context io;
     fake_runner fake(io);
     for (int i = 0; i < 6; ++i) fake.behaviours["hang" + std::to_string(i)] = {1ms, {}, 0, true};
-    run_options o;
-    o.runner = &fake;
+    run_settings o;
+    run_collaborators with;
+    with.runner = &fake;
     o.jobs = 4;
     counting_sink sink;
-    o.events = &sink;
+    with.events = &sink;
     asio::steady_timer first(io);
-    run_report r = run_plan(io, p, o, [&](asio::cancellation_signal& c) {
+    run_report r = run_plan(io, p, o, with, [&](asio::cancellation_signal& c) {
         // Cancel once four hanging tasks are in flight, then again.
         first.expires_after(30ms);
         first.async_wait([&](auto) {
@@ -416,9 +429,10 @@ BOOST_AUTO_TEST_CASE(approval_required_without_an_approver_runs_nothing) {
     plan p = compile_text(yaml + "  tasks:\n    - {id: a, uses: action:run}\n    - {id: b, uses: action:assign}\n");
     asio::io_context io;
     fake_runner fake(io);
-    run_options o;
-    o.runner = &fake;
-    run_report r = run_plan(io, p, o);
+    run_settings o;
+    run_collaborators with;
+    with.runner = &fake;
+    run_report r = run_plan(io, p, o, with);
     BOOST_TEST(r.state == run_state::failed);
     BOOST_TEST(r.exit_code() == 3);
     BOOST_REQUIRE(r.error.has_value());
@@ -430,8 +444,8 @@ BOOST_AUTO_TEST_CASE(approval_required_without_an_approver_runs_nothing) {
 namespace {
 struct scripted_approver final : approver {
     scripted_approver(asio::io_context& io, std::vector<approval_answer> a) : io(io), answers(std::move(a)) {}
-    void async_approve(const plan& p, std::uint32_t idx,
-                       asio::any_completion_handler<void(approval_answer)> handler) override {
+    void async_approve_impl(const plan& p, std::uint32_t idx,
+                            asio::any_completion_handler<void(approval_answer)> handler) override {
         asked.push_back(p.task_id(idx));
         approval_answer a = answers.at(asked.size() - 1);
         asio::post(io, [h = std::move(handler), a]() mutable { std::move(h)(a); });
@@ -454,11 +468,12 @@ BOOST_AUTO_TEST_CASE(approver_answers_yes_no_all) {
     asio::io_context io;
     fake_runner fake(io);
     scripted_approver ask(io, {approval_answer::yes, approval_answer::no, approval_answer::all});
-    run_options o;
-    o.runner = &fake;
-    o.approvals = &ask;
+    run_settings o;
+    run_collaborators with;
+    with.runner = &fake;
+    with.approvals = &ask;
     o.jobs = 1;
-    run_report r = run_plan(io, p, o);
+    run_report r = run_plan(io, p, o, with);
     BOOST_TEST((ask.asked == std::vector<std::string>{"a", "b", "c"}));  // "all" covers d
     BOOST_TEST(result_of(p, r, "a").state == task_state::succeeded);
     BOOST_TEST(result_of(p, r, "b").error->code == "approval_denied");
@@ -473,9 +488,10 @@ BOOST_AUTO_TEST_CASE(output_budget_is_reserved_before_dispatch) {
     plan p = compile_text(yaml + "  tasks:\n    - {id: a, uses: action:run}\n");
     asio::io_context io;
     fake_runner fake(io);
-    run_options o;
-    o.runner = &fake;
-    run_report r = run_plan(io, p, o);
+    run_settings o;
+    run_collaborators with;
+    with.runner = &fake;
+    run_report r = run_plan(io, p, o, with);
     BOOST_TEST(r.state == run_state::failed);
     BOOST_TEST(result_of(p, r, "a").error->code == "budget_exceeded");
     BOOST_TEST(fake.dispatched.empty());
@@ -488,9 +504,10 @@ BOOST_AUTO_TEST_CASE(wall_time_budget_stops_the_run) {
     asio::io_context io;
     fake_runner fake(io);
     fake.behaviours["a"] = {1ms, {}, 0, true};
-    run_options o;
-    o.runner = &fake;
-    run_report r = run_plan(io, p, o);
+    run_settings o;
+    run_collaborators with;
+    with.runner = &fake;
+    run_report r = run_plan(io, p, o, with);
     BOOST_TEST(r.state == run_state::failed);
     BOOST_REQUIRE(r.error.has_value());
     BOOST_TEST(r.error->code == "budget_exceeded");
@@ -546,11 +563,12 @@ BOOST_AUTO_TEST_CASE(job_slots_are_exclusive_and_kept_across_retries) {
             used.insert(e.job_slot);
         }
     } sink(p);
-    run_options o;
-    o.runner = &fake;
-    o.events = &sink;
+    run_settings o;
+    run_collaborators with;
+    with.runner = &fake;
+    with.events = &sink;
     o.jobs = 3;
-    run_report r = run_plan(io, p, o);
+    run_report r = run_plan(io, p, o, with);
     BOOST_TEST(r.state == run_state::succeeded);
     BOOST_TEST(sink.problems.empty(), (sink.problems.empty() ? "" : sink.problems.front()));
     BOOST_TEST(sink.used == (std::set<std::uint32_t>{1, 2, 3}));
@@ -573,10 +591,11 @@ BOOST_AUTO_TEST_CASE(foreach_aggregate_collects_children_and_templates_render) {
 )");
     asio::io_context io;
     fake_runner fake(io);
-    run_options o;
-    o.runner = &fake;
+    run_settings o;
+    run_collaborators with;
+    with.runner = &fake;
     o.jobs = 3;
-    run_report r = run_plan(io, p, o);
+    run_report r = run_plan(io, p, o, with);
     BOOST_TEST(r.state == run_state::succeeded);
     BOOST_TEST((fake.args["each--0001"] == std::vector<std::string>{"fixed", "y"}));
     const task_result& each = result_of(p, r, "each");

@@ -1,15 +1,17 @@
 // Environment sources and redaction, with real files and helper processes.
-#include "engine/secrets.hpp"
+#include "runner/secrets.hpp"
 
 #include "../support/deadline.hpp"
 #include "../support/error_text.hpp"
 
 #include <agentctl/engine.hpp>
-#include <agentctl/wire.hpp>
 #include <agentctl/parse.hpp>
+#include <agentctl/plan.hpp>
+#include <agentctl/wire.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/test/unit_test.hpp>
@@ -31,9 +33,9 @@ struct workspace {
     workspace() {
         char tmpl[] = "/tmp/agentctl-secrets-XXXXXX";
         path = ::mkdtemp(tmpl);
-        std::string error;
-        root = exec::directory::open(path, error);
-        BOOST_REQUIRE_MESSAGE(root, error);
+        auto opened = exec::directory::open(path);
+        BOOST_REQUIRE_MESSAGE(opened, (opened ? "" : opened.error().message));
+        root = std::move(*opened);
         fs::create_directories(path + "/secrets");
     }
     ~workspace() { fs::remove_all(path); }
@@ -53,7 +55,10 @@ resolved_environment resolve(const std::vector<env_entry>& entries, const policy
     ctx.search_path = "/usr/bin:/bin";
     ctx.host_env = std::move(host_env);
     std::optional<resolved_environment> out;
-    async_resolve_environment(io.get_executor(), entries, ctx, [&](resolved_environment r) { out = std::move(r); });
+    asio::co_spawn(io, resolve_environment(entries, ctx), [&](std::exception_ptr e, resolved_environment r) {
+        BOOST_TEST(!e, "resolving the environment threw");
+        out = std::move(r);
+    });
     bool done = agentctl::test::run_with_deadline(io, 20s, [&] { return out.has_value(); });
     BOOST_REQUIRE_MESSAGE(done, "resolution did not complete");
     return std::move(*out);
@@ -202,7 +207,7 @@ spec:
     auto compiled = compile(*parsed.document);
     BOOST_REQUIRE(compiled.compiled);
     asio::io_context io;
-    run_options options;
+    run_settings options;
     options.base_dir = ws.path;
     options.search_path = "/usr/bin:/bin";
     std::optional<run_report> report;

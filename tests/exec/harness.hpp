@@ -16,6 +16,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace agentctl {
@@ -27,6 +28,13 @@ inline std::ostream& operator<<(std::ostream& os, containment c) {
     return os << to_string(c);
 }
 }  // namespace agentctl
+
+namespace exec_test {
+/// The result's error code as JSON spells it ("" when it has none): what tests compare.
+inline std::string_view code_of(const agentctl::process_result& r) {
+    return r.error ? to_string(*r.error) : std::string_view();
+}
+}  // namespace exec_test
 
 namespace exec_test {
 

@@ -223,7 +223,7 @@ BOOST_AUTO_TEST_CASE(host_sigchld_handling) {
     foreign = spawn_foreign();
     run_batch([](const agentctl::process_result& r, int code) {
         BOOST_TEST(r.exit_code.value_or(-1) == code);
-        BOOST_TEST(r.error_code.empty());
+        BOOST_TEST(code_of(r).empty());
     });
     int status = 0;
     if (foreign_status.load() == -1 && ::waitpid(foreign.load(), &status, 0) == foreign.load())
@@ -239,14 +239,14 @@ BOOST_AUTO_TEST_CASE(host_sigchld_handling) {
     int intact = 0;
     run_batch([&](const agentctl::process_result& r, int code) {
         BOOST_TEST(r.outcome == process_outcome::exited);
-        if (r.error_code == "exit_status_lost") {
+        if (code_of(r) == "exit_status_lost") {
             ++lost;
             BOOST_TEST(!r.exit_code.has_value());
             BOOST_TEST(!r.signal.has_value());
             BOOST_TEST(!r.error_message.empty());
         } else {
             ++intact;
-            BOOST_TEST(r.error_code.empty());
+            BOOST_TEST(code_of(r).empty());
             BOOST_TEST(r.exit_code.value_or(-1) == code);
         }
     });
@@ -262,7 +262,7 @@ BOOST_AUTO_TEST_CASE(host_sigchld_handling) {
         ::sigaction(SIGCHLD, &ignore, nullptr);
         run_batch([](const agentctl::process_result& r, int) {
             BOOST_TEST(r.outcome == process_outcome::spawn_failed);
-            BOOST_TEST(r.error_code == "sigchld_ignored");
+            BOOST_TEST(code_of(r) == "sigchld_ignored");
         });
     }
 }

@@ -68,27 +68,31 @@ BOOST_AUTO_TEST_CASE(resolve_executable_rules) {
     write_executable(ws.path + "/abs/data", "x", 0644);
     auto old_cwd = fs::current_path();
     fs::current_path(ws.path);
-    std::string err;
+    // What a failed lookup said.
+    auto why = [](const agentctl::expected<std::string>& r) { return r ? std::string() : r.error().message; };
     // Empty, ".", and relative entries are skipped: the planted ./git and bin/git are never found.
-    BOOST_TEST(!agentctl::resolve_executable("git", ":.:bin::", err).has_value());
-    BOOST_TEST(err.find("PATH has no absolute directory") != std::string::npos);
-    BOOST_TEST(!agentctl::resolve_executable("git", "", err).has_value());
-    auto found = agentctl::resolve_executable("git", ".:" + ws.path + "/nope:" + ws.path + "/abs", err);
+    auto r = agentctl::resolve_executable("git", ":.:bin::");
+    BOOST_TEST(!r.has_value());
+    BOOST_TEST(why(r).find("PATH has no absolute directory") != std::string::npos);
+    BOOST_TEST(!agentctl::resolve_executable("git", "").has_value());
+    auto found = agentctl::resolve_executable("git", ".:" + ws.path + "/nope:" + ws.path + "/abs");
     BOOST_TEST(found.value_or("") == ws.path + "/abs/git");
     // A non-executable regular file is skipped and named.
-    BOOST_TEST(!agentctl::resolve_executable("data", ws.path + "/abs", err).has_value());
-    BOOST_TEST(err.find("exists but is not executable") != std::string::npos);
+    r = agentctl::resolve_executable("data", ws.path + "/abs");
+    BOOST_TEST(!r.has_value());
+    BOOST_TEST(why(r).find("exists but is not executable") != std::string::npos);
     // A directory named like the command is not a match.
-    BOOST_TEST(!agentctl::resolve_executable("abs", ws.path, err).has_value());
+    BOOST_TEST(!agentctl::resolve_executable("abs", ws.path).has_value());
     // Relative paths with a slash are refused; absolute paths are used as they are.
     for (std::string bad : {"./git", "../w/git", "bin/git", "git/"}) {
-        BOOST_TEST(!agentctl::resolve_executable(bad, "/usr/bin", err).has_value(), bad);
-        BOOST_TEST(err.find("relative path") != std::string::npos);
+        r = agentctl::resolve_executable(bad, "/usr/bin");
+        BOOST_TEST(!r.has_value(), bad);
+        BOOST_TEST(why(r).find("relative path") != std::string::npos);
     }
-    BOOST_TEST(agentctl::resolve_executable("/tmp/evil/git", "", err).value_or("") == "/tmp/evil/git");
-    BOOST_TEST(!agentctl::resolve_executable("", "/usr/bin", err).has_value());
-    BOOST_TEST(!agentctl::resolve_executable(std::string("g\0it", 4), "/usr/bin", err).has_value());
-    BOOST_TEST(agentctl::resolve_executable("sh", "/usr/bin:/bin", err).has_value());
+    BOOST_TEST(agentctl::resolve_executable("/tmp/evil/git", "").value_or("") == "/tmp/evil/git");
+    BOOST_TEST(!agentctl::resolve_executable("", "/usr/bin").has_value());
+    BOOST_TEST(!agentctl::resolve_executable(std::string("g\0it", 4), "/usr/bin").has_value());
+    BOOST_TEST(agentctl::resolve_executable("sh", "/usr/bin:/bin").has_value());
     fs::current_path(old_cwd);
     BOOST_TEST(!fs::exists(ws.path + "/planted"));
 }
@@ -122,7 +126,7 @@ BOOST_AUTO_TEST_CASE(spawn_errors_are_distinct) {
         auto req = command_request({c.path, "--nonce", nonce});
         auto r = run_one(req);
         BOOST_TEST(r.outcome == process_outcome::spawn_failed, c.path);
-        BOOST_TEST(r.error_code == c.code, c.path);
+        BOOST_TEST(code_of(r) == c.code, c.path);
         BOOST_TEST(r.error_message.find(c.says) != std::string::npos, r.error_message);
         BOOST_TEST(r.error_message.find(c.path) != std::string::npos, r.error_message);
         BOOST_TEST(!r.exit_code.has_value());
@@ -136,9 +140,8 @@ BOOST_AUTO_TEST_CASE(an_executable_replaced_after_resolution_does_not_run) {
     temp_dir ws;
     std::string tool = ws.path + "/tool";
     fs::copy_file(probe_path(), tool);
-    std::string err;
     std::optional<agentctl::file_identity> id;
-    auto path = agentctl::resolve_executable("tool", ws.path, err, &id);
+    auto path = agentctl::resolve_executable("tool", ws.path, &id);
     BOOST_REQUIRE(path.value_or("") == tool);
     BOOST_REQUIRE(id.has_value());
     auto req = command_request({tool, "exit", "7", "--nonce", nonce});
@@ -150,16 +153,16 @@ BOOST_AUTO_TEST_CASE(an_executable_replaced_after_resolution_does_not_run) {
     BOOST_REQUIRE(::rename((ws.path + "/evil").c_str(), tool.c_str()) == 0);
     auto swapped = run_one(req);
     BOOST_TEST(swapped.outcome == process_outcome::spawn_failed);
-    BOOST_TEST(swapped.error_code == "executable_changed");
+    BOOST_TEST(code_of(swapped) == "executable_changed");
     BOOST_TEST(swapped.error_message.find(tool) != std::string::npos, swapped.error_message);
     BOOST_TEST(!swapped.exit_code.has_value());
     BOOST_TEST(!fs::exists(marker));
 
     fs::remove(tool);
-    BOOST_TEST(run_one(req).error_code == "executable_not_found");
+    BOOST_TEST(code_of(run_one(req)) == "executable_not_found");
     // An absolute command is identified too.
     std::optional<agentctl::file_identity> abs_id;
-    BOOST_TEST(agentctl::resolve_executable(probe_path(), "", err, &abs_id).has_value());
+    BOOST_TEST(agentctl::resolve_executable(probe_path(), "", &abs_id).has_value());
     BOOST_TEST(abs_id.has_value());
 }
 
@@ -173,9 +176,8 @@ BOOST_AUTO_TEST_CASE(a_rename_racing_the_spawn_never_runs_the_other_file) {
     fs::copy_file(probe_path(), ws.path + "/good");
     write_executable(ws.path + "/evil", "#!/bin/sh\ntouch " + marker + "\nexit 3\n");
     BOOST_REQUIRE(::link((ws.path + "/good").c_str(), tool.c_str()) == 0);
-    std::string err;
     std::optional<agentctl::file_identity> id;
-    BOOST_REQUIRE(agentctl::resolve_executable(tool, "", err, &id).has_value());
+    BOOST_REQUIRE(agentctl::resolve_executable(tool, "", &id).has_value());
     std::atomic<bool> stop{false};
     std::thread flipper([&] {
         std::string next = ws.path + "/next";
@@ -192,11 +194,11 @@ BOOST_AUTO_TEST_CASE(a_rename_racing_the_spawn_never_runs_the_other_file) {
         auto r = run_one(req);
         if (r.exit_code == 0) {
             ++ran;
-        } else if (r.error_code == "executable_changed") {
+        } else if (code_of(r) == "executable_changed") {
             ++refused;
         } else {
             ++other;
-            BOOST_TEST_MESSAGE("run " << i << ": " << r.outcome << " " << r.error_code << " "
+            BOOST_TEST_MESSAGE("run " << i << ": " << r.outcome << " " << code_of(r) << " "
                                       << r.exit_code.value_or(-1) << " " << r.error_message);
         }
     }
@@ -214,9 +216,8 @@ BOOST_AUTO_TEST_CASE(scripts_with_an_interpreter_line_still_run) {
     temp_dir ws;
     std::string script = ws.path + "/s.sh";
     write_executable(script, "#!/bin/sh\necho \"$0 $1\"\nexit 4\n");
-    std::string err;
     std::optional<agentctl::file_identity> id;
-    BOOST_REQUIRE(agentctl::resolve_executable(script, "", err, &id).has_value());
+    BOOST_REQUIRE(agentctl::resolve_executable(script, "", &id).has_value());
     for (bool with_identity : {false, true}) {
         auto req = command_request({script, "arg"});
         if (with_identity) req.executable_identity = id;
@@ -231,13 +232,13 @@ BOOST_AUTO_TEST_CASE(scripts_with_an_interpreter_line_still_run) {
 BOOST_AUTO_TEST_CASE(argument_list_too_long_is_named) {
     auto one = probe_request(nonce, {"exit", "0", std::string(200 * 1024, 'a')});
     auto r = run_one(one);
-    BOOST_TEST(r.error_code == "argument_list_too_long");
+    BOOST_TEST(code_of(r) == "argument_list_too_long");
     BOOST_TEST(r.error_message.find("argument 3 is 204800 bytes") != std::string::npos, r.error_message);
     auto many = probe_request(nonce, {"exit", "0"});
     for (int i = 0; i < 100; ++i)
         many.env.push_back("V" + std::to_string(i) + "=" + std::string(100000, 'v'));
     auto r2 = run_one(many);
-    BOOST_TEST(r2.error_code == "argument_list_too_long");
+    BOOST_TEST(code_of(r2) == "argument_list_too_long");
     BOOST_TEST(r2.error_message.find("argv and environment take") != std::string::npos, r2.error_message);
     // Far below the limit, many small arguments run (T-IN-03).
     auto small = probe_request(nonce, {"exit", "0"});
@@ -273,7 +274,7 @@ BOOST_AUTO_TEST_CASE(invalid_requests_spawn_nothing) {
         BOOST_TEST(r.completions == 0, name);  // never from inside the initiating call
         r.run(5s);
         BOOST_TEST(r.result().outcome == process_outcome::spawn_failed, name);
-        BOOST_TEST(r.result().error_code == "invalid_request", name);
+        BOOST_TEST(code_of(r.result()) == "invalid_request", name);
     }
     BOOST_TEST(!fs::exists(marker));
 }
@@ -383,7 +384,7 @@ BOOST_AUTO_TEST_CASE(removed_cwd_is_reported_as_cwd) {
         req.cwd_display = "gone";
         auto r = run_one(req);
         BOOST_TEST(r.outcome == process_outcome::spawn_failed);
-        BOOST_TEST(r.error_code == "cwd_unavailable");
+        BOOST_TEST(code_of(r) == "cwd_unavailable");
         BOOST_TEST(r.error_message.find("'gone'") != std::string::npos, r.error_message);
         fs::remove(ws.path + "/gone");
     }
@@ -391,7 +392,7 @@ BOOST_AUTO_TEST_CASE(removed_cwd_is_reported_as_cwd) {
     unique_fd file(::open("/dev/null", O_RDONLY | O_CLOEXEC));
     bad.cwd_fd = file.get();
     bad.cwd_display = "devnull";
-    BOOST_TEST(run_one(bad).error_code == "cwd_unavailable");
+    BOOST_TEST(code_of(run_one(bad)) == "cwd_unavailable");
 }
 
 // T-CON-04: a storm of spawn failures leaves no fd behind (the fixture checks the count).
@@ -402,7 +403,7 @@ BOOST_AUTO_TEST_CASE(spawn_failure_storm_leaks_nothing) {
         agentctl::async_run_process(io.get_executor(),
                                     command_request({"/nonexistent/agentctl-missing", nonce}),
                                     [&failed](agentctl::process_result r) {
-                                        if (r.error_code == "executable_not_found") ++failed;
+                                        if (code_of(r) == "executable_not_found") ++failed;
                                     });
     }
     int during = 0;
@@ -432,8 +433,9 @@ BOOST_AUTO_TEST_CASE(fd_exhaustion_fails_cleanly) {
                 agentctl::async_run_process(
                     io.get_executor(), probe_request(nonce, {"sleep", "0.1"}),
                     [&seen](agentctl::process_result r) {
-                        ++seen[r.outcome == process_outcome::exited && r.exit_code == 0 ? "ok"
-                                                                                        : r.error_code];
+                        ++seen[r.outcome == process_outcome::exited && r.exit_code == 0
+                                   ? "ok"
+                                   : std::string(code_of(r))];
                     });
             }
             io.run_for(30s);

@@ -124,7 +124,7 @@ struct mixed_load {
                      (!r.signal || r.signal == SIGKILL);
                 break;
             case kind::spawn_error:
-                ok = r.outcome == process_outcome::spawn_failed && r.error_code == "executable_not_found";
+                ok = r.outcome == process_outcome::spawn_failed && code_of(r) == "executable_not_found";
                 break;
             case kind::overflow:
                 ok = r.outcome == process_outcome::output_limit_exceeded && r.stdout_bytes.size() == 4096 &&

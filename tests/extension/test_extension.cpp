@@ -144,8 +144,8 @@ struct extension_fixture {
         return w;
     }
 
-    run_options options() const {
-        run_options o;
+    run_settings options() const {
+        run_settings o;
         o.run_id = "run-1";
         o.base_dir = dir.path;
         o.search_path = search_path;
@@ -162,7 +162,7 @@ struct extension_fixture {
     using keeper = std::unique_ptr<exec_test::file_watch>;
 
     /// Runs `p`; `during` may arrange cancellation on the io_context. Fails after `bound`.
-    run_report run(const plan& p, run_options o,
+    run_report run(const plan& p, run_settings o,
                    const std::function<keeper(asio::io_context&, asio::cancellation_signal&)>& during = {},
                    std::chrono::seconds bound = 60s) {
         asio::io_context io;
@@ -470,8 +470,8 @@ workflow_text container_workflow(std::vector<std::string> args = {}, const std::
     return w;
 }
 
-run_options container_options(extension_fixture& f) {
-    run_options o = f.options();
+run_settings container_options(extension_fixture& f) {
+    run_settings o = f.options();
     o.search_path = env_or_empty("PATH");
     o.host_env = [](std::string_view name) -> std::optional<std::string> {
         const char* v = std::getenv(std::string(name).c_str());

@@ -1,4 +1,6 @@
 // The plan compiler, policy rules, plan JSON and text; golden plans; the purity guard.
+#include "../support/symbols.hpp"
+
 #include <agentctl/json.hpp>
 #include <agentctl/parse.hpp>
 #include <agentctl/plan.hpp>
@@ -1034,13 +1036,8 @@ BOOST_AUTO_TEST_CASE(front_end_purity_guard) {
         BOOST_TEST_MESSAGE("AGENTCTL_FRONTEND_LIB not set: symbol check skipped");
         return;
     }
-    FILE* pipe = popen(("nm -u -C '" + lib + "' 2>/dev/null").c_str(), "r");
-    BOOST_TEST_REQUIRE(pipe != nullptr);
-    std::string symbols;
-    char buffer[4096];
-    while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) symbols.append(buffer, n);
-    int status = pclose(pipe);
-    if (status != 0 || symbols.empty()) {
+    auto objects = agentctl::test::undefined_symbols({lib});
+    if (!objects) {
         BOOST_TEST_MESSAGE("nm did not run: symbol check skipped");
         return;
     }
@@ -1060,26 +1057,16 @@ BOOST_AUTO_TEST_CASE(front_end_purity_guard) {
     const std::vector<std::string> file_parts = {"std::basic_ifstream", "std::basic_ofstream",
                                                  "std::basic_fstream", "std::basic_filebuf",
                                                  "std::filesystem::"};
-    std::istringstream lines(symbols);
-    std::string line, member;
     std::size_t checked = 0;
-    while (std::getline(lines, line)) {
-        if (!line.empty() && line.back() == ':') {
-            member = line;
-            continue;
+    for (const auto& [member, names] : *objects) {
+        for (const auto& name : names) {
+            ++checked;
+            BOOST_TEST(!agentctl::test::is_one_of(name, forbidden, forbidden_parts),
+                       member << " needs `" << name << "`");
+            if (member.find("src_spec_load.cpp") != std::string::npos) continue;
+            BOOST_TEST(!agentctl::test::is_one_of(name, file_symbols, file_parts),
+                       member << " reads files: `" << name << "`");
         }
-        auto u = line.find(" U ");
-        if (u == std::string::npos) continue;
-        ++checked;
-        std::string name = line.substr(u + 3);
-        if (auto at = name.find('@'); at != std::string::npos) name.resize(at);
-        BOOST_TEST(!forbidden.count(name), member << " needs `" << name << "`");
-        for (const auto& part : forbidden_parts)
-            BOOST_TEST(name.find(part) == std::string::npos, member << " needs `" << name << "`");
-        if (member.find("src_spec_load.cpp") != std::string::npos) continue;
-        BOOST_TEST(!file_symbols.count(name), member << " reads files: `" << name << "`");
-        for (const auto& part : file_parts)
-            BOOST_TEST(name.find(part) == std::string::npos, member << " reads files: `" << name << "`");
     }
     BOOST_TEST(checked > 0u);
 }

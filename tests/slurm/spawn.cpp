@@ -1,7 +1,7 @@
 // posix_spawn + pipes + poll for the live Slurm tests.
 #include "spawn.hpp"
 
-#include "slurm/command.hpp"
+#include "runner/slurm/command.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>

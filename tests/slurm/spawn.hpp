@@ -1,4 +1,4 @@
-// A test-only way to run the Slurm commands src/slurm builds: posix_spawn with an explicit
+// A test-only way to run the Slurm commands src/runner/slurm builds: posix_spawn with an explicit
 // environment, stdout and stderr captured through pipes, a hard bound on every wait. Not
 // the engine's executor on purpose: these tests pin Slurm's behaviour, not ours.
 #pragma once
@@ -50,7 +50,7 @@ private:
 outcome run(const std::vector<std::string>& argv, const std::vector<std::string>& env = {},
             milliseconds bound = 30s);
 
-/// Environment for Slurm clients: SLURM_CONF only (client_environment of src/slurm).
+/// Environment for Slurm clients: SLURM_CONF only (client_environment of src/runner/slurm).
 std::vector<std::string> client_env(const std::vector<std::string>& extra = {});
 
 /// A variable of this process's environment, or empty.

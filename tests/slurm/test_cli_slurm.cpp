@@ -6,10 +6,10 @@
 #include "slurm_names.hpp"
 #include "spawn.hpp"
 
-#include "slurm/command.hpp"
-#include "slurm/job.hpp"
+#include "runner/slurm/command.hpp"
+#include "runner/slurm/job.hpp"
 
-#include <agentctl/backend.hpp>
+#include <agentctl/leftovers.hpp>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/json.hpp>

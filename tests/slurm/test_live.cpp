@@ -1,11 +1,11 @@
 // The behaviour the Slurm launcher will rely on, against the real Slurm of
-// tools/slurm-fixture: the commands src/slurm builds, run as they are (docs/SLURM.md).
+// tools/slurm-fixture: the commands src/runner/slurm builds, run as they are (docs/SLURM.md).
 #include "slurm_names.hpp"
 #include "spawn.hpp"
 
-#include "slurm/classify.hpp"
-#include "slurm/command.hpp"
-#include "slurm/job.hpp"
+#include "runner/slurm/classify.hpp"
+#include "runner/slurm/command.hpp"
+#include "runner/slurm/job.hpp"
 
 #include <boost/test/unit_test.hpp>
 

@@ -1,8 +1,10 @@
-// src/slurm without Slurm: names, argv, parsers, the end classification, and purity.
-#include "slurm/classify.hpp"
-#include "slurm/command.hpp"
-#include "slurm/job.hpp"
+// src/runner/slurm without Slurm: names, argv, parsers, the end classification, and purity.
+#include "runner/slurm/classify.hpp"
+#include "runner/slurm/command.hpp"
+#include "runner/slurm/job.hpp"
 #include "slurm_names.hpp"
+
+#include "../support/symbols.hpp"
 
 #include <boost/test/unit_test.hpp>
 
@@ -740,15 +742,17 @@ BOOST_AUTO_TEST_CASE(marker_scan) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-// src/slurm stays pure: no POSIX or system headers, no Asio, no clock, environment or I/O, in
-// its sources and in the symbols of its objects.
+// The pure part of src/runner/slurm (job, command, classify) stays pure: no POSIX or system
+// headers, no Asio, no clock, environment or I/O, in its sources and in the symbols of its
+// objects.
 BOOST_AUTO_TEST_SUITE(purity)
 
 BOOST_AUTO_TEST_CASE(sources_include_nothing_impure) {
     std::string root = env_or_empty("AGENTCTL_SOURCE_ROOT");
     BOOST_TEST_REQUIRE(!root.empty(), "AGENTCTL_SOURCE_ROOT is not set (run through meson test)");
-    const fs::path dir = fs::path(root) / "src" / "slurm";
+    const fs::path dir = fs::path(root) / "src" / "runner" / "slurm";
     BOOST_TEST_REQUIRE(fs::is_directory(dir), dir.string());
+    const std::set<std::string> pure = {"job", "command", "classify"};
     // Only these standard headers and the module's own.
     const std::set<std::string> allowed = {"algorithm",   "array",      "charconv", "climits",
                                            "cstdint",     "functional", "optional", "string",
@@ -761,7 +765,7 @@ BOOST_AUTO_TEST_CASE(sources_include_nothing_impure) {
     std::size_t scanned = 0;
     for (const auto& e : fs::directory_iterator(dir)) {
         auto ext = e.path().extension();
-        if (ext != ".cpp" && ext != ".hpp") continue;
+        if ((ext != ".cpp" && ext != ".hpp") || !pure.count(e.path().stem().string())) continue;
         ++scanned;
         std::ifstream in(e.path());
         std::string line;
@@ -769,9 +773,11 @@ BOOST_AUTO_TEST_CASE(sources_include_nothing_impure) {
             if (auto comment = line.find("//"); comment != std::string::npos) line.resize(comment);
             std::smatch m;
             if (std::regex_search(line, m, include)) {
-                bool own = m[1] == "\"" && m[2].str().rfind("slurm/", 0) == 0;
-                BOOST_TEST((own || (m[1] == "<" && allowed.count(m[2].str()))),
-                           e.path().filename().string() << ":" << number << ": includes " << m[2].str());
+                const std::string header = m[2].str();
+                bool own = m[1] == "\"" && header.rfind("runner/slurm/", 0) == 0 &&
+                           pure.count(fs::path(header).stem().string());
+                BOOST_TEST((own || (m[1] == "<" && allowed.count(header))),
+                           e.path().filename().string() << ":" << number << ": includes " << header);
             }
             // Calls, not the text of srun's messages ("oom-kill event", "execve(): ...").
             const std::string code = std::regex_replace(line, literal, "\"\"");
@@ -790,13 +796,8 @@ BOOST_AUTO_TEST_CASE(objects_call_no_system_function) {
         BOOST_TEST_MESSAGE("AGENTCTL_SLURM_LIB not set: symbol check skipped");
         return;
     }
-    FILE* pipe = popen(("nm -u -C '" + lib + "' 2>/dev/null").c_str(), "r");
-    BOOST_TEST_REQUIRE(pipe != nullptr);
-    std::string symbols;
-    char buffer[4096];
-    while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) symbols.append(buffer, n);
-    int status = pclose(pipe);
-    if (status != 0 || symbols.empty()) {
+    auto objects = agentctl::test::undefined_symbols({lib});
+    if (!objects) {
         BOOST_TEST(!ci, "nm did not run: the symbol check cannot run");
         BOOST_TEST_MESSAGE("nm did not run: symbol check skipped");
         return;
@@ -812,22 +813,13 @@ BOOST_AUTO_TEST_CASE(objects_call_no_system_function) {
     const std::vector<std::string> forbidden_parts = {
         "boost::asio::",       "std::chrono::_V2::", "std::basic_ifstream",
         "std::basic_ofstream", "std::filesystem::",  "std::thread"};
-    std::istringstream lines(symbols);
-    std::string line, member;
     std::size_t checked = 0;
-    while (std::getline(lines, line)) {
-        if (!line.empty() && line.back() == ':') {
-            member = line;
-            continue;
+    for (const auto& [member, names] : *objects) {
+        for (const auto& name : names) {
+            ++checked;
+            BOOST_TEST(!agentctl::test::is_one_of(name, forbidden, forbidden_parts),
+                       member << " needs `" << name << "`");
         }
-        auto u = line.find(" U ");
-        if (u == std::string::npos) continue;
-        ++checked;
-        std::string name = line.substr(u + 3);
-        if (auto at = name.find('@'); at != std::string::npos) name.resize(at);
-        BOOST_TEST(!forbidden.count(name), member << " needs `" << name << "`");
-        for (const auto& part : forbidden_parts)
-            BOOST_TEST(name.find(part) == std::string::npos, member << " needs `" << name << "`");
     }
     BOOST_TEST(checked > 0u);
 }

@@ -8,7 +8,9 @@
 #include <agentctl/session.hpp>
 #include <agentctl/watchdog.hpp>
 
+#include <charconv>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -55,11 +57,61 @@ struct command_line {
     bool rerun_uncertain = false;      ///< resume --rerun-uncertain
     bool dry_run = false;              ///< resume --dry-run
 
+    /// The commands whose processes must die with agentctl: main() starts the watchdog for
+    /// them first, while agentctl has one thread (docs/CRASH_SAFETY.md).
+    bool wants_watchdog() const { return command == "run" || (command == "resume" && !dry_run); }
+
     session_request request() const {
         return {file,  inputs, inputs_file, workspace,
                 items, null_separated ? item_separator::nul : item_separator::line, std::nullopt};
     }
 };
+
+/// The command line as read, before a command looks at it: every option given (by its long
+/// name) with its values in order (none for a switch), and the operands after the command.
+struct arguments {
+    std::map<std::string, std::vector<std::string>, std::less<>> given;
+    std::vector<std::string> operands;
+
+    bool has(std::string_view option) const { return given.find(option) != given.end(); }
+    /// The option's value (the last one given), or "".
+    std::string value(std::string_view option) const;
+    /// Every value of a repeatable option, in order.
+    std::vector<std::string> values(std::string_view option) const;
+};
+
+/// The whole text as a number, or nothing ("4x" is not 4).
+template <typename T>
+std::optional<T> number_of(const std::string& text) {
+    T value{};
+    const char* end = text.data() + text.size();
+    auto [at, ec] = std::from_chars(text.data(), end, value);
+    if (ec != std::errc() || at != end || text.empty()) return std::nullopt;
+    return value;
+}
+
+/// A command's parse: reads what `a` says into `cl`. A status when the command line is
+/// refused (the usage error is printed), nothing when the command may run.
+using parse_fn = std::optional<int> (*)(command_line& cl, const arguments& a);
+
+/// The usage error on stderr (exit 2), pointing at the command's help.
+int usage_error(const command_line& cl, const std::string& message);
+
+/// What several commands parse alike: the workflow FILE and its inputs (check, plan, run,
+/// doctor), --backend and --slurm-*, --jobs, --db and --no-journal.
+std::optional<int> parse_workflow_file(command_line& cl, const arguments& a);
+std::optional<int> parse_backend(command_line& cl, const arguments& a);
+std::optional<int> parse_jobs(command_line& cl, const arguments& a);
+std::optional<int> parse_journal_db(command_line& cl, const arguments& a);
+
+/// Each command's parse, beside its run_*() (cmd_*.cpp).
+std::optional<int> parse_check(command_line& cl, const arguments& a);
+std::optional<int> parse_plan(command_line& cl, const arguments& a);
+std::optional<int> parse_version(command_line& cl, const arguments& a);
+std::optional<int> parse_run(command_line& cl, const arguments& a);
+std::optional<int> parse_doctor(command_line& cl, const arguments& a);
+std::optional<int> parse_runs(command_line& cl, const arguments& a);
+std::optional<int> parse_resume(command_line& cl, const arguments& a);
 
 /// The process exit status of `s`.
 inline int status(exit_status s) {
@@ -110,14 +162,14 @@ session open_and_report(const command_line& cl);
 /// it cannot start.
 std::optional<watchdog> start_watchdog(const command_line& cl);
 
-int run_check(const command_line& cl);
-int run_plan(const command_line& cl);
-int run_version(const command_line& cl);
-/// `watch`: the watchdog main() started (nullptr when it could not start).
+/// Each command. `watch`: the watchdog main() started for a command that wants_watchdog()
+/// (nullptr when it could not start, and for the others).
+int run_check(const command_line& cl, watchdog* watch);
+int run_plan(const command_line& cl, watchdog* watch);
+int run_version(const command_line& cl, watchdog* watch);
 int run_run(const command_line& cl, watchdog* watch);
-int run_doctor(const command_line& cl);
-int run_runs(const command_line& cl);
-/// `watch`: as run_run().
+int run_doctor(const command_line& cl, watchdog* watch);
+int run_runs(const command_line& cl, watchdog* watch);
 int run_resume(const command_line& cl, watchdog* watch);
 /// `agentctl parallel ARGS` (cmd_parallel.cpp): parses GNU parallel's command line itself.
 /// `argv`: agentctl's whole command line, for the journal. Returns parallel's exit status.

@@ -7,7 +7,11 @@
 
 namespace agentctl::cli {
 
-int run_check(const command_line& cl) {
+std::optional<int> parse_check(command_line& cl, const arguments& a) {
+    return parse_workflow_file(cl, a);
+}
+
+int run_check(const command_line& cl, watchdog*) {
     // Deliberately never freed: the process exits right after printing, and tearing down a
     // large document and plan costs a tenth of the command's time.
     session& s = *new session(open_and_report(cl));

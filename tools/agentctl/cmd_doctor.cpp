@@ -10,14 +10,18 @@
 
 namespace agentctl::cli {
 
-int run_doctor(const command_line& cl) {
+std::optional<int> parse_doctor(command_line& cl, const arguments& a) {
+    if (auto refused = parse_workflow_file(cl, a)) return refused;
+    return parse_backend(cl, a);
+}
+
+int run_doctor(const command_line& cl, watchdog*) {
     session s = open_and_report(cl);
     if (!s.ok()) return status(s.status);
     const plan& p = *s.compiled;
 
-    std::string error;
-    auto base = resolve_base_dir(cl.request(), error);
-    if (!base) return print_failure(cl, error, exit_status::usage);
+    auto base = resolve_base_dir(cl.request());
+    if (!base) return print_failure(cl, base.error().message, exit_status::usage);
     host_environment host = process_environment();
     doctor_options options;
     options.base_dir = *base;

@@ -596,9 +596,8 @@ int run_parallel(const std::vector<std::string>& args, std::vector<std::string> 
         return parallel_failure(cl, s.failure);
     }
     cl.file = request.file;
-    std::string error;
-    auto base = resolve_base_dir(request, error);
-    if (!base) return parallel_failure(cl, error);
+    auto base = resolve_base_dir(request);
+    if (!base) return parallel_failure(cl, base.error().message);
 
     // The watchdog while agentctl has one thread (the joblog's writer is one).
     std::optional<watchdog> watch = start_watchdog(cl);

@@ -7,7 +7,11 @@
 
 namespace agentctl::cli {
 
-int run_plan(const command_line& cl) {
+std::optional<int> parse_plan(command_line& cl, const arguments& a) {
+    return parse_workflow_file(cl, a);
+}
+
+int run_plan(const command_line& cl, watchdog*) {
     // Deliberately never freed: the process exits right after printing, and tearing down a
     // large document and plan costs a tenth of the command's time.
     session& s = *new session(open_and_report(cl));
@@ -17,11 +21,11 @@ int run_plan(const command_line& cl) {
     if (cl.output == output_format::human) {
         print_diagnostics_human(cl, s.diags);
         // The workspace as a run would use it: absolute, from --workspace or the file's folder.
-        std::string error, workspace;
-        if (auto base = resolve_base_dir(cl.request(), error))
+        std::string workspace;
+        if (auto base = resolve_base_dir(cl.request()))
             workspace = workspace_root_path(p, *base);
         else
-            workspace = p.policy.workspace_root + " (" + error + ")";
+            workspace = p.policy.workspace_root + " (" + base.error().message + ")";
         fd_sink(STDOUT_FILENO).write(plan_text(p, workspace));
         return status(exit_status::success);
     }

@@ -123,6 +123,17 @@ void print_resume_summary(const command_line& cl, const plan& p, const run_repor
                            " tasks reused, " + std::to_string(executed) + " executed\n");
 }
 
+std::optional<int> parse_resume(command_line& cl, const arguments& a) {
+    if (auto refused = parse_journal_db(cl, a)) return refused;
+    if (auto refused = parse_jobs(cl, a)) return refused;
+    cl.retry_failed = a.has("retry-failed");
+    cl.rerun_uncertain = a.has("rerun-uncertain");
+    cl.dry_run = a.has("dry-run");
+    if (a.operands.size() != 1) return usage_error(cl, "resume needs exactly one RUN_ID");
+    cl.run_id = a.operands[0];
+    return std::nullopt;
+}
+
 int run_resume(const command_line& cl, watchdog* watch) {
     int failed = 0;
     auto db = open_journal(cl, cl.dry_run ? journal_access::read : journal_access::write, failed);

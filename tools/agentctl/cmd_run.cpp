@@ -5,6 +5,7 @@
 #include "run_display.hpp"
 
 #include <agentctl/engine.hpp>
+#include <agentctl/resume.hpp>
 #include <agentctl/wire.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -83,6 +84,22 @@ void warn_empty_expansions(const command_line& cl, const plan& p, const diagnost
 
 }  // namespace
 
+std::optional<int> parse_run(command_line& cl, const arguments& a) {
+    if (auto refused = parse_workflow_file(cl, a)) return refused;
+    cl.interactive = a.has("interactive");
+    cl.keep_going = a.has("keep-going");
+    cl.tag = a.has("tag");
+    cl.show_output = a.has("show-output") || cl.tag;
+    if (auto refused = parse_backend(cl, a)) return refused;
+    if (auto refused = parse_jobs(cl, a)) return refused;
+    if (a.has("timeout-seconds")) {
+        cl.timeout_seconds = number_of<double>(a.value("timeout-seconds"));
+        if (!cl.timeout_seconds || !(*cl.timeout_seconds > 0 && *cl.timeout_seconds <= 86400 * 365))
+            return usage_error(cl, "--timeout-seconds must be a number of seconds greater than 0");
+    }
+    return parse_journal_db(cl, a);
+}
+
 int run_run(const command_line& cl, watchdog* watch) {
     session s = open_and_report(cl);
     if (!s.ok()) return status(s.status);
@@ -99,9 +116,8 @@ int run_run(const command_line& cl, watchdog* watch) {
                                  exit_status::policy);
     }
 
-    std::string error;
-    auto base = resolve_base_dir(cl.request(), error);
-    if (!base) return print_failure(cl, error, exit_status::usage);
+    auto base = resolve_base_dir(cl.request());
+    if (!base) return print_failure(cl, base.error().message, exit_status::usage);
 
     // The journal before any effect: a journal that cannot be used is exit 5, nothing runs.
     std::optional<journal> db;
@@ -141,30 +157,30 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
     if (frontend && frontend->prepare) frontend->prepare(io);
     output_gate gate(out_queue, err_queue, frontend ? frontend->gate : nullptr);
     host_environment host = process_environment();
-    run_options options;
-    options.jobs = cl.jobs;
-    options.keep_going = cl.keep_going;
-    options.base_dir = base_dir;
-    options.search_path = host.search_path;
-    options.host_env = host.lookup;
-    options.backend = cl.backend;
-    options.slurm = cl.slurm;
+    run_settings settings;
+    settings.jobs = cl.jobs;
+    settings.keep_going = cl.keep_going;
+    settings.base_dir = base_dir;
+    settings.search_path = host.search_path;
+    settings.host_env = host.lookup;
+    settings.backend = cl.backend;
+    settings.slurm = cl.slurm;
     progress_printer progress(io, cl, p);
     progress.set_behind([&err_queue] { return err_queue.backlog() > 0; });
-    options.events = frontend && frontend->events ? frontend->events : &progress;
-    options.gate = &gate;
-    options.watch = watch;
-    options.leftovers = &leftovers;
+    run_collaborators with;
+    with.events = frontend && frontend->events ? frontend->events : &progress;
+    with.gate = &gate;
+    with.watch = watch;
     std::optional<journal_recorder> recorder;
     if (db) {
-        options.record = std::move(record);
+        settings.record = std::move(record);
         recorder.emplace(io.get_executor(), std::move(*db));
-        options.journal = &recorder->writer();
+        with.journal = &recorder->writer();
     }
     std::optional<terminal_approver> ask;
     if (cl.interactive) {
         ask.emplace(io, &progress);
-        options.approvals = &*ask;
+        with.approvals = &*ask;
     }
 
     // First SIGINT/SIGTERM: graceful; a second one: kill at once.
@@ -242,10 +258,12 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
         progress.stop();
     });
     if (resume)
-        async_resume(io.get_executor(), *resume, std::move(options), std::move(done));
+        async_resume(io.get_executor(), *resume, std::move(settings), with, std::move(done));
     else
-        async_run(io.get_executor(), p, std::move(options), std::move(done));
+        async_run(io.get_executor(), p, std::move(settings), with, std::move(done));
     io.run();
+    // The containers dead owners left on the engines the run used are the run's to report.
+    for (auto& c : report->leftovers) leftovers.containers.push_back(std::move(c));
     std::optional<journal_error> unrecorded = recorder ? recorder->close(io) : std::nullopt;
     // With a journal the engine kept no results: reports read them back, one at a time.
     std::optional<journal> reader;

@@ -479,7 +479,43 @@ int runs_gc(const command_line& cl) {
 
 }  // namespace
 
-int run_runs(const command_line& cl) {
+std::optional<int> parse_runs(command_line& cl, const arguments& a) {
+    if (auto refused = parse_journal_db(cl, a)) return refused;
+    const auto& operands = a.operands;
+    cl.runs_action = operands.empty() ? "list" : operands[0];
+    std::size_t wanted = cl.runs_action == "show" ? 2 : 1;
+    if (cl.runs_action != "list" && cl.runs_action != "show" && cl.runs_action != "gc")
+        return usage_error(cl, "runs takes list, show RUN_ID or gc, not \"" + cl.runs_action + "\"");
+    if (operands.size() > wanted || (cl.runs_action == "show" && operands.size() != 2))
+        return usage_error(cl, cl.runs_action == "show" ? "runs show needs exactly one RUN_ID"
+                                                        : "runs " + cl.runs_action + " takes no operand");
+    if (cl.runs_action == "show") cl.run_id = operands[1];
+    auto count = [&](const char* name, std::optional<std::size_t>& into,
+                     const char* action) -> std::optional<int> {
+        if (!a.has(name)) return std::nullopt;
+        if (cl.runs_action != action)
+            return usage_error(cl, std::string("--") + name + " applies to runs " + action + " only");
+        into = number_of<std::size_t>(a.value(name));
+        if (!into || *into > 1000000000)
+            return usage_error(cl, std::string("--") + name + " must be a whole number");
+        return std::nullopt;
+    };
+    if (auto c = count("limit", cl.limit, "list")) return c;
+    if (auto c = count("keep", cl.keep, "gc")) return c;
+    if (cl.limit && *cl.limit == 0) return usage_error(cl, "--limit must be at least 1");
+    if (a.has("task")) {
+        if (cl.runs_action != "show") return usage_error(cl, "--task applies to runs show only");
+        cl.task = a.value("task");
+    }
+    cl.show_stdout = a.has("stdout");
+    cl.show_stderr = a.has("stderr");
+    if ((cl.show_stdout || cl.show_stderr) && !cl.task)
+        return usage_error(cl, "--stdout and --stderr need --task ID");
+    if (cl.show_stdout && cl.show_stderr) return usage_error(cl, "--stdout and --stderr exclude each other");
+    return std::nullopt;
+}
+
+int run_runs(const command_line& cl, watchdog*) {
     if (cl.runs_action == "show") return runs_show(cl);
     if (cl.runs_action == "gc") return runs_gc(cl);
     return runs_list(cl);

@@ -8,7 +8,12 @@
 
 namespace agentctl::cli {
 
-int run_version(const command_line& cl) {
+std::optional<int> parse_version(command_line& cl, const arguments& a) {
+    if (!a.operands.empty()) return usage_error(cl, "version takes no arguments");
+    return std::nullopt;
+}
+
+int run_version(const command_line& cl, watchdog*) {
     if (cl.output == output_format::human) {
         fd_sink(STDOUT_FILENO).write("agentctl " + std::string(version()) + "\n");
         return status(exit_status::success);

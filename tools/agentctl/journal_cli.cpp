@@ -1,7 +1,7 @@
 // The journal as the CLI uses it (journal_cli.hpp).
 #include "journal_cli.hpp"
 
-#include <agentctl/backend.hpp>
+#include <agentctl/leftovers.hpp>
 #include <agentctl/version.hpp>
 #include <agentctl/watchdog.hpp>
 

@@ -4,8 +4,8 @@
 
 #include "cli.hpp"
 
-#include <agentctl/engine.hpp>
 #include <agentctl/journal.hpp>
+#include <agentctl/resume.hpp>
 #include <agentctl/wire.hpp>
 
 #include <boost/asio/thread_pool.hpp>

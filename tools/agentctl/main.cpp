@@ -1,13 +1,13 @@
 // agentctl: parse the command line, hand over to one command, return its exit code.
 //
 // Every command and option is in the two tables below: parsing, the per-command checks,
-// `--help`, `help CMD` and the shell completion scripts all come from them.
+// `--help`, `help CMD` and the shell completion scripts all come from them. main() reads the
+// global options; each command reads its own (parse_* beside its run_*, cmd_*.cpp).
 #include "cli.hpp"
 
 #include <boost/program_options.hpp>
 
 #include <algorithm>
-#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -22,19 +22,24 @@ struct command_info {
     std::string_view name;
     std::string_view operands;  ///< shown after the name
     std::string_view summary;
+    parse_fn parse = nullptr;  ///< nullptr: help and completion, which main() answers itself
+    int (*run)(const command_line&, agentctl::watchdog*) = nullptr;
 };
 
 const std::vector<command_info>& commands() {
     static const std::vector<command_info> table = {
-        {"check", "FILE", "validate a workflow strictly; no effects"},
-        {"plan", "FILE", "print the compiled plan"},
-        {"run", "FILE", "run the workflow"},
-        {"resume", "RUN_ID", "continue a run from its journal: reuse what succeeded, run the rest"},
-        {"runs", "[list|show RUN_ID|gc]", "past runs in the journal: list them, show one, remove old ones"},
+        {"check", "FILE", "validate a workflow strictly; no effects", parse_check, run_check},
+        {"plan", "FILE", "print the compiled plan", parse_plan, run_plan},
+        {"run", "FILE", "run the workflow", parse_run, run_run},
+        {"resume", "RUN_ID", "continue a run from its journal: reuse what succeeded, run the rest",
+         parse_resume, run_resume},
+        {"runs", "[list|show RUN_ID|gc]", "past runs in the journal: list them, show one, remove old ones",
+         parse_runs, run_runs},
+        {"doctor", "FILE", "check that every process action can run here; runs nothing", parse_doctor,
+         run_doctor},
         {"parallel", "[OPTIONS] COMMAND [::: VALUES]",
          "run COMMAND for each value, as GNU parallel does, as a journaled run"},
-        {"doctor", "FILE", "check that every process action can run here; runs nothing"},
-        {"version", "", "print the version"},
+        {"version", "", "print the version", parse_version, run_version},
         {"help", "[COMMAND]", "print help, for one command with COMMAND"},
         {"completion", "bash|zsh", "print a shell completion script"},
     };
@@ -263,94 +268,14 @@ output_format sniff_output(int argc, char** argv) {
     return output_format::human;
 }
 
-int usage_error(const command_line& cl, const std::string& message) {
-    std::string hint =
-        cl.command.empty() || !find_command(cl.command) ? "agentctl --help" : "agentctl help " + cl.command;
-    return print_failure(cl, message + " (see `" + hint + "`)", agentctl::exit_status::usage);
-}
-
-// The whole text as a number, or nothing ("4x" is not 4).
-template <typename T>
-std::optional<T> number_of(const std::string& text) {
-    T value{};
-    const char* end = text.data() + text.size();
-    auto [at, ec] = std::from_chars(text.data(), end, value);
-    if (ec != std::errc() || at != end || text.empty()) return std::nullopt;
-    return value;
-}
-
-// `runs [list|show RUN_ID|gc]` and `resume RUN_ID`: their operands and options; a status
-// when they are refused.
-std::optional<int> parse_journal_commands(command_line& cl, const po::variables_map& vm,
-                                          const std::vector<std::string>& operands) {
-    auto text = [&](const char* name) { return vm.count(name) ? vm[name].as<std::string>() : std::string(); };
-    if (vm.count("db")) cl.db = text("db");
-    if (cl.db && cl.db->empty()) return usage_error(cl, "--db needs a path");
-    if (vm.count("jobs")) {
-        cl.jobs = number_of<int>(text("jobs"));
-        if (!cl.jobs || *cl.jobs < 1 || *cl.jobs > agentctl::limits::max_concurrency)
-            return usage_error(cl, "--jobs must be between 1 and 4096");
-    }
-    cl.retry_failed = vm.count("retry-failed") > 0;
-    cl.rerun_uncertain = vm.count("rerun-uncertain") > 0;
-    cl.dry_run = vm.count("dry-run") > 0;
-    if (cl.command == "resume") {
-        if (operands.size() != 1) return usage_error(cl, "resume needs exactly one RUN_ID");
-        cl.run_id = operands[0];
-        return std::nullopt;
-    }
-    cl.runs_action = operands.empty() ? "list" : operands[0];
-    std::size_t wanted = cl.runs_action == "show" ? 2 : 1;
-    if (cl.runs_action != "list" && cl.runs_action != "show" && cl.runs_action != "gc")
-        return usage_error(cl, "runs takes list, show RUN_ID or gc, not \"" + cl.runs_action + "\"");
-    if (operands.size() > wanted || (cl.runs_action == "show" && operands.size() != 2))
-        return usage_error(cl, cl.runs_action == "show" ? "runs show needs exactly one RUN_ID"
-                                                        : "runs " + cl.runs_action + " takes no operand");
-    if (cl.runs_action == "show") cl.run_id = operands[1];
-    auto count = [&](const char* name, std::optional<std::size_t>& into,
-                     const char* action) -> std::optional<int> {
-        if (!vm.count(name)) return std::nullopt;
-        if (cl.runs_action != action)
-            return usage_error(cl, std::string("--") + name + " applies to runs " + action + " only");
-        into = number_of<std::size_t>(text(name));
-        if (!into || *into > 1000000000)
-            return usage_error(cl, std::string("--") + name + " must be a whole number");
-        return std::nullopt;
-    };
-    if (auto c = count("limit", cl.limit, "list")) return c;
-    if (auto c = count("keep", cl.keep, "gc")) return c;
-    if (cl.limit && *cl.limit == 0) return usage_error(cl, "--limit must be at least 1");
-    if (vm.count("task")) {
-        if (cl.runs_action != "show") return usage_error(cl, "--task applies to runs show only");
-        cl.task = text("task");
-    }
-    cl.show_stdout = vm.count("stdout") > 0;
-    cl.show_stderr = vm.count("stderr") > 0;
-    if ((cl.show_stdout || cl.show_stderr) && !cl.task)
-        return usage_error(cl, "--stdout and --stderr need --task ID");
-    if (cl.show_stdout && cl.show_stderr) return usage_error(cl, "--stdout and --stderr exclude each other");
-    return std::nullopt;
-}
-
 int print_text(const std::string& text) {
     standard_output().write(text);
     return status(agentctl::exit_status::success);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-    // A reader that goes away is an EPIPE to handle (a run then ends as cancelled), never a
-    // signal that kills agentctl and leaves its tasks running. Children get default
-    // dispositions back when they are spawned.
-    ::signal(SIGPIPE, SIG_IGN);
-    // GNU parallel's own grammar: everything after the word is its (cmd_parallel.cpp).
-    if (argc >= 2 && std::string_view(argv[1]) == "parallel")
-        return run_parallel({argv + 2, argv + argc}, {argv, argv + argc});
-    command_line cl;
-    cl.output = sniff_output(argc, argv);
-    cl.argv.assign(argv, argv + argc);
-
+// Reads argv against the options table: the global options into `cl`, everything else into
+// `a` for the command. A status when argv is refused.
+std::optional<int> read_arguments(int argc, char** argv, command_line& cl, arguments& a) {
     po::options_description all;
     for (const auto& o : options()) {
         std::string spec(o.name);
@@ -376,9 +301,18 @@ int main(int argc, char** argv) {
     } catch (const po::error& e) {
         return usage_error(cl, e.what());
     }
-    auto text = [&](const char* name) { return vm.count(name) ? vm[name].as<std::string>() : std::string(); };
+    for (const auto& o : options()) {
+        std::string name(o.name);
+        if (!vm.count(name)) continue;
+        auto& values = a.given[name];
+        if (o.repeatable)
+            values = vm[name].as<std::vector<std::string>>();
+        else if (!o.value.empty())
+            values.push_back(vm[name].as<std::string>());
+    }
+    if (vm.count("args")) a.operands = vm["args"].as<std::vector<std::string>>();
 
-    std::string output = vm.count("output") ? text("output") : "human";
+    std::string output = a.has("output") ? a.value("output") : "human";
     if (output == "human")
         cl.output = output_format::human;
     else if (output == "json")
@@ -387,7 +321,7 @@ int main(int argc, char** argv) {
         cl.output = output_format::jsonl;
     else
         return usage_error(cl, "--output must be human, json or jsonl, not \"" + output + "\"");
-    std::string color = vm.count("color") ? text("color") : "auto";
+    std::string color = a.has("color") ? a.value("color") : "auto";
     if (color == "auto")
         cl.color = color_mode::automatic;
     else if (color == "always")
@@ -396,25 +330,51 @@ int main(int argc, char** argv) {
         cl.color = color_mode::never;
     else
         return usage_error(cl, "--color must be auto, always or never, not \"" + color + "\"");
-    cl.quiet = vm.count("quiet") > 0;
-    cl.verbose = vm.count("verbose") > 0;
+    cl.quiet = a.has("quiet");
+    cl.verbose = a.has("verbose");
+    return std::nullopt;
+}
 
-    std::vector<std::string> args;
-    if (vm.count("args")) args = vm["args"].as<std::vector<std::string>>();
-    if (vm.count("version") && args.empty()) return run_version(cl);
-    if (args.empty()) {
-        if (vm.count("help")) return print_text(overview());
+}  // namespace
+
+namespace agentctl::cli {
+
+int usage_error(const command_line& cl, const std::string& message) {
+    std::string hint =
+        cl.command.empty() || !find_command(cl.command) ? "agentctl --help" : "agentctl help " + cl.command;
+    return print_failure(cl, message + " (see `" + hint + "`)", agentctl::exit_status::usage);
+}
+
+}  // namespace agentctl::cli
+
+int main(int argc, char** argv) {
+    // A reader that goes away is an EPIPE to handle (a run then ends as cancelled), never a
+    // signal that kills agentctl and leaves its tasks running. Children get default
+    // dispositions back when they are spawned.
+    ::signal(SIGPIPE, SIG_IGN);
+    // GNU parallel's own grammar: everything after the word is its (cmd_parallel.cpp).
+    if (argc >= 2 && std::string_view(argv[1]) == "parallel")
+        return run_parallel({argv + 2, argv + argc}, {argv, argv + argc});
+    command_line cl;
+    cl.output = sniff_output(argc, argv);
+    cl.argv.assign(argv, argv + argc);
+    arguments a;
+    if (auto refused = read_arguments(argc, argv, cl, a)) return *refused;
+
+    if (a.has("version") && a.operands.empty()) return run_version(cl, nullptr);
+    if (a.operands.empty()) {
+        if (a.has("help")) return print_text(overview());
         return usage_error(cl, "no command given");
     }
-    cl.command = args[0];
+    cl.command = a.operands[0];
+    a.operands.erase(a.operands.begin());
     const command_info* command = find_command(cl.command);
     if (!command) return usage_error(cl, "unknown command \"" + cl.command + "\"");
-    std::vector<std::string> operands(args.begin() + 1, args.end());
-    if (vm.count("help")) return print_text(command_help(*command));
+    if (a.has("help")) return print_text(command_help(*command));
 
     // An option given to a command that does not take it is refused, not ignored.
     for (const auto& o : options()) {
-        if (!vm.count(std::string(o.name)) || applies(o, cl.command)) continue;
+        if (!a.has(o.name) || applies(o, cl.command)) continue;
         std::string takers;
         for (std::size_t i = 0; i < o.commands.size(); ++i)
             takers += (i == 0                       ? ""
@@ -425,89 +385,21 @@ int main(int argc, char** argv) {
     }
 
     if (cl.command == "help") {
-        if (operands.empty()) return print_text(overview());
-        const command_info* about = find_command(operands[0]);
-        if (operands.size() != 1 || !about) return usage_error(cl, "help takes one command name");
+        if (a.operands.empty()) return print_text(overview());
+        const command_info* about = find_command(a.operands[0]);
+        if (a.operands.size() != 1 || !about) return usage_error(cl, "help takes one command name");
         if (about->name == "parallel") return print_text(parallel_help());
         return print_text(command_help(*about));
     }
     if (cl.command == "completion") {
-        if (operands.size() != 1 || (operands[0] != "bash" && operands[0] != "zsh"))
+        if (a.operands.size() != 1 || (a.operands[0] != "bash" && a.operands[0] != "zsh"))
             return usage_error(cl, "completion needs bash or zsh");
-        return print_text(completion_script(operands[0]));
+        return print_text(completion_script(a.operands[0]));
     }
     if (cl.command == "parallel")
         return usage_error(cl, "give agentctl parallel's options after the word parallel");
-    if (cl.command == "version") {
-        if (!operands.empty()) return usage_error(cl, "version takes no arguments");
-        return run_version(cl);
-    }
-    if (cl.command == "runs" || cl.command == "resume") {
-        if (auto code = parse_journal_commands(cl, vm, operands)) return *code;
-        if (cl.command == "runs") return run_runs(cl);
-        // The watchdog first, as for run.
-        std::optional<agentctl::watchdog> watch = cl.dry_run ? std::nullopt : start_watchdog(cl);
-        return run_resume(cl, watch ? &*watch : nullptr);
-    }
-    if (operands.size() != 1) return usage_error(cl, cl.command + " needs exactly one workflow FILE");
-    cl.file = operands[0];
-
-    if (vm.count("input")) cl.inputs = vm["input"].as<std::vector<std::string>>();
-    if (vm.count("inputs-file")) cl.inputs_file = text("inputs-file");
-    int from_stdin = cl.inputs_file == "-";
-    if (vm.count("items"))
-        for (const auto& spec : vm["items"].as<std::vector<std::string>>()) {
-            auto eq = spec.find('=');
-            if (eq == 0 || eq == std::string::npos || eq + 1 == spec.size())
-                return usage_error(cl, "--items needs NAME=FILE, not \"" + spec + "\"");
-            cl.items.push_back({spec.substr(0, eq), spec.substr(eq + 1)});
-            from_stdin += cl.items.back().file == "-";
-        }
-    if (from_stdin > 1)
-        return usage_error(cl, "only one of --items and --inputs-file can read standard input (-)");
-    cl.null_separated = vm.count("null") > 0;
-    if (cl.null_separated && cl.items.empty())
-        return usage_error(cl, "--null applies to --items files; none given");
-    if (vm.count("workspace")) cl.workspace = text("workspace");
-    cl.interactive = vm.count("interactive") > 0;
-    cl.keep_going = vm.count("keep-going") > 0;
-    cl.tag = vm.count("tag") > 0;
-    cl.show_output = vm.count("show-output") > 0 || cl.tag;
-    if (vm.count("backend")) {
-        auto b = agentctl::backend_from_string(text("backend"));
-        if (!b) return usage_error(cl, "--backend must be local or slurm, not \"" + text("backend") + "\"");
-        cl.backend = *b;
-    }
-    for (const char* name : {"partition", "account", "qos", "cpus-per-task", "mem"}) {
-        std::string flag = std::string("slurm-") + name;
-        if (!vm.count(flag)) continue;
-        if (cl.backend != agentctl::backend_kind::slurm) return usage_error(cl, "--" + flag + " needs --backend slurm");
-        std::string why = agentctl::set_slurm_option(cl.slurm, name, text(flag.c_str()));
-        if (!why.empty()) return usage_error(cl, why);
-    }
-    if (vm.count("jobs")) {
-        cl.jobs = number_of<int>(text("jobs"));
-        if (!cl.jobs || *cl.jobs < 1 || *cl.jobs > agentctl::limits::max_concurrency)
-            return usage_error(cl, "--jobs must be between 1 and 4096");
-    }
-    if (vm.count("timeout-seconds")) {
-        cl.timeout_seconds = number_of<double>(text("timeout-seconds"));
-        if (!cl.timeout_seconds || !(*cl.timeout_seconds > 0 && *cl.timeout_seconds <= 86400 * 365))
-            return usage_error(cl, "--timeout-seconds must be a number of seconds greater than 0");
-    }
-
-    if (vm.count("db")) cl.db = text("db");
-    cl.no_journal = vm.count("no-journal") > 0;
-    if (cl.db && cl.no_journal) return usage_error(cl, "--db and --no-journal exclude each other");
-    if (cl.db && cl.db->empty()) return usage_error(cl, "--db needs a path");
-
-    if (cl.command == "check") return run_check(cl);
-    if (cl.command == "plan") return run_plan(cl);
-    if (cl.command == "run") {
-        // The watchdog first, while agentctl has one thread: if agentctl is killed (SIGKILL,
-        // the OOM killer), it kills what the run started (docs/CRASH_SAFETY.md).
-        std::optional<agentctl::watchdog> watch = start_watchdog(cl);
-        return run_run(cl, watch ? &*watch : nullptr);
-    }
-    return run_doctor(cl);
+    if (auto refused = command->parse(cl, a)) return *refused;
+    std::optional<agentctl::watchdog> watch;
+    if (cl.wants_watchdog()) watch = start_watchdog(cl);
+    return command->run(cl, watch ? &*watch : nullptr);
 }

@@ -7,6 +7,7 @@
 #include "output_queue.hpp"
 
 #include <agentctl/engine.hpp>
+#include <agentctl/events.hpp>
 #include <agentctl/parallel.hpp>
 #include <agentctl/wire.hpp>
 

@@ -347,8 +347,8 @@ void progress_printer::clear_line() {
 terminal_approver::terminal_approver(asio::io_context& io, progress_printer* progress)
     : progress_(progress), input_(io, ::dup(STDIN_FILENO)) {}
 
-void terminal_approver::async_approve(const plan& p, std::uint32_t idx,
-                                      asio::any_completion_handler<void(approval_answer)> handler) {
+void terminal_approver::async_approve_impl(const plan& p, std::uint32_t idx,
+                                           asio::any_completion_handler<void(approval_answer)> handler) {
     const plan_task t = p.task(idx);
     const action_spec& a = p.action_of(t);
     std::string vars = vars_text(t.vars);

@@ -5,6 +5,8 @@
 #include "cli.hpp"
 
 #include <agentctl/engine.hpp>
+#include <agentctl/events.hpp>
+#include <agentctl/plan.hpp>
 #include <agentctl/wire.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
@@ -104,8 +106,8 @@ public:
     /// `progress`: cleared while a question waits (may be nullptr).
     terminal_approver(boost::asio::io_context& io, progress_printer* progress);
 
-    void async_approve(const plan& p, std::uint32_t idx,
-                       boost::asio::any_completion_handler<void(approval_answer)> handler) override;
+    void async_approve_impl(const plan& p, std::uint32_t idx,
+                            boost::asio::any_completion_handler<void(approval_answer)> handler) override;
 
 private:
     void read_answer();

@@ -1,0 +1,137 @@
+// The built-in runner: the strict preflight once per run, then one launch per attempt (two
+// for extension.process) through the host, the Slurm or the container launcher.
+#include "runner/builtin_runner.hpp"
+
+#include "runner/completion.hpp"
+#include "runner/container/launcher.hpp"
+#include "runner/extension.hpp"
+#include "runner/host/launcher.hpp"
+#include "runner/preflight.hpp"
+#include "runner/slurm/launcher.hpp"
+
+#include <agentctl/events.hpp>
+
+#include <array>
+
+namespace asio = boost::asio;
+
+namespace agentctl {
+
+struct builtin_runner::state {
+    launch_context ctx;
+    event_sink* events = nullptr;
+    std::vector<swept_container> leftovers;
+    // Made by a preflight that passed: host or Slurm (isolation: process), and container.
+    std::unique_ptr<launcher> process;
+    std::unique_ptr<launcher> container;
+
+    asio::awaitable<std::optional<task_error>> prepare() {
+        co_await accept_all_cancellation();
+        preflight_settings settings{ctx.settings, preflight_mode::strict};
+        preflight_result r = co_await run_preflight(*ctx.compiled, settings);
+        if (r.workspace) ctx.workspace = std::move(*r.workspace);
+        ctx.actions = std::move(r.actions);
+        // Said before the first task starts (the events carry no task).
+        if (events)
+            for (const auto& w : r.warnings) {
+                run_event e;
+                e.kind = run_event::kind_t::warning;
+                e.warning = &w;
+                events->on_event(e);
+            }
+        if (r.error) co_return std::move(r.error);
+        // What crashed runners left on the engines this run uses goes before anything starts.
+        leftovers = co_await container::remove_dead_owners(r.containers, ctx.settings.host_env);
+        // Without its tools the Slurm backend was not checked (the run was cancelled during the
+        // checks): nothing starts then.
+        if (ctx.settings.backend != backend_kind::slurm)
+            process = make_host_launcher(ctx);
+        else if (r.slurm)
+            process = make_slurm_launcher(ctx, std::move(*r.slurm));
+        container = make_container_launcher(ctx, std::move(r.containers));
+        co_return std::nullopt;
+    }
+
+    // `request` outlives the attempt: the scheduler keeps it until the handler runs.
+    asio::awaitable<task_result> attempt(const attempt_request& request) {
+        co_await accept_all_cancellation();
+        const action_spec& action = request.action();
+        launcher* l = action.isolation == isolation_mode::container ? container.get() : process.get();
+        if (!l) {
+            task_result r;
+            r.state = task_state::failed;
+            r.error = task_error{error_code::backend_unavailable,
+                                 "the backend was not checked before the run; nothing was run"};
+            co_return r;
+        }
+        if (action.kind == action_kind::extension_process) co_return co_await run_extension(ctx, *l, request);
+        launch_request launch;
+        launch.attempt = &request;
+        launch_result r = co_await l->launch(launch);
+        const plan_task& task = request.task();
+        co_return to_task_result(std::move(r), ctx.environment_of(task.action_index), task.timeout_ms,
+                                 /*streams_once=*/true);
+    }
+
+    // Every launcher finishes, whatever the others said; the first error fails the run.
+    asio::awaitable<std::optional<task_error>> finish() {
+        std::optional<task_error> first;
+        // A named array: GCC 12 trips over a braced list's backing array inside a coroutine.
+        std::array<launcher*, 2> launchers{process.get(), container.get()};
+        for (launcher* l : launchers) {
+            if (!l) continue;  // the preflight did not pass: nothing was launched
+            auto error = co_await l->finish();
+            if (error && !first) first = std::move(error);
+        }
+        co_return first;
+    }
+};
+
+builtin_runner::builtin_runner(asio::any_io_executor ex, const plan& p, runner_settings settings,
+                               event_sink* events, watchdog* watch)
+    : state_(std::make_unique<state>()) {
+    state_->ctx.ex = std::move(ex);
+    state_->ctx.compiled = &p;
+    state_->ctx.settings = std::move(settings);
+    state_->ctx.watch = watch;
+    state_->ctx.actions.resize(p.actions.size());
+    state_->events = events;
+}
+
+builtin_runner::~builtin_runner() = default;
+
+std::vector<swept_container> builtin_runner::take_leftovers() {
+    return std::move(state_->leftovers);
+}
+
+void builtin_runner::async_prepare_impl(
+    asio::any_io_executor, asio::any_completion_handler<void(std::optional<task_error>)> handler) {
+    complete_with(state_->ctx.ex, state_->prepare(), std::move(handler), [] {
+        return std::optional<task_error>(
+            task_error{error_code::internal_error, "the preflight failed unexpectedly"});
+    });
+}
+
+void builtin_runner::async_run_impl(const attempt_request& request,
+                                    asio::any_completion_handler<void(task_result)> handler) {
+    complete_with(state_->ctx.ex, state_->attempt(request), std::move(handler), [] {
+        task_result r;
+        r.state = task_state::failed;
+        r.error = task_error{error_code::internal_error, "the attempt failed unexpectedly"};
+        return r;
+    });
+}
+
+// The run's leftover containers and Slurm jobs are swept before the run reports.
+void builtin_runner::async_finish_impl(
+    asio::any_io_executor, asio::any_completion_handler<void(std::optional<task_error>)> handler) {
+    complete_with(
+        state_->ctx.ex, state_->finish(), std::move(handler),
+        [] {
+            return std::optional<task_error>(
+                task_error{error_code::internal_error, "the run's cleanup failed unexpectedly"});
+        },
+        /*cancellable=*/false);
+}
+
+}  // namespace agentctl

@@ -1,0 +1,93 @@
+// isolation: process. The steps of docs/CONTRACT.md, "Host processes", failing closed before
+// anything is spawned.
+#include "runner/host/launcher.hpp"
+
+#include <agentctl/process.hpp>
+
+#include <boost/asio/use_awaitable.hpp>
+
+namespace asio = boost::asio;
+
+namespace agentctl {
+namespace {
+
+class host_launcher final : public launcher {
+public:
+    explicit host_launcher(launch_context& ctx) : launcher(ctx) {}
+
+    asio::awaitable<launch_result> launch(const launch_request& request) override {
+        launch_result out;
+        out.isolation = "process";
+        process_request req;
+        // The cwd fd stays open until the process has exited; the workspace's own is the context's.
+        std::optional<working_directory> cwd;
+        if (auto error = build(request, req, cwd)) {
+            out.error = std::move(error);
+            out.command = req.executable;
+            out.process.outcome = process_outcome::spawn_failed;
+            co_return out;
+        }
+        out.command = req.executable;
+        out.process = co_await async_run_process(ctx_.ex, std::move(req), asio::use_awaitable);
+        out.containment = std::string(to_string(out.process.used));
+        co_return out;
+    }
+
+private:
+    std::optional<task_error> build(const launch_request& launch, process_request& req,
+                                    std::optional<working_directory>& cwd) {
+        const attempt_request& request = *launch.attempt;
+        const action_spec& action = request.action();
+        const plan_task& task = request.task();
+        const runner_settings& settings = ctx_.settings;
+        const prepared_action& prepared = ctx_.actions[task.action_index];
+
+        // 1. The allowlist, checked again right before the effect.
+        if (auto refused = allowlist_refusal(ctx_, action)) return refused;
+
+        // 2. The executable, resolved by the preflight.
+        if (prepared.executable.empty())
+            return task_error{error_code::executable_not_found, prepared.executable_error};
+        req.executable = prepared.executable;
+
+        // 3. cwd beneath the workspace root, opened now: the child fchdir()s to this fd.
+        auto opened = open_working_directory(ctx_, request.cwd, /*canonical=*/false);
+        if (!opened) return opened.error();
+        cwd = std::move(*opened);
+        req.cwd_fd = cwd->fd;
+        req.cwd_display = cwd->path;
+
+        // 4. Exactly the declared environment. 5. Spawn settings.
+        req.argv.reserve(request.args.size() + launch.extra_args.size() + 1);
+        req.argv.push_back(action.command);
+        req.argv.insert(req.argv.end(), request.args.begin(), request.args.end());
+        req.argv.insert(req.argv.end(), launch.extra_args.begin(), launch.extra_args.end());
+        req.env = prepared.environment.entries;
+        req.stdin_data = launch.stdin_data;
+        req.stdout_limit = task.limits.stdout_bytes;
+        req.stderr_limit = task.limits.stderr_bytes;
+        req.combined_limit = task.limits.combined_bytes;
+        req.timeout = std::chrono::milliseconds(task.timeout_ms);
+        req.kill_grace = std::chrono::seconds(ctx_.compiled->kill_grace_seconds);
+        req.drain_grace = settings.drain_grace;
+        req.containment = settings.containment;
+        if (request.on_started)
+            req.on_started = [report = request.on_started](const process_started& p) {
+                attempt_started a;
+                a.pid = p.pid;
+                a.start_lo = p.start_lo;
+                a.start_hi = p.start_hi;
+                a.cgroup = p.cgroup;
+                report(a);
+            };
+        return std::nullopt;
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<launcher> make_host_launcher(launch_context& ctx) {
+    return std::make_unique<host_launcher>(ctx);
+}
+
+}  // namespace agentctl

@@ -1,0 +1,259 @@
+// The preflight, strict and survey (docs/DESIGN.md, "Preflight").
+#include "runner/preflight.hpp"
+
+#include "exec/host.hpp"
+#include "runner/container/preflight.hpp"
+#include "runner/slurm/preflight.hpp"
+
+#include <boost/asio/this_coro.hpp>
+
+namespace asio = boost::asio;
+
+namespace agentctl {
+namespace {
+
+bool cancelled(asio::cancellation_type t) {
+    return t != asio::cancellation_type::none;
+}
+
+class preflight {
+public:
+    preflight(const plan& p, const preflight_settings& s)
+        : plan_(p), settings_(s), report_(s.mode, result_.checks, result_.error) {
+        result_.actions.resize(p.actions.size());
+        result_.containers.resize(p.actions.size());
+    }
+
+    asio::awaitable<preflight_result> run() {
+        if (!open_workspace()) co_return std::move(result_);
+        // The backend before any environment: a run that cannot reach Slurm runs no secret
+        // helper either.
+        if (settings_.backend == backend_kind::slurm) {
+            result_.slurm = co_await slurm::check_backend(plan_, settings_, report_);
+            if (result_.error) co_return std::move(result_);
+            if (cancelled((co_await asio::this_coro::cancellation_state).cancelled()))
+                co_return std::move(result_);
+        }
+        // A run resolves every command before it runs any secret helper, and fails once,
+        // naming all that are missing, rather than once per task.
+        if (!survey() && !resolve_commands()) co_return std::move(result_);
+        for (const auto& proc : plan_.processes) {
+            const action_spec& a = plan_.actions[proc.action_index];
+            prepared_action& prepared = result_.actions[proc.action_index];
+            if (survey()) resolve_command(a, prepared);
+            check_cwd(a);
+            if (survey()) {
+                // Doctor reports each action's checks together, engines included.
+                for (const auto& e : a.env) survey_env(a, e);
+                if (a.isolation == isolation_mode::container && a.container && !on_slurm())
+                    co_await engines_.choose(proc, a, settings_, report_);
+                continue;
+            }
+            prepared.environment = co_await resolve_environment(a.env, env_context());
+            for (const auto& weak : prepared.environment.short_secrets) short_secret_warning(a, weak);
+            if (prepared.environment.error) {
+                result_.error =
+                    task_error{prepared.environment.error->code,
+                               "action \"" + a.name + "\": " + prepared.environment.error->message};
+                co_return std::move(result_);
+            }
+            if (cancelled((co_await asio::this_coro::cancellation_state).cancelled()))
+                co_return std::move(result_);
+        }
+        if (survey()) co_return std::move(result_);
+        // A run asks engines last: a missing secret is found without asking any engine.
+        for (const auto& proc : plan_.processes) {
+            const action_spec& a = plan_.actions[proc.action_index];
+            if (a.isolation != isolation_mode::container || !a.container) continue;
+            result_.containers[proc.action_index] = co_await engines_.choose(proc, a, settings_, report_);
+            if (result_.error) co_return std::move(result_);
+            if (cancelled((co_await asio::this_coro::cancellation_state).cancelled()))
+                co_return std::move(result_);
+        }
+        co_return std::move(result_);
+    }
+
+private:
+    bool survey() const { return settings_.mode == preflight_mode::survey; }
+    bool on_slurm() const { return settings_.backend == backend_kind::slurm; }
+
+    void add(std::string action, std::string check, std::string subject, std::string status,
+             std::string detail, bool blocking = true) {
+        report_.check(std::move(action), std::move(check), std::move(subject), std::move(status),
+                      std::move(detail), blocking);
+    }
+
+    environment_context env_context() const {
+        environment_context ctx;
+        ctx.policy = &plan_.policy;
+        ctx.workspace = result_.workspace ? &*result_.workspace : nullptr;
+        ctx.search_path = settings_.search_path;
+        ctx.host_env = settings_.host_env;
+        ctx.containment = settings_.containment;
+        return ctx;
+    }
+
+    bool open_workspace() {
+        const std::string& root = plan_.policy.workspace_root;
+        std::string full = (!root.empty() && root[0] == '/') ? root : settings_.base_dir + "/" + root;
+        result_.workspace_path = full;
+        auto opened = exec::directory::open(full);
+        if (opened) {
+            result_.workspace = std::move(*opened);
+            return true;
+        }
+        const std::string& why = opened.error().message;
+        if (survey()) {
+            add("", "cwd", full, "missing", "the workspace root is not an accessible directory: " + why);
+            return true;  // every other check still runs, and says what it could not see
+        }
+        result_.error = task_error{error_code::workspace_unavailable,
+                                   "workspace root " + full + " is not available: " + why};
+        return false;
+    }
+
+    void resolve_command(const action_spec& a, prepared_action& prepared) {
+        if (a.isolation == isolation_mode::container) {
+            add(a.name, "executable", a.command, "unchecked",
+                "runs inside the image; the engine reports it when the container starts");
+            return;
+        }
+        if (auto path = resolve_executable(a.command, settings_.search_path)) {
+            prepared.executable = *path;
+            if (exec::is_executable_file(*path))
+                add(a.name, "executable", *path, "ok", "a regular executable file");
+            else
+                add(a.name, "executable", *path, "missing", "not a regular executable file");
+        } else {
+            prepared.executable_error = path.error().message;
+            add(a.name, "executable", a.command, "missing", prepared.executable_error);
+        }
+    }
+
+    // Strict: every host action's bare command name must resolve in PATH. An absolute path
+    // is only checked when its task starts (an earlier task may create it), and a container
+    // action's command runs inside its image.
+    bool resolve_commands() {
+        std::vector<std::string> missing;
+        std::string search_note;
+        for (const auto& proc : plan_.processes) {
+            const action_spec& a = plan_.actions[proc.action_index];
+            prepared_action& prepared = result_.actions[proc.action_index];
+            if (a.isolation == isolation_mode::container || !prepared.executable_error.empty() ||
+                !prepared.executable.empty())
+                continue;
+            resolve_command(a, prepared);
+            if (prepared.executable_error.empty()) continue;
+            // "command 'x' was not found in PATH (DIRS)": the PATH is said once for all.
+            std::string why = prepared.executable_error;
+            constexpr std::string_view marker = " was not found in PATH (";
+            if (auto at = why.find(marker); at != std::string::npos && why.back() == ')') {
+                if (search_note.empty())
+                    search_note =
+                        "PATH is " + why.substr(at + marker.size(), why.size() - at - marker.size() - 1);
+                why = why.substr(0, at) + " was not found in PATH";
+            }
+            missing.push_back("action \"" + a.name + "\": " + why);
+        }
+        if (missing.empty()) return true;
+        std::string message =
+            missing.size() == 1 ? missing[0] : std::to_string(missing.size()) + " executables are missing: ";
+        if (missing.size() > 1)
+            for (std::size_t i = 0; i < missing.size(); ++i) message += (i ? "; " : "") + missing[i];
+        if (!search_note.empty()) message += " (" + search_note + ")";
+        message += "; nothing was run";
+        result_.error = task_error{error_code::executable_not_found, std::move(message)};
+        return false;
+    }
+
+    void short_secret_warning(const action_spec& a, const std::string& what) {
+        diagnostics d;
+        d.warning(
+            "secret_too_short_to_redact", "spec.actions." + a.name + ".env." + what.substr(0, what.find(' ')),
+            "action \"" + a.name + "\": the secret " + what + " is shorter than " +
+                std::to_string(limits::min_redactable_secret_bytes) +
+                " bytes: every occurrence of it in output and errors becomes [REDACTED]",
+            "use a longer secret, or {env: NAME, secret: false} for a host variable that is not a secret");
+        result_.warnings.push_back(d.items().front());
+    }
+
+    void check_cwd(const action_spec& a) {
+        if (!survey()) return;  // a run opens each task's cwd when the task starts
+        std::string cwd = a.cwd ? *a.cwd : ".";
+        if (cwd.find("${{") != std::string::npos) {
+            add(a.name, "cwd", cwd, "unchecked", "rendered per task");
+            return;
+        }
+        if (!result_.workspace) {
+            add(a.name, "cwd", cwd, "missing", "the workspace root is missing");
+            return;
+        }
+        if (auto opened = result_.workspace->open_beneath(cwd); !opened) {
+            add(a.name, "cwd", cwd, "missing", opened.error().message);
+            return;
+        }
+        add(a.name, "cwd", cwd, "ok", "a directory beneath the workspace root");
+    }
+
+    void survey_env(const action_spec& a, const env_entry& e) {
+        const env_source& s = e.source;
+        switch (s.kind) {
+            case env_source::kind_t::value:
+                add(a.name, "env", e.name, "ok", "a literal value");
+                return;
+            case env_source::kind_t::env:
+                if (auto v = settings_.host_env ? settings_.host_env(s.text) : std::nullopt) {
+                    if (s.is_secret() && !v->empty() && v->size() < limits::min_redactable_secret_bytes)
+                        add(a.name, "env", e.name, "weak",
+                            "from agentctl's environment variable " + s.text + ", whose value is " +
+                                std::to_string(v->size()) + (v->size() == 1 ? " byte" : " bytes") +
+                                ": too short to redact without destroying output; use a longer secret, or "
+                                "{env: " +
+                                s.text + ", secret: false} if it is not one",
+                            /*blocking=*/false);
+                    else
+                        add(a.name, "env", e.name, "ok", "from agentctl's environment variable " + s.text);
+                } else
+                    add(a.name, "env", e.name, "missing",
+                        "agentctl's environment variable " + s.text + " is not set");
+                return;
+            case env_source::kind_t::file: {
+                if (!result_.workspace) {
+                    add(a.name, "env", e.name, "missing",
+                        "the secret file " + s.text + ": the workspace root is missing");
+                    return;
+                }
+                if (auto read = read_secret_file(env_context(), s.text, /*content=*/false))
+                    add(a.name, "env", e.name, "ok", "the secret file " + s.text + " is readable (not read)");
+                else
+                    add(a.name, "env", e.name, "missing",
+                        "the secret file " + s.text + ": " + read.error().message);
+                return;
+            }
+            case env_source::kind_t::process: {
+                if (auto path = resolve_executable(s.process.command, settings_.search_path))
+                    add(a.name, "env", e.name, "ok",
+                        "the secret helper " + *path + " is executable (not run)");
+                else
+                    add(a.name, "env", e.name, "missing",
+                        "the secret helper " + s.process.command + ": " + path.error().message);
+                return;
+            }
+        }
+    }
+
+    const plan& plan_;
+    const preflight_settings& settings_;
+    preflight_result result_;
+    preflight_report report_;
+    container::engine_chooser engines_;
+};
+
+}  // namespace
+
+asio::awaitable<preflight_result> run_preflight(const plan& p, const preflight_settings& settings) {
+    preflight pf(p, settings);
+    co_return co_await pf.run();
+}
+
+}  // namespace agentctl

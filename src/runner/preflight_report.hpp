@@ -1,0 +1,54 @@
+// What every step of the preflight shares: how hard to look, what the runner would run with,
+// and where a step says what it found. The runner's own steps (preflight.cpp) and each
+// backend's (container/preflight.cpp, slurm/preflight.cpp) use it.
+#pragma once
+
+#include "runner/settings.hpp"
+
+#include <agentctl/doctor.hpp>
+#include <agentctl/error.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace agentctl {
+
+enum class preflight_mode { strict, survey };
+
+/// What the runner would run with (base_dir, search_path, host_env, the backend and its
+/// options, containment for secret helpers), and how hard to look.
+struct preflight_settings : runner_settings {
+    preflight_mode mode = preflight_mode::strict;
+};
+
+/// Where the preflight's steps say what they found: each check (survey), and the first error,
+/// which stops the run (strict). The backends' own steps (container/preflight.hpp,
+/// slurm/preflight.hpp) write here too; the preflight (preflight.hpp) gathers them.
+class preflight_report {
+public:
+    /// `checks` and `error`: where the survey's checks and the run's first error go.
+    preflight_report(preflight_mode mode, std::vector<doctor_check>& checks, std::optional<task_error>& error)
+        : mode_(mode), checks_(checks), error_(error) {}
+    bool survey() const { return mode_ == preflight_mode::survey; }
+    /// One check's outcome (survey only: a run says only what stops it).
+    void check(std::string action, std::string check, std::string subject, std::string status,
+               std::string detail, bool blocking = true) {
+        if (survey())
+            return checks_.push_back(doctor_check{std::move(action), std::move(check), std::move(subject),
+                                                  std::move(status), std::move(detail), blocking});
+    }
+    /// Strict: the run stops with `error`, unless an earlier one stopped it already.
+    void stop(task_error error) {
+        if (!survey() && !error_) error_ = std::move(error);
+    }
+    bool stopped() const { return error_.has_value(); }
+    std::vector<doctor_check>& checks() { return checks_; }
+
+private:
+    preflight_mode mode_;
+    std::vector<doctor_check>& checks_;
+    std::optional<task_error>& error_;
+};
+
+}  // namespace agentctl

@@ -1,0 +1,78 @@
+// The Slurm options of a run, from the command line's text or checked as made in code.
+#include <agentctl/backend.hpp>
+
+#include "runner/slurm/command.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <utility>
+
+namespace agentctl {
+
+namespace {
+
+bool has_control(std::string_view s) {
+    return std::any_of(s.begin(), s.end(), [](unsigned char c) { return c < 0x20 || c == 0x7f; });
+}
+
+std::string text_error(std::string_view flag, std::string_view value) {
+    if (value.empty()) return "--slurm-" + std::string(flag) + " must not be empty";
+    if (has_control(value)) return "--slurm-" + std::string(flag) + " must not hold a control character";
+    return {};
+}
+
+template <typename T>
+std::optional<T> whole_number(std::string_view text) {
+    T value{};
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value < 1)
+        return std::nullopt;
+    return value;
+}
+
+}  // namespace
+
+std::string set_slurm_option(slurm_options& o, std::string_view name, std::string_view value) {
+    if (name == "partition" || name == "account" || name == "qos") {
+        if (auto e = text_error(name, value); !e.empty()) return e;
+        if (name == "partition") {
+            if (slurm::split_partitions(value).empty()) return "--slurm-partition names no partition";
+            o.partition = std::string(value);
+        } else if (name == "account") {
+            o.account = std::string(value);
+        } else {
+            o.qos = std::string(value);
+        }
+        return {};
+    }
+    if (name == "cpus-per-task") {
+        auto n = whole_number<std::uint32_t>(value);
+        if (!n || *n > 1'000'000) return "--slurm-cpus-per-task must be a whole number from 1 to 1000000";
+        o.cpus_per_task = *n;
+        return {};
+    }
+    if (name == "mem") {
+        // MiB; a petabyte is far beyond any node.
+        auto n = whole_number<std::uint64_t>(value);
+        if (!n || *n > (std::uint64_t{1} << 30))
+            return "--slurm-mem must be a whole number of MiB from 1 to 1073741824";
+        o.mem_mib = *n;
+        return {};
+    }
+    return "there is no Slurm option \"" + std::string(name) + "\"";
+}
+
+std::string slurm_options_error(const slurm_options& o) {
+    for (auto [flag, value] : {std::pair<std::string_view, const std::string*>{"partition", &o.partition},
+                               {"account", &o.account},
+                               {"qos", &o.qos}})
+        if (!value->empty() && has_control(*value))
+            return "--slurm-" + std::string(flag) + " must not hold a control character";
+    if (!o.partition.empty() && slurm::split_partitions(o.partition).empty())
+        return "--slurm-partition names no partition";
+    if (o.cpus_per_task && *o.cpus_per_task == 0) return "--slurm-cpus-per-task must be at least 1";
+    if (o.mem_mib && *o.mem_mib == 0) return "--slurm-mem must be at least 1 MiB";
+    return {};
+}
+
+}  // namespace agentctl

@@ -1,0 +1,20 @@
+// The defaults of the public task_runner: a runner that needs no preparation and leaves nothing.
+#include <agentctl/runner.hpp>
+
+#include "runner/completion.hpp"
+
+namespace asio = boost::asio;
+
+namespace agentctl {
+
+void task_runner::async_prepare_impl(asio::any_io_executor ex,
+                                     asio::any_completion_handler<void(std::optional<task_error>)> handler) {
+    post_result(ex, std::move(handler), std::optional<task_error>{});
+}
+
+void task_runner::async_finish_impl(asio::any_io_executor ex,
+                                    asio::any_completion_handler<void(std::optional<task_error>)> handler) {
+    post_result(ex, std::move(handler), std::optional<task_error>{});
+}
+
+}  // namespace agentctl
