@@ -116,6 +116,10 @@ public:
     pid_t pid() const;
     /// False once a message could not be delivered (the watchdog died, or stopped reading).
     bool healthy() const;
+    /// A new descriptor, the caller's to close, that becomes readable once the watchdog has
+    /// exited (a pidfd of it): before clean_exit(), that it died (SIGKILL, the OOM killer),
+    /// and nothing would clean up after our death any more. -1 where the kernel has no pidfds.
+    int exit_descriptor() const;
 
 private:
     explicit watchdog(std::shared_ptr<detail::watchdog_channel> channel);
@@ -169,6 +173,27 @@ struct sweep_options {
     /// How long the processes of each leftover get to die after cgroup.kill.
     std::chrono::milliseconds kill_bound{2000};
 };
+
+/// A host tree a run started, as its journal recorded it.
+struct started_tree {
+    std::string cgroup;       ///< its cgroup v2 leaf (full path), if it had one
+    pid_t leader = 0;         ///< else its process group (the leader's pid) ...
+    std::uint64_t start = 0;  ///< ... and the leader's start time (clock ticks after boot)
+};
+
+/// What of those trees still runs.
+struct running_leftovers {
+    std::uint32_t processes = 0;       ///< live processes found, all trees together
+    std::vector<std::string> cgroups;  ///< leaves with a live process
+    std::vector<pid_t> groups;         ///< process groups with a live member
+    bool any() const { return processes > 0; }
+};
+
+/// Which of `trees` (a dead run's, from its journal) still have live processes here: the
+/// processes in each cgroup leaf and beneath it, the members of each process group that
+/// started no earlier than its leader. Only reads /proc and the cgroup files; for commands
+/// that look before they act. sweep_dead_owners() (`runs gc`) kills what is in cgroups.
+running_leftovers find_running_leftovers(const std::vector<started_tree>& trees);
 
 /// Finds what owners that died left in the cgroup directory: owner directories
 /// `agentctl@PID-START-PIDNS` whose process is gone or is another process now (same pid, other

@@ -1,4 +1,5 @@
 #include "exec/client.hpp"
+#include "exec/redactor.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -44,6 +45,12 @@ std::string excerpt(std::string_view text) {
     }
     while (!out.empty() && out.back() == ' ') out.pop_back();
     return out.empty() ? "no diagnostic output" : out;
+}
+
+std::string excerpt(std::string_view text, const secret_matcher& secrets) {
+    std::string redacted(text);
+    redact_capture(redacted, secrets, {.ends_early = true});
+    return excerpt(redacted);
 }
 
 asio::awaitable<process_result> call_client(client_call call, bool cancellable) {

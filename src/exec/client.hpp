@@ -13,6 +13,10 @@
 #include <string_view>
 #include <vector>
 
+namespace agentctl {
+class secret_matcher;
+}
+
 namespace agentctl::exec {
 
 /// One call: `executable args...` with exactly `env`.
@@ -32,6 +36,11 @@ std::string describe_call(const process_result& r, std::chrono::milliseconds tim
 /// Text (a client's stderr) as one line for messages: newlines folded, at most 512 bytes then
 /// "…", "no diagnostic output" when empty.
 std::string excerpt(std::string_view text);
+
+/// excerpt() of what a task's program wrote (a container's stderr through its engine client),
+/// which may hold secrets: redacted first, as a capture that may have been cut, so that
+/// neither that cut nor the excerpt's own (nor its folded newlines) keeps any part of one.
+std::string excerpt(std::string_view text, const secret_matcher& secrets);
 
 /// Runs the call on the coroutine's executor. Not cancellable unless `cancellable` (then
 /// through the coroutine's cancellation state): cleanup calls must run to completion.

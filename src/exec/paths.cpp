@@ -1,5 +1,6 @@
 // Executable resolution, workspace-bounded directory opening, redaction, names.
 #include "exec/paths.hpp"
+#include "exec/redactor.hpp"
 
 #include "exec/sys.hpp"
 
@@ -158,27 +159,8 @@ int open_beneath(int root_fd, std::string_view relative, std::string& error) {
 }
 
 void redact(std::string& text, const std::vector<std::string>& secrets) {
-    std::vector<std::pair<std::size_t, std::size_t>> ranges;
-    for (const auto& secret : secrets) {
-        if (secret.empty()) continue;
-        for (auto at = text.find(secret); at != std::string::npos; at = text.find(secret, at + 1)) {
-            ranges.emplace_back(at, at + secret.size());
-        }
-    }
-    if (ranges.empty()) return;
-    std::sort(ranges.begin(), ranges.end());
-    std::string out;
-    out.reserve(text.size());
-    std::size_t copied = 0;
-    for (std::size_t i = 0; i < ranges.size();) {
-        auto [begin, end] = ranges[i];
-        for (++i; i < ranges.size() && ranges[i].first <= end; ++i) end = std::max(end, ranges[i].second);
-        out.append(text, copied, begin - copied);
-        out += "[REDACTED]";
-        copied = end;
-    }
-    out.append(text, copied, std::string::npos);
-    text = std::move(out);
+    if (text.empty() || secrets.empty()) return;
+    redact_capture(text, secret_matcher(secrets));
 }
 
 namespace exec {

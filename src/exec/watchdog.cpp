@@ -439,7 +439,7 @@ namespace detail {
 
 class watchdog_channel final : public exec::tree_observer {
 public:
-    watchdog_channel(int fd, pid_t pid) : fd_(fd), pid_(pid) {}
+    watchdog_channel(int fd, pid_t pid, int pidfd) : fd_(fd), pid_(pid), pidfd_(pidfd) {}
 
     void send(const std::vector<std::string_view>& fields) noexcept {
         try {
@@ -514,11 +514,15 @@ public:
 
     pid_t pid() const { return pid_; }
     bool healthy() const { return healthy_.load(std::memory_order_relaxed); }
+    int exit_descriptor() const {
+        return pidfd_ ? ::fcntl(pidfd_.get(), F_DUPFD_CLOEXEC, 3) : (errno = ENOSYS, -1);
+    }
 
 private:
     std::mutex mutex_;
     unique_fd fd_;
     pid_t pid_;
+    unique_fd pidfd_;  ///< of the watchdog; empty where the kernel has no pidfds
     std::atomic<bool> healthy_{true};
 };
 
@@ -585,7 +589,16 @@ std::optional<watchdog> watchdog::start(const watchdog_options& options, std::st
         error = ready == 1 ? "the watchdog did not start" : "the watchdog did not answer within 5 s";
         return std::nullopt;
     }
-    return watchdog(std::make_shared<detail::watchdog_channel>(ours.release(), wd_pid));
+    // A pidfd of the watchdog tells us at once if it dies (exit_descriptor()). It names the
+    // watchdog only if the watchdog still holds its end of the socket once the pidfd is open
+    // (else the pid may already be another process's).
+    unique_fd wd_pidfd(exec::sys_pidfd_open(wd_pid));
+    pollfd hangup{ours.get(), POLLIN | POLLRDHUP, 0};
+    if (wd_pidfd && ::poll(&hangup, 1, 0) != 0) {
+        error = "the watchdog exited as it started";
+        return std::nullopt;
+    }
+    return watchdog(std::make_shared<detail::watchdog_channel>(ours.release(), wd_pid, wd_pidfd.release()));
 }
 
 watchdog::watchdog(std::shared_ptr<detail::watchdog_channel> channel) : channel_(std::move(channel)) {}
@@ -652,6 +665,10 @@ pid_t watchdog::pid() const {
 
 bool watchdog::healthy() const {
     return channel_->healthy();
+}
+
+int watchdog::exit_descriptor() const {
+    return channel_->exit_descriptor();
 }
 
 }  // namespace agentctl

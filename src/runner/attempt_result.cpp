@@ -1,6 +1,8 @@
 // A launch as a task result: the state, the error, the redacted streams, the shell output.
 #include "runner/launcher.hpp"
 
+#include "exec/redactor.hpp"
+
 #include <agentctl/json.hpp>
 #include <agentctl/process.hpp>
 
@@ -45,8 +47,14 @@ task_result to_task_result(launch_result r, const resolved_environment& env, std
     t.descendants_killed = p.descendants_killed;
     t.output_bytes = p.stdout_bytes.size() + p.stderr_bytes.size();
     t.duration_ms = static_cast<std::uint64_t>(p.duration.count() / 1000);
-    redact(p.stdout_bytes, env.secrets);
-    redact(p.stderr_bytes, env.secrets);
+    // A capture is whole only when the program succeeded and left nothing to kill. Any other
+    // end (a cap, a timeout, a cancel, a signal, a failure) may have cut a secret short as it
+    // was written: a tail that starts a secret is redacted too (docs/SECRETS.md).
+    const secret_matcher secrets(env.secrets);
+    bool whole = p.outcome == process_outcome::exited && p.exit_code == 0 && !p.signal && !r.error &&
+                 p.descendants_killed == 0;
+    redact_capture(p.stdout_bytes, secrets, {.ends_early = !whole});
+    redact_capture(p.stderr_bytes, secrets, {.ends_early = !whole});
     make_utf8_lossy(p.stdout_bytes, t.stdout_lossy);
     make_utf8_lossy(p.stderr_bytes, t.stderr_lossy);
     t.stdout_text = std::move(p.stdout_bytes);
@@ -97,7 +105,7 @@ task_result to_task_result(launch_result r, const resolved_environment& env, std
         if (!spawn || is_permanent(r.error->code)) t.state = task_state::failed;
         t.error = r.error;
     }
-    if (t.error) redact(t.error->message, env.secrets);
+    if (t.error) redact_capture(t.error->message, secrets);
 
     json::object out;
     out["status"] = t.state == task_state::succeeded ? "changed" : "failed";

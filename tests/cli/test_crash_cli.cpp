@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -34,6 +35,33 @@ std::string four_trees(const std::string& nonce) {
            script +
            "\"]}\n"
            "  tasks:\n    - {id: t, uses: action:trees, foreach: {items: [1, 2, 3, 4]}}\n";
+}
+
+/// A poll callback for command_options: once the 12 probes of four_trees() run and agentctl's
+/// watchdog is found, `act(agentctl, watchdog)`, once. `killed` says whether it happened.
+std::function<bool(pid_t)> once_trees_run(const std::string& nonce, bool& killed,
+                                          std::function<void(pid_t, pid_t)> act) {
+    return [&nonce, &killed, act = std::move(act)](pid_t agentctl) {
+        if (processes_with(nonce).size() < 12) return false;
+        pid_t watchdog = watchdog_of(agentctl);
+        if (watchdog <= 0) return false;
+        act(agentctl, watchdog);
+        killed = true;
+        return true;
+    };
+}
+
+/// Both die as one (a unit-wide kill): agentctl is stopped first, since it would stop the run
+/// the moment it saw its watchdog die. The trees stay behind.
+void kill_both(pid_t agentctl, pid_t watchdog) {
+    ::kill(agentctl, SIGSTOP);
+    ::kill(watchdog, SIGKILL);
+    ::kill(agentctl, SIGKILL);
+}
+
+/// Ends what a failing test left of a nonce's trees.
+void kill_leftovers(const std::string& nonce) {
+    for (pid_t pid : processes_with(nonce)) ::kill(pid, SIGKILL);
 }
 
 }  // namespace
@@ -73,16 +101,7 @@ BOOST_FIXTURE_TEST_CASE(the_next_run_removes_what_a_dead_run_left, test_support:
     command_options o;
     o.bound = 60s;
     bool killed_both = false;
-    o.poll = [&](pid_t agentctl) {
-        if (processes_with(nonce).size() < 12) return false;
-        // A kill that takes the watchdog too (a unit-wide kill): the trees stay behind.
-        pid_t watchdog = watchdog_of(agentctl);
-        if (watchdog <= 0) return false;
-        ::kill(watchdog, SIGKILL);
-        ::kill(agentctl, SIGKILL);
-        killed_both = true;
-        return true;
-    };
+    o.poll = once_trees_run(nonce, killed_both, kill_both);
     auto first = agentctl({"run", "--jobs", "4", wf}, o);
     BOOST_TEST_REQUIRE(killed_both, "agentctl's watchdog was not found");
     BOOST_TEST(first.signal == SIGKILL);
@@ -99,4 +118,77 @@ BOOST_FIXTURE_TEST_CASE(the_next_run_removes_what_a_dead_run_left, test_support:
     BOOST_TEST(next.err.find("removed what a dead run left: cgroup") != std::string::npos, next.err);
     BOOST_TEST(next.err.find(std::to_string(16) + " processes killed") != std::string::npos, next.err);
     BOOST_TEST(processes_with(nonce).empty());
+}
+
+// The watchdog SIGKILLed while a run goes on: agentctl notices at once (a pidfd of its
+// watchdog), says so, and stops the run as a cancellation does, so that nothing is left to a
+// crash that nobody would clean up after.
+BOOST_AUTO_TEST_CASE(a_dead_watchdog_stops_the_run_and_is_named) {
+    temp_dir dir;
+    std::string nonce = make_nonce();
+    auto wf = dir.write("wf.yaml", four_trees(nonce));
+    command_options o;
+    o.env = {"AGENTCTL_STATE_DIR=" + dir.path() + "/state"};
+    o.bound = 30s;
+    pid_t watchdog = -1;
+    bool killed = false;
+    o.poll = once_trees_run(nonce, killed, [&](pid_t, pid_t w) { ::kill(watchdog = w, SIGKILL); });
+    auto r = agentctl({"run", "--jobs", "4", wf}, o);
+    BOOST_TEST_REQUIRE(killed, "agentctl's watchdog was not found");
+    BOOST_TEST(!r.timed_out, "the run went on without its watchdog");
+    BOOST_TEST(r.exit_code == 130, r.err);
+    std::string named = "the watchdog (pid " + std::to_string(watchdog) + ") died";
+    BOOST_TEST(r.err.find(named) != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("the run was cancelled (the watchdog") != std::string::npos, r.err);
+    BOOST_TEST(processes_with(nonce).empty());
+    kill_leftovers(nonce);
+}
+
+// agentctl and its watchdog killed together: the trees run on. Every command that looks at
+// that run (runs show, resume --dry-run, resume) says so and how to stop them, and the way it
+// names (runs gc) works.
+BOOST_AUTO_TEST_CASE(a_dead_runs_live_processes_are_reported_with_how_to_stop_them,
+                     *boost::unit_test::precondition(test_support::needs("a writable cgroup v2 hierarchy",
+                                                                         agentctl_uses_cgroups))) {
+    temp_dir dir;
+    std::string nonce = make_nonce();
+    auto wf = dir.write("wf.yaml", four_trees(nonce));
+    command_options o;
+    o.env = {"AGENTCTL_STATE_DIR=" + dir.path() + "/state"};
+    o.bound = 60s;
+    bool killed_both = false;
+    o.poll = once_trees_run(nonce, killed_both, kill_both);
+    auto first = agentctl({"run", "--jobs", "4", wf}, o);
+    o.poll = nullptr;  // the commands that follow are left alone
+    BOOST_TEST_REQUIRE(killed_both, "agentctl's watchdog was not found");
+    BOOST_TEST_REQUIRE(first.signal == SIGKILL);
+    BOOST_TEST_REQUIRE(wait_for_processes(nonce, 12, 2s));
+    auto list = agentctl({"--output", "json", "runs", "list", "--limit", "1"}, o);
+    BOOST_TEST_REQUIRE(list.exit_code == 0, list.err);
+    auto at = list.out.find("\"runId\":\"");
+    BOOST_TEST_REQUIRE(at != std::string::npos, list.out);
+    std::string id = list.out.substr(at + 9, list.out.find('"', at + 9) - at - 9);
+
+    const std::string said = "processes it started are still running";
+    auto show = agentctl({"runs", "show", id}, o);
+    BOOST_TEST(show.exit_code == 0, show.err);
+    BOOST_TEST(show.err.find(said) != std::string::npos, show.err);
+    BOOST_TEST(show.err.find("`agentctl runs gc` kills") != std::string::npos, show.err);
+    auto json = agentctl({"--output", "json", "runs", "show", id}, o);
+    BOOST_TEST(json.out.find("\"code\":\"dead_run_still_running\"") != std::string::npos, json.out);
+    auto dry = agentctl({"resume", "--dry-run", id}, o);
+    BOOST_TEST(dry.exit_code == 3, dry.err);
+    BOOST_TEST(dry.err.find(said) != std::string::npos, dry.err);
+    auto refused = agentctl({"resume", id}, o);
+    BOOST_TEST(refused.exit_code == 3, "exit " << refused.exit_code << ", signal " << refused.signal << ", "
+                                               << refused.wall.count() << " ms: " << refused.err);
+    BOOST_TEST(refused.err.find(said) != std::string::npos, refused.err);
+    BOOST_TEST(processes_with(nonce).size() >= 12u, "looking must not touch them");
+
+    auto gc = agentctl({"runs", "gc"}, o);
+    BOOST_TEST(gc.err.find("16 processes killed") != std::string::npos, gc.err);
+    BOOST_TEST(processes_with(nonce).empty());
+    auto after = agentctl({"runs", "show", id}, o);
+    BOOST_TEST(after.err.find(said) == std::string::npos, after.err);
+    kill_leftovers(nonce);
 }

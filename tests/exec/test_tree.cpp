@@ -9,6 +9,8 @@
 
 #include "exec/tree.hpp"
 
+#include <agentctl/watchdog.hpp>
+
 #include <boost/test/unit_test.hpp>
 
 #include <fcntl.h>
@@ -362,6 +364,34 @@ BOOST_AUTO_TEST_CASE(tiny_timeout_race_is_clean) {
     }
     BOOST_TEST_MESSAGE("1 ms timeout: " << exited << " exited, " << timed_out << " timed out");
     BOOST_TEST(slow_timed_out == runs / 5);
+}
+
+// find_running_leftovers (what `runs show` says of a dead run): a process group counts while a
+// member runs that started no earlier than the recorded leader; a leaf that is gone, nothing.
+BOOST_AUTO_TEST_CASE(running_leftovers_of_a_process_group) {
+    const std::string probe = probe_path();
+    pid_t child = ::fork();
+    if (child == 0) {
+        ::setpgid(0, 0);
+        ::execl(probe.c_str(), probe.c_str(), "sleep", "300", "--nonce", nonce.c_str(), nullptr);
+        ::_exit(127);
+    }
+    BOOST_TEST_REQUIRE(child > 0);
+    ::setpgid(child, child);  // from both sides: it holds before we look
+    agentctl::exec::unique_fd proc(::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    agentctl::exec::proc_stat st;
+    BOOST_TEST_REQUIRE(agentctl::exec::read_proc_stat(proc.get(), child, st));
+    auto found = agentctl::find_running_leftovers({{"", child, st.start}});
+    BOOST_TEST(found.processes == 1u);
+    BOOST_TEST(found.groups == std::vector<pid_t>{child});
+    // A leader recorded as started later was another process.
+    BOOST_TEST(!agentctl::find_running_leftovers({{"", child, st.start + 1}}).any());
+    BOOST_TEST(!agentctl::find_running_leftovers({{"/sys/fs/cgroup/agentctl-no-such-leaf", 0, 0}}).any());
+    ::kill(child, SIGKILL);
+    int status = 0;
+    while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    BOOST_TEST(!agentctl::find_running_leftovers({{"", child, st.start}}).any());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

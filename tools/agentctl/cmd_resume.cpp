@@ -10,8 +10,11 @@ namespace json = boost::json;
 namespace agentctl::cli {
 namespace {
 
-int print_dry_run(const command_line& cl, const resume_plan& rp) {
+int print_dry_run(const command_line& cl, journal& db, resume_plan& rp) {
     if (rp.journal_code) return print_journal_failure(cl, {*rp.journal_code, rp.message});
+    diagnostics still_running;
+    warn_running_leftovers(db, cl.run_id, still_running);
+    rp.diags.append(still_running);
     if (!rp.compiled) return print_failure(cl, rp.message, rp.status, rp.diags);
     const plan& p = *rp.compiled;
     if (cl.output != output_format::human) {
@@ -54,13 +57,15 @@ int print_dry_run(const command_line& cl, const resume_plan& rp) {
     if (counts[4]) out += "; " + std::to_string(counts[4]) + " uncertain";
     out += " (dry run: nothing was run)\n";
     standard_output().write(out);
+    print_diagnostics_human(cl, still_running);
     if (!rp.ok()) return print_failure(cl, rp.message, rp.status);
     return status(exit_status::success);
 }
 
-int print_refusal(const command_line& cl, const resume_plan& rp) {
+int print_refusal(const command_line& cl, journal& db, const resume_plan& rp) {
     if (rp.journal_code) return print_journal_failure(cl, {*rp.journal_code, rp.message});
     diagnostics d = rp.diags;
+    warn_running_leftovers(db, cl.run_id, d);
     for (const auto& a : rp.uncertain)
         d.error("resume_uncertain", "",
                 "task \"" + a.intent.task_id + "\": attempt " + std::to_string(a.intent.attempt) +
@@ -137,8 +142,8 @@ int run_resume(const command_line& cl, watchdog* watch) {
     o.retry_failed = cl.retry_failed;
     o.rerun_uncertain = cl.rerun_uncertain;
     resume_plan rp = prepare_resume(*db, cl.run_id, o, owner_alive_here);
-    if (cl.dry_run) return print_dry_run(cl, rp);
-    if (!rp.ok()) return print_refusal(cl, rp);
+    if (cl.dry_run) return print_dry_run(cl, *db, rp);
+    if (!rp.ok()) return print_refusal(cl, *db, rp);
     command_line rcl = stored_options(cl, rp);
     if (cl.output == output_format::human) print_diagnostics_human(cl, rp.diags);
 

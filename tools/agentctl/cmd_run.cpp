@@ -11,6 +11,7 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -231,11 +232,29 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
         });
     }
 
+    // The watchdog died (SIGKILL, the OOM killer): were agentctl to die now, nothing would stop
+    // what the run started. It cannot be started again (it forks, and agentctl has threads by
+    // now): stop the run as a cancellation does, and say so at once.
+    std::optional<asio::posix::stream_descriptor> watchdog_exit;
+    if (int fd = watch ? watch->exit_descriptor() : -1; fd >= 0) {
+        watchdog_exit.emplace(io, fd);
+        watchdog_exit->async_wait(
+            asio::posix::stream_descriptor::wait_read, [&](boost::system::error_code ec) {
+                if (ec) return;
+                std::string why = "the watchdog (pid " + std::to_string(watch->pid()) +
+                                  ") died: if agentctl died too, what the run started would keep running";
+                standard_error().write("agentctl: warning: " + why + "; stopping the run\n");
+                if (cancel_reason.empty()) cancel_reason = why;
+                cancel.emit(asio::cancellation_type::total);
+            });
+    }
+
     std::optional<run_report> report;
     auto done = asio::bind_cancellation_slot(cancel.slot(), [&](run_report r) {
         report = std::move(r);
         signals.cancel();
         deadline.cancel();
+        if (watchdog_exit) watchdog_exit->cancel();
         progress.stop();
     });
     if (resume)

@@ -326,6 +326,8 @@ int runs_show(const command_line& cl) {
     if (!uncertain) return print_journal_failure(cl, uncertain.error());
     journal_run_state state = shown_state(*run);
     std::optional<journal_error> read_error;
+    diagnostics warnings;
+    warn_running_leftovers(*db, cl.run_id, warnings);
 
     if (cl.output != output_format::human) {
         print_success("RunRecord",
@@ -385,7 +387,7 @@ int runs_show(const command_line& cl) {
                           w.end_array();
                           w.end_object();
                       },
-                      {});
+                      warnings);
         if (read_error) return print_journal_failure(cl, *read_error);
         return status(exit_status::success);
     }
@@ -420,6 +422,7 @@ int runs_show(const command_line& cl) {
     tail += std::to_string(recorded) + " of " + std::to_string(countable) + " tasks have a result";
     if (!uncertain->empty()) tail += "; " + std::to_string(uncertain->size()) + " uncertain";
     standard_output().write(tail + "\n");
+    print_diagnostics_human(cl, warnings);
     return status(exit_status::success);
 }
 

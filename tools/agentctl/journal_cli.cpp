@@ -3,6 +3,7 @@
 
 #include <agentctl/leftovers.hpp>
 #include <agentctl/version.hpp>
+#include <agentctl/watchdog.hpp>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/json/array.hpp>
@@ -57,6 +58,45 @@ std::optional<journal> open_journal(const command_line& cl, journal_access acces
         return std::nullopt;
     }
     return std::move(*db);
+}
+
+void warn_running_leftovers(journal& db, const std::string& run_id, diagnostics& d) {
+    auto dead = db.dead_runs(owner_alive_here);
+    if (!dead) return;
+    for (const journal_dead_run& run : *dead) {
+        if (run.run_id != run_id) continue;
+        std::vector<started_tree> trees;
+        for (const attempt_handle& h : run.handles)
+            if (!h.cgroup.empty() || (h.pid && h.pid_start_time))
+                trees.push_back(
+                    {h.cgroup, static_cast<pid_t>(h.pid.value_or(0)), h.pid_start_time.value_or(0)});
+        running_leftovers left = find_running_leftovers(trees);
+        if (!left.any()) return;
+        std::string where;
+        if (!left.cgroups.empty())
+            where += std::to_string(left.cgroups.size()) + " cgroup" + (left.cgroups.size() == 1 ? "" : "s") +
+                     " (" + left.cgroups.front() + (left.cgroups.size() > 1 ? ", ..." : "") + ")";
+        if (!left.groups.empty()) {
+            where += where.empty() ? "" : " and ";
+            where += "process group";
+            where += left.groups.size() == 1 ? "" : "s";
+            for (std::size_t i = 0; i < left.groups.size() && i < 5; ++i)
+                where += (i ? ", " : " ") + std::to_string(left.groups[i]);
+            if (left.groups.size() > 5) where += ", ...";
+        }
+        std::string help =
+            left.cgroups.empty() ? "" : "`agentctl runs gc` kills what dead runs left in cgroups";
+        if (!left.groups.empty())
+            help +=
+                (help.empty() ? "" : "; ") + std::string("kill a process group with `kill -KILL -- -PGID`");
+        d.warning("dead_run_still_running", "",
+                  "run " + run_id + " is dead (its agentctl, pid " + std::to_string(run.owner.pid) +
+                      ", is gone) but " + std::to_string(left.processes) + " process" +
+                      (left.processes == 1 ? "" : "es") + " it started " +
+                      (left.processes == 1 ? "is" : "are") + " still running, in " + where,
+                  help);
+        return;
+    }
 }
 
 journal_recorder::journal_recorder(asio::any_io_executor run_executor, journal db) : path_(db.path()) {

@@ -69,6 +69,11 @@ struct dead_run_sweep {
 /// on every engine in the PATH (a run does that itself, on the engines it uses).
 dead_run_sweep sweep_dead_runs(journal* db, bool whole_host);
 
+/// When the run `run_id` is dead (recorded as running, its agentctl gone: killed together
+/// with its watchdog) and processes it started still run on this host: a warning in `d` that
+/// says so and how to stop them. Nothing otherwise, nor when the journal cannot tell.
+void warn_running_leftovers(journal& db, const std::string& run_id, diagnostics& d);
+
 /// The journal's record of a run started from this command line (the engine fills in ids,
 /// digests, task count and owner).
 journal_run run_record(const command_line& cl, const session& s, const std::string& base_dir);

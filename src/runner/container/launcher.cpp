@@ -3,7 +3,9 @@
 // sweep of the run's containers when it ends. Decisions: docs/DESIGN.md, "Containers".
 #include "runner/container/launcher.hpp"
 
+#include "exec/client.hpp"
 #include "exec/host.hpp"
+#include "exec/redactor.hpp"
 #include "runner/container/client.hpp"
 #include "runner/launch_control.hpp"
 #include "spec/engine_variables.hpp"
@@ -216,7 +218,8 @@ private:
             out.process = std::move(*c.client());
             switch (out.process.outcome) {
                 case process_outcome::exited:
-                    co_await settle(out, ei, settings.name, action, started);
+                    co_await settle(out, ei, settings.name, action, started,
+                                    secret_matcher(ctx_.environment_of(task.action_index).secrets));
                     break;
                 case process_outcome::spawn_failed:
                     out.error = task_error{error_code::isolation_unavailable,
@@ -295,8 +298,10 @@ private:
     // The client exited by itself (and --rm removed the container). Exit 0 is the
     // container's. Any other status may be the engine's own (125, 126, 127) or hide an
     // out-of-memory kill: the engine's event log for this container tells.
+    // `secrets`: the client's stderr carries the program's; an excerpt of it is redacted first.
     asio::awaitable<void> settle(launch_result& out, std::size_t ei, const std::string& name,
-                                 const action_spec& action, std::chrono::system_clock::time_point started) {
+                                 const action_spec& action, std::chrono::system_clock::time_point started,
+                                 secret_matcher secrets) {
         process_result& p = out.process;
         if (p.exit_code == 0) co_return;
         engine eng = engines_[ei].eng;
@@ -318,7 +323,7 @@ private:
             p.outcome = process_outcome::spawn_failed;
             p.exit_code.reset();
             p.signal.reset();
-            std::string detail = container::excerpt(p.stderr_bytes);
+            std::string detail = exec::excerpt(p.stderr_bytes, secrets);
             if (client_status == 127)
                 out.error =
                     task_error{error_code::executable_not_found,
@@ -341,7 +346,7 @@ private:
             if (init_failure != container::init_exec_failure::none) {
                 p.outcome = process_outcome::spawn_failed;
                 p.exit_code.reset();
-                std::string detail = container::excerpt(p.stderr_bytes);
+                std::string detail = exec::excerpt(p.stderr_bytes, secrets);
                 out.error = init_failure == container::init_exec_failure::not_found
                                 ? task_error{error_code::executable_not_found,
                                              "the command " + action.command + " was not found in the image: " + detail}
@@ -367,14 +372,15 @@ private:
                                "exited with status " + std::to_string(*p.exit_code) + " (" + eng.name +
                                    " keeps no event log to tell the command's status "
                                    "from its own failure: " +
-                                   container::excerpt(p.stderr_bytes) + ")"};
+                                   exec::excerpt(p.stderr_bytes, secrets) + ")"};
             co_return;
         }
         // Started, but the client ended before the container did: an engine failure. End the
         // container now.
-        out.error = task_error{error_code::container_engine_error,
-                               eng.name + " run exited with " + status_text +
-                                   " while the container was running: " + container::excerpt(p.stderr_bytes)};
+        out.error =
+            task_error{error_code::container_engine_error,
+                       eng.name + " run exited with " + status_text +
+                           " while the container was running: " + exec::excerpt(p.stderr_bytes, secrets)};
         if (auto error = co_await remove_now(ei, name))
             out.error = task_error{error_code::container_cleanup_failed,
                                    "failed to clean up container " + name + " after an engine failure (" +
