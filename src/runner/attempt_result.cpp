@@ -47,12 +47,14 @@ task_result to_task_result(launch_result r, const resolved_environment& env, std
     t.descendants_killed = p.descendants_killed;
     t.output_bytes = p.stdout_bytes.size() + p.stderr_bytes.size();
     t.duration_ms = static_cast<std::uint64_t>(p.duration.count() / 1000);
-    // A capture is whole only when the program succeeded and left nothing to kill. Any other
-    // end (a cap, a timeout, a cancel, a signal, a failure) may have cut a secret short as it
-    // was written: a tail that starts a secret is redacted too (docs/SECRETS.md).
+    // A capture is whole when the program ended by itself with a status it chose (0-128) and
+    // left nothing to kill. Any other end (a cap, a timeout, a cancel, a signal, a status above
+    // 128 that a shell or an engine reports for a signal, a backend failure) may have cut a
+    // secret short as it was written: a tail that starts a secret is redacted too
+    // (docs/SECRETS.md).
     const secret_matcher secrets(env.secrets);
-    bool whole = p.outcome == process_outcome::exited && p.exit_code == 0 && !p.signal && !r.error &&
-                 p.descendants_killed == 0;
+    bool whole = p.outcome == process_outcome::exited && !p.signal && p.exit_code && *p.exit_code <= 128 &&
+                 !r.error && !r.oom_killed && p.descendants_killed == 0;
     redact_capture(p.stdout_bytes, secrets, {.ends_early = !whole});
     redact_capture(p.stderr_bytes, secrets, {.ends_early = !whole});
     make_utf8_lossy(p.stdout_bytes, t.stdout_lossy);

@@ -1006,6 +1006,12 @@ BOOST_AUTO_TEST_CASE(a_secret_cut_by_a_cap_or_a_kill_is_redacted_wherever_output
         // killed after writing the first 16 bytes
         {"killed16",
          {"stdout", "args: [-c, 'printf \"x%s\" \"${TOKEN%???????}\"; kill -KILL $$']", "x[REDACTED]"}},
+        // a status above 128 (a shell's or an engine's report of a signal) counts as cut
+        {"status137",
+         {"stdout", "args: [-c, 'printf \"x%s\" \"${TOKEN%???????}\"; exit 137']", "x[REDACTED]"}},
+        // a program that failed by itself wrote what it meant to: its last byte, the first of
+        // the secret, is not taken for a cut secret
+        {"failed1", {"stdout", "args: [-c, 'printf x%.1s \"$TOKEN\"; exit 3']", "x" + secret.substr(0, 1)}},
     };
     std::string wf =
         "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: cut-secrets}\nspec:\n"
