@@ -5,6 +5,7 @@
 #include "exec/tree.hpp"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -121,7 +122,19 @@ int open_directory(int parent_fd, const std::string& name, bool create, unique_f
     return out ? 0 : errno;
 }
 
-int write_file(int dir_fd, const std::string& name, std::string_view data, bool sync) {
+void cache_dropper::written(int fd) {
+    ::sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+    // A duplicate, so that the caller's close() still reports deferred write errors.
+    unique_fd copy(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+    if (!copy) return;
+    pending_.push_back(std::move(copy));
+    if (pending_.size() <= depth_) return;
+    // Written back by now unless the disk is slow: those clean pages go; the others stay.
+    ::posix_fadvise(pending_.front().get(), 0, 0, POSIX_FADV_DONTNEED);
+    pending_.pop_front();
+}
+
+int write_file(int dir_fd, const std::string& name, std::string_view data, bool sync, cache_dropper* dropper) {
     unique_fd fd(::openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
     if (!fd) return errno;
     const char* p = data.data();
@@ -136,6 +149,7 @@ int write_file(int dir_fd, const std::string& name, std::string_view data, bool 
         left -= static_cast<std::size_t>(n);
     }
     if (sync && ::fdatasync(fd.get()) != 0) return errno;
+    if (dropper) dropper->written(fd.get());
     // close() reports deferred write errors on some file systems (NFS): check it.
     if (::close(fd.release()) != 0) return errno;
     return 0;

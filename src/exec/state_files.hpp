@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
@@ -53,9 +54,30 @@ std::string read_prefix(const std::string& path, std::size_t n);
 /// `parent_fd` (AT_FDCWD for a path). Returns 0 or an errno value.
 int open_directory(int parent_fd, const std::string& name, bool create, unique_fd& out);
 
+/// Files written once and seldom read again (the journal's stream files) leave the page cache
+/// once the disk has them, so that the next files go into those pages instead of into memory
+/// the system must first find and clear (docs/CAPTURE.md, "The page cache"). Each file's
+/// writeback starts as it is written; `depth` files later its clean pages are dropped. Never
+/// waits for the disk: pages still being written stay cached, as without it. Advice only:
+/// nothing fails when it does not happen.
+class cache_dropper {
+public:
+    explicit cache_dropper(std::size_t depth = 32) : depth_(depth) {}
+
+    /// `fd` was just written: start its writeback, and drop the pages of the file `depth`
+    /// files before it.
+    void written(int fd);
+
+private:
+    std::size_t depth_;
+    std::deque<unique_fd> pending_;  ///< duplicates of the files written last, oldest first
+};
+
 /// Writes `data` to a new file `name` in `dir_fd` (mode 0600, replacing a file of that name),
-/// with fdatasync() when `sync`. Returns 0 or an errno value (ENOSPC: the disk is full).
-int write_file(int dir_fd, const std::string& name, std::string_view data, bool sync);
+/// with fdatasync() when `sync`, then hands it to `dropper` if there is one. Returns 0 or an
+/// errno value (ENOSPC: the disk is full).
+int write_file(int dir_fd, const std::string& name, std::string_view data, bool sync,
+               cache_dropper* dropper = nullptr);
 
 /// Replaces the file at `path` with `data` (mode 0600) through a temporary file beside it and
 /// rename(2): a reader sees the old content or the new, never part of it. 0 or an errno value.
