@@ -134,7 +134,8 @@ void cache_dropper::written(int fd) {
     pending_.pop_front();
 }
 
-int write_file(int dir_fd, const std::string& name, std::string_view data, bool sync, cache_dropper* dropper) {
+int write_file(int dir_fd, const std::string& name, std::string_view data, bool sync,
+               cache_dropper* dropper) {
     unique_fd fd(::openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
     if (!fd) return errno;
     const char* p = data.data();

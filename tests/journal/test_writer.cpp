@@ -45,7 +45,8 @@ std::size_t resident_pages(const std::string& path, std::size_t size) {
     std::vector<unsigned char> in((size + page - 1) / page);
     BOOST_TEST_REQUIRE(::mincore(map, size, in.data()) == 0);
     ::munmap(map, size);
-    return static_cast<std::size_t>(std::count_if(in.begin(), in.end(), [](unsigned char c) { return c & 1; }));
+    return static_cast<std::size_t>(
+        std::count_if(in.begin(), in.end(), [](unsigned char c) { return c & 1; }));
 }
 
 // The temporary folder is on a file system whose clean pages can be dropped (not tmpfs,
@@ -79,7 +80,8 @@ BOOST_AUTO_TEST_CASE(stream_files_leave_the_page_cache_once_on_disk,
     for (int i = 0; i < 3; ++i) BOOST_TEST(resident_pages(tmp.file(std::to_string(i)), bytes.size()) == 0u);
     for (int i = 0; i < 5; ++i) {  // and the bytes are all there
         std::string back;
-        BOOST_TEST(exec::read_file(dir.get(), std::to_string(i), [&](std::string_view b) { back.append(b); }) == 0);
+        BOOST_TEST(
+            exec::read_file(dir.get(), std::to_string(i), [&](std::string_view b) { back.append(b); }) == 0);
         BOOST_TEST((back == bytes));
     }
 }
@@ -114,7 +116,8 @@ BOOST_AUTO_TEST_CASE(records_read_back_exactly) {
         skipped.state = task_state::skipped;
         skipped.error = task_error{error_code::dependency_not_succeeded, "dependency \"t0001\" failed"};
         env.writer->record_final(make_final(2, skipped, std::nullopt));
-        env.writer->record_run_end(journal_run_end{journal_run_state::failed, 99, task_error{error_code::internal_error, "y"}});
+        env.writer->record_run_end(
+            journal_run_end{journal_run_state::failed, 99, task_error{error_code::internal_error, "y"}});
         BOOST_TEST_REQUIRE(!env.close().has_value());
         BOOST_TEST(env.writer->stats().stream_files == 1u);
     }
