@@ -116,8 +116,7 @@ BOOST_AUTO_TEST_CASE(records_read_back_exactly) {
         skipped.state = task_state::skipped;
         skipped.error = task_error{error_code::dependency_not_succeeded, "dependency \"t0001\" failed"};
         env.writer->record_final(make_final(2, skipped, std::nullopt));
-        env.writer->record_run_end(
-            journal_run_end{journal_run_state::failed, 99, task_error{error_code::internal_error, "y"}});
+        env.writer->record_run_end(journal_run_end{journal_run_state::failed, 99, task_error{error_code::internal_error, "y"}});
         BOOST_TEST_REQUIRE(!env.close().has_value());
         BOOST_TEST(env.writer->stats().stream_files == 1u);
     }
