@@ -57,20 +57,27 @@ int open_directory(int parent_fd, const std::string& name, bool create, unique_f
 /// Files written once and seldom read again (the journal's stream files) leave the page cache
 /// once the disk has them, so that the next files go into those pages instead of into memory
 /// the system must first find and clear (docs/CAPTURE.md, "The page cache"). Each file's
-/// writeback starts as it is written; `depth` files later its clean pages are dropped. Never
-/// waits for the disk: pages still being written stay cached, as without it. Advice only:
-/// nothing fails when it does not happen.
+/// writeback starts as it is written; once the files written after it hold more than
+/// `kept_bytes`, its clean pages are dropped, so the last `kept_bytes` stay cached for the
+/// readers that come soon (the JSON report). Never waits for the disk: pages still being
+/// written stay cached, as without it. Advice only: nothing fails when it does not happen.
+/// Every file handed to one dropper lies in the same folder.
 class cache_dropper {
 public:
-    explicit cache_dropper(std::size_t depth = 32) : depth_(depth) {}
+    explicit cache_dropper(std::uint64_t kept_bytes = 256u << 20) : kept_bytes_(kept_bytes) {}
 
-    /// `fd` was just written: start its writeback, and drop the pages of the file `depth`
-    /// files before it.
-    void written(int fd);
+    /// `fd`, the file `name` of the folder `dir_fd`, was just written with `size` bytes: start
+    /// its writeback, and drop the pages of the oldest files beyond `kept_bytes`.
+    void written(int dir_fd, int fd, const std::string& name, std::uint64_t size);
 
 private:
-    std::size_t depth_;
-    std::deque<unique_fd> pending_;  ///< duplicates of the files written last, oldest first
+    struct file {
+        std::string name;
+        std::uint64_t size;
+    };
+    std::uint64_t kept_bytes_;
+    std::uint64_t pending_bytes_ = 0;
+    std::deque<file> pending_;  ///< the files written last, oldest first (names, not descriptors)
 };
 
 /// Writes `data` to a new file `name` in `dir_fd` (mode 0600, replacing a file of that name),

@@ -67,14 +67,14 @@ struct droppable_page_cache {
 
 BOOST_AUTO_TEST_SUITE(writing)
 
-// Synced files are clean at once: the drop `depth` files later is certain, not up to the disk.
+// Synced files are clean at once: the drop beyond the kept bytes is certain, not up to the disk.
 BOOST_AUTO_TEST_CASE(stream_files_leave_the_page_cache_once_on_disk,
                      *boost::unit_test::precondition(droppable_page_cache())) {
     temp_dir tmp;
     exec::unique_fd dir;
     BOOST_TEST_REQUIRE(exec::open_directory(AT_FDCWD, tmp.path(), false, dir) == 0);
     const std::string bytes(256 * 1024, 'x');
-    exec::cache_dropper dropper(2);
+    exec::cache_dropper dropper(2 * bytes.size());  // keeps the last two files
     for (int i = 0; i < 5; ++i)
         BOOST_TEST_REQUIRE(exec::write_file(dir.get(), std::to_string(i), bytes, true, &dropper) == 0);
     for (int i = 0; i < 3; ++i) BOOST_TEST(resident_pages(tmp.file(std::to_string(i)), bytes.size()) == 0u);
