@@ -75,9 +75,6 @@ struct c_strings {
     std::vector<char*> pointers;
 };
 
-// Removed with the test binary's end (a static temp_dir).
-const std::string& test_state_dir();
-
 /// posix_spawn of argv[0] with a small fixed environment plus `extra_env`; frees the
 /// attributes and file actions. Returns the pid or throws.
 pid_t spawn(const std::vector<std::string>& argv, std::vector<std::string> extra_env, posix_spawn_file_actions_t& fa,
@@ -254,12 +251,10 @@ temp_dir::~temp_dir() {
     std::filesystem::remove_all(path_, ec);
 }
 
-namespace {
 const std::string& test_state_dir() {
     static const temp_dir dir;
     return dir.path();
 }
-}  // namespace
 
 namespace {
 // A /proc file of a process that goes away meanwhile reads as empty (libstdc++ may throw
