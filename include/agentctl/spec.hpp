@@ -58,6 +58,7 @@ inline constexpr int max_retry_attempts = 20;
 inline constexpr int max_backoff_ms = 60000;
 inline constexpr std::uint32_t default_max_items = 10000;     ///< foreach/matrix maxItems default
 inline constexpr std::uint32_t max_max_items = 1000000;       ///< largest maxItems accepted
+inline constexpr std::uint32_t max_loop_iterations = 64;      ///< a loop's maxIterations, at most
 inline constexpr int default_secret_process_timeout_seconds = 5;
 inline constexpr int max_secret_process_timeout_seconds = 60;
 inline constexpr std::uint64_t default_secret_process_output_bytes = 16 * 1024;
@@ -263,6 +264,14 @@ struct matrix_spec {
     std::uint32_t max_items = limits::default_max_items;
 };
 
+/// `loop:` on a task (docs/CONTROL_FLOW.md, "Bounded loops"): compiled into `max_iterations`
+/// sequential iterations, each guarded by `condition`, and one aggregate.
+struct loop_spec {
+    std::uint32_t max_iterations = 1;  ///< 1..limits::max_loop_iterations
+    std::string condition;             ///< `while`: exactly one `${{ condition }}`
+    boost::json::value initial;        ///< `vars.loopPrevious` of iteration 0 (null when absent)
+};
+
 struct task_spec {
     std::string id;   ///< [a-z0-9_-]+, unique
     std::string uses; ///< as written, e.g. "action:status"
@@ -275,6 +284,7 @@ struct task_spec {
     std::optional<std::string> when;
     std::optional<foreach_spec> foreach;
     std::optional<matrix_spec> matrix;
+    std::optional<loop_spec> loop;
     boost::json::object vars;                         ///< task-level variables (may read `inputs.`)
     std::vector<std::string> vars_files;              ///< relative to the workflow's folder, in order
     std::optional<boost::json::value> output_schema;  ///< a JSON Schema for the task's output

@@ -42,7 +42,8 @@ bool steers_engine(std::string_view name) {
 
 // The reference's features this engine does not run (docs/COMPATIBILITY.md), by where they
 // are written. Model, agent, protocol, memory, tool and pack features are out of scope; the
-// control flow of loops, routers, sub-workflows and compensation is not there yet.
+// control flow of loops, routers, sub-workflows and compensation is not run yet (a loop is
+// read and checked, then still reported here until the plan compiles it).
 constexpr std::array<std::string_view, 8> agent_spec_keys = {"providers",  "agents",   "tools", "memory",
                                                              "mcpServers", "a2aPeers", "packs", "packTrust"};
 constexpr std::array<std::string_view, 2> control_flow_spec_keys = {"subworkflows", "compensation"};
@@ -162,6 +163,8 @@ private:
     void read_retry(const place& p, retry_spec& retry);
     std::optional<foreach_spec> read_foreach(const place& p);
     std::optional<matrix_spec> read_matrix(const place& p);
+    std::optional<loop_spec> read_loop(const place& p);
+    void check_loop_alone(const fields& f, const task_spec& t);
     std::optional<boost::json::value> read_items(const place& p, bool allow_empty);
     boost::json::value read_with(const place& p);
     std::optional<std::string> read_binding_name(const place& p);
@@ -1002,6 +1005,52 @@ std::optional<matrix_spec> workflow_reader::read_matrix(const place& p) {
     return good ? std::optional(std::move(m)) : std::nullopt;
 }
 
+// `loop: {maxIterations, while, initial}`. The bound is what makes the compiled graph finite,
+// so it is required; `while` keeps the reference's name for the condition.
+std::optional<loop_spec> workflow_reader::read_loop(const place& p) {
+    fields f(r_, p, {"maxIterations", "while", "initial"});
+    if (!f.ok()) return std::nullopt;
+    loop_spec loop;
+    bool good = true;
+    if (auto v = f.require("maxIterations")) {
+        auto n = read_int<std::uint32_t>(v, 1, limits::max_loop_iterations);
+        good = good && n;
+        if (n) loop.max_iterations = *n;
+    } else {
+        good = false;
+    }
+    if (auto v = f.require("while")) {
+        auto s = r_.string(*v);
+        if (s && !is_single_template(*s)) {
+            r_.error(*v, "invalid_condition",
+                     "loop `while` \"" + *s + "\" must be exactly one `${{ condition }}`, nothing around it",
+                     "write e.g. \"${{ vars.loopIndex < 2 }}\" or \"${{ vars.loopPrevious.done == false }}\"");
+            s.reset();
+        }
+        good = good && s;
+        if (s) loop.condition = std::move(*s);
+    } else {
+        good = false;
+    }
+    if (auto v = f.get("initial")) loop.initial = r_.json(*v);
+    return good ? std::optional(std::move(loop)) : std::nullopt;
+}
+
+// A loop's iterations are the task's only expansion and `while` is their only guard: the
+// reference refuses every other combination, each at the field that clashes.
+void workflow_reader::check_loop_alone(const fields& f, const task_spec& t) {
+    for (std::string_view key : {"foreach", "matrix", "route", "when"})
+        if (auto v = f.get(key))
+            r_.error(*v, "loop_conflict",
+                     "task \"" + t.id + "\" has a loop, so it cannot also have `" + std::string(key) + "`",
+                     key == "when" ? "put the condition in loop.while: it guards every iteration"
+                                   : "split it into two tasks");
+    if (t.uses == "router")
+        if (auto v = f.get("uses"))
+            r_.error(*v, "loop_conflict", "a router cannot be a loop body",
+                     "loop a task that the router routes to instead");
+}
+
 void workflow_reader::read_task(const place& p, task_spec& t) {
     fields f(r_, p,
              {"id", "uses", "needs", "with", "timeoutSeconds", "retry", "failure", "when", "foreach",
@@ -1044,6 +1093,10 @@ void workflow_reader::read_task(const place& p, task_spec& t) {
     if (foreach_place && matrix_place)
         r_.error(*matrix_place, "foreach_and_matrix", "a task has foreach or matrix, not both",
                  "split it into two tasks");
+    if (auto v = f.get("loop")) {
+        t.loop = read_loop(*v);
+        check_loop_alone(f, t);
+    }
 }
 
 }  // namespace

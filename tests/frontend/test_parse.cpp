@@ -1231,3 +1231,97 @@ BOOST_AUTO_TEST_CASE(names_of_enumerations) {
     BOOST_TEST(to_string(retry_reason::exit_nonzero) == "exit_nonzero");
     BOOST_TEST(to_string(failure_mode::continue_run) == "continue");
 }
+
+// A loop as the reference writes it (docs/CONTROL_FLOW.md, "Bounded loops"). Loops are read
+// and checked here; until the plan compiles them the document still gets one
+// unsupported_feature, so the model is read from the partial document.
+namespace {
+
+std::string with_loop(const std::string& task_fields) {
+    return "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: t}\nspec:\n  actions:\n"
+           "    assign: {kind: builtin.assign}\n  tasks:\n    - id: up\n      uses: action:assign\n"
+           "    - id: refine\n      uses: action:assign\n" +
+           task_fields;
+}
+
+// The codes other than unsupported_feature, each as code@line:path.
+std::string loop_codes(const parse_result& r) {
+    std::string out;
+    for (const auto& d : r.diags.items())
+        if (d.code != "unsupported_feature")
+            out += d.code + "@" + std::to_string(d.location.line) + ":" + d.path + "\n";
+    return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_loop_is_read_with_its_bound_condition_and_initial_value) {
+    auto r = parse(with_loop("      loop:\n        maxIterations: 3\n        while: \"${{ vars.loopIndex < 2 }}\"\n"
+                             "        initial: {value: seed}\n      with: {i: \"${{ vars.loopIndex }}\"}\n"));
+    BOOST_TEST(loop_codes(r) == "");
+    BOOST_TEST_REQUIRE(r.partial.has_value());
+    const task_spec& t = r.partial->tasks.at(1);
+    BOOST_TEST_REQUIRE(t.loop.has_value());
+    BOOST_TEST(t.loop->max_iterations == 3u);
+    BOOST_TEST(t.loop->condition == "${{ vars.loopIndex < 2 }}");
+    BOOST_TEST(json::serialize(t.loop->initial) == R"({"value":"seed"})");
+    // Not run yet: one unsupported_feature naming the loop, at its key.
+    const diagnostic* u = find(r, "unsupported_feature");
+    BOOST_TEST_REQUIRE(u != nullptr);
+    BOOST_TEST(u->message.find("`loop`") != std::string::npos);
+
+    auto bare = parse(with_loop("      loop: {maxIterations: 1, while: \"${{ vars.loopIndex < 1 }}\"}\n"));
+    BOOST_TEST(loop_codes(bare) == "");
+    BOOST_TEST_REQUIRE(bare.partial->tasks.at(1).loop.has_value());
+    BOOST_TEST(bare.partial->tasks.at(1).loop->initial.is_null());
+}
+
+BOOST_AUTO_TEST_CASE(a_loop_without_a_bound_or_with_one_out_of_range_is_refused_at_the_bound) {
+    auto bound = [](const std::string& n) {
+        return loop_codes(parse(with_loop("      loop:\n        maxIterations: " + n +
+                                          "\n        while: \"${{ vars.loopIndex < 1 }}\"\n")));
+    };
+    BOOST_TEST(bound("1") == "");
+    BOOST_TEST(bound("64") == "");
+    BOOST_TEST(bound("0") == "out_of_range@13:spec.tasks[1].loop.maxIterations\n");
+    BOOST_TEST(bound("65") == "out_of_range@13:spec.tasks[1].loop.maxIterations\n");
+    BOOST_TEST(bound("-1") == "out_of_range@13:spec.tasks[1].loop.maxIterations\n");
+    BOOST_TEST(bound("two") == "invalid_type@13:spec.tasks[1].loop.maxIterations\n");
+
+    auto missing = parse(with_loop("      loop: {while: \"${{ vars.loopIndex < 1 }}\"}\n"));
+    BOOST_TEST(loop_codes(missing) == "missing_field@12:spec.tasks[1].loop.maxIterations\n");
+    BOOST_TEST(!missing.partial->tasks.at(1).loop.has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_loop_condition_is_one_whole_template) {
+    auto cond = [](const std::string& text) {
+        return loop_codes(parse(with_loop("      loop:\n        maxIterations: 2\n        while: " + text + "\n")));
+    };
+    BOOST_TEST(cond("\"${{ loop.output.done == false }}\"") == "");
+    BOOST_TEST(cond("\"prefix ${{ vars.loopIndex < 1 }}\"") == "invalid_condition@14:spec.tasks[1].loop.while\n");
+    BOOST_TEST(cond("\"${{ vars.loopIndex }} and ${{ vars.loopIndex }}\"") ==
+               "invalid_condition@14:spec.tasks[1].loop.while\n");
+    BOOST_TEST(cond("[a]") == "invalid_type@14:spec.tasks[1].loop.while\n");
+    auto missing = parse(with_loop("      loop: {maxIterations: 2}\n"));
+    BOOST_TEST(loop_codes(missing) == "missing_field@12:spec.tasks[1].loop.while\n");
+    auto unknown = parse(with_loop("      loop: {maxIterations: 2, until: \"${{ vars.loopIndex }}\"}\n"));
+    BOOST_TEST(loop_codes(unknown).find("unknown_key@12:spec.tasks[1].loop.until") != std::string::npos,
+               loop_codes(unknown));
+}
+
+BOOST_AUTO_TEST_CASE(a_loop_is_the_only_expansion_and_guard_of_its_task) {
+    const std::string loop = "      loop: {maxIterations: 2, while: \"${{ vars.loopIndex < 1 }}\"}\n";
+    BOOST_TEST(loop_codes(parse(with_loop(loop + "      when: \"${{ inputs.go }}\"\n"))) ==
+               "loop_conflict@13:spec.tasks[1].when\n");
+    BOOST_TEST(loop_codes(parse(with_loop(loop + "      foreach: {items: [1]}\n"))) ==
+               "loop_conflict@13:spec.tasks[1].foreach\n");
+    BOOST_TEST(loop_codes(parse(with_loop(loop + "      matrix: {axes: {a: [1]}}\n"))) ==
+               "loop_conflict@13:spec.tasks[1].matrix\n");
+    // loopIndex and loopPrevious are the engine's: a task variable cannot take them.
+    BOOST_TEST(loop_codes(parse(with_loop(loop + "      vars: {loopIndex: 1}\n"))) ==
+               "reserved_variable@13:spec.tasks[1].vars.loopIndex\n");
+    auto router = parse("apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: t}\nspec:\n  tasks:\n"
+                        "    - id: r\n      uses: router\n" +
+                        loop);
+    BOOST_TEST(loop_codes(router) == "loop_conflict@7:spec.tasks[0].uses\n");
+}
