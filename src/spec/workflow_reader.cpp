@@ -1022,9 +1022,10 @@ std::optional<loop_spec> workflow_reader::read_loop(const place& p) {
     if (auto v = f.require("while")) {
         auto s = r_.string(*v);
         if (s && !is_single_template(*s)) {
-            r_.error(*v, "invalid_condition",
-                     "loop `while` \"" + *s + "\" must be exactly one `${{ condition }}`, nothing around it",
-                     "write e.g. \"${{ vars.loopIndex < 2 }}\" or \"${{ vars.loopPrevious.done == false }}\"");
+            r_.error(
+                *v, "invalid_condition",
+                "loop `while` \"" + *s + "\" must be exactly one `${{ condition }}`, nothing around it",
+                "write e.g. \"${{ vars.loopIndex < 2 }}\" or \"${{ vars.loopPrevious.done == false }}\"");
             s.reset();
         }
         good = good && s;

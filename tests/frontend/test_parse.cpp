@@ -1256,8 +1256,9 @@ std::string loop_codes(const parse_result& r) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_loop_is_read_with_its_bound_condition_and_initial_value) {
-    auto r = parse(with_loop("      loop:\n        maxIterations: 3\n        while: \"${{ vars.loopIndex < 2 }}\"\n"
-                             "        initial: {value: seed}\n      with: {i: \"${{ vars.loopIndex }}\"}\n"));
+    auto r = parse(
+        with_loop("      loop:\n        maxIterations: 3\n        while: \"${{ vars.loopIndex < 2 }}\"\n"
+                  "        initial: {value: seed}\n      with: {i: \"${{ vars.loopIndex }}\"}\n"));
     BOOST_TEST(loop_codes(r) == "");
     BOOST_TEST_REQUIRE(r.partial.has_value());
     const task_spec& t = r.partial->tasks.at(1);
@@ -1295,10 +1296,12 @@ BOOST_AUTO_TEST_CASE(a_loop_without_a_bound_or_with_one_out_of_range_is_refused_
 
 BOOST_AUTO_TEST_CASE(a_loop_condition_is_one_whole_template) {
     auto cond = [](const std::string& text) {
-        return loop_codes(parse(with_loop("      loop:\n        maxIterations: 2\n        while: " + text + "\n")));
+        return loop_codes(
+            parse(with_loop("      loop:\n        maxIterations: 2\n        while: " + text + "\n")));
     };
     BOOST_TEST(cond("\"${{ loop.output.done == false }}\"") == "");
-    BOOST_TEST(cond("\"prefix ${{ vars.loopIndex < 1 }}\"") == "invalid_condition@14:spec.tasks[1].loop.while\n");
+    BOOST_TEST(cond("\"prefix ${{ vars.loopIndex < 1 }}\"") ==
+               "invalid_condition@14:spec.tasks[1].loop.while\n");
     BOOST_TEST(cond("\"${{ vars.loopIndex }} and ${{ vars.loopIndex }}\"") ==
                "invalid_condition@14:spec.tasks[1].loop.while\n");
     BOOST_TEST(cond("[a]") == "invalid_type@14:spec.tasks[1].loop.while\n");
@@ -1320,8 +1323,9 @@ BOOST_AUTO_TEST_CASE(a_loop_is_the_only_expansion_and_guard_of_its_task) {
     // loopIndex and loopPrevious are the engine's: a task variable cannot take them.
     BOOST_TEST(loop_codes(parse(with_loop(loop + "      vars: {loopIndex: 1}\n"))) ==
                "reserved_variable@13:spec.tasks[1].vars.loopIndex\n");
-    auto router = parse("apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: t}\nspec:\n  tasks:\n"
-                        "    - id: r\n      uses: router\n" +
-                        loop);
+    auto router = parse(
+        "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: t}\nspec:\n  tasks:\n"
+        "    - id: r\n      uses: router\n" +
+        loop);
     BOOST_TEST(loop_codes(router) == "loop_conflict@7:spec.tasks[0].uses\n");
 }
