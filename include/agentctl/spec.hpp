@@ -272,6 +272,20 @@ struct loop_spec {
     boost::json::value initial;        ///< `vars.loopPrevious` of iteration 0 (null when absent)
 };
 
+/// One case of a router: the destinations taken when `select` renders to `equals` (the same
+/// JSON value: 1 and "1" differ).
+struct route_case {
+    boost::json::value equals;
+    std::vector<std::string> tasks;
+};
+
+/// `route:` on a `uses: router` task (docs/CONTROL_FLOW.md, "Routers").
+struct route_spec {
+    std::string select;                   ///< exactly one `${{ path }}`
+    std::vector<route_case> cases;        ///< at least one
+    std::vector<std::string> otherwise;   ///< `default`: taken when no case matches (may be empty)
+};
+
 struct task_spec {
     std::string id;   ///< [a-z0-9_-]+, unique
     std::string uses; ///< as written, e.g. "action:status"
@@ -285,6 +299,7 @@ struct task_spec {
     std::optional<foreach_spec> foreach;
     std::optional<matrix_spec> matrix;
     std::optional<loop_spec> loop;
+    std::optional<route_spec> route;  ///< set only on `uses: router`
     boost::json::object vars;                         ///< task-level variables (may read `inputs.`)
     std::vector<std::string> vars_files;              ///< relative to the workflow's folder, in order
     std::optional<boost::json::value> output_schema;  ///< a JSON Schema for the task's output

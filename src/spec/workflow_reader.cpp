@@ -5,6 +5,8 @@
 #include "spec/engine_variables.hpp"
 #include "spec/reader.hpp"
 
+#include <boost/json/serialize.hpp>
+
 #include <algorithm>
 #include <array>
 
@@ -165,6 +167,8 @@ private:
     std::optional<matrix_spec> read_matrix(const place& p);
     std::optional<loop_spec> read_loop(const place& p);
     void check_loop_alone(const fields& f, const task_spec& t);
+    std::optional<route_spec> read_route(const place& p);
+    std::vector<std::string> read_destinations(const place& p, std::vector<std::string>& seen);
     std::optional<boost::json::value> read_items(const place& p, bool allow_empty);
     boost::json::value read_with(const place& p);
     std::optional<std::string> read_binding_name(const place& p);
@@ -1040,16 +1044,96 @@ std::optional<loop_spec> workflow_reader::read_loop(const place& p) {
 // A loop's iterations are the task's only expansion and `while` is their only guard: the
 // reference refuses every other combination, each at the field that clashes.
 void workflow_reader::check_loop_alone(const fields& f, const task_spec& t) {
+    if (t.uses == "router") {
+        if (auto v = f.get("uses"))
+            r_.error(*v, "loop_conflict", "a router cannot be a loop body",
+                     "loop a task that the router routes to instead");
+        return;
+    }
     for (std::string_view key : {"foreach", "matrix", "route", "when"})
         if (auto v = f.get(key))
             r_.error(*v, "loop_conflict",
                      "task \"" + t.id + "\" has a loop, so it cannot also have `" + std::string(key) + "`",
                      key == "when" ? "put the condition in loop.while: it guards every iteration"
                                    : "split it into two tasks");
-    if (t.uses == "router")
-        if (auto v = f.get("uses"))
-            r_.error(*v, "loop_conflict", "a router cannot be a loop body",
-                     "loop a task that the router routes to instead");
+}
+
+// `route: {select, cases: [{equals, tasks}], default}`. What can be told from the router alone
+// is checked here; destinations against the other tasks are checked by the plan compiler.
+std::optional<route_spec> workflow_reader::read_route(const place& p) {
+    fields f(r_, p, {"select", "cases", "default"});
+    if (!f.ok()) return std::nullopt;
+    route_spec route;
+    bool good = true;
+    if (auto v = f.require("select")) {
+        auto s = r_.string(*v);
+        if (s && !is_single_template(*s)) {
+            r_.error(*v, "invalid_value",
+                     "route `select` \"" + *s + "\" must be exactly one `${{ path }}`, nothing around it",
+                     "write e.g. \"${{ tasks.classify.output.route }}\": its value keeps its JSON type");
+            s.reset();
+        }
+        good = good && s;
+        if (s) route.select = std::move(*s);
+    } else {
+        good = false;
+    }
+    std::vector<std::string> seen;  // every destination so far: each is routed to once
+    if (auto v = f.require("cases")) {
+        auto items = r_.sequence(*v);
+        good = good && items;
+        if (items && items->empty()) {
+            r_.error(*v, "empty_value", "a router needs at least one case");
+            good = false;
+        }
+        for (const place& item : items ? *items : std::vector<place>{}) {
+            fields c(r_, item, {"equals", "tasks"});
+            auto equals = c.require("equals");
+            auto tasks = c.require("tasks");
+            if (!c.ok() || !equals || !tasks) {
+                good = false;
+                continue;
+            }
+            route_case rc{r_.json(*equals), read_destinations(*tasks, seen)};
+            if (rc.tasks.empty()) {
+                r_.error(*tasks, "empty_value", "a route case needs at least one destination task");
+                good = false;
+            }
+            for (const auto& earlier : route.cases)
+                if (earlier.equals == rc.equals) {
+                    r_.error(*equals, "duplicate_route_case",
+                             "two cases of this router match the same value " + boost::json::serialize(rc.equals),
+                             "merge their tasks into one case");
+                    good = false;
+                    break;
+                }
+            route.cases.push_back(std::move(rc));
+        }
+    } else {
+        good = false;
+    }
+    if (auto v = f.get("default")) route.otherwise = read_destinations(*v, seen);
+    return good ? std::optional(std::move(route)) : std::nullopt;
+}
+
+// A list of destination task ids; one routed to twice (in two cases, or a case and the
+// default) is an error at its second mention.
+std::vector<std::string> workflow_reader::read_destinations(const place& p, std::vector<std::string>& seen) {
+    std::vector<std::string> out;
+    auto items = r_.sequence(p);
+    for (const place& item : items ? *items : std::vector<place>{}) {
+        auto id = r_.string(item);
+        if (!id) continue;
+        if (std::find(seen.begin(), seen.end(), *id) != seen.end()) {
+            r_.error(item, "duplicate_route_destination",
+                     "task \"" + *id + "\" is already a destination of this router",
+                     "a task is routed to by one case or by the default, once");
+            continue;
+        }
+        seen.push_back(*id);
+        out.push_back(std::move(*id));
+    }
+    return out;
 }
 
 void workflow_reader::read_task(const place& p, task_spec& t) {
@@ -1097,6 +1181,16 @@ void workflow_reader::read_task(const place& p, task_spec& t) {
     if (auto v = f.get("loop")) {
         t.loop = read_loop(*v);
         check_loop_alone(f, t);
+    }
+    if (t.uses == "router") {
+        if (auto v = f.require("route")) t.route = read_route(*v);
+        for (std::string_view key : {"foreach", "matrix"})
+            if (auto v = f.get(key))
+                r_.error(*v, "router_expanded", "a router cannot have `" + std::string(key) + "`",
+                         "expand the tasks it routes to instead");
+    } else if (auto v = f.get("route")) {
+        r_.error(*v, "route_without_router", "only a `uses: router` task has `route`",
+                 "write `uses: router` on this task, or remove `route`");
     }
 }
 

@@ -851,7 +851,7 @@ BOOST_AUTO_TEST_CASE(uses_forms) {
     BOOST_TEST(uses("actions:noop") == "invalid_uses");
     BOOST_TEST(uses("agent:x") == "unsupported_feature");
     BOOST_TEST(uses("workflow:x") == "unsupported_feature");
-    BOOST_TEST(uses("router") == "unsupported_feature");
+    BOOST_TEST(uses("router") == "missing_field");  // its `route` first; unsupported_feature too
     auto agent = parse(minimal.substr(0, minimal.find("uses:")) + "uses: agent:x\n");
     BOOST_TEST_REQUIRE(find(agent, "unsupported_feature"));
     BOOST_TEST(find(agent, "unsupported_feature")->message.find("runs process workflows only") !=
@@ -1325,7 +1325,70 @@ BOOST_AUTO_TEST_CASE(a_loop_is_the_only_expansion_and_guard_of_its_task) {
                "reserved_variable@13:spec.tasks[1].vars.loopIndex\n");
     auto router = parse(
         "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: t}\nspec:\n  tasks:\n"
-        "    - id: r\n      uses: router\n" +
+        "    - id: r\n      uses: router\n      route: {select: \"${{ inputs.x }}\", cases: [{equals: 1, tasks: "
+        "[a]}]}\n" +
         loop);
     BOOST_TEST(loop_codes(router) == "loop_conflict@7:spec.tasks[0].uses\n");
+}
+
+// A router as the reference writes it (docs/CONTROL_FLOW.md, "Routers"): read and checked
+// alone here; its destinations against the other tasks are the plan's.
+namespace {
+
+std::string with_router(const std::string& route, const std::string& extra = "") {
+    return "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: t}\nspec:\n  tasks:\n"
+           "    - id: route\n      uses: router\n" +
+           route + extra;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_router_is_read_with_its_typed_cases_and_default) {
+    auto r = parse(with_router(
+        "      route:\n        select: \"${{ tasks.decide.output.route }}\"\n        cases:\n"
+        "          - {equals: ship, tasks: [ship]}\n          - {equals: 1, tasks: [one, uno]}\n"
+        "          - {equals: \"1\", tasks: [text]}\n        default: [hold]\n"));
+    BOOST_TEST(loop_codes(r) == "");
+    BOOST_TEST_REQUIRE(r.partial.has_value());
+    const task_spec& t = r.partial->tasks.at(0);
+    BOOST_TEST_REQUIRE(t.route.has_value());
+    BOOST_TEST(t.route->select == "${{ tasks.decide.output.route }}");
+    BOOST_TEST_REQUIRE(t.route->cases.size() == 3u);
+    BOOST_TEST(t.route->cases[0].equals == json::value("ship"));
+    BOOST_TEST(t.route->cases[1].equals == json::value(1));
+    BOOST_TEST((t.route->cases[1].tasks == std::vector<std::string>{"one", "uno"}));
+    BOOST_TEST(t.route->cases[2].equals == json::value("1"));  // 1 and "1" are different cases
+    BOOST_TEST((t.route->otherwise == std::vector<std::string>{"hold"}));
+    // Not run yet: one unsupported_feature naming the router.
+    BOOST_TEST_REQUIRE(find(r, "unsupported_feature") != nullptr);
+    BOOST_TEST(find(r, "unsupported_feature")->message.find("uses: router") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_router_problem_is_reported_where_it_is_written) {
+    auto route = [](const std::string& text) { return loop_codes(parse(with_router(text))); };
+    BOOST_TEST(route("") == "missing_field@6:spec.tasks[0].route\n");
+    BOOST_TEST(route("      route: {cases: [{equals: 1, tasks: [a]}]}\n") ==
+               "missing_field@8:spec.tasks[0].route.select\n");
+    BOOST_TEST(route("      route: {select: \"x ${{ inputs.x }}\", cases: [{equals: 1, tasks: [a]}]}\n") ==
+               "invalid_value@8:spec.tasks[0].route.select\n");
+    BOOST_TEST(route("      route: {select: \"${{ inputs.x }}\", cases: []}\n") ==
+               "empty_value@8:spec.tasks[0].route.cases\n");
+    BOOST_TEST(route("      route: {select: \"${{ inputs.x }}\", cases: [{equals: 1, tasks: []}]}\n") ==
+               "empty_value@8:spec.tasks[0].route.cases[0].tasks\n");
+    BOOST_TEST(route("      route: {select: \"${{ inputs.x }}\", cases: [{tasks: [a]}]}\n") ==
+               "missing_field@8:spec.tasks[0].route.cases[0].equals\n");
+    BOOST_TEST(route("      route:\n        select: \"${{ inputs.x }}\"\n        cases:\n"
+                     "          - {equals: 1, tasks: [a]}\n          - {equals: 1, tasks: [b]}\n") ==
+               "duplicate_route_case@12:spec.tasks[0].route.cases[1].equals\n");
+    BOOST_TEST(route("      route:\n        select: \"${{ inputs.x }}\"\n        cases:\n"
+                     "          - {equals: 1, tasks: [a]}\n        default: [b, a]\n") ==
+               "duplicate_route_destination@12:spec.tasks[0].route.default[1]\n");
+    BOOST_TEST(route("      route: {select: \"${{ inputs.x }}\", cases: [{equals: 1, tasks: [a]}], other: 1}\n")
+                   .find("unknown_key@8:spec.tasks[0].route.other") != std::string::npos);
+    BOOST_TEST(route("      route: {select: \"${{ inputs.x }}\", cases: [{equals: 1, tasks: [a]}]}\n"
+                     "      foreach: {items: [1]}\n") == "router_expanded@9:spec.tasks[0].foreach\n");
+    // `route` belongs to a router only.
+    auto plain = parse(with_action("", "builtin.assign") +
+                       "      route: {select: \"${{ inputs.x }}\", cases: [{equals: 1, tasks: [a]}]}\n");
+    BOOST_TEST(loop_codes(plain).find("route_without_router@") != std::string::npos, codes(plain));
 }
