@@ -281,9 +281,9 @@ struct route_case {
 
 /// `route:` on a `uses: router` task (docs/CONTROL_FLOW.md, "Routers").
 struct route_spec {
-    std::string select;                   ///< exactly one `${{ path }}`
-    std::vector<route_case> cases;        ///< at least one
-    std::vector<std::string> otherwise;   ///< `default`: taken when no case matches (may be empty)
+    std::string select;                  ///< exactly one `${{ path }}`
+    std::vector<route_case> cases;       ///< at least one
+    std::vector<std::string> otherwise;  ///< `default`: taken when no case matches (may be empty)
 };
 
 struct task_spec {
@@ -299,7 +299,7 @@ struct task_spec {
     std::optional<foreach_spec> foreach;
     std::optional<matrix_spec> matrix;
     std::optional<loop_spec> loop;
-    std::optional<route_spec> route;  ///< set only on `uses: router`
+    std::optional<route_spec> route;                  ///< set only on `uses: router`
     boost::json::object vars;                         ///< task-level variables (may read `inputs.`)
     std::vector<std::string> vars_files;              ///< relative to the workflow's folder, in order
     std::optional<boost::json::value> output_schema;  ///< a JSON Schema for the task's output

@@ -1101,9 +1101,10 @@ std::optional<route_spec> workflow_reader::read_route(const place& p) {
             }
             for (const auto& earlier : route.cases)
                 if (earlier.equals == rc.equals) {
-                    r_.error(*equals, "duplicate_route_case",
-                             "two cases of this router match the same value " + boost::json::serialize(rc.equals),
-                             "merge their tasks into one case");
+                    r_.error(
+                        *equals, "duplicate_route_case",
+                        "two cases of this router match the same value " + boost::json::serialize(rc.equals),
+                        "merge their tasks into one case");
                     good = false;
                     break;
                 }

@@ -1325,7 +1325,8 @@ BOOST_AUTO_TEST_CASE(a_loop_is_the_only_expansion_and_guard_of_its_task) {
                "reserved_variable@13:spec.tasks[1].vars.loopIndex\n");
     auto router = parse(
         "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: t}\nspec:\n  tasks:\n"
-        "    - id: r\n      uses: router\n      route: {select: \"${{ inputs.x }}\", cases: [{equals: 1, tasks: "
+        "    - id: r\n      uses: router\n      route: {select: \"${{ inputs.x }}\", cases: [{equals: 1, "
+        "tasks: "
         "[a]}]}\n" +
         loop);
     BOOST_TEST(loop_codes(router) == "loop_conflict@7:spec.tasks[0].uses\n");
@@ -1344,10 +1345,10 @@ std::string with_router(const std::string& route, const std::string& extra = "")
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_router_is_read_with_its_typed_cases_and_default) {
-    auto r = parse(with_router(
-        "      route:\n        select: \"${{ tasks.decide.output.route }}\"\n        cases:\n"
-        "          - {equals: ship, tasks: [ship]}\n          - {equals: 1, tasks: [one, uno]}\n"
-        "          - {equals: \"1\", tasks: [text]}\n        default: [hold]\n"));
+    auto r = parse(
+        with_router("      route:\n        select: \"${{ tasks.decide.output.route }}\"\n        cases:\n"
+                    "          - {equals: ship, tasks: [ship]}\n          - {equals: 1, tasks: [one, uno]}\n"
+                    "          - {equals: \"1\", tasks: [text]}\n        default: [hold]\n"));
     BOOST_TEST(loop_codes(r) == "");
     BOOST_TEST_REQUIRE(r.partial.has_value());
     const task_spec& t = r.partial->tasks.at(0);
@@ -1383,8 +1384,9 @@ BOOST_AUTO_TEST_CASE(a_router_problem_is_reported_where_it_is_written) {
     BOOST_TEST(route("      route:\n        select: \"${{ inputs.x }}\"\n        cases:\n"
                      "          - {equals: 1, tasks: [a]}\n        default: [b, a]\n") ==
                "duplicate_route_destination@12:spec.tasks[0].route.default[1]\n");
-    BOOST_TEST(route("      route: {select: \"${{ inputs.x }}\", cases: [{equals: 1, tasks: [a]}], other: 1}\n")
-                   .find("unknown_key@8:spec.tasks[0].route.other") != std::string::npos);
+    BOOST_TEST(
+        route("      route: {select: \"${{ inputs.x }}\", cases: [{equals: 1, tasks: [a]}], other: 1}\n")
+            .find("unknown_key@8:spec.tasks[0].route.other") != std::string::npos);
     BOOST_TEST(route("      route: {select: \"${{ inputs.x }}\", cases: [{equals: 1, tasks: [a]}]}\n"
                      "      foreach: {items: [1]}\n") == "router_expanded@9:spec.tasks[0].foreach\n");
     // `route` belongs to a router only.
