@@ -286,6 +286,23 @@ struct route_spec {
     std::vector<std::string> otherwise;  ///< `default`: taken when no case matches (may be empty)
 };
 
+/// A task's `compensate` (docs/CONTROL_FLOW.md, "Compensation"): the action that undoes its
+/// effect, run in a compensation run after the task's run has ended.
+struct compensate_spec {
+    std::string action;                      ///< from `uses: action:NAME`
+    boost::json::value with;                 ///< object or null; may hold templates
+    retry_spec retry;                        ///< its own bounded retry
+    std::optional<std::int64_t> timeout_ms;  ///< `timeoutSeconds` in ms
+};
+
+/// `spec.compensation`: whether a failed run is compensated by itself, and its approval.
+struct compensation_spec {
+    enum class trigger { manual, automatic };
+    enum class approval { policy, always, never };
+    trigger on_failure = trigger::manual;
+    approval approval_mode = approval::policy;
+};
+
 struct task_spec {
     std::string id;   ///< [a-z0-9_-]+, unique
     std::string uses; ///< as written, e.g. "action:status"
@@ -299,6 +316,7 @@ struct task_spec {
     std::optional<foreach_spec> foreach;
     std::optional<matrix_spec> matrix;
     std::optional<loop_spec> loop;
+    std::optional<compensate_spec> compensate;
     std::optional<route_spec> route;                  ///< set only on `uses: router`
     boost::json::object vars;                         ///< task-level variables (may read `inputs.`)
     std::vector<std::string> vars_files;              ///< relative to the workflow's folder, in order
@@ -333,6 +351,7 @@ struct workflow {
     std::vector<task_spec> tasks;      ///< declaration order
     boost::json::object outputs;       ///< name -> value (templates allowed)
     boost::json::object vars;          ///< spec.vars (may read `inputs.`)
+    compensation_spec compensation;    ///< spec.compensation
     std::vector<std::string> vars_files;  ///< spec.varsFiles, relative to the workflow's folder
     /// The variables files of spec.varsFiles, then of each task's varsFiles, as read by
     /// load_workflow() (parse_workflow() reads no file: it leaves this empty and the compiler

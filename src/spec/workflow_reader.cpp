@@ -168,6 +168,8 @@ private:
     std::optional<loop_spec> read_loop(const place& p);
     void check_loop_alone(const fields& f, const task_spec& t);
     std::optional<route_spec> read_route(const place& p);
+    std::optional<compensate_spec> read_compensate(const place& p);
+    void read_compensation(const place& p, compensation_spec& c);
     std::vector<std::string> read_destinations(const place& p, std::vector<std::string>& seen);
     std::optional<boost::json::value> read_items(const place& p, bool allow_empty);
     boost::json::value read_with(const place& p);
@@ -278,6 +280,7 @@ void workflow_reader::read_spec(const place& p, workflow& wf) {
     for (auto key : control_flow_spec_keys)
         if (auto v = f.get(key)) unsupported(*v, "spec." + std::string(key), true);
     if (auto v = f.get("inputs")) wf.inputs = r_.json_object(*v);
+    if (auto v = f.get("compensation")) read_compensation(*v, wf.compensation);
     if (auto v = f.get("vars")) wf.vars = read_vars(*v);
     if (auto v = f.get("varsFiles")) wf.vars_files = read_vars_files(*v);
     if (auto v = f.get("policy")) read_policy(*v, wf.policy);
@@ -1137,6 +1140,44 @@ std::vector<std::string> workflow_reader::read_destinations(const place& p, std:
     return out;
 }
 
+// `compensate: {uses, with, retry, timeoutSeconds}`. Whether the action exists and has an
+// effect to undo is the plan compiler's to say.
+std::optional<compensate_spec> workflow_reader::read_compensate(const place& p) {
+    fields f(r_, p, {"uses", "with", "retry", "timeoutSeconds"});
+    if (!f.ok()) return std::nullopt;
+    compensate_spec c;
+    bool good = true;
+    if (auto v = f.require("uses")) {
+        auto s = r_.string(*v);
+        constexpr std::string_view prefix = "action:";
+        if (s && (s->rfind(prefix, 0) != 0 || s->size() == prefix.size() ||
+                  std::any_of(s->begin() + prefix.size(), s->end(), is_space_or_control))) {
+            r_.error(*v, "invalid_uses", "compensate uses \"" + *s + "\" does not name an action",
+                     "write uses: action:<name>, naming an action with an effect to undo");
+            s.reset();
+        }
+        good = good && s;
+        if (s) c.action = s->substr(prefix.size());
+    } else {
+        good = false;
+    }
+    if (auto v = f.get("with")) c.with = read_with(*v);
+    if (auto v = f.get("retry")) read_retry(*v, c.retry);
+    if (auto v = f.get("timeoutSeconds")) c.timeout_ms = r_.duration_ms(*v, 1, limits::max_timeout_ms);
+    return good ? std::optional(std::move(c)) : std::nullopt;
+}
+
+void workflow_reader::read_compensation(const place& p, compensation_spec& c) {
+    fields f(r_, p, {"onFailure", "approval"});
+    if (!f.ok()) return;
+    if (auto v = f.get("onFailure"))
+        if (auto i = r_.choice(*v, {"manual", "automatic"}))
+            c.on_failure = static_cast<compensation_spec::trigger>(*i);
+    if (auto v = f.get("approval"))
+        if (auto i = r_.choice(*v, {"policy", "always", "never"}))
+            c.approval_mode = static_cast<compensation_spec::approval>(*i);
+}
+
 void workflow_reader::read_task(const place& p, task_spec& t) {
     fields f(r_, p,
              {"id", "uses", "needs", "with", "timeoutSeconds", "retry", "failure", "when", "foreach",
@@ -1183,6 +1224,7 @@ void workflow_reader::read_task(const place& p, task_spec& t) {
         t.loop = read_loop(*v);
         check_loop_alone(f, t);
     }
+    if (auto v = f.get("compensate")) t.compensate = read_compensate(*v);
     if (t.uses == "router") {
         if (auto v = f.require("route")) t.route = read_route(*v);
         for (std::string_view key : {"foreach", "matrix"})

@@ -1394,3 +1394,51 @@ BOOST_AUTO_TEST_CASE(a_router_problem_is_reported_where_it_is_written) {
                        "      route: {select: \"${{ inputs.x }}\", cases: [{equals: 1, tasks: [a]}]}\n");
     BOOST_TEST(loop_codes(plain).find("route_without_router@") != std::string::npos, codes(plain));
 }
+
+// Compensation as the reference writes it (docs/CONTROL_FLOW.md, "Compensation"): read and
+// checked here; the action's existence and effect are the plan's.
+BOOST_AUTO_TEST_CASE(compensation_is_read_with_its_bounds) {
+    const std::string head = "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: t}\nspec:\n";
+    const std::string tasks =
+        "  actions:\n    write: {kind: builtin.write}\n  tasks:\n    - id: provision\n      uses: "
+        "action:write\n";
+    auto r =
+        parse(head + "  compensation: {onFailure: automatic, approval: always}\n" + tasks +
+              "      compensate:\n        uses: action:write\n        with: {path: a.txt, content: undone}\n"
+              "        retry: {maxAttempts: 2, backoffMs: 50}\n        timeoutSeconds: 30\n");
+    BOOST_TEST(loop_codes(r) == "");
+    BOOST_TEST_REQUIRE(r.partial.has_value());
+    BOOST_TEST((r.partial->compensation.on_failure == compensation_spec::trigger::automatic));
+    BOOST_TEST((r.partial->compensation.approval_mode == compensation_spec::approval::always));
+    const task_spec& t = r.partial->tasks.at(0);
+    BOOST_TEST_REQUIRE(t.compensate.has_value());
+    BOOST_TEST(t.compensate->action == "write");
+    BOOST_TEST(json::serialize(t.compensate->with) == R"({"path":"a.txt","content":"undone"})");
+    BOOST_TEST(t.compensate->retry.max_attempts == 2);
+    BOOST_TEST(t.compensate->retry.backoff_ms == 50);
+    BOOST_TEST((t.compensate->timeout_ms == std::optional<std::int64_t>(30000)));
+    BOOST_TEST_REQUIRE(find(r, "unsupported_feature") != nullptr);
+
+    auto defaults = parse(head + "  compensation: {}\n" + tasks);
+    BOOST_TEST((defaults.partial->compensation.on_failure == compensation_spec::trigger::manual));
+    BOOST_TEST((defaults.partial->compensation.approval_mode == compensation_spec::approval::policy));
+
+    auto codes_of = [&](const std::string& compensate) {
+        return loop_codes(parse(head + tasks + "      compensate: " + compensate + "\n"));
+    };
+    BOOST_TEST(codes_of("{with: {}}") == "missing_field@10:spec.tasks[0].compensate.uses\n");
+    BOOST_TEST(codes_of("{uses: agent:undo}") == "invalid_uses@10:spec.tasks[0].compensate.uses\n");
+    BOOST_TEST(codes_of("{uses: action:write, retry: {maxAttempts: 21}}") ==
+               "out_of_range@10:spec.tasks[0].compensate.retry.maxAttempts\n");
+    BOOST_TEST(codes_of("{uses: action:write, retry: {backoffMs: 60001}}") ==
+               "out_of_range@10:spec.tasks[0].compensate.retry.backoffMs\n");
+    BOOST_TEST(codes_of("{uses: action:write, timeoutSeconds: 86401}") ==
+               "out_of_range@10:spec.tasks[0].compensate.timeoutSeconds\n");
+    BOOST_TEST(
+        codes_of("{uses: action:write, undo: true}").find("unknown_key@10:spec.tasks[0].compensate.undo") !=
+        std::string::npos);
+    BOOST_TEST(loop_codes(parse(head + "  compensation: {onFailure: sometimes}\n" + tasks)) ==
+               "invalid_value@5:spec.compensation.onFailure\n");
+    BOOST_TEST(loop_codes(parse(head + "  compensation: {approval: mutations}\n" + tasks)) ==
+               "invalid_value@5:spec.compensation.approval\n");
+}
