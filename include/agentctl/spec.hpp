@@ -317,10 +317,23 @@ struct task_spec {
     std::optional<matrix_spec> matrix;
     std::optional<loop_spec> loop;
     std::optional<compensate_spec> compensate;
+    std::string subworkflow;                          ///< from `uses: workflow:NAME`; empty otherwise
     std::optional<route_spec> route;                  ///< set only on `uses: router`
     boost::json::object vars;                         ///< task-level variables (may read `inputs.`)
     std::vector<std::string> vars_files;              ///< relative to the workflow's folder, in order
     std::optional<boost::json::value> output_schema;  ///< a JSON Schema for the task's output
+};
+
+/// An entry of `spec.subworkflows` (docs/CONTROL_FLOW.md, "Sub-workflows"): a graph of
+/// local tasks behind a typed input and output, expanded into each task that invokes it.
+struct subworkflow_spec {
+    std::string name;
+    std::string version;               ///< semantic version
+    boost::json::object inputs;        ///< defaults under the invocation's `with`
+    boost::json::value input_schema;   ///< a JSON Schema (mapping)
+    boost::json::value output_schema;  ///< a JSON Schema (mapping)
+    boost::json::object outputs;       ///< name -> template over the local tasks
+    std::vector<task_spec> tasks;      ///< local ids
 };
 
 /// A variables file (`varsFiles`, `--vars-file`): a mapping of data, read when the workflow is
@@ -352,6 +365,7 @@ struct workflow {
     boost::json::object outputs;       ///< name -> value (templates allowed)
     boost::json::object vars;          ///< spec.vars (may read `inputs.`)
     compensation_spec compensation;    ///< spec.compensation
+    std::vector<subworkflow_spec> subworkflows;  ///< spec.subworkflows, in document order
     std::vector<std::string> vars_files;  ///< spec.varsFiles, relative to the workflow's folder
     /// The variables files of spec.varsFiles, then of each task's varsFiles, as read by
     /// load_workflow() (parse_workflow() reads no file: it leaves this empty and the compiler

@@ -118,6 +118,39 @@ bool is_single_template(std::string_view s) {
            s.find("${{", 3) == std::string_view::npos && s.find("}}") == s.size() - 2;
 }
 
+// MAJOR.MINOR.PATCH[-PRERELEASE][+BUILD] (semver.org 2.0.0): numbers without leading zeros,
+// dot-separated identifiers of [0-9A-Za-z-], numeric pre-release identifiers without them.
+bool is_semantic_version(std::string_view s) {
+    auto numeric = [](std::string_view p) {
+        return !p.empty() && std::all_of(p.begin(), p.end(), is_digit) && (p.size() == 1 || p[0] != '0');
+    };
+    auto identifiers = [&](std::string_view text, bool pre) {
+        for (std::size_t start = 0;;) {
+            std::size_t dot = text.find('.', start);
+            std::string_view part = text.substr(start, dot == std::string_view::npos ? dot : dot - start);
+            if (part.empty() || !std::all_of(part.begin(), part.end(),
+                                             [](char c) { return is_alpha(c) || is_digit(c) || c == '-'; }))
+                return false;
+            if (pre && std::all_of(part.begin(), part.end(), is_digit) && !numeric(part)) return false;
+            if (dot == std::string_view::npos) return true;
+            start = dot + 1;
+        }
+    };
+    std::size_t plus = s.find('+');
+    if (plus != std::string_view::npos && !identifiers(s.substr(plus + 1), false)) return false;
+    std::string_view core = s.substr(0, plus);
+    std::size_t dash = core.find('-');
+    if (dash != std::string_view::npos && !identifiers(core.substr(dash + 1), true)) return false;
+    core = core.substr(0, dash);
+    for (int i = 0; i < 3; ++i) {
+        std::size_t dot = core.find('.');
+        if ((i < 2) == (dot == std::string_view::npos)) return false;
+        if (!numeric(core.substr(0, dot))) return false;
+        core = dot == std::string_view::npos ? std::string_view() : core.substr(dot + 1);
+    }
+    return true;
+}
+
 std::string env_name_problem(std::string_view name) {
     if (name.empty()) return "an environment variable name must not be empty";
     if (name.size() > max_env_name_bytes)
@@ -170,6 +203,8 @@ private:
     std::optional<route_spec> read_route(const place& p);
     std::optional<compensate_spec> read_compensate(const place& p);
     void read_compensation(const place& p, compensation_spec& c);
+    void read_subworkflow(const std::string& name, const place& p, subworkflow_spec& sw);
+    void check_invocation(const fields& f);
     std::vector<std::string> read_destinations(const place& p, std::vector<std::string>& seen);
     std::optional<boost::json::value> read_items(const place& p, bool allow_empty);
     boost::json::value read_with(const place& p);
@@ -281,6 +316,12 @@ void workflow_reader::read_spec(const place& p, workflow& wf) {
         if (auto v = f.get(key)) unsupported(*v, "spec." + std::string(key), true);
     if (auto v = f.get("inputs")) wf.inputs = r_.json_object(*v);
     if (auto v = f.get("compensation")) read_compensation(*v, wf.compensation);
+    if (auto v = f.get("subworkflows")) {
+        if (auto list = r_.entries(*v)) {
+            wf.subworkflows.reserve(list->size());
+            for (auto& [name, value] : *list) read_subworkflow(name, value, wf.subworkflows.emplace_back());
+        }
+    }
     if (auto v = f.get("vars")) wf.vars = read_vars(*v);
     if (auto v = f.get("varsFiles")) wf.vars_files = read_vars_files(*v);
     if (auto v = f.get("policy")) read_policy(*v, wf.policy);
@@ -1178,6 +1219,56 @@ void workflow_reader::read_compensation(const place& p, compensation_spec& c) {
             c.approval_mode = static_cast<compensation_spec::approval>(*i);
 }
 
+// One definition of `spec.subworkflows`. Its tasks are read as any task; their references to
+// one another, cycles between definitions and the schemas' validity are the plan compiler's.
+void workflow_reader::read_subworkflow(const std::string& name, const place& p, subworkflow_spec& sw) {
+    sw.name = name;
+    if (!is_identifier(name))
+        r_.error(p, "invalid_value", "sub-workflow name \"" + name + "\" is not an identifier",
+                 "names match [A-Za-z_][A-Za-z0-9_]*");
+    fields f(r_, p, {"version", "inputs", "inputSchema", "outputSchema", "outputs", "tasks"});
+    if (!f.ok()) return;
+    if (auto v = f.require("version")) {
+        if (auto s = r_.string(*v)) {
+            if (is_semantic_version(*s))
+                sw.version = std::move(*s);
+            else
+                r_.error(*v, "invalid_value", "sub-workflow version \"" + *s + "\" is not a semantic version",
+                         "write MAJOR.MINOR.PATCH, e.g. 1.0.0");
+        }
+    }
+    if (auto v = f.get("inputs")) sw.inputs = r_.json_object(*v);
+    for (auto [key, schema] :
+         {std::pair{"inputSchema", &sw.input_schema}, {"outputSchema", &sw.output_schema}}) {
+        auto v = f.require(key);
+        if (!v) continue;
+        if (r_.node(*v).kind != kind_t::mapping)
+            r_.error(*v, "invalid_type",
+                     std::string(key) + " must be a mapping (a JSON Schema), found " + r_.describe(*v));
+        else
+            *schema = r_.json(*v);
+    }
+    if (auto v = f.get("outputs")) sw.outputs = r_.json_object(*v);
+    if (auto v = f.require("tasks")) {
+        if (auto items = r_.sequence(*v)) {
+            if (items->empty()) r_.error(*v, "empty_value", "a sub-workflow needs at least one task");
+            sw.tasks.reserve(items->size());
+            for (const place& item : *items) read_task(item, sw.tasks.emplace_back());
+        }
+    }
+}
+
+// A task that invokes a sub-workflow passes it `with`, waits on `needs` and says what its
+// failure does; everything else belongs to the sub-workflow's own tasks.
+void workflow_reader::check_invocation(const fields& f) {
+    for (std::string_view key : {"when", "foreach", "matrix", "loop", "route", "vars", "varsFiles", "retry",
+                                 "timeoutSeconds", "outputSchema", "memoryWrites", "compensate"})
+        if (auto v = f.get(key))
+            r_.error(*v, "invalid_invocation",
+                     "a task that invokes a sub-workflow cannot have `" + std::string(key) + "`",
+                     "it takes needs, with and failure; put the rest on the sub-workflow's tasks");
+}
+
 void workflow_reader::read_task(const place& p, task_spec& t) {
     fields f(r_, p,
              {"id", "uses", "needs", "with", "timeoutSeconds", "retry", "failure", "when", "foreach",
@@ -1225,6 +1316,14 @@ void workflow_reader::read_task(const place& p, task_spec& t) {
         check_loop_alone(f, t);
     }
     if (auto v = f.get("compensate")) t.compensate = read_compensate(*v);
+    if (t.uses.rfind("workflow:", 0) == 0) {
+        t.subworkflow = t.uses.substr(9);
+        if (!is_identifier(t.subworkflow))
+            if (auto v = f.get("uses"))
+                r_.error(*v, "invalid_uses", "uses \"" + t.uses + "\" does not name a sub-workflow",
+                         "write uses: workflow:<name>, naming a key of spec.subworkflows");
+        check_invocation(f);
+    }
     if (t.uses == "router") {
         if (auto v = f.require("route")) t.route = read_route(*v);
         for (std::string_view key : {"foreach", "matrix"})

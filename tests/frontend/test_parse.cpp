@@ -1442,3 +1442,80 @@ BOOST_AUTO_TEST_CASE(compensation_is_read_with_its_bounds) {
     BOOST_TEST(loop_codes(parse(head + "  compensation: {approval: mutations}\n" + tasks)) ==
                "invalid_value@5:spec.compensation.approval\n");
 }
+
+// Sub-workflows as the reference writes them (docs/CONTROL_FLOW.md, "Sub-workflows"): the
+// definitions and invocations are read and checked here; references, cycles and schemas are
+// the plan's.
+namespace {
+
+std::string with_subworkflow(const std::string& definition, const std::string& invocation = "") {
+    return "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: t}\nspec:\n"
+           "  actions:\n    assign: {kind: builtin.assign}\n  subworkflows:\n    summarize:\n" +
+           definition + "  tasks:\n    - id: summary\n      uses: workflow:summarize\n" + invocation;
+}
+
+const std::string definition =
+    "      version: 1.0.0\n      inputs: {style: short}\n"
+    "      inputSchema: {type: object}\n      outputSchema: {type: object}\n"
+    "      outputs: {result: \"${{ tasks.finish.output.output.result }}\"}\n"
+    "      tasks:\n        - {id: finish, uses: action:assign, with: {result: \"${{ inputs.message }}\"}}\n";
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_subworkflow_and_its_invocation_are_read) {
+    auto r = parse(with_subworkflow(definition,
+                                    "      needs: []\n      with: {message: durable}\n"
+                                    "      failure: continue\n"));
+    BOOST_TEST(loop_codes(r) == "");
+    BOOST_TEST_REQUIRE(r.partial.has_value());
+    BOOST_TEST_REQUIRE(r.partial->subworkflows.size() == 1u);
+    const subworkflow_spec& sw = r.partial->subworkflows[0];
+    BOOST_TEST(sw.name == "summarize");
+    BOOST_TEST(sw.version == "1.0.0");
+    BOOST_TEST(json::serialize(sw.inputs) == R"({"style":"short"})");
+    BOOST_TEST(json::serialize(sw.input_schema) == R"({"type":"object"})");
+    BOOST_TEST(json::serialize(sw.outputs) == R"({"result":"${{ tasks.finish.output.output.result }}"})");
+    BOOST_TEST_REQUIRE(sw.tasks.size() == 1u);
+    BOOST_TEST(sw.tasks[0].id == "finish");
+    BOOST_TEST(sw.tasks[0].action == "assign");
+    BOOST_TEST(r.partial->tasks.at(0).subworkflow == "summarize");
+    BOOST_TEST_REQUIRE(find(r, "unsupported_feature") != nullptr);
+}
+
+BOOST_AUTO_TEST_CASE(a_subworkflow_problem_is_reported_where_it_is_written) {
+    auto version = [](const std::string& v) {
+        std::string d = definition;
+        d.replace(d.find("1.0.0"), 5, v);
+        return loop_codes(parse(with_subworkflow(d)));
+    };
+    for (const char* ok : {"1.0.0", "0.1.2", "10.20.30", "1.0.0-rc.1", "1.0.0-alpha-1", "1.0.0+build.5"})
+        BOOST_TEST(version(ok) == "", ok);
+    for (const char* bad :
+         {"1.0", "1", "01.0.0", "1.0.0-", "1.0.0-01", "1.0.0+", "v1.0.0", "1.0.0.0", "a.b.c"})
+        BOOST_TEST(version(bad) == "invalid_value@9:spec.subworkflows.summarize.version\n", bad);
+
+    std::string no_schema = definition;
+    no_schema.erase(no_schema.find("      outputSchema"),
+                    std::string("      outputSchema: {type: object}\n").size());
+    BOOST_TEST(loop_codes(parse(with_subworkflow(no_schema))) ==
+               "missing_field@8:spec.subworkflows.summarize.outputSchema\n");
+    std::string text_schema = definition;
+    text_schema.replace(text_schema.find("{type: object}"), 14, "object");
+    BOOST_TEST(loop_codes(parse(with_subworkflow(text_schema))) ==
+               "invalid_type@11:spec.subworkflows.summarize.inputSchema\n");
+    // Its tasks are read as any task, at their own paths.
+    std::string bad_task = definition;
+    bad_task.replace(bad_task.find("id: finish"), 10, "id: Finish");
+    BOOST_TEST(loop_codes(parse(with_subworkflow(bad_task))) ==
+               "invalid_task_id@15:spec.subworkflows.summarize.tasks[0].id\n");
+
+    // The invocation takes needs, with and failure only.
+    BOOST_TEST(loop_codes(parse(with_subworkflow(definition, "      when: \"${{ inputs.go }}\"\n"))) ==
+               "invalid_invocation@19:spec.tasks[0].when\n");
+    BOOST_TEST(loop_codes(parse(with_subworkflow(definition, "      retry: {maxAttempts: 2}\n"))) ==
+               "invalid_invocation@19:spec.tasks[0].retry\n");
+    auto unnamed =
+        parse(with_subworkflow(definition)
+                  .replace(with_subworkflow(definition).find("workflow:summarize"), 18, "\"workflow:\""));
+    BOOST_TEST(loop_codes(unnamed) == "invalid_uses@18:spec.tasks[0].uses\n");
+}
