@@ -198,6 +198,8 @@ private:
     void read_retry(const place& p, retry_spec& retry);
     std::optional<foreach_spec> read_foreach(const place& p);
     std::optional<matrix_spec> read_matrix(const place& p);
+    std::optional<std::string> read_whole_template(fields& f, std::string_view key, std::string_view code,
+                                                   const std::string& what, std::string help);
     std::optional<loop_spec> read_loop(const place& p);
     void check_loop_alone(const fields& f, const task_spec& t);
     std::optional<route_spec> read_route(const place& p);
@@ -1053,6 +1055,23 @@ std::optional<matrix_spec> workflow_reader::read_matrix(const place& p) {
     return good ? std::optional(std::move(m)) : std::nullopt;
 }
 
+// A required string that is exactly one `${{ ... }}` (a loop's `while`, a router's `select`):
+// what it names keeps its JSON type, so nothing may stand around it.
+std::optional<std::string> workflow_reader::read_whole_template(fields& f, std::string_view key,
+                                                                std::string_view code,
+                                                                const std::string& what, std::string help) {
+    auto v = f.require(key);
+    if (!v) return std::nullopt;
+    auto s = r_.string(*v);
+    if (s && !is_single_template(*s)) {
+        r_.error(*v, std::string(code),
+                 what + " \"" + *s + "\" must be exactly one `${{ ... }}`, nothing around it",
+                 std::move(help));
+        return std::nullopt;
+    }
+    return s;
+}
+
 // `loop: {maxIterations, while, initial}`. The bound is what makes the compiled graph finite,
 // so it is required; `while` keeps the reference's name for the condition.
 std::optional<loop_spec> workflow_reader::read_loop(const place& p) {
@@ -1067,20 +1086,11 @@ std::optional<loop_spec> workflow_reader::read_loop(const place& p) {
     } else {
         good = false;
     }
-    if (auto v = f.require("while")) {
-        auto s = r_.string(*v);
-        if (s && !is_single_template(*s)) {
-            r_.error(
-                *v, "invalid_condition",
-                "loop `while` \"" + *s + "\" must be exactly one `${{ condition }}`, nothing around it",
-                "write e.g. \"${{ vars.loopIndex < 2 }}\" or \"${{ vars.loopPrevious.done == false }}\"");
-            s.reset();
-        }
-        good = good && s;
-        if (s) loop.condition = std::move(*s);
-    } else {
-        good = false;
-    }
+    auto condition = read_whole_template(f, "while", "invalid_condition", "loop `while`",
+                                         "write e.g. \"${{ vars.loopIndex < 2 }}\" or "
+                                         "\"${{ vars.loopPrevious.done == false }}\"");
+    good = good && condition;
+    if (condition) loop.condition = std::move(*condition);
     if (auto v = f.get("initial")) loop.initial = r_.json(*v);
     return good ? std::optional(std::move(loop)) : std::nullopt;
 }
@@ -1109,19 +1119,11 @@ std::optional<route_spec> workflow_reader::read_route(const place& p) {
     if (!f.ok()) return std::nullopt;
     route_spec route;
     bool good = true;
-    if (auto v = f.require("select")) {
-        auto s = r_.string(*v);
-        if (s && !is_single_template(*s)) {
-            r_.error(*v, "invalid_value",
-                     "route `select` \"" + *s + "\" must be exactly one `${{ path }}`, nothing around it",
-                     "write e.g. \"${{ tasks.classify.output.route }}\": its value keeps its JSON type");
-            s.reset();
-        }
-        good = good && s;
-        if (s) route.select = std::move(*s);
-    } else {
-        good = false;
-    }
+    auto select = read_whole_template(
+        f, "select", "invalid_value", "route `select`",
+        "write e.g. \"${{ tasks.classify.output.route }}\": its value keeps its JSON type");
+    good = good && select;
+    if (select) route.select = std::move(*select);
     std::vector<std::string> seen;  // every destination so far: each is routed to once
     if (auto v = f.require("cases")) {
         auto items = r_.sequence(*v);
