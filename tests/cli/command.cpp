@@ -91,7 +91,12 @@ pid_t spawn(const std::vector<std::string>& argv, std::vector<std::string> extra
     bool own_state = std::any_of(extra_env.begin(), extra_env.end(),
                                  [](const std::string& e) { return e.rfind("AGENTCTL_STATE_DIR=", 0) == 0; });
     if (!own_state) env.push_back("AGENTCTL_STATE_DIR=" + test_state_dir());
-    env.insert(env.end(), extra_env.begin(), extra_env.end());
+    // A variable the test names replaces the one above (getenv would find the first).
+    for (const std::string& extra : extra_env) {
+        const std::string name = extra.substr(0, extra.find('=') + 1);
+        std::erase_if(env, [&](const std::string& e) { return e.rfind(name, 0) == 0; });
+        env.push_back(extra);
+    }
     c_strings args(argv), envp(std::move(env));
     pid_t pid = -1;
     int rc = posix_spawn(&pid, argv[0].c_str(), &fa, &attr, args.get(), envp.get());

@@ -26,7 +26,7 @@ struct command_result {
 };
 
 struct command_options {
-    std::vector<std::string> env;  ///< added to a minimal environment (PATH, HOME)
+    std::vector<std::string> env;  ///< added to a minimal environment (PATH, HOME); replaces a name it has
     std::string cwd;               ///< empty: the test's cwd
     std::chrono::milliseconds bound{60000};
     /// Called once the child runs, with its pid (e.g. to signal it later).
