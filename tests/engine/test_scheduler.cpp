@@ -17,6 +17,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -710,4 +711,39 @@ BOOST_AUTO_TEST_CASE(loop_iterations_run_one_at_a_time_and_a_failure_ends_the_lo
     const task_result& loop = result_of(p, r, "poll");
     BOOST_TEST(loop.state == task_state::failed);
     BOOST_TEST(loop.output.at("iterations").as_int64() == 3);
+}
+
+// Cancelling a loop cancels its running iteration; the iterations after it never start and
+// the aggregate is cancelled with them.
+BOOST_AUTO_TEST_CASE(cancelling_a_loop_cancels_its_running_iteration_and_the_rest) {
+    plan p = compile_text(std::string(header) + R"(  tasks:
+    - id: poll
+      uses: action:run
+      loop: {maxIterations: 3, while: "${{ vars.loopIndex < 3 }}"}
+)");
+    asio::io_context io;
+    fake_runner fake(io);
+    fake.behaviours[p.task_id(1)] = {1ms, {}, 0, true};  // the second iteration hangs
+    run_collaborators with;
+    with.runner = &fake;
+    asio::steady_timer poll(io);
+    std::function<void()> cancel_once_hanging;
+    run_report r = run_plan(io, p, {}, with, [&](asio::cancellation_signal& c) {
+        cancel_once_hanging = [&] {
+            poll.expires_after(1ms);
+            poll.async_wait([&](auto) {
+                if (fake.running == 1 && fake.attempts.count(p.task_id(1)))
+                    c.emit(asio::cancellation_type::total);
+                else
+                    cancel_once_hanging();
+            });
+        };
+        cancel_once_hanging();
+    });
+    BOOST_TEST(r.state == run_state::cancelled);
+    BOOST_TEST(r.tasks[0].state == task_state::succeeded);
+    BOOST_TEST(r.tasks[1].state == task_state::cancelled);
+    BOOST_TEST(r.tasks[2].state == task_state::cancelled);
+    BOOST_TEST(fake.attempts.count(p.task_id(2)) == 0u, "an iteration started after the cancel");
+    BOOST_TEST(result_of(p, r, "poll").state == task_state::cancelled);
 }
