@@ -177,12 +177,18 @@ void compiler::check_task_output_paths(const std::vector<site>& sites) {
         const action_spec& a = wf_.actions[*t.action];
         const task_spec& spec = wf_.tasks[x];
         shape runs = action_shape(a, t.with, spec.output_schema);
-        if (t.expansion != declared_task::expansion_t::none)
-            runs = shape::object({{"items", shape::array(shape::object({{"index", shape::scalar()},
-                                                                        {"taskId", shape::scalar()},
-                                                                        {"state", shape::scalar()},
-                                                                        {"output", runs},
-                                                                        {"error", shape{}}}))}});
+        if (t.expansion != declared_task::expansion_t::none) {
+            // A loop's iteration may have been skipped by its `while` (the skipped output instead),
+            // and a loop counts the iterations that ran.
+            const bool loop = t.expansion == declared_task::expansion_t::loop;
+            shape items = shape::array(shape::object({{"index", shape::scalar()},
+                                                      {"taskId", shape::scalar()},
+                                                      {"state", shape::scalar()},
+                                                      {"output", loop ? shape{} : runs},
+                                                      {"error", shape{}}}));
+            runs = loop ? shape::object({{"iterations", shape::scalar()}, {"items", std::move(items)}})
+                        : shape::object({{"items", std::move(items)}});
+        }
         const std::string base = "tasks." + spec.id + ".output";
         std::string why = absent(runs, s.ref.path, 2, base);
         if (why.empty()) continue;
