@@ -9,6 +9,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <variant>
 #include <vector>
 
 namespace agentctl::worker_protocol {
@@ -54,6 +56,23 @@ std::string_view to_string(protocol_errc e);
 struct protocol_error {
     protocol_errc code;
     std::string message;  ///< for people: what was seen, against what was expected
+};
+
+/// A decoded message, or why the payload is not one.
+template <typename T>
+class decoded {
+public:
+    decoded(T value) : v_(std::move(value)) {}
+    decoded(protocol_error error) : v_(std::move(error)) {}
+    explicit operator bool() const { return v_.index() == 0; }
+    T& operator*() { return std::get<0>(v_); }
+    const T& operator*() const { return std::get<0>(v_); }
+    T* operator->() { return &std::get<0>(v_); }
+    const T* operator->() const { return &std::get<0>(v_); }
+    const protocol_error& error() const { return std::get<1>(v_); }
+
+private:
+    std::variant<T, protocol_error> v_;
 };
 
 /// One decoded frame.

@@ -1,29 +1,45 @@
 // The handshake of the worker protocol (docs/WORKER.md, "Handshake: the same build on both ends").
 #include "worker_protocol/handshake.hpp"
 
+#include "worker_protocol/fields.hpp"
+
 namespace agentctl::worker_protocol {
 namespace {
 
-constexpr std::uint8_t last_containment = static_cast<std::uint8_t>(worker_containment::process_group);
-constexpr std::uint8_t last_reason = static_cast<std::uint8_t>(refusal_reason::malformed);
+// Each message's fields, in wire order (fields.hpp).
+constexpr auto hello_fields = [](auto& io, auto& m) {
+    io(m.magic);
+    io(m.version);
+    io(m.build_digest);
+    io(m.run_id);
+    io(m.heartbeat_ms);
+};
+constexpr auto welcome_fields = [](auto& io, auto& m) {
+    io(m.magic);
+    io(m.version);
+    io(m.build_digest);
+    io(m.node);
+    io(m.pid);
+    io(m.cpus);
+    io(m.containment);
+};
+constexpr auto refuse_fields = [](auto& io, auto& m) {
+    io(m.reason);
+    io(m.message);
+};
 
-std::optional<protocol_error> append_payload(std::string& out, message_type type,
-                                             const std::string& payload) {
-    return append_frame(out, type, payload, handshake_payload_limit);
-}
-
-// The identity every hello and welcome starts with, and its checks.
-void write_identity(payload_writer& w, const std::string& m, std::uint32_t version,
-                    const std::string& digest) {
-    w.bytes(m);
-    w.u32(version);
-    w.bytes(digest);
-}
-
-void check_digest_size(payload_reader& r, const std::string& digest) {
+// A payload that starts with another string is not a hello or welcome at all: bad_magic, not
+// whatever field error the rest would give. Then the digest's size.
+std::optional<protocol_error> check_start(payload_reader& r, std::string_view what, const std::string& m,
+                                          const std::string& digest) {
+    if (m != magic && !m.empty())
+        return protocol_error{
+            protocol_errc::bad_magic,
+            "the " + std::string(what) + " does not start with \"" + std::string(magic) + "\""};
     if (!r.failed() && digest.size() != build_digest_size)
         r.fail("a build digest of " + std::to_string(digest.size()) + " bytes (" +
                std::to_string(build_digest_size) + " expected)");
+    return std::nullopt;
 }
 
 std::optional<protocol_error> check_identity(std::string_view what, const std::string& m,
@@ -47,84 +63,41 @@ std::optional<protocol_error> check_identity(std::string_view what, const std::s
 }  // namespace
 
 std::optional<protocol_error> append_hello(std::string& out, const hello& m) {
-    std::string p;
-    payload_writer w(p);
-    write_identity(w, m.magic, m.version, m.build_digest);
-    w.bytes(m.run_id);
-    w.u32(m.heartbeat_ms);
-    return append_payload(out, message_type::hello, p);
+    return detail::append_message(out, message_type::hello, m, hello_fields, handshake_payload_limit);
 }
 
 std::optional<protocol_error> append_welcome(std::string& out, const welcome& m) {
-    std::string p;
-    payload_writer w(p);
-    write_identity(w, m.magic, m.version, m.build_digest);
-    w.bytes(m.node);
-    w.u32(m.pid);
-    w.u32(m.cpus);
-    w.u8(static_cast<std::uint8_t>(m.containment));
-    return append_payload(out, message_type::welcome, p);
+    return detail::append_message(out, message_type::welcome, m, welcome_fields, handshake_payload_limit);
 }
 
 std::optional<protocol_error> append_refuse(std::string& out, const refuse& m) {
-    std::string p;
-    payload_writer w(p);
-    w.u8(static_cast<std::uint8_t>(m.reason));
-    w.bytes(m.message);
-    return append_payload(out, message_type::refuse, p);
+    return detail::append_message(out, message_type::refuse, m, refuse_fields, handshake_payload_limit);
 }
 
-// The magic is read before anything else and compared by check_*(): a payload that is not a
-// hello at all must say bad_magic, not some field error, so it is decoded as far as it goes.
 decoded<hello> decode_hello(std::string_view payload) {
-    payload_reader r(payload);
-    hello m;
-    m.magic = r.bytes();
-    m.version = r.u32();
-    m.build_digest = r.bytes();
-    m.run_id = r.bytes();
-    m.heartbeat_ms = r.u32();
-    if (m.magic != magic && !m.magic.empty())
-        return protocol_error{protocol_errc::bad_magic,
-                              "the hello does not start with \"" + std::string(magic) + "\""};
-    check_digest_size(r, m.build_digest);
-    if (!r.failed() && m.heartbeat_ms == 0) r.fail("a heartbeat interval of 0 ms");
-    if (auto e = r.finish("hello")) return *e;
-    return m;
+    return detail::decode_message<hello>(payload, "hello", hello_fields,
+                                         [](payload_reader& r, const hello& m) {
+                                             auto e = check_start(r, "hello", m.magic, m.build_digest);
+                                             if (!e && !r.failed() && m.heartbeat_ms == 0)
+                                                 r.fail("a heartbeat interval of 0 ms");
+                                             return e;
+                                         });
 }
 
 decoded<welcome> decode_welcome(std::string_view payload) {
-    payload_reader r(payload);
-    welcome m;
-    m.magic = r.bytes();
-    m.version = r.u32();
-    m.build_digest = r.bytes();
-    m.node = r.bytes();
-    m.pid = r.u32();
-    m.cpus = r.u32();
-    std::uint8_t containment = r.u8();
-    if (m.magic != magic && !m.magic.empty())
-        return protocol_error{protocol_errc::bad_magic,
-                              "the welcome does not start with \"" + std::string(magic) + "\""};
-    check_digest_size(r, m.build_digest);
-    if (!r.failed() && m.cpus == 0) r.fail("a worker with 0 CPUs");
-    if (!r.failed() && (containment == 0 || containment > last_containment))
-        r.fail("an unknown containment " + std::to_string(containment));
-    m.containment = worker_containment{containment};
-    if (auto e = r.finish("welcome")) return *e;
-    return m;
+    return detail::decode_message<welcome>(payload, "welcome", welcome_fields,
+                                           [](payload_reader& r, const welcome& m) {
+                                               auto e = check_start(r, "welcome", m.magic, m.build_digest);
+                                               if (!e && !r.failed() && m.cpus == 0)
+                                                   r.fail("a worker with 0 CPUs");
+                                               return e;
+                                           });
 }
 
 decoded<refuse> decode_refuse(std::string_view payload) {
-    payload_reader r(payload);
-    refuse m;
-    std::uint8_t reason = r.u8();
-    m.message = r.bytes();
-    if (!r.failed() && (reason == 0 || reason > last_reason))
-        r.fail("an unknown reason " + std::to_string(reason));
-    m.reason = refusal_reason{reason};
-    if (auto e = r.finish("refuse")) return *e;
-    return m;
+    return detail::decode_message<refuse>(
+        payload, "refuse", refuse_fields,
+        [](payload_reader&, const refuse&) -> std::optional<protocol_error> { return std::nullopt; });
 }
 
 std::optional<protocol_error> check_hello(const hello& m, std::string_view own_digest) {

@@ -9,8 +9,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <utility>
-#include <variant>
 
 namespace agentctl::worker_protocol {
 
@@ -20,23 +18,6 @@ inline constexpr std::string_view magic = "agentctl-worker";
 inline constexpr std::uint32_t protocol_version = 1;
 /// A build digest is the SHA-256 of the agentctl executable's bytes: 32 bytes.
 inline constexpr std::size_t build_digest_size = 32;
-
-/// A decoded message, or why the payload is not one.
-template <typename T>
-class decoded {
-public:
-    decoded(T value) : v_(std::move(value)) {}
-    decoded(protocol_error error) : v_(std::move(error)) {}
-    explicit operator bool() const { return v_.index() == 0; }
-    T& operator*() { return std::get<0>(v_); }
-    const T& operator*() const { return std::get<0>(v_); }
-    T* operator->() { return &std::get<0>(v_); }
-    const T* operator->() const { return &std::get<0>(v_); }
-    const protocol_error& error() const { return std::get<1>(v_); }
-
-private:
-    std::variant<T, protocol_error> v_;
-};
 
 /// driver -> worker, the first frame.
 struct hello {
@@ -49,6 +30,9 @@ struct hello {
 
 /// How the worker contains the trees it starts (what `result` will say, per task).
 enum class worker_containment : std::uint8_t { cgroup = 1, process_group = 2 };
+constexpr worker_containment last_value(worker_containment) {
+    return worker_containment::process_group;
+}
 
 /// worker -> driver: the hello was accepted.
 struct welcome {
@@ -68,6 +52,9 @@ enum class refusal_reason : std::uint8_t {
     build_digest = 3,
     malformed = 4
 };
+constexpr refusal_reason last_value(refusal_reason) {
+    return refusal_reason::malformed;
+}
 
 /// worker -> driver: the hello was refused; the worker exits having run nothing.
 struct refuse {

@@ -71,6 +71,14 @@ std::string result_payload(const run_result& m) {
     return payload_of(message_type::result, [&](std::string& out) { return append_result(out, m); });
 }
 
+// Whether the decoder refuses `m` as malformed once `change` has been applied to it.
+template <typename Message, typename Change, typename Payload, typename Decode>
+bool refused_after(Message m, Change change, Payload payload, Decode decode) {
+    change(m);
+    auto got = decode(payload(m));
+    return !got && got.error().code == protocol_errc::malformed_payload;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(messages)
@@ -105,12 +113,7 @@ BOOST_AUTO_TEST_CASE(a_run_round_trips_byte_for_byte) {
 }
 
 BOOST_AUTO_TEST_CASE(a_run_out_of_range_is_refused) {
-    auto refused = [](auto change) {
-        run_request m = sample_run();
-        change(m);
-        auto got = decode_run(run_payload(m));
-        return !got && got.error().code == protocol_errc::malformed_payload;
-    };
+    auto refused = [](auto change) { return refused_after(sample_run(), change, run_payload, decode_run); };
     BOOST_TEST(refused([](run_request& m) { m.executable = "printf"; }));
     BOOST_TEST(refused([](run_request& m) { m.executable.clear(); }));
     BOOST_TEST(refused([](run_request& m) { m.argv.clear(); }));
@@ -211,10 +214,7 @@ BOOST_AUTO_TEST_CASE(a_result_round_trips) {
 
 BOOST_AUTO_TEST_CASE(a_result_out_of_range_is_refused) {
     auto refused = [](auto change) {
-        run_result m = sample_result();
-        change(m);
-        auto got = decode_result(result_payload(m));
-        return !got && got.error().code == protocol_errc::malformed_payload;
+        return refused_after(sample_result(), change, result_payload, decode_result);
     };
     BOOST_TEST(refused([](run_result& m) { m.outcome = run_outcome{6}; }));
     BOOST_TEST(refused([](run_result& m) { m.outcome = run_outcome{0}; }));
