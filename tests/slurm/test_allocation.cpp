@@ -28,6 +28,9 @@ BOOST_AUTO_TEST_CASE(host_lists_expand_as_slurm_writes_them) {
     BOOST_TEST(hosts("n[08-10]") == (names{"n08", "n09", "n10"}));
     BOOST_TEST(hosts("n[098-100]") == (names{"n098", "n099", "n100"}));
     BOOST_TEST(hosts("n[9-10]") == (names{"n9", "n10"}));
+    // A range at the top of 64 bits ends there.
+    BOOST_TEST(hosts("n[18446744073709551614-18446744073709551615]") ==
+               (names{"n18446744073709551614", "n18446744073709551615"}));
     // Commas inside brackets do not split entries; several entries and singles mix.
     BOOST_TEST(hosts("cn[01-02,7],gpu3,io[1]") == (names{"cn01", "cn02", "cn7", "gpu3", "io1"}));
     // Text after a bracket, and two brackets multiply from the left.

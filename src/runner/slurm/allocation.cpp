@@ -71,7 +71,8 @@ bool expand_group(std::string_view group, std::vector<std::string>& out, std::st
         else if (*b - *a >= max_hostlist_hosts - out.size())
             error = "it names more than " + std::to_string(max_hostlist_hosts) + " hosts";
         if (!error.empty()) return false;
-        for (std::uint64_t v = *a; v <= *b; ++v) out.push_back(padded(v, low.size()));
+        // Counted, not compared with *b: a range ending at 2^64 - 1 must not wrap around.
+        for (std::uint64_t i = 0; i <= *b - *a; ++i) out.push_back(padded(*a + i, low.size()));
         return true;
     });
 }
