@@ -123,7 +123,7 @@ BOOST_FIXTURE_TEST_CASE(the_next_run_removes_what_a_dead_run_left, test_support:
 // The watchdog SIGKILLed while a run goes on: agentctl notices at once (a pidfd of its
 // watchdog), says so, and stops the run as a cancellation does, so that nothing is left to a
 // crash that nobody would clean up after.
-BOOST_AUTO_TEST_CASE(a_dead_watchdog_stops_the_run_and_is_named) {
+BOOST_FIXTURE_TEST_CASE(a_dead_watchdog_stops_the_run_and_is_named, test_support::private_cgroup) {
     temp_dir dir;
     std::string nonce = make_nonce();
     auto wf = dir.write("wf.yaml", four_trees(nonce));
@@ -147,9 +147,10 @@ BOOST_AUTO_TEST_CASE(a_dead_watchdog_stops_the_run_and_is_named) {
 // agentctl and its watchdog killed together: the trees run on. Every command that looks at
 // that run (runs show, resume --dry-run, resume) says so and how to stop them, and the way it
 // names (runs gc) works.
-BOOST_AUTO_TEST_CASE(a_dead_runs_live_processes_are_reported_with_how_to_stop_them,
-                     *boost::unit_test::precondition(test_support::needs("a writable cgroup v2 hierarchy",
-                                                                         agentctl_uses_cgroups))) {
+BOOST_FIXTURE_TEST_CASE(a_dead_runs_live_processes_are_reported_with_how_to_stop_them,
+                        test_support::private_cgroup,
+                        *boost::unit_test::precondition(test_support::needs("a writable cgroup v2 hierarchy",
+                                                                            agentctl_uses_cgroups))) {
     temp_dir dir;
     std::string nonce = make_nonce();
     auto wf = dir.write("wf.yaml", four_trees(nonce));

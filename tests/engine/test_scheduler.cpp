@@ -231,7 +231,7 @@ BOOST_AUTO_TEST_CASE(expanded_tasks_start_in_plan_order_beside_singles) {
         BOOST_TEST(result_of(p, r, id).output.is_null(), id);
         BOOST_TEST(r.output.at(id).is_null(), id);
     }
-    BOOST_TEST((result_of(p, r, "first--0011").state == task_state::succeeded));
+    BOOST_TEST((result_of(p, r, test_support::full_id(p, "first--0011")).state == task_state::succeeded));
 }
 
 BOOST_AUTO_TEST_CASE(dependencies_run_after_their_needs) {
