@@ -6,6 +6,8 @@
 
 namespace agentctl {
 
+class watchdog;
+
 /// What serve_worker() returned, as the process's exit status.
 enum class worker_status : int {
     done = 0,        ///< the driver closed the connection with no task running
@@ -18,7 +20,10 @@ enum class worker_status : int {
 /// Diagnostics for people go to file descriptor 2. Takes the process over: moves the frame
 /// output off fd 1 (which then points at /dev/null), asks for SIGTERM when its parent dies,
 /// and handles SIGTERM and SIGINT as the end of the connection. For the `agentctl worker`
-/// program only; never call it from an application that embeds the library.
-worker_status serve_worker();
+/// program only; never call it from an application that embeds the library. With `watch`, the
+/// trees it starts are observed by that watchdog, so that they die with the worker even when
+/// it is killed outright (SIGKILL, a node's OOM killer); the caller ends the watchdog cleanly
+/// once this has returned.
+worker_status serve_worker(watchdog* watch = nullptr);
 
 }  // namespace agentctl

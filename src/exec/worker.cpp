@@ -11,6 +11,7 @@
 #include "worker_protocol/messages.hpp"
 
 #include <agentctl/process.hpp>
+#include <agentctl/watchdog.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/buffer.hpp>
@@ -206,8 +207,7 @@ private:
         w.build_digest = *own;
         w.node = exec::host_name();
         w.pid = static_cast<std::uint32_t>(exec::own_pid());
-        cpus_ = usable_cpus();
-        w.cpus = cpus_;
+        w.cpus = usable_cpus();
         w.containment =
             probe_cgroups() ? wp::worker_containment::cgroup : wp::worker_containment::process_group;
         std::string frame;
@@ -243,9 +243,6 @@ private:
         if (tasks_.count(m->tag))
             return protocol_error({wp::protocol_errc::unexpected_message,
                                    "a run with tag " + std::to_string(m->tag) + ", which is running"});
-        if (tasks_.size() >= cpus_)
-            return protocol_error({wp::protocol_errc::unexpected_message,
-                                   "a run while all " + std::to_string(cpus_) + " slots are busy"});
         const std::uint64_t tag = m->tag;
         auto& t = *tasks_.emplace(tag, std::make_unique<task>()).first->second;
         process_request req;
@@ -420,7 +417,6 @@ private:
     std::array<char, read_size> read_buffer_{};
     wp::frame_decoder decoder_;
     bool handshake_done_ = false;
-    std::uint32_t cpus_ = 1;
     milliseconds heartbeat_{1000};
     std::uint64_t heartbeats_sent_ = 0;
     steady::time_point last_received_ = steady::now();
@@ -438,7 +434,7 @@ private:
 
 }  // namespace
 
-worker_status serve_worker() {
+worker_status serve_worker(watchdog* watch) {
     // The frames get a descriptor of their own; fd 1 becomes /dev/null, so that a stray write
     // of anything in this process cannot corrupt the stream.
     int frames_out = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
@@ -452,6 +448,7 @@ worker_status serve_worker() {
     // Its parent (slurmstepd, or whoever started it) dying is the end of the connection.
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     asio::io_context io;
+    if (watch) watch->observe(io);
     worker_loop loop(io, STDIN_FILENO, frames_out);
     return loop.run();
 }
