@@ -1,8 +1,11 @@
 // src/runner/slurm/allocation without Slurm: the node list and CPUs per node of an allocation,
 // as SLURM_JOB_NODELIST and SLURM_JOB_CPUS_PER_NODE spell them.
 #include "runner/slurm/allocation.hpp"
+#include "runner/slurm/command.hpp"
 
 #include <boost/test/unit_test.hpp>
+
+#include <map>
 
 using namespace agentctl::slurm;
 
@@ -68,6 +71,73 @@ BOOST_AUTO_TEST_CASE(cpus_per_node_read_as_slurm_writes_them) {
         BOOST_TEST(!b, bad);
         BOOST_TEST(b.cpus.empty(), bad);
     }
+}
+
+BOOST_AUTO_TEST_CASE(the_allocation_is_read_from_its_environment) {
+    std::map<std::string, std::string> vars;
+    auto env = [&vars](std::string_view name) -> std::optional<std::string> {
+        auto it = vars.find(std::string(name));
+        return it == vars.end() ? std::nullopt : std::optional<std::string>(it->second);
+    };
+    // Not inside an allocation: nothing, and no error.
+    auto none = read_allocation(env);
+    BOOST_TEST(!none.found.has_value());
+    BOOST_TEST(none.error.empty());
+    vars = {{"SLURM_JOB_ID", "42"},
+            {"SLURM_JOB_NODELIST", "n[1-2],gpu7"},
+            {"SLURM_JOB_CPUS_PER_NODE", "8(x2),4"}};
+    auto a = read_allocation(env);
+    BOOST_TEST_REQUIRE(a.found.has_value(), a.error);
+    BOOST_TEST(a.found->job_id == 42u);
+    BOOST_TEST(a.found->nodes == (names{"n1", "n2", "gpu7"}));
+    BOOST_TEST(a.found->cpus == (std::vector<std::uint32_t>{8, 8, 4}));
+    // Inside one, anything unreadable is an error, never a silent fallback to jobs.
+    for (auto [name, value] :
+         std::vector<std::pair<std::string, std::string>>{{"SLURM_JOB_ID", "x"},
+                                                          {"SLURM_JOB_ID", "0"},
+                                                          {"SLURM_JOB_NODELIST", "n[1-"},
+                                                          {"SLURM_JOB_CPUS_PER_NODE", "8"}}) {
+        auto saved = vars;
+        vars[name] = value;
+        auto bad = read_allocation(env);
+        BOOST_TEST(!bad.found.has_value(), name << "=" << value);
+        BOOST_TEST(!bad.error.empty(), name << "=" << value);
+        vars = saved;
+    }
+    vars.erase("SLURM_JOB_CPUS_PER_NODE");
+    BOOST_TEST(read_allocation(env).error.find("SLURM_JOB_CPUS_PER_NODE") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_step_is_one_overlapping_task_on_its_node) {
+    worker_step_request r;
+    r.srun = "/usr/bin/srun";
+    r.job_id = 42;
+    r.node = "n1";
+    r.cpus = 8;
+    r.name = "agentctl:run-1:host:10:20:worker.n1:1";
+    r.agentctl = "/opt/agentctl/bin/agentctl";
+    auto argv = worker_step_argv(r);
+    BOOST_TEST_REQUIRE(bool(argv), argv.error);
+    BOOST_TEST(argv.argv ==
+               (names{"/usr/bin/srun", "--jobid=42", "--overlap", "--nodes=1", "--ntasks=1", "--nodelist=n1",
+                      "--cpus-per-task=8", "--mem=0", "--unbuffered", "--mpi=none", "--kill-on-bad-exit=1",
+                      "--quiet", "--export=NONE", "--job-name=agentctl:run-1:host:10:20:worker.n1:1", "--",
+                      "/opt/agentctl/bin/agentctl", "worker"}));
+    auto refused = [](worker_step_request w) {
+        return !worker_step_argv(w) && worker_step_argv(w).argv.empty();
+    };
+    auto bad = r;
+    bad.agentctl = "agentctl";
+    BOOST_TEST(refused(bad));
+    bad = r;
+    bad.node = "n1\n--uid=0";
+    BOOST_TEST(refused(bad));
+    bad = r;
+    bad.job_id = 0;
+    BOOST_TEST(refused(bad));
+    bad = r;
+    bad.name = "";
+    BOOST_TEST(refused(bad));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

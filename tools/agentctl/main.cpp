@@ -92,6 +92,12 @@ const std::vector<option_info>& options() {
          "local|slurm",
          "where process tasks run (default local; slurm: one srun job each)",
          {"run", "doctor"}},
+        {"slurm-dispatch",
+         0,
+         "auto|worker|job",
+         "with --backend slurm: a worker per node of the allocation, or a job per task (default auto: "
+         "worker inside salloc/sbatch, job outside)",
+         {"run", "doctor"}},
         {"slurm-partition",
          0,
          "P",

@@ -151,4 +151,34 @@ cpus_result parse_cpus_per_node(std::string_view text) {
     return out;
 }
 
+allocation_result read_allocation(const std::function<std::optional<std::string>(std::string_view)>& env) {
+    allocation_result out;
+    auto id = env("SLURM_JOB_ID");
+    if (!id) return out;
+    auto fail = [&out](std::string why) {
+        out.error = std::move(why);
+        return out;
+    };
+    allocation a;
+    auto [end, ec] = std::from_chars(id->data(), id->data() + id->size(), a.job_id);
+    if (id->empty() || ec != std::errc() || end != id->data() + id->size() || a.job_id == 0)
+        return fail("SLURM_JOB_ID is not a job id: \"" + *id + "\"");
+    auto list = env("SLURM_JOB_NODELIST");
+    if (!list) return fail("SLURM_JOB_ID is set but SLURM_JOB_NODELIST is not");
+    auto hosts = expand_hostlist(*list);
+    if (!hosts) return fail("SLURM_JOB_NODELIST: " + hosts.error);
+    auto per_node = env("SLURM_JOB_CPUS_PER_NODE");
+    if (!per_node) return fail("SLURM_JOB_ID is set but SLURM_JOB_CPUS_PER_NODE is not");
+    auto cpus = parse_cpus_per_node(*per_node);
+    if (!cpus) return fail("SLURM_JOB_CPUS_PER_NODE: " + cpus.error);
+    if (cpus.cpus.size() != hosts.hosts.size())
+        return fail("SLURM_JOB_NODELIST names " + std::to_string(hosts.hosts.size()) +
+                    " node(s) but SLURM_JOB_CPUS_PER_NODE gives CPUs for " +
+                    std::to_string(cpus.cpus.size()));
+    a.nodes = std::move(hosts.hosts);
+    a.cpus = std::move(cpus.cpus);
+    out.found = std::move(a);
+    return out;
+}
+
 }  // namespace agentctl::slurm

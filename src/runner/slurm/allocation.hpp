@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,5 +38,22 @@ struct cpus_result {
 /// Reads `8(x2),4`: a count per node, `(xN)` repeating it N times. Each count >= 1; at most
 /// max_hostlist_hosts in all.
 cpus_result parse_cpus_per_node(std::string_view text);
+
+/// The allocation agentctl runs in, as its environment says.
+struct allocation {
+    std::uint64_t job_id = 0;
+    std::vector<std::string> nodes;   ///< in SLURM_JOB_NODELIST's order
+    std::vector<std::uint32_t> cpus;  ///< per node, like nodes
+};
+
+/// An allocation, none (SLURM_JOB_ID unset), or why the environment cannot be read.
+struct allocation_result {
+    std::optional<allocation> found;
+    std::string error;  ///< SLURM_JOB_ID set, but it or the node list or CPUs malformed
+};
+
+/// Reads SLURM_JOB_ID, SLURM_JOB_NODELIST and SLURM_JOB_CPUS_PER_NODE through `env`. The node
+/// list and the CPU counts must be there and agree in length.
+allocation_result read_allocation(const std::function<std::optional<std::string>(std::string_view)>& env);
 
 }  // namespace agentctl::slurm
