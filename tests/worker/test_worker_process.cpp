@@ -267,6 +267,24 @@ std::string cancel_frame(std::uint64_t tag, wp::cancel_kind kind) {
     return frame;
 }
 
+/// A background child of a running task, as /proc knew it once the task was up.
+struct sleeper {
+    pid_t pid = 0;
+    std::string start;  ///< its start time: another value (or none) later means it is gone
+};
+
+/// Runs task `tag`, a shell whose background `sleep 300` outlives it unless its tree is
+/// killed, and waits for its marker file.
+sleeper start_sleeper(worker_process& w, const scratch& s, std::uint64_t tag = 1) {
+    w.send(run_frame(shell(tag, s.dir, "sleep 300 & echo $! > child; touch ready; wait")));
+    BOOST_TEST_REQUIRE(s.wait_for("ready"), "the task did not start; stderr: " << w.stderr_text());
+    sleeper out;
+    out.pid = std::stoi(s.read("child"));
+    out.start = live_start_time(out.pid);
+    BOOST_TEST_REQUIRE(!out.start.empty());
+    return out;
+}
+
 /// A task's frames up to its result: started (when spawned), its output, the result.
 struct task_frames {
     std::optional<wp::started_note> started;
@@ -381,15 +399,11 @@ BOOST_AUTO_TEST_CASE(cancel_ends_the_tree) {
     worker_process w;
     w.hello(file_digest(agentctl_bin()));
     w.welcome();
-    w.send(run_frame(shell(1, s.dir, "sleep 300 & echo $! > child; touch ready; wait")));
-    BOOST_TEST_REQUIRE(s.wait_for("ready"), "the task did not start; stderr: " << w.stderr_text());
-    pid_t child = std::stoi(s.read("child"));
-    std::string child_start = live_start_time(child);
-    BOOST_TEST_REQUIRE(!child_start.empty());
+    sleeper child = start_sleeper(w, s);
     w.send(cancel_frame(1, wp::cancel_kind::terminal));
     task_frames t = until_result(w, 1);
     BOOST_TEST(int(t.result.outcome) == int(wp::run_outcome::cancelled));
-    BOOST_TEST(live_start_time(child) != child_start);  // the background sleep is gone too
+    BOOST_TEST(live_start_time(child.pid) != child.start);  // the background sleep is gone too
     BOOST_TEST_REQUIRE(t.started.has_value());
     BOOST_TEST(live_start_time(static_cast<pid_t>(t.started->pid)).empty());
     // A cancel that crosses the result on the wire is ignored.
@@ -433,13 +447,10 @@ BOOST_AUTO_TEST_CASE(sigterm_kills_every_task_tree) {
     worker_process w;
     w.hello(file_digest(agentctl_bin()));
     w.welcome();
-    w.send(run_frame(shell(1, s.dir, "sleep 300 & echo $! > child; touch ready; wait")));
-    BOOST_TEST_REQUIRE(s.wait_for("ready"), w.stderr_text());
-    pid_t child = std::stoi(s.read("child"));
-    std::string start = live_start_time(child);
+    sleeper child = start_sleeper(w, s);
     ::kill(w.pid(), SIGTERM);
     BOOST_TEST(w.wait() == 3, w.stderr_text());
-    BOOST_TEST(live_start_time(child) != start);
+    BOOST_TEST(live_start_time(child.pid) != child.start);
 }
 
 BOOST_AUTO_TEST_CASE(another_build_is_refused_and_nothing_runs) {
@@ -498,15 +509,12 @@ BOOST_AUTO_TEST_CASE(a_protocol_error_ends_the_worker) {
         worker_process w;
         w.hello(file_digest(agentctl_bin()));
         w.welcome();
-        w.send(run_frame(shell(1, s.dir, "sleep 300 & echo $! > child; touch ready; wait")));
-        BOOST_TEST_REQUIRE(s.wait_for("ready"), w.stderr_text());
-        pid_t child = std::stoi(s.read("child"));
-        std::string start = live_start_time(child);
+        sleeper child = start_sleeper(w, s);
         w.send(run_frame(shell(2, s.dir, "true")).substr(0, 9));
         w.close_input();
         BOOST_TEST(w.wait() == 3);
         BOOST_TEST(w.stderr_text().find("truncated_stream") != std::string::npos, w.stderr_text());
-        BOOST_TEST(live_start_time(child) != start);
+        BOOST_TEST(live_start_time(child.pid) != child.start);
     }
 }
 
@@ -515,14 +523,11 @@ BOOST_AUTO_TEST_CASE(a_silent_driver_is_taken_for_gone) {
     worker_process w;
     w.hello(file_digest(agentctl_bin()), /*heartbeat_ms=*/50);
     w.welcome();
-    w.send(run_frame(shell(1, s.dir, "sleep 300 & echo $! > child; touch ready; wait")));
-    BOOST_TEST_REQUIRE(s.wait_for("ready"), w.stderr_text());
-    pid_t child = std::stoi(s.read("child"));
-    std::string start = live_start_time(child);
+    sleeper child = start_sleeper(w, s);
     // The pipe stays open but nothing more is sent: after three intervals the worker ends it.
     BOOST_TEST(w.wait() == 3);
     BOOST_TEST(w.stderr_text().find("taking it for gone") != std::string::npos, w.stderr_text());
-    BOOST_TEST(live_start_time(child) != start);
+    BOOST_TEST(live_start_time(child.pid) != child.start);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
