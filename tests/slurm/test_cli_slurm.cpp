@@ -386,8 +386,9 @@ BOOST_AUTO_TEST_CASE(the_environment_is_the_declared_names_plus_slurms_own) {
                             actions, "    - {id: env, uses: action:env}\n"));
     cli_test::command_options o;
     // agentctl's own variables, SLURM_* ones included, must not reach the task (or steer srun).
+    // With SLURM_JOB_ID set agentctl is inside an allocation: one job per task is then asked for.
     o.env = {"AGENTCTL_TEST_TOKEN=" + secret, "SLURM_JOB_ID=999999", "SLURM_MY_OWN=x", "OTHER=y"};
-    auto r = cli({"--output", "json", "run", "--backend", "slurm", wf}, o);
+    auto r = cli({"--output", "json", "run", "--backend", "slurm", "--slurm-dispatch", "job", wf}, o);
     BOOST_TEST_REQUIRE(r.exit_code == 0, r.out << r.err);
     json::value v = parse_json(r.out);
     const auto& t = task_of(v, "env");
