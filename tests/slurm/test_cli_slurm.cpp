@@ -411,9 +411,10 @@ BOOST_AUTO_TEST_CASE(the_environment_is_the_declared_names_plus_slurms_own) {
     BOOST_TEST(r.out.find(secret) == std::string::npos);
 
     // The second partition, by name.
-    auto r2 = cli({"--output", "json", "run", "--backend", "slurm", "--slurm-partition",
-                   cluster::get().partition2, "--slurm-cpus-per-task", "1", "--slurm-mem", "64", wf},
-                  o);
+    auto r2 =
+        cli({"--output", "json", "run", "--backend", "slurm", "--slurm-dispatch", "job", "--slurm-partition",
+             cluster::get().partition2, "--slurm-cpus-per-task", "1", "--slurm-mem", "64", wf},
+            o);
     BOOST_TEST_REQUIRE(r2.exit_code == 0, r2.out << r2.err);
     json::value v2 = parse_json(r2.out);
     std::string out2(task_of(v2, "env").at("stdout").as_string());
