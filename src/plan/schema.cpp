@@ -1,6 +1,5 @@
-// JSON Schema through valijson: compiling a schema here, applying it in schema_validate.cpp.
-// valijson reports a bad schema by exception (enabled in schema_detail.hpp) and never fetches a
-// remote document without a fetch callback, which we never give it.
+// JSON Schema through valijson. valijson reports a bad schema by exception (enabled below) and
+// never fetches a remote document without a fetch callback, which we never give it.
 //
 // What valijson would do badly is refused or worked around here first (docs/DESIGN.md,
 // "Extensions"), because a crash in `check` or in the engine is not an answer:
@@ -12,11 +11,16 @@
 //   string overflows an 8 MiB stack). `pattern` regexes are compiled here with the
 //   polynomial (breadth-first) executor; valijson still uses the recursive one for
 //   `patternProperties` and for the `format` checks of date, time and date-time, so property
-//   names and digit runs are bounded (schema_validate.cpp) before those can see them.
-#include "plan/schema_detail.hpp"
+//   names and digit runs are bounded before those can see them.
+#define VALIJSON_USE_EXCEPTIONS 1
+
+#include "plan/schema.hpp"
 
 #include <valijson/adapters/boost_json_adapter.hpp>
+#include <valijson/schema.hpp>
 #include <valijson/schema_parser.hpp>
+#include <valijson/validation_results.hpp>
+#include <valijson/validation_visitor.hpp>
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
@@ -35,7 +39,30 @@ namespace json = boost::json;
 
 namespace agentctl {
 
-std::string detail::pointer_token(std::string_view key) {
+namespace {
+/// Longest property name matched against `patternProperties`, and longest run of digits in a
+/// string checked by a date/time `format` (the recursive regex executor's stack use).
+constexpr std::size_t max_regex_key_bytes = 1024;
+constexpr std::size_t max_format_digit_run = 1024;
+
+constexpr auto regex_flags = std::regex::ECMAScript | std::regex_constants::__polynomial;
+}  // namespace
+
+struct json_schema::impl {
+    valijson::Schema schema;
+    /// `pattern` regexes by source text, compiled with the polynomial executor. valijson adds
+    /// what it does not find here (nothing, since every `pattern` string is compiled).
+    mutable std::unordered_map<std::string, std::regex> regexes;
+    bool pattern_properties = false;  ///< the schema has `patternProperties`
+    bool date_formats = false;        ///< the schema has `format` date, time or date-time
+};
+
+namespace {
+
+constexpr std::string_view draft7_uri = "http://json-schema.org/draft-07/schema";
+constexpr std::string_view draft4_uri = "http://json-schema.org/draft-04/schema";
+
+std::string pointer_token(std::string_view key) {
     std::string out;
     for (char c : key) {
         if (c == '~')
@@ -47,15 +74,6 @@ std::string detail::pointer_token(std::string_view key) {
     }
     return out;
 }
-
-using detail::pointer_token;
-
-namespace {
-
-constexpr auto regex_flags = std::regex::ECMAScript | std::regex_constants::__polynomial;
-
-constexpr std::string_view draft7_uri = "http://json-schema.org/draft-07/schema";
-constexpr std::string_view draft4_uri = "http://json-schema.org/draft-04/schema";
 
 /// The value at JSON pointer `pointer` in `root`, or nullptr.
 const json::value* resolve(const json::value& root, std::string_view pointer) {
@@ -316,6 +334,66 @@ std::string locate(const json::value& document, valijson::SchemaParser::Version 
     return best;
 }
 
+// "<root>", "[key]", "[0]" -> "/key/0".
+std::string pointer_of(const std::vector<std::string>& context) {
+    std::string out;
+    for (std::size_t i = 1; i < context.size(); ++i) {
+        std::string_view c = context[i];
+        if (c.size() >= 2 && c.front() == '[' && c.back() == ']') c = c.substr(1, c.size() - 2);
+        out += "/" + pointer_token(c);
+    }
+    return out;
+}
+
+// Messages that only repeat a deeper error one level up.
+bool is_summary(std::string_view message) {
+    for (std::string_view prefix : {"Failed to validate against schema associated with property name",
+                                    "Failed to validate item #", "Failed to validate against child schema #"})
+        if (message.starts_with(prefix)) return true;
+    return false;
+}
+
+std::size_t longest_digit_run(std::string_view s) {
+    std::size_t best = 0, run = 0;
+    for (char c : s) {
+        run = (c >= '0' && c <= '9') ? run + 1 : 0;
+        best = std::max(best, run);
+    }
+    return best;
+}
+
+/// Strings and names the recursive regex executor must not see (see the top of this file).
+struct regex_guard {
+    bool pattern_properties;
+    bool date_formats;
+};
+
+void check_regex_inputs(const json::value& v, const std::string& at, regex_guard s,
+                        std::vector<schema_error>& out) {
+    auto digits = [&](std::string_view text, const std::string& where) {
+        if (s.date_formats && longest_digit_run(text) > max_format_digit_run)
+            out.push_back({where, "a run of " + std::to_string(longest_digit_run(text)) +
+                                      " digits is too long to check against a date or time format (at most " +
+                                      std::to_string(max_format_digit_run) + ")"});
+    };
+    if (v.is_string()) {
+        digits(v.get_string(), at);
+    } else if (v.is_array()) {
+        for (std::size_t i = 0; i < v.get_array().size(); ++i)
+            check_regex_inputs(v.get_array()[i], at + "/" + std::to_string(i), s, out);
+    } else if (v.is_object()) {
+        for (const auto& m : v.get_object()) {
+            std::string where = at + "/" + pointer_token(m.key());
+            if (s.pattern_properties && m.key().size() > max_regex_key_bytes)
+                out.push_back({where, "a property name of " + std::to_string(m.key().size()) +
+                                          " bytes is too long to match against patternProperties (at most " +
+                                          std::to_string(max_regex_key_bytes) + ")"});
+            digits(m.key(), where);
+            check_regex_inputs(m.value(), where, s, out);
+        }
+    }
+}
+
 /// Dotted document path of a pointer into a schema at `base` (for diagnostics).
 std::string path_of(const json::value& document, const std::string& base, const std::string& pointer) {
     std::string path = base;
@@ -447,6 +525,34 @@ std::vector<json_schema::problem> json_schema::problems(const json::value& docum
         std::string keyword = faulty_keyword(copy, pointer, error);
         if (!set_aside(copy, keyword.empty() ? pointer : pointer + "/" + pointer_token(keyword))) break;
     }
+    return out;
+}
+
+std::vector<schema_error> json_schema::validate(const json::value& value) const {
+    std::vector<schema_error> out;
+    check_regex_inputs(value, "", {impl_->pattern_properties, impl_->date_formats}, out);
+    if (!out.empty()) return out;
+    valijson::ValidationResults results;
+    try {
+        valijson::adapters::BoostJsonAdapter target(value);
+        valijson::ValidationVisitor<valijson::adapters::BoostJsonAdapter> visitor(
+            target, std::vector<std::string>(1, "<root>"), true, &results, impl_->regexes);
+        if (visitor.validateSchema(impl_->schema)) return out;
+    } catch (const std::bad_alloc&) {
+        throw;
+    } catch (const std::exception& e) {
+        out.push_back({"", std::string("the schema could not be applied: ") + e.what()});
+        return out;
+    }
+    for (const auto& e : results) {
+        if (is_summary(e.description)) continue;
+        schema_error err{pointer_of(e.context), e.description};
+        bool seen = std::any_of(out.begin(), out.end(), [&](const schema_error& o) {
+            return o.pointer == err.pointer && o.message == err.message;
+        });
+        if (!seen) out.push_back(std::move(err));
+    }
+    if (out.empty()) out.push_back({"", "the value does not match the schema"});
     return out;
 }
 
