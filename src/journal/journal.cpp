@@ -176,6 +176,21 @@ std::optional<journal_error> count_results(detail::journal_db& db, std::int64_t 
         c.recorded += n;
     }
     if (rc != SQLITE_DONE) return db.error(db.last_rc(), "counting results");
+    if (db.schema_version < 4) return std::nullopt;
+    // A range's tasks less those with a row of their own (recorded later, by a resume).
+    statement u = db.conn.prepare(
+        "SELECT state, sum(end_task - first_task - (SELECT count(*) FROM results WHERE results.run_seq = "
+        "unstarted.run_seq AND task_index >= first_task AND task_index < end_task)) FROM unstarted "
+        "WHERE run_seq = ? GROUP BY state",
+        rc);
+    if (!u) return db.error(rc, "counting results");
+    u.bind(1, run_seq);
+    while ((rc = u.step()) == SQLITE_ROW) {
+        auto n = u.uint32(1);
+        if (n > 0) c.by_state[std::string(u.text(0))] += n;
+        c.recorded += n;
+    }
+    if (rc != SQLITE_DONE) return db.error(db.last_rc(), "counting results");
     return std::nullopt;
 }
 
@@ -396,6 +411,59 @@ std::optional<journal_error> result_from_row(detail::journal_db& db, const state
     return std::nullopt;
 }
 
+// A range of tasks a segment left unstarted (schema 4), with the final each of them has.
+struct unstarted_range {
+    std::uint32_t first = 0, end = 0;
+    std::uint32_t segment = 0;
+    std::int64_t recorded_ms = 0;
+    task_result result;
+
+    // Task `index`'s final, as a row would read (streams: empty ones, as a row without any).
+    void result_of(std::uint32_t index, bool with_streams, journal_task_result& out) const {
+        out = journal_task_result{};
+        out.task_index = index;
+        out.segment = segment;
+        out.recorded_ms = recorded_ms;
+        out.result = result;
+        if (with_streams) {
+            journal_detail::attach_stream(out.result, true, std::string());
+            journal_detail::attach_stream(out.result, false, std::string());
+        }
+    }
+};
+
+// The run's ranges that meet tasks [first, end), in task order; none before schema 4. Few: a
+// segment records one per stretch of tasks it never reached.
+journal_result<std::vector<unstarted_range>> unstarted_ranges(detail::journal_db& db, std::int64_t run_seq,
+                                                              std::uint32_t first, std::uint32_t end) {
+    std::vector<unstarted_range> out;
+    if (db.schema_version < 4) return out;
+    int rc = SQLITE_OK;
+    statement s = db.conn.prepare(
+        "SELECT first_task, end_task, segment, recorded_ms, result_json FROM unstarted WHERE run_seq = ? AND "
+        "first_task < ? AND end_task > ? ORDER BY first_task",
+        rc);
+    if (!s) return db.error(rc, "reading unstarted tasks");
+    s.bind(1, run_seq);
+    s.bind(2, end);
+    s.bind(3, first);
+    while ((rc = s.step()) == SQLITE_ROW) {
+        unstarted_range r;
+        r.first = s.uint32(0);
+        r.end = s.uint32(1);
+        r.segment = s.uint32(2);
+        r.recorded_ms = s.int64(3);
+        if (!journal_detail::decode_result(s.text(4), r.result))
+            return journal_error{journal_errc::corrupt, "journal " + db.path +
+                                                            ": the result of unstarted tasks " +
+                                                            std::to_string(r.first) + " to " +
+                                                            std::to_string(r.end - 1) + " cannot be read"};
+        out.push_back(std::move(r));
+    }
+    if (rc != SQLITE_DONE) return db.error(db.last_rc(), "reading unstarted tasks");
+    return out;
+}
+
 std::string results_query(bool with_streams, std::string_view where) {
     return std::string("SELECT ") + result_columns + (with_streams ? own_stream_columns : "") +
            " FROM results WHERE " + std::string(where);
@@ -421,16 +489,38 @@ std::optional<journal_error> journal::for_each_result(std::string_view run_id, b
     auto& [seq, s] = *q;
     s.bind(2, static_cast<std::int64_t>(first));
     s.bind(3, static_cast<std::int64_t>(end));
-    stream_loader streams(db);
+    // The first step opens the read transaction the ranges are read in too, while it lasts.
+    int rc = s.step();
+    auto ranges = unstarted_ranges(db, seq, first, end);
+    if (!ranges) return ranges.error();
+    // The rows and the ranges' tasks merged in task order; a task with a row of its own is
+    // the row's (recorded after the range).
+    std::size_t range = 0;
+    std::uint32_t next = first;  // the first task a range may still yield
     journal_task_result r;
-    int rc = SQLITE_OK;
-    while ((rc = s.step()) == SQLITE_ROW) {
+    auto yield_ranges_until = [&](std::uint32_t limit) {
+        for (; range < ranges->size(); ++range) {
+            const unstarted_range& g = (*ranges)[range];
+            for (std::uint32_t i = std::max(next, g.first); i < std::min(limit, g.end); ++i) {
+                g.result_of(i, with_streams, r);
+                if (!fn(r)) return false;
+            }
+            if (g.end > limit) break;
+        }
+        return true;
+    };
+    stream_loader streams(db);
+    for (; rc == SQLITE_ROW; rc = s.step()) {
+        const std::uint32_t index = s.uint32(0);
+        if (!yield_ranges_until(index)) return std::nullopt;
+        next = index + 1;
         if (auto e = result_from_row(db, s, r)) return e;
         if (with_streams)
             if (auto e = streams.load(seq, s, r)) return e;
         if (!fn(r)) return std::nullopt;
     }
     if (rc != SQLITE_DONE) return db.error(db.last_rc(), "reading results");
+    yield_ranges_until(end);
     return std::nullopt;
 }
 
@@ -471,7 +561,16 @@ journal_result<std::optional<journal_task_result>> journal::load_result(std::str
 journal_result<std::optional<journal_task_result>> journal::load_result_at(std::string_view run_id,
                                                                            std::uint32_t task_index,
                                                                            bool with_streams) {
-    return load_one_result(db_.get(), run_id, "run_seq = ? AND task_index = ?", task_index, with_streams);
+    auto row = load_one_result(db_.get(), run_id, "run_seq = ? AND task_index = ?", task_index, with_streams);
+    if (!row || *row) return row;
+    auto seq = run_seq_of(*db_, run_id);
+    if (!seq) return seq.error();
+    auto ranges = unstarted_ranges(*db_, *seq, task_index, task_index + 1);
+    if (!ranges) return ranges.error();
+    if (ranges->empty()) return row;
+    journal_task_result r;
+    ranges->front().result_of(task_index, with_streams, r);
+    return std::optional<journal_task_result>(std::move(r));
 }
 
 std::optional<journal_error> journal::read_stream(std::string_view run_id, std::string_view task_id,
@@ -766,7 +865,7 @@ journal_result<journal_gc_report> journal::gc(std::size_t keep, const owner_aliv
                     if (d.step() != SQLITE_DONE) return db.error(db.last_rc(), "removing old runs");
                 }
             }
-            static constexpr const char* tables[] = {"attempts", "results", "runs"};
+            static constexpr const char* tables[] = {"unstarted", "attempts", "results", "runs"};
             for (const char* table : tables) {
                 statement d = db.conn.prepare(std::string("DELETE FROM ") + table + " WHERE run_seq = ?", rc);
                 if (!d) return db.error(rc, "removing old runs");
