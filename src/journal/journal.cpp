@@ -292,15 +292,21 @@ journal_result<std::vector<journal_run_summary>> journal::list_runs(std::size_t 
 journal_result<journal_run> journal::load_run(std::string_view run_id) {
     if (!db_) return closed_error();
     auto& db = *db_;
-    auto row = run_row(db,
-                       "SELECT run_id, workflow_name, workflow_path, workflow_source, workflow_digest, plan_digest, "
-                       "base_dir, "
-                       "inputs_json, argv_json, options_json, agentctl_version, task_count, owner_host, "
-                       "owner_boot_id, owner_pid, "
-                       "owner_start, created_ms, segment, claimed_ms, state, ended_ms, duration_ms, error_code, "
-                       "error_message "
-                       "FROM runs WHERE run_id = ?",
-                       run_id, "loading a run");
+    // From version 4 on, the source and the inputs are in run_documents (those of older runs
+    // stayed in `runs`).
+    const bool documents = db.schema_version >= 4;
+    const std::string source =
+        documents ? "coalesce(d.workflow_source, r.workflow_source)" : "r.workflow_source";
+    const std::string inputs = documents ? "coalesce(d.inputs_json, r.inputs_json)" : "r.inputs_json";
+    auto row = run_row(
+        db,
+        "SELECT run_id, workflow_name, workflow_path, " + source +
+            ", workflow_digest, plan_digest, base_dir, " + inputs +
+            ", argv_json, options_json, agentctl_version, task_count, owner_host, owner_boot_id, "
+            "owner_pid, owner_start, created_ms, segment, claimed_ms, state, ended_ms, duration_ms, "
+            "error_code, error_message FROM runs r" +
+            (documents ? " LEFT JOIN run_documents d ON d.run_seq = r.run_seq" : "") + " WHERE run_id = ?",
+        run_id, "loading a run");
     if (!row) return row.error();
     statement& s = *row;
     journal_run r;
@@ -865,7 +871,8 @@ journal_result<journal_gc_report> journal::gc(std::size_t keep, const owner_aliv
                     if (d.step() != SQLITE_DONE) return db.error(db.last_rc(), "removing old runs");
                 }
             }
-            static constexpr const char* tables[] = {"unstarted", "attempts", "results", "runs"};
+            static constexpr const char* tables[] = {"unstarted", "attempts", "results", "run_documents",
+                                                     "runs"};
             for (const char* table : tables) {
                 statement d = db.conn.prepare(std::string("DELETE FROM ") + table + " WHERE run_seq = ?", rc);
                 if (!d) return db.error(rc, "removing old runs");

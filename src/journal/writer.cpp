@@ -291,9 +291,10 @@ private:
     void close_connection() {
         if (!db_) return;
         // Statements first: a connection with live statements closes only when they go.
-        for (statement* s : {&insert_run_, &insert_intent_, &update_handle_, &update_end_,
-                             &update_handle_end_, &insert_final_, &find_end_streams_, &update_run_end_,
-                             &insert_blob_, &delete_older_ranges_, &delete_finals_, &insert_unstarted_})
+        for (statement* s :
+             {&insert_run_, &insert_intent_, &update_handle_, &update_end_, &update_handle_end_,
+              &insert_final_, &find_end_streams_, &update_run_end_, &insert_blob_, &delete_older_ranges_,
+              &delete_finals_, &insert_unstarted_, &insert_documents_})
             *s = statement();
         run_dir_.reset();
         // A passive checkpoint moves what this run wrote into the database file; another
@@ -462,11 +463,11 @@ private:
         s.bind(1, r.run_id);
         s.bind(2, r.workflow_name);
         s.bind(3, r.workflow_path);
-        s.bind_blob(4, r.workflow_source);
+        s.bind_blob(4, std::string_view());  // in run_documents
         s.bind(5, r.workflow_digest);
         s.bind(6, r.plan_digest);
         s.bind(7, r.base_dir);
-        s.bind(8, r.inputs_json);
+        s.bind(8, std::string_view());  // in run_documents
         s.bind(9, r.argv_json);
         s.bind(10, r.options_json);
         s.bind(11, r.agentctl_version);
@@ -484,6 +485,15 @@ private:
         }
         run_seq_ = sqlite3_last_insert_rowid(db_->conn.get());
         segment_pending_ = 0;
+        statement& d =
+            prepared(insert_documents_,
+                     "INSERT INTO run_documents(run_seq, workflow_source, inputs_json) VALUES(?, ?, ?)", rc);
+        if (!d) return db_->error(rc, "recording the run");
+        reset_guard documents(d);
+        d.bind(1, run_seq_);
+        d.bind_blob(2, r.workflow_source);
+        d.bind(3, r.inputs_json);
+        if (d.step() != SQLITE_DONE) return step_error("recording the run");
         return std::nullopt;
     }
 
@@ -832,7 +842,7 @@ private:
     std::unordered_map<std::uint64_t, const entry*> merged_;  // handles the batch's ends write
     statement insert_run_, insert_intent_, update_handle_, update_end_, update_handle_end_, insert_final_,
         find_end_streams_, update_run_end_, insert_blob_, delete_older_ranges_, delete_finals_,
-        insert_unstarted_;
+        insert_unstarted_, insert_documents_;
 };
 
 void journal_async_sync(journal_writer_impl& w, sync_handler h) {
