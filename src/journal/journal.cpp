@@ -164,30 +164,23 @@ std::string counts_json_of(detail::journal_db& db, std::int64_t run_seq,
 }
 
 std::optional<journal_error> count_results(detail::journal_db& db, std::int64_t run_seq, counts& c) {
+    // From version 4 on, each range's tasks too, less those with a row of their own (recorded
+    // later, by a resume).
+    std::string sql = "SELECT state, reused, count(*) FROM results WHERE run_seq = ?1 GROUP BY state, reused";
+    if (db.schema_version >= 4)
+        sql +=
+            " UNION ALL SELECT state, 0, sum(end_task - first_task - (SELECT count(*) FROM results WHERE "
+            "results.run_seq = unstarted.run_seq AND task_index >= first_task AND task_index < end_task)) "
+            "FROM unstarted WHERE run_seq = ?1 GROUP BY state";
     int rc = SQLITE_OK;
-    statement s = db.conn.prepare(
-        "SELECT state, reused, count(*) FROM results WHERE run_seq = ? GROUP BY state, reused", rc);
+    statement s = db.conn.prepare(sql, rc);
     if (!s) return db.error(rc, "counting results");
     s.bind(1, run_seq);
     while ((rc = s.step()) == SQLITE_ROW) {
         auto n = s.uint32(2);
+        if (n == 0) continue;  // a range whose tasks all have rows
         c.by_state[std::string(s.text(0))] += n;
         if (s.int64(1)) c.reused += n;
-        c.recorded += n;
-    }
-    if (rc != SQLITE_DONE) return db.error(db.last_rc(), "counting results");
-    if (db.schema_version < 4) return std::nullopt;
-    // A range's tasks less those with a row of their own (recorded later, by a resume).
-    statement u = db.conn.prepare(
-        "SELECT state, sum(end_task - first_task - (SELECT count(*) FROM results WHERE results.run_seq = "
-        "unstarted.run_seq AND task_index >= first_task AND task_index < end_task)) FROM unstarted "
-        "WHERE run_seq = ? GROUP BY state",
-        rc);
-    if (!u) return db.error(rc, "counting results");
-    u.bind(1, run_seq);
-    while ((rc = u.step()) == SQLITE_ROW) {
-        auto n = u.uint32(1);
-        if (n > 0) c.by_state[std::string(u.text(0))] += n;
         c.recorded += n;
     }
     if (rc != SQLITE_DONE) return db.error(db.last_rc(), "counting results");
