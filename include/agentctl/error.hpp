@@ -83,6 +83,7 @@ enum class error_code : std::uint8_t {
     condition_error,
     template_error,
     child_failed,
+    loop_exhausted,  ///< a loop's condition still held after its last iteration (maxIterations)
     budget_exceeded,
     run_stopped,
     run_cancelled,

@@ -76,6 +76,7 @@ constexpr code_info table[] = {
     {error_code::condition_error, "condition_error", none_ran},
     {error_code::template_error, "template_error", none_ran},
     {error_code::child_failed, "child_failed"},
+    {error_code::loop_exhausted, "loop_exhausted"},
     {error_code::budget_exceeded, "budget_exceeded", none_ran},
     {error_code::run_stopped, "run_stopped", none_ran},
     {error_code::run_cancelled, "run_cancelled", none_ran},

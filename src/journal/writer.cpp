@@ -297,6 +297,7 @@ private:
               &delete_finals_, &insert_unstarted_, &insert_documents_})
             *s = statement();
         run_dir_.reset();
+        dropper_ = exec::cache_dropper();
         // A passive checkpoint moves what this run wrote into the database file; another
         // connection's readers may keep part of the WAL, which is fine.
         db_->conn.exec("PRAGMA wal_checkpoint(PASSIVE);");
@@ -426,7 +427,7 @@ private:
         std::string name = std::to_string(segment_pending_) + "-" + std::to_string(++file_counter_);
         out.file = std::to_string(run_seq_) + "/" + name;
         if (int err = exec::write_file(run_dir_.get(), name, bytes,
-                                       db.options.durability == journal_durability::full);
+                                       db.options.durability == journal_durability::full, &dropper_);
             err != 0)
             return file_error(err, out.file);
         files_written_ = true;
@@ -826,6 +827,7 @@ private:
     std::int64_t committed_run_seq_ = 0;  // run_seq_ as of the last commit
     std::uint32_t segment_pending_ = 0;
     exec::unique_fd run_dir_;
+    exec::cache_dropper dropper_;  // the stream files leave the page cache once on disk
     std::int64_t run_dir_seq_ = 0;
     std::uint64_t file_counter_ = 0;
     bool files_written_ = false;

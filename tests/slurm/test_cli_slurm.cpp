@@ -632,7 +632,8 @@ BOOST_AUTO_TEST_CASE(slurm_commands_missing_from_the_path_fail_closed) {
     auto wf = dir.write("wf.yaml", workflow(allow_probe, probe_action("ok", {"exit", "0"}),
                                             "    - {id: ok, uses: action:ok}\n"));
     // A PATH without Slurm: the probe is named by its absolute path, srun is looked up.
-    std::vector<std::string> env = {"PATH=" + dir.path(), "HOME=/root", "SLURM_CONF=" + cluster::get().conf};
+    std::vector<std::string> env = {"PATH=" + dir.path(), "HOME=/root", "SLURM_CONF=" + cluster::get().conf,
+                                    "AGENTCTL_STATE_DIR=" + cli_test::test_state_dir()};
     auto r = slurm_test::run({cli_test::agentctl_bin(), "--output", "json", "run", "--backend", "slurm", wf},
                              env, 60s);
     BOOST_TEST_REQUIRE((r.exited && r.code == 4), slurm_test::describe(r));
