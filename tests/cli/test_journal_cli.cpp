@@ -735,9 +735,10 @@ BOOST_AUTO_TEST_CASE(a_run_timeout_records_100000_unstarted_tasks_in_a_few_rows)
     std::string wf = napping_foreach(dir, nonce, n);
     std::string items = "items=" + dir.write("items.txt", numbered_lines(n));
     std::string db = dir.path() + "/j.db";
-    auto check = agentctl({"check", wf, "--items", items});
+    command_options o = without_asan_quarantine();
+    auto check = agentctl({"check", wf, "--items", items}, o);
     BOOST_TEST_REQUIRE(check.exit_code == 0, check.err);
-    auto r = agentctl({"run", wf, "--items", items, "--jobs", "2", "--timeout-seconds", "1", "--db", db});
+    auto r = agentctl({"run", wf, "--items", items, "--jobs", "2", "--timeout-seconds", "1", "--db", db}, o);
     BOOST_TEST_REQUIRE(r.exit_code == 130, r.err);
     BOOST_TEST(processes_with(nonce).empty(), "a task outlived the run");
 
