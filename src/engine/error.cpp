@@ -55,6 +55,7 @@ constexpr code_info table[] = {
     {error_code::slurm_launch_failed, "slurm_launch_failed", none_ran},
     {error_code::slurm_unknown_end, "slurm_unknown_end", ran},
     {error_code::slurm_cleanup_failed, "slurm_cleanup_failed", ran},
+    {error_code::worker_lost, "worker_lost", ran},
     {error_code::policy_process_not_allowed, "policy_process_not_allowed", none_ran, true, true},
     {error_code::policy_secret_process_not_allowed, "policy_secret_process_not_allowed", none_ran, true,
      true},
