@@ -42,8 +42,9 @@ using journal_result = expected<T, journal_error>;
 /// The schema version this agentctl writes and reads. A database with a higher one is refused
 /// (`newer_schema`); a lower one is migrated when opened for writing. Version 2: a final
 /// result's JSON may be stored as that of its attempt's end; version 3: an aggregate's final
-/// may be recorded without its items, which are its children's (docs/JOURNAL.md).
-inline constexpr int journal_schema_version = 3;
+/// may be recorded without its items, which are its children's; version 4: the tasks a run
+/// never started may be recorded as ranges, one final for them all (docs/JOURNAL.md).
+inline constexpr int journal_schema_version = 4;
 
 // ---------------------------------------------------------------------------------------------
 // Location
@@ -146,6 +147,16 @@ struct task_final {
     bool reused = false;  ///< resume: taken over from an earlier segment, not executed again
 };
 
+/// Tasks that never started in this segment and never will (the run was cancelled, stopped or
+/// failed first), recorded once for them all instead of a final each: every task of `ranges`
+/// has `result` as its final result, as if record_final() had recorded it for each.
+struct unstarted_tasks {
+    /// [first, end) task indices, ascending and disjoint; tasks without a final recorded in this
+    /// segment, aggregates never.
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> ranges;
+    task_result result;  ///< skipped or cancelled, no attempt, no streams
+};
+
 // ---------------------------------------------------------------------------------------------
 // Reading
 
@@ -169,6 +180,8 @@ struct journal_run_summary {
 /// A task's final result as read back.
 struct journal_task_result {
     std::uint32_t task_index = 0;
+    /// Empty for a task recorded among unstarted_tasks: the journal keeps no id per task there
+    /// (plan::task_id(task_index) names it).
     std::string task_id;
     std::uint32_t segment = 0;
     std::int64_t recorded_ms = 0;
@@ -289,6 +302,7 @@ public:
 
     /// The run's final results in plan order (task_index), one at a time, without keeping
     /// them: `fn` returns false to stop. `with_streams` loads each task's stdout and stderr.
+    /// A task recorded among unstarted_tasks comes as its own result, without its id.
     std::optional<journal_error> for_each_result(std::string_view run_id, bool with_streams,
                                                  const std::function<bool(journal_task_result&)>& fn);
     /// The same for the tasks in [first, end) only (an aggregate's children: a range of the
@@ -297,7 +311,8 @@ public:
                                                  std::uint32_t first, std::uint32_t end,
                                                  const std::function<bool(journal_task_result&)>& fn);
 
-    /// One task's final result by id; nullopt inside when the task has none recorded.
+    /// One task's final result by id; nullopt inside when the task has none recorded under its
+    /// id (a task recorded among unstarted_tasks has none: load_result_at() finds it).
     journal_result<std::optional<journal_task_result>> load_result(std::string_view run_id,
                                                                    std::string_view task_id,
                                                                    bool with_streams);
@@ -309,8 +324,8 @@ public:
                                                                       bool with_streams);
 
     /// The raw captured text of a task's final result, in chunks (checked against its
-    /// recorded length and checksum: a mismatch is `corrupt`). No final result: unknown_run
-    /// names the task.
+    /// recorded length and checksum: a mismatch is `corrupt`). No final result recorded under
+    /// that id (one recorded among unstarted_tasks has no stream): unknown_run names the task.
     std::optional<journal_error> read_stream(std::string_view run_id, std::string_view task_id,
                                              journal_stream which,
                                              const std::function<void(std::string_view)>& chunk);
@@ -426,6 +441,10 @@ public:
     /// An attempt's end and the task's final result naming it, queued together: they are
     /// committed in one transaction, so a crash never leaves the end without its final.
     bool record_end_and_final(attempt_end end, task_final final);
+    /// The tasks left unstarted when the segment ends: one row per range, whatever their count.
+    /// Replaces the finals earlier segments recorded for them, and the ranges earlier segments
+    /// recorded (every task then has a final of this segment or one it reused).
+    bool record_unstarted(unstarted_tasks tasks);
     bool record_run_end(journal_run_end end);
 
     /// Completes when every record queued before this call is committed.

@@ -46,6 +46,9 @@ public:
     /// only when the crash lost its final after its end was committed.
     void final_result(std::uint32_t index, bool ran, task_result r);
 
+    /// The tasks left unstarted, one record whatever their count (journal_writer::record_unstarted).
+    void unstarted(unstarted_tasks tasks) { behind_ |= journal_.record_unstarted(std::move(tasks)); }
+
     /// Once the journal's queue passed its high-water mark, waits for it to commit before
     /// more is recorded; nothing to wait for otherwise.
     boost::asio::awaitable<std::optional<journal_error>> catch_up();

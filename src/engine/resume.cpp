@@ -149,8 +149,9 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
     // where it is not reused), and of the attempts only what the decisions read
     // (last_attempt). A resume of 100 000 tasks holds a few dozen bytes per task.
     const std::size_t n = p.size();
+    // A task recorded among unstarted ones comes without its id (journal_task_result::task_id).
     auto mismatch = [&](std::uint32_t index, const std::string& id) {
-        return index >= n || p.task_id(index) != id;
+        return index >= n || (!id.empty() && p.task_id(index) != id);
     };
     bool bad = false;
     rp.state.reuse.resize(n);

@@ -464,6 +464,11 @@ private:
             e.retry_in_ms = static_cast<std::uint32_t>(std::max(0, plan_.node(idx).retry.backoff_ms));
         if (auto slot = slot_of_.find(idx); kind == run_event::kind_t::task_started && slot != slot_of_.end())
             e.job_slot = slot->second;
+        send(e);
+    }
+
+    // With when it happened and the run's counts as they are now.
+    void send(run_event& e) {
         e.elapsed = std::chrono::steady_clock::now() - started_;
         e.running = static_cast<std::uint32_t>(tasks_.size());
         e.finished = static_cast<std::uint32_t>(finished_);
@@ -585,39 +590,75 @@ private:
         tasks_.wake();
     }
 
-    // Tasks that never started: cancelled when the run was cancelled, skipped otherwise. Their
-    // finals can be many (100 000 children after an early failure): once the journal's queue
-    // passes its high-water mark, wait for it to commit before recording more.
+    // The final result of every task that never started: cancelled when the run was cancelled,
+    // skipped otherwise, and the same for all of them.
+    task_result unstarted_result() const {
+        if (report_.error && failed_before_start_)
+            // The run's error says why, once: a thousand copies of it would say nothing more.
+            return skipped_result(error_code::not_started,
+                                  "not started: the run failed before any task started (" +
+                                      std::string(to_string(report_.error->code)) + ")");
+        if (report_.error && !stop_after_failure_)
+            return skipped_result(error_code::not_started, "not started: " + report_.error->message);
+        if (cancelling_) {
+            task_result r;
+            r.state = task_state::cancelled;
+            r.error = task_error{error_code::run_cancelled, "not started: the run was cancelled"};
+            return r;
+        }
+        if (stop_after_failure_)
+            return skipped_result(error_code::run_stopped, "not started: the run stopped after task \"" +
+                                                               plan_.task_id(stopped_by_) + "\" failed");
+        return skipped_result(error_code::not_started, "not started");
+    }
+
+    // Tasks that never started get unstarted_result(), told to the sink and the journal once
+    // per stretch of consecutive tasks, not once per task: a run timeout may leave a million
+    // children, whose finals one by one took seconds and a journal queue of 64 MiB
+    // (docs/JOURNAL.md, "unstarted"). Then the aggregates, from their children.
     asio::awaitable<void> close_unstarted() {
+        const task_result unstarted = unstarted_result();
+        std::vector<std::pair<std::uint32_t, std::uint32_t>> ranges;
+        auto waits = [this](std::uint32_t i) {
+            return state_[i] != node::done && plan_.node(i).kind != plan_task::kind_t::aggregate;
+        };
         for (std::uint32_t i = 0; i < plan_.size(); ++i) {
+            if (!waits(i)) continue;
+            const std::uint32_t first = i;
+            for (; i < plan_.size() && waits(i); ++i) close_unstarted_task(i, unstarted);
+            ranges.emplace_back(first, i);
+        }
+        for (const auto& [first, end] : ranges) emit_not_started(first, end, unstarted);
+        if (recorder_ && !ranges.empty()) recorder_->unstarted(unstarted_tasks{std::move(ranges), unstarted});
+        for (std::uint32_t i = 0; i < plan_.size(); ++i) {
+            if (state_[i] == node::done) continue;
             if (recorder_)
                 if (auto error = co_await recorder_->catch_up()) journal_broke(*error);
-            if (state_[i] == node::done) continue;
-            if (plan_.node(i).kind == plan_task::kind_t::aggregate) {
-                // Its children come before it in plan order, so they are all final by now.
-                record(i, aggregate_result(view_, i));
-                continue;
-            }
-            if (report_.error && failed_before_start_) {
-                // The run's error says why, once: a thousand copies of it would say nothing more.
-                record(i, skipped_result(error_code::not_started,
-                                         "not started: the run failed before any task started (" +
-                                             std::string(to_string(report_.error->code)) + ")"));
-            } else if (report_.error && !stop_after_failure_) {
-                record(i, skipped_result(error_code::not_started, "not started: " + report_.error->message));
-            } else if (cancelling_) {
-                task_result r;
-                r.state = task_state::cancelled;
-                r.error = task_error{error_code::run_cancelled, "not started: the run was cancelled"};
-                record(i, std::move(r));
-            } else if (stop_after_failure_) {
-                record(i,
-                       skipped_result(error_code::run_stopped, "not started: the run stopped after task \"" +
-                                                                   plan_.task_id(stopped_by_) + "\" failed"));
-            } else {
-                record(i, skipped_result(error_code::not_started, "not started"));
-            }
+            // An aggregate: its children come before it in plan order, so they are all final.
+            record(i, aggregate_result(view_, i));
         }
+    }
+
+    // What record() does for a task, but for the event and the journal, which take the whole
+    // stretch at once.
+    void close_unstarted_task(std::uint32_t idx, const task_result& r) {
+        state_[idx] = node::done;
+        outcomes_[idx] = task_outcome{r.state, r.attempts, r.reused, decided_here(r)};
+        ++finished_;
+        if (!recorder_)
+            results_[idx] = r;
+        else
+            keep(idx, r);
+    }
+
+    void emit_not_started(std::uint32_t first, std::uint32_t end, const task_result& r) {
+        if (!with_.events) return;
+        run_event e;
+        e.kind = run_event::kind_t::tasks_not_started;
+        e.task_index = first;
+        e.end_index = end;
+        e.result = &r;
+        send(e);
     }
 
     asio::any_io_executor ex_;

@@ -21,6 +21,9 @@ struct journal_db {
     std::string path;
     journal_access access = journal_access::read;
     journal_open_options options;
+    /// The schema version as opened (a writer's is journal_schema_version, after migrating):
+    /// what the readers may find, `unstarted` from version 4 on.
+    std::int64_t schema_version = journal_schema_version;
     std::string streams_path;              ///< path + "-streams": stream files, one folder per run
     exec::unique_fd streams_dir;           ///< opened on first use
     journal_detail::statement blob_query;  ///< SELECT data FROM streams (declared after conn: closed first)

@@ -164,13 +164,21 @@ std::string counts_json_of(detail::journal_db& db, std::int64_t run_seq,
 }
 
 std::optional<journal_error> count_results(detail::journal_db& db, std::int64_t run_seq, counts& c) {
+    // From version 4 on, each range's tasks too, less those with a row of their own (recorded
+    // later, by a resume).
+    std::string sql = "SELECT state, reused, count(*) FROM results WHERE run_seq = ?1 GROUP BY state, reused";
+    if (db.schema_version >= 4)
+        sql +=
+            " UNION ALL SELECT state, 0, sum(end_task - first_task - (SELECT count(*) FROM results WHERE "
+            "results.run_seq = unstarted.run_seq AND task_index >= first_task AND task_index < end_task)) "
+            "FROM unstarted WHERE run_seq = ?1 GROUP BY state";
     int rc = SQLITE_OK;
-    statement s = db.conn.prepare(
-        "SELECT state, reused, count(*) FROM results WHERE run_seq = ? GROUP BY state, reused", rc);
+    statement s = db.conn.prepare(sql, rc);
     if (!s) return db.error(rc, "counting results");
     s.bind(1, run_seq);
     while ((rc = s.step()) == SQLITE_ROW) {
         auto n = s.uint32(2);
+        if (n == 0) continue;  // a range whose tasks all have rows
         c.by_state[std::string(s.text(0))] += n;
         if (s.int64(1)) c.reused += n;
         c.recorded += n;
@@ -277,15 +285,21 @@ journal_result<std::vector<journal_run_summary>> journal::list_runs(std::size_t 
 journal_result<journal_run> journal::load_run(std::string_view run_id) {
     if (!db_) return closed_error();
     auto& db = *db_;
-    auto row = run_row(db,
-                       "SELECT run_id, workflow_name, workflow_path, workflow_source, workflow_digest, plan_digest, "
-                       "base_dir, "
-                       "inputs_json, argv_json, options_json, agentctl_version, task_count, owner_host, "
-                       "owner_boot_id, owner_pid, "
-                       "owner_start, created_ms, segment, claimed_ms, state, ended_ms, duration_ms, error_code, "
-                       "error_message "
-                       "FROM runs WHERE run_id = ?",
-                       run_id, "loading a run");
+    // From version 4 on, the source and the inputs are in run_documents (those of older runs
+    // stayed in `runs`).
+    const bool documents = db.schema_version >= 4;
+    const std::string source =
+        documents ? "coalesce(d.workflow_source, r.workflow_source)" : "r.workflow_source";
+    const std::string inputs = documents ? "coalesce(d.inputs_json, r.inputs_json)" : "r.inputs_json";
+    auto row = run_row(
+        db,
+        "SELECT run_id, workflow_name, workflow_path, " + source +
+            ", workflow_digest, plan_digest, base_dir, " + inputs +
+            ", argv_json, options_json, agentctl_version, task_count, owner_host, owner_boot_id, "
+            "owner_pid, owner_start, created_ms, segment, claimed_ms, state, ended_ms, duration_ms, "
+            "error_code, error_message FROM runs r" +
+            (documents ? " LEFT JOIN run_documents d ON d.run_seq = r.run_seq" : "") + " WHERE run_id = ?",
+        run_id, "loading a run");
     if (!row) return row.error();
     statement& s = *row;
     journal_run r;
@@ -396,6 +410,59 @@ std::optional<journal_error> result_from_row(detail::journal_db& db, const state
     return std::nullopt;
 }
 
+// A range of tasks a segment left unstarted (schema 4), with the final each of them has.
+struct unstarted_range {
+    std::uint32_t first = 0, end = 0;
+    std::uint32_t segment = 0;
+    std::int64_t recorded_ms = 0;
+    task_result result;
+
+    // Task `index`'s final, as a row would read (streams: empty ones, as a row without any).
+    void result_of(std::uint32_t index, bool with_streams, journal_task_result& out) const {
+        out = journal_task_result{};
+        out.task_index = index;
+        out.segment = segment;
+        out.recorded_ms = recorded_ms;
+        out.result = result;
+        if (with_streams) {
+            journal_detail::attach_stream(out.result, true, std::string());
+            journal_detail::attach_stream(out.result, false, std::string());
+        }
+    }
+};
+
+// The run's ranges that meet tasks [first, end), in task order; none before schema 4. Few: a
+// segment records one per stretch of tasks it never reached.
+journal_result<std::vector<unstarted_range>> unstarted_ranges(detail::journal_db& db, std::int64_t run_seq,
+                                                              std::uint32_t first, std::uint32_t end) {
+    std::vector<unstarted_range> out;
+    if (db.schema_version < 4) return out;
+    int rc = SQLITE_OK;
+    statement s = db.conn.prepare(
+        "SELECT first_task, end_task, segment, recorded_ms, result_json FROM unstarted WHERE run_seq = ? AND "
+        "first_task < ? AND end_task > ? ORDER BY first_task",
+        rc);
+    if (!s) return db.error(rc, "reading unstarted tasks");
+    s.bind(1, run_seq);
+    s.bind(2, end);
+    s.bind(3, first);
+    while ((rc = s.step()) == SQLITE_ROW) {
+        unstarted_range r;
+        r.first = s.uint32(0);
+        r.end = s.uint32(1);
+        r.segment = s.uint32(2);
+        r.recorded_ms = s.int64(3);
+        if (!journal_detail::decode_result(s.text(4), r.result))
+            return journal_error{journal_errc::corrupt, "journal " + db.path +
+                                                            ": the result of unstarted tasks " +
+                                                            std::to_string(r.first) + " to " +
+                                                            std::to_string(r.end - 1) + " cannot be read"};
+        out.push_back(std::move(r));
+    }
+    if (rc != SQLITE_DONE) return db.error(db.last_rc(), "reading unstarted tasks");
+    return out;
+}
+
 std::string results_query(bool with_streams, std::string_view where) {
     return std::string("SELECT ") + result_columns + (with_streams ? own_stream_columns : "") +
            " FROM results WHERE " + std::string(where);
@@ -421,16 +488,38 @@ std::optional<journal_error> journal::for_each_result(std::string_view run_id, b
     auto& [seq, s] = *q;
     s.bind(2, static_cast<std::int64_t>(first));
     s.bind(3, static_cast<std::int64_t>(end));
-    stream_loader streams(db);
+    // The first step opens the read transaction the ranges are read in too, while it lasts.
+    int rc = s.step();
+    auto ranges = unstarted_ranges(db, seq, first, end);
+    if (!ranges) return ranges.error();
+    // The rows and the ranges' tasks merged in task order; a task with a row of its own is
+    // the row's (recorded after the range).
+    std::size_t range = 0;
+    std::uint32_t next = first;  // the first task a range may still yield
     journal_task_result r;
-    int rc = SQLITE_OK;
-    while ((rc = s.step()) == SQLITE_ROW) {
+    auto yield_ranges_until = [&](std::uint32_t limit) {
+        for (; range < ranges->size(); ++range) {
+            const unstarted_range& g = (*ranges)[range];
+            for (std::uint32_t i = std::max(next, g.first); i < std::min(limit, g.end); ++i) {
+                g.result_of(i, with_streams, r);
+                if (!fn(r)) return false;
+            }
+            if (g.end > limit) break;
+        }
+        return true;
+    };
+    stream_loader streams(db);
+    for (; rc == SQLITE_ROW; rc = s.step()) {
+        const std::uint32_t index = s.uint32(0);
+        if (!yield_ranges_until(index)) return std::nullopt;
+        next = index + 1;
         if (auto e = result_from_row(db, s, r)) return e;
         if (with_streams)
             if (auto e = streams.load(seq, s, r)) return e;
         if (!fn(r)) return std::nullopt;
     }
     if (rc != SQLITE_DONE) return db.error(db.last_rc(), "reading results");
+    yield_ranges_until(end);
     return std::nullopt;
 }
 
@@ -471,7 +560,16 @@ journal_result<std::optional<journal_task_result>> journal::load_result(std::str
 journal_result<std::optional<journal_task_result>> journal::load_result_at(std::string_view run_id,
                                                                            std::uint32_t task_index,
                                                                            bool with_streams) {
-    return load_one_result(db_.get(), run_id, "run_seq = ? AND task_index = ?", task_index, with_streams);
+    auto row = load_one_result(db_.get(), run_id, "run_seq = ? AND task_index = ?", task_index, with_streams);
+    if (!row || *row) return row;
+    auto seq = run_seq_of(*db_, run_id);
+    if (!seq) return seq.error();
+    auto ranges = unstarted_ranges(*db_, *seq, task_index, task_index + 1);
+    if (!ranges) return ranges.error();
+    if (ranges->empty()) return row;
+    journal_task_result r;
+    ranges->front().result_of(task_index, with_streams, r);
+    return std::optional<journal_task_result>(std::move(r));
 }
 
 std::optional<journal_error> journal::read_stream(std::string_view run_id, std::string_view task_id,
@@ -766,7 +864,8 @@ journal_result<journal_gc_report> journal::gc(std::size_t keep, const owner_aliv
                     if (d.step() != SQLITE_DONE) return db.error(db.last_rc(), "removing old runs");
                 }
             }
-            static constexpr const char* tables[] = {"attempts", "results", "runs"};
+            static constexpr const char* tables[] = {"unstarted", "attempts", "results", "run_documents",
+                                                     "runs"};
             for (const char* table : tables) {
                 statement d = db.conn.prepare(std::string("DELETE FROM ") + table + " WHERE run_seq = ?", rc);
                 if (!d) return db.error(rc, "removing old runs");

@@ -18,12 +18,13 @@ namespace {
 // "agct": PRAGMA application_id of every agentctl journal.
 constexpr std::int64_t application_id = 0x61676374;
 
-// The schema of journal_schema_version (the tables of version 1; version 2 only lets
+// The schema of journal_schema_version: the tables of version 1 (version 2 only lets
 // results.result_json be '' for "that of the end of streams_attempt"; version 3 lets an
-// aggregate's final hold `output_released`, its items being its children's finals). One row per attempt
-// (its intent, then its handle and its end filled in), one per task's final result; a stream
-// below the file threshold is a row of `streams` (a rowid table, so a few KiB stay on their
-// page), a larger one a file named by the row. docs/JOURNAL.md describes every column.
+// aggregate's final hold `output_released`, its items being its children's finals), then
+// version 4's. One row per attempt (its intent, then its handle and its end filled in), one
+// per task's final result; a stream below the file threshold is a row of `streams` (a rowid
+// table, so a few KiB stay on their page), a larger one a file named by the row.
+// docs/JOURNAL.md describes every column.
 constexpr const char* schema = R"sql(
 CREATE TABLE meta(
   key TEXT PRIMARY KEY NOT NULL,
@@ -129,16 +130,42 @@ CREATE TABLE streams(
 );
 )sql";
 
+// Version 4's tables. `unstarted`: tasks [first_task, end_task) that segment `segment` left
+// unstarted, each one's final being result_json (the same for all), unless `results` has a
+// row for it, which is always the later record. `run_documents`: a run's workflow source and
+// inputs, which grow with its items (a million of them are megabytes), in a row of their
+// own, so that a claim or a run's end updates a small `runs` row instead of rewriting them.
+// docs/JOURNAL.md, "unstarted" and "run_documents".
+constexpr const char* version_4_tables = R"sql(
+CREATE TABLE unstarted(
+  run_seq INTEGER NOT NULL,
+  first_task INTEGER NOT NULL,
+  end_task INTEGER NOT NULL,
+  segment INTEGER NOT NULL,
+  recorded_ms INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  result_json TEXT NOT NULL,
+  PRIMARY KEY(run_seq, first_task)
+) WITHOUT ROWID;
+CREATE TABLE run_documents(
+  run_seq INTEGER PRIMARY KEY,
+  workflow_source BLOB NOT NULL,
+  inputs_json TEXT NOT NULL
+);
+)sql";
+
 // Migrations: migrations[v - 1] turns schema version v into v + 1, inside one write
 // transaction (nullptr: nothing to change but the version). Version 1 is the first; add the
 // SQL of each new version here.
 constexpr std::array<const char*, journal_schema_version - 1> migrations{
-    nullptr,  // 1 -> 2: results.result_json may be ''; version 1 rows all carry their own JSON
-    nullptr,  // 2 -> 3: an aggregate's final may say output_released; older ones carry their items
+    nullptr,           // 1 -> 2: results.result_json may be ''; version 1 rows all carry their own JSON
+    nullptr,           // 2 -> 3: an aggregate's final may say output_released; older ones carry their items
+    version_4_tables,  // 3 -> 4: older runs have a final per task, their documents in `runs`
 };
 
-// The oldest version a reader reads as it is, without a migration: version 1 and 2 rows read
-// the same under version 3's rules (none of them is '', none says output_released).
+// The oldest version a reader reads as it is, without a migration: version 1 to 3 rows read
+// the same under version 4's rules (none of them is '', none says output_released; readers
+// look for ranges and documents in version 4's tables only from version 4 on).
 constexpr std::int64_t oldest_readable_version = 1;
 
 journal_error make_error(journal_errc code, std::string message) {
@@ -212,6 +239,7 @@ std::optional<journal_error> initialise(detail::journal_db& db) {
     if (auto e = ensure_wal(db)) return e;
     return in_write_transaction(db, "creating the journal", [&]() -> std::optional<journal_error> {
         int rc = db.conn.exec(schema);
+        if (rc == SQLITE_OK) rc = db.conn.exec(version_4_tables);
         if (rc != SQLITE_OK) return db.error(rc, "creating the schema");
         std::string pragmas = "PRAGMA application_id=" + std::to_string(application_id) +
                               "; PRAGMA user_version=" + std::to_string(journal_schema_version) + ";";
@@ -630,6 +658,7 @@ journal_result<std::unique_ptr<detail::journal_db>> open_db(const std::string& p
                           "journal " + path + ": schema version " + std::to_string(*user_version) +
                               " must be migrated first (open it for writing: run, resume or runs gc)");
     }
+    db->schema_version = writing ? journal_schema_version : *user_version;
     db->seal_on_close = writing;
     return db;
 }

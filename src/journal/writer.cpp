@@ -42,7 +42,7 @@ struct claim_record {
 struct close_record {};
 
 using record = std::variant<journal_run, claim_record, attempt_intent, attempt_handle, attempt_end,
-                            task_final, journal_run_end, close_record>;
+                            task_final, unstarted_tasks, journal_run_end, close_record>;
 
 struct entry {
     record rec;
@@ -293,7 +293,8 @@ private:
         // Statements first: a connection with live statements closes only when they go.
         for (statement* s :
              {&insert_run_, &insert_intent_, &update_handle_, &update_end_, &update_handle_end_,
-              &insert_final_, &find_end_streams_, &update_run_end_, &insert_blob_})
+              &insert_final_, &find_end_streams_, &update_run_end_, &insert_blob_, &delete_older_ranges_,
+              &delete_finals_, &insert_unstarted_, &insert_documents_})
             *s = statement();
         run_dir_.reset();
         dropper_ = exec::cache_dropper();
@@ -463,11 +464,11 @@ private:
         s.bind(1, r.run_id);
         s.bind(2, r.workflow_name);
         s.bind(3, r.workflow_path);
-        s.bind_blob(4, r.workflow_source);
+        s.bind_blob(4, std::string_view());  // in run_documents
         s.bind(5, r.workflow_digest);
         s.bind(6, r.plan_digest);
         s.bind(7, r.base_dir);
-        s.bind(8, r.inputs_json);
+        s.bind(8, std::string_view());  // in run_documents
         s.bind(9, r.argv_json);
         s.bind(10, r.options_json);
         s.bind(11, r.agentctl_version);
@@ -485,6 +486,15 @@ private:
         }
         run_seq_ = sqlite3_last_insert_rowid(db_->conn.get());
         segment_pending_ = 0;
+        statement& d =
+            prepared(insert_documents_,
+                     "INSERT INTO run_documents(run_seq, workflow_source, inputs_json) VALUES(?, ?, ?)", rc);
+        if (!d) return db_->error(rc, "recording the run");
+        reset_guard documents(d);
+        d.bind(1, run_seq_);
+        d.bind_blob(2, r.workflow_source);
+        d.bind(3, r.inputs_json);
+        if (d.step() != SQLITE_DONE) return step_error("recording the run");
         return std::nullopt;
     }
 
@@ -707,6 +717,55 @@ private:
         return std::nullopt;
     }
 
+    // One row per range (docs/JOURNAL.md, "unstarted"), in place of what earlier segments
+    // recorded: these tasks' finals (as a final's INSERT OR REPLACE replaces one) and every
+    // earlier range. Every task the segment did not leave unstarted has a row by now, so the
+    // ranges of a run never overlap, and a task's final is its row, else the range holding it.
+    std::optional<journal_error> apply_one(unstarted_tasks& u, std::int64_t ms) {
+        if (!run_seq_) return no_run();
+        int rc = SQLITE_OK;
+        statement& older =
+            prepared(delete_older_ranges_, "DELETE FROM unstarted WHERE run_seq = ? AND segment < ?", rc);
+        if (!older) return db_->error(rc, "recording unstarted tasks");
+        {
+            reset_guard guard(older);
+            older.bind(1, run_seq_);
+            older.bind(2, segment_pending_);
+            if (older.step() != SQLITE_DONE) return step_error("recording unstarted tasks");
+        }
+        statement& finals =
+            prepared(delete_finals_,
+                     "DELETE FROM results WHERE run_seq = ? AND task_index >= ? AND task_index < ?", rc);
+        if (!finals) return db_->error(rc, "recording unstarted tasks");
+        statement& insert = prepared(insert_unstarted_,
+                                     "INSERT INTO unstarted(run_seq, first_task, end_task, segment, "
+                                     "recorded_ms, state, result_json) VALUES(?, ?, ?, ?, ?, ?, ?)",
+                                     rc);
+        if (!insert) return db_->error(rc, "recording unstarted tasks");
+        const std::string json = journal_detail::encode_result(u.result);
+        for (const auto& [first, end] : u.ranges) {
+            {
+                reset_guard guard(finals);
+                finals.bind(1, run_seq_);
+                finals.bind(2, first);
+                finals.bind(3, end);
+                if (finals.step() != SQLITE_DONE) return step_error("recording unstarted tasks");
+            }
+            reset_guard guard(insert);
+            insert.bind(1, run_seq_);
+            insert.bind(2, first);
+            insert.bind(3, end);
+            insert.bind(4, segment_pending_);
+            insert.bind(5, ms);
+            insert.bind(6, to_string(u.result.state));
+            insert.bind(7, json);
+            if (insert.step() != SQLITE_DONE)
+                return step_error("recording unstarted tasks " + std::to_string(first) + " to " +
+                                  std::to_string(end - 1));
+        }
+        return std::nullopt;
+    }
+
     std::optional<journal_error> apply_one(journal_run_end& r, std::int64_t ms) {
         if (!run_seq_) return no_run();
         std::optional<journal_error> error;
@@ -784,7 +843,8 @@ private:
     std::optional<recorded_end> last_end_;                    // the end applied last in this transaction
     std::unordered_map<std::uint64_t, const entry*> merged_;  // handles the batch's ends write
     statement insert_run_, insert_intent_, update_handle_, update_end_, update_handle_end_, insert_final_,
-        find_end_streams_, update_run_end_, insert_blob_;
+        find_end_streams_, update_run_end_, insert_blob_, delete_older_ranges_, delete_finals_,
+        insert_unstarted_, insert_documents_;
 };
 
 void journal_async_sync(journal_writer_impl& w, sync_handler h) {
@@ -839,6 +899,11 @@ bool journal_writer::record_final(task_final final) {
 bool journal_writer::record_end_and_final(attempt_end end, task_final final) {
     std::uint64_t end_bytes = detail::bytes_of(end.result), final_bytes = detail::bytes_of(final.result);
     return impl_->push_pair(std::move(end), end_bytes, std::move(final), final_bytes);
+}
+
+bool journal_writer::record_unstarted(unstarted_tasks tasks) {
+    std::uint64_t bytes = sizeof tasks + tasks.ranges.size() * sizeof tasks.ranges.front();
+    return impl_->push(std::move(tasks), bytes);
 }
 
 bool journal_writer::record_run_end(journal_run_end end) {

@@ -328,6 +328,16 @@ std::vector<pid_t> processes_with(const std::string& needle) {
     return found;
 }
 
+command_options without_asan_quarantine() {
+    command_options o;
+#if defined(__SANITIZE_ADDRESS__)
+    if (const char* asan = std::getenv("ASAN_OPTIONS"))
+        o.env.push_back(std::string("ASAN_OPTIONS=") + asan +
+                        ":quarantine_size_mb=0:thread_local_quarantine_size_kb=0");
+#endif
+    return o;
+}
+
 std::string make_nonce() {
     std::random_device rd;
     std::ostringstream s;

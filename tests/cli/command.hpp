@@ -63,6 +63,11 @@ command_result run_on_terminal(const std::vector<std::string>& argv,
 /// agentctl with these arguments.
 command_result agentctl(const std::vector<std::string>& args, const command_options& options = {});
 
+/// Options whose agentctl, in a test built with AddressSanitizer, runs without ASan's
+/// quarantine of freed blocks (up to 256 MiB, not a leak): its peak RSS then counts what it
+/// holds, as in a normal build. Elsewhere plain options.
+command_options without_asan_quarantine();
+
 /// A fresh temporary folder, removed with its contents on destruction.
 class temp_dir {
 public:

@@ -266,6 +266,57 @@ BOOST_FIXTURE_TEST_CASE(uncertain_attempts_refuse_unless_rerun_and_live_runs_are
     BOOST_TEST((unknown.journal_code == journal_errc::unknown_run));
 }
 
+// The tasks a cancellation left unstarted are one journal record per stretch (docs/JOURNAL.md,
+// "unstarted"), and a resume decides on them as on tasks that never started: it runs them,
+// never calls them uncertain, and its own finals take their place.
+BOOST_FIXTURE_TEST_CASE(a_resume_runs_the_tasks_a_cancellation_left_unstarted, fixture) {
+    use(R"(apiVersion: agentctl.dev/v1
+kind: Workflow
+metadata: {name: fan}
+spec:
+  policy: {processAllowlist: ["true"], approval: never}
+  runtime: {maxConcurrency: 2}
+  actions:
+    t: {kind: builtin.shell.exec, command: /bin/true}
+  tasks:
+    - {id: each, uses: action:t, foreach: {items: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]}}
+    - {id: after, uses: action:t, needs: [each]}
+)");
+    scripted_runner first;
+    first.hanging = {test_support::full_id(compiled, "each--0000"),
+                     test_support::full_id(compiled, "each--0001")};
+    run_report r1 = first_run(first, /*cancel_soon=*/true);
+    BOOST_TEST((r1.state == run_state::cancelled));
+    BOOST_TEST(first.ran.size() == 2u);
+    journal db = open_db();
+    std::size_t results = 0, unnamed = 0;
+    BOOST_TEST(!db.for_each_result(r1.run_id, false, [&](journal_task_result& r) {
+        ++results;
+        unnamed += r.task_id.empty();
+        return true;
+    }));
+    BOOST_TEST(results == compiled.size());
+    BOOST_TEST(unnamed == 11u, "10 children and `after` are in the ranges");
+    auto listed = db.list_runs(1);
+    BOOST_TEST_REQUIRE(listed.has_value());
+    BOOST_TEST(listed->at(0).tasks_by_state.at("cancelled") == compiled.size());
+
+    resume_plan rp = prepare_resume(db, r1.run_id, {false, true}, never_alive);
+    BOOST_TEST_REQUIRE(rp.ok(), rp.message);
+    BOOST_TEST(rp.uncertain.size() == 2u, "the two that ran, not the ones that never started");
+    const auto after = *compiled.find("after");
+    BOOST_TEST((rp.decisions[after].action == resume_action::run));
+    BOOST_TEST(rp.decisions[after].reason == "never started (cancelled)");
+    BOOST_TEST(rp.decisions[5].reason == "never started (cancelled)");
+    scripted_runner second;
+    run_report r2 = resume(rp, second);
+    BOOST_TEST((r2.state == run_state::succeeded));
+    BOOST_TEST(second.ran.size() == 13u);
+    listed = db.list_runs(1);
+    BOOST_TEST(listed->at(0).tasks_by_state.at("succeeded") == compiled.size());
+    BOOST_TEST(listed->at(0).tasks_by_state.size() == 1u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 // With a journal, results leave memory once recorded, unless something later in the run reads

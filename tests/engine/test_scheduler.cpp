@@ -129,14 +129,22 @@ public:
     int running = 0, peak = 0;
 };
 
-/// Counts events, checks each task finishes exactly once.
+/// Counts events, checks each task finishes exactly once (a tasks_not_started stretch
+/// finishes each of its tasks).
 struct counting_sink final : event_sink {
     void on_event(const run_event& e) override {
-        if (e.kind == run_event::kind_t::task_finished) ++finished[e.task_index];
-        else ++started;
+        if (e.kind == run_event::kind_t::task_finished) {
+            ++finished[e.task_index];
+        } else if (e.kind == run_event::kind_t::tasks_not_started) {
+            ++stretches;
+            each_task_finished(e, [&](const run_event& one) { ++finished[one.task_index]; });
+        } else {
+            ++started;
+        }
     }
     std::map<std::uint32_t, int> finished;
     int started = 0;
+    int stretches = 0;
 };
 
 /// Runs a plan with a hard deadline: a hang fails the test instead of stalling CI.
@@ -429,6 +437,9 @@ BOOST_AUTO_TEST_CASE(cancellation_while_running_is_graceful_then_terminal) {
     }
     for (auto& [id, n] : fake.completions) BOOST_TEST(n == 1);  // results exactly once
     BOOST_TEST(sink.finished.size() == p.size());
+    for (auto& [index, n] : sink.finished)
+        BOOST_TEST(n == 1, p.task_id(index) << " finished " << n << " times");
+    BOOST_TEST(sink.stretches == 1, "the two tasks never started are one event");
 }
 
 BOOST_AUTO_TEST_CASE(approval_required_without_an_approver_runs_nothing) {

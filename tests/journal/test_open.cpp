@@ -298,11 +298,13 @@ BOOST_AUTO_TEST_CASE(newer_schema) {
                e.message);
 }
 
-// A journal of schema version 1: the same tables, every final result with its own JSON (a
-// version 1 writer never stored ''). Made here by recording with this writer, then putting
-// each end's JSON back into the finals stored once and setting user_version to 1.
+// A journal of schema version 1: the tables but version 4's, every final result with its own
+// JSON (a version 1 writer never stored ''), each run's source and inputs in `runs`. Made here
+// by recording with this writer, then putting each end's JSON back into the finals stored
+// once, moving the documents back, dropping version 4's tables, taking the stored counts away
+// (as a run that died has none) and setting user_version to 1.
 BOOST_AUTO_TEST_CASE(a_version_1_journal_is_read_then_migrated) {
-    static_assert(journal_schema_version == 3, "version 3 is what this test migrates to");
+    static_assert(journal_schema_version == 4, "version 4 is what this test migrates to");
     temp_dir tmp;
     std::string path = tmp.file("journal.db");
     task_result ran = make_result(task_state::succeeded, "out\n", "err\n");
@@ -318,11 +320,16 @@ BOOST_AUTO_TEST_CASE(a_version_1_journal_is_read_then_migrated) {
         BOOST_TEST_REQUIRE(!env.close().has_value());
     }
     BOOST_TEST_REQUIRE(count_rows(path, "results", "result_json = ''") == 1);
-    BOOST_TEST_REQUIRE(exec_sql(path,
-                                "UPDATE results SET result_json = (SELECT a.result_json FROM attempts a "
-                                "WHERE a.run_seq = results.run_seq AND a.task_index = results.task_index "
-                                "AND a.attempt = results.streams_attempt) WHERE result_json = ''; "
-                                "PRAGMA user_version = 1;"));
+    BOOST_TEST_REQUIRE(
+        exec_sql(path,
+                 "UPDATE results SET result_json = (SELECT a.result_json FROM attempts a "
+                 "WHERE a.run_seq = results.run_seq AND a.task_index = results.task_index "
+                 "AND a.attempt = results.streams_attempt) WHERE result_json = ''; "
+                 "UPDATE runs SET workflow_source = (SELECT d.workflow_source FROM run_documents d "
+                 "WHERE d.run_seq = runs.run_seq), inputs_json = (SELECT d.inputs_json FROM "
+                 "run_documents d WHERE d.run_seq = runs.run_seq); "
+                 "DROP TABLE unstarted; DROP TABLE run_documents; UPDATE runs SET counts_json = NULL; "
+                 "PRAGMA user_version = 1;"));
     BOOST_TEST_REQUIRE(count_rows(path, "results", "result_json = '' OR result_json IS NULL") == 0);
     BOOST_TEST_REQUIRE(count_rows(path, "pragma_user_version", "user_version = 1") == 1);
 
@@ -344,9 +351,16 @@ BOOST_AUTO_TEST_CASE(a_version_1_journal_is_read_then_migrated) {
         BOOST_TEST_REQUIRE(one.has_value(), when << ": " << why(one));
         BOOST_TEST_REQUIRE(one->has_value(), when);
         BOOST_TEST((*one)->result.duration_ms == ran.duration_ms, when);
+        auto listed = j.list_runs(5);  // counted from the rows: run-1's counts are not stored
+        BOOST_TEST_REQUIRE(listed.has_value(), when << ": " << why(listed));
+        BOOST_TEST(listed->back().recorded == 2u, when);
+        auto run = j.load_run("run-1");
+        BOOST_TEST_REQUIRE(run.has_value(), when << ": " << why(run));
+        BOOST_TEST(run->inputs_json == R"({"n":3})", when);
+        BOOST_TEST(run->workflow_source == make_run("run-1").workflow_source, when);
     };
     {
-        // Version 1 rows read the same under version 3: a reader needs no migration.
+        // Version 1 rows read the same under version 4: a reader needs no migration.
         journal j = open_or_fail(path, journal_access::read);
         read_back(j, "read as version 1");
     }
@@ -355,8 +369,10 @@ BOOST_AUTO_TEST_CASE(a_version_1_journal_is_read_then_migrated) {
         journal j = open_or_fail(path, journal_access::write);
         read_back(j, "migrated");
     }
-    BOOST_TEST(count_rows(path, "pragma_user_version", "user_version = 3") == 1);
+    BOOST_TEST(count_rows(path, "pragma_user_version", "user_version = 4") == 1);
     BOOST_TEST(count_rows(path, "results", "result_json = ''") == 0, "the migration changes no row");
+    BOOST_TEST(count_rows(path, "unstarted") == 0, "the migration adds the tables of version 4");
+    BOOST_TEST(count_rows(path, "run_documents") == 0, "and moves no run's documents");
     {
         // A run recorded after the migration stores its finals once, beside the old rows.
         writer_env env(open_or_fail(path, journal_access::write));
@@ -367,7 +383,7 @@ BOOST_AUTO_TEST_CASE(a_version_1_journal_is_read_then_migrated) {
     }
     BOOST_TEST(count_rows(path, "results", "result_json = ''") == 1);
     journal j = open_or_fail(path, journal_access::read);
-    read_back(j, "after a version 3 run");
+    read_back(j, "after a version 4 run");
     auto second = j.load_result("run-2", task_id(0), true);
     BOOST_TEST_REQUIRE(second.has_value(), why(second));
     BOOST_TEST_REQUIRE(second->has_value());

@@ -285,6 +285,126 @@ BOOST_AUTO_TEST_CASE(writer_claims_and_continues_a_run) {
     BOOST_TEST(e->code == journal_errc::run_live);
 }
 
+// Tasks a segment left unstarted are one row per range (docs/JOURNAL.md, "unstarted"), and
+// every reader reports them as if each had a final of its own: in plan order among the
+// rows, by index, in the counts. A later segment's row of a task wins over the range; a later
+// segment's ranges replace the earlier ones and the finals they cover.
+BOOST_AUTO_TEST_CASE(unstarted_ranges_read_as_a_final_each) {
+    temp_dir tmp;
+    std::string path = tmp.file("journal.db");
+    task_result cancelled;
+    cancelled.state = task_state::cancelled;
+    cancelled.error = task_error{error_code::run_cancelled, "not started: the run was cancelled"};
+    const std::uint32_t n = 10;
+    struct seen {
+        std::uint32_t index;
+        std::string id;
+        task_state state;
+        std::uint32_t segment;
+    };
+    auto read_all = [&](journal& j, std::uint32_t first, std::uint32_t end) {
+        std::vector<seen> out;
+        auto e = j.for_each_result("run-1", true, first, end, [&](journal_task_result& r) {
+            BOOST_TEST(stdout_of(r.result).empty());
+            out.push_back({r.task_index, r.task_id, r.result.state, r.segment});
+            return true;
+        });
+        BOOST_TEST_REQUIRE(!e.has_value(), (e ? e->message : ""));
+        return out;
+    };
+    auto states = [](const std::vector<seen>& v) {
+        std::string s;
+        for (const auto& x : v) s += std::to_string(x.index) + ":" + std::string(to_string(x.state)) + " ";
+        return s;
+    };
+    {
+        writer_env env(open_or_fail(path, journal_access::write));
+        env.writer->record_run(make_run("run-1", n, fake_owner(999999999)));
+        for (std::uint32_t i = 0; i < 3; ++i)
+            env.writer->record_final(make_final(i, make_result(task_state::succeeded, ""), {}));
+        env.writer->record_final(make_final(5, make_result(task_state::failed, ""), {}));
+        env.writer->record_unstarted(unstarted_tasks{{{3, 5}, {6, n}}, cancelled});
+        BOOST_TEST_REQUIRE(!env.close().has_value());
+    }
+    BOOST_TEST(count_rows(path, "results") == 4, "no row per unstarted task");
+    BOOST_TEST(count_rows(path, "unstarted") == 2);
+    {
+        journal j = open_or_fail(path, journal_access::read);
+        auto all = read_all(j, 0, n);
+        BOOST_TEST(states(all) ==
+                   "0:succeeded 1:succeeded 2:succeeded 3:cancelled 4:cancelled 5:failed "
+                   "6:cancelled 7:cancelled 8:cancelled 9:cancelled ");
+        BOOST_TEST(all[3].id.empty(), "the journal keeps no id per unstarted task");
+        BOOST_TEST(all[2].id == task_id(2));
+        BOOST_TEST(states(read_all(j, 4, 7)) == "4:cancelled 5:failed 6:cancelled ");
+        std::uint32_t calls = 0;
+        BOOST_TEST(!j.for_each_result("run-1", false, [&](journal_task_result&) { return ++calls < 5; }));
+        BOOST_TEST(calls == 5u, "stops inside a range");
+        auto one = j.load_result_at("run-1", 7, true);
+        BOOST_TEST_REQUIRE((one && one->has_value()));
+        BOOST_TEST(((*one)->result.state == task_state::cancelled));
+        BOOST_TEST((*one)->result.error->message == "not started: the run was cancelled");
+        BOOST_TEST((*one)->result.attempts == 0u);
+        auto by_id = j.load_result("run-1", task_id(7), false);
+        BOOST_TEST_REQUIRE(by_id.has_value());
+        BOOST_TEST(!by_id->has_value(), "by id: rows only");
+        auto listed = j.list_runs(1);
+        BOOST_TEST_REQUIRE(listed.has_value());
+        BOOST_TEST(listed->at(0).recorded == n);
+        BOOST_TEST(listed->at(0).tasks_by_state.at("cancelled") == 6u);
+        BOOST_TEST(listed->at(0).tasks_by_state.at("succeeded") == 3u);
+    }
+    {
+        // A resume: 4 runs (its row wins over the range), 3 and 5..9 are left unstarted again;
+        // 0..2 are reused. The earlier ranges go, and so does 5's earlier final.
+        writer_env env(open_or_fail(path, journal_access::write));
+        BOOST_TEST_REQUIRE(!env.claim("run-1", this_process_owner(), owner_alive_here).has_value());
+        env.writer->record_final(make_final(4, make_result(task_state::succeeded, ""), {}));
+        env.writer->record_unstarted(unstarted_tasks{{{3, 4}, {5, n}}, cancelled});
+        env.writer->record_run_end(journal_run_end{journal_run_state::cancelled, 1, std::nullopt});
+        BOOST_TEST_REQUIRE(!env.close().has_value());
+    }
+    BOOST_TEST(count_rows(path, "results") == 4, "5's final of segment 0 was replaced");
+    BOOST_TEST(count_rows(path, "unstarted", "segment = 1") == 2);
+    BOOST_TEST(count_rows(path, "unstarted") == 2, "segment 0's ranges are gone");
+    {
+        journal j = open_or_fail(path, journal_access::read);
+        auto all = read_all(j, 0, n);
+        BOOST_TEST(states(all) ==
+                   "0:succeeded 1:succeeded 2:succeeded 3:cancelled 4:succeeded 5:cancelled "
+                   "6:cancelled 7:cancelled 8:cancelled 9:cancelled ");
+        BOOST_TEST(all[5].segment == 1u);
+        auto listed = j.list_runs(1);
+        BOOST_TEST(listed->at(0).tasks_by_state.at("cancelled") == 6u, "counted when the run ended");
+        BOOST_TEST(listed->at(0).tasks_by_state.at("succeeded") == 4u);
+        BOOST_TEST(listed->at(0).tasks_by_state.count("failed") == 0u);
+    }
+    {
+        // Another resume runs everything left: its rows hide the ranges it leaves behind.
+        writer_env env(open_or_fail(path, journal_access::write));
+        BOOST_TEST_REQUIRE(!env.claim("run-1", this_process_owner(), owner_alive_here).has_value());
+        for (std::uint32_t i : {3u, 5u, 6u, 7u, 8u, 9u})
+            env.writer->record_final(make_final(i, make_result(task_state::succeeded, ""), {}));
+        env.writer->record_run_end(journal_run_end{journal_run_state::succeeded, 1, std::nullopt});
+        BOOST_TEST_REQUIRE(!env.close().has_value());
+    }
+    {
+        journal j = open_or_fail(path, journal_access::read);
+        auto all = read_all(j, 0, n);
+        BOOST_TEST(all.size() == n);
+        BOOST_TEST(std::all_of(all.begin(), all.end(),
+                               [](const seen& x) { return x.state == task_state::succeeded; }));
+        auto listed = j.list_runs(1);
+        BOOST_TEST(listed->at(0).recorded == n);
+        BOOST_TEST(listed->at(0).tasks_by_state.at("succeeded") == n);
+        BOOST_TEST(listed->at(0).tasks_by_state.size() == 1u);
+    }
+    // gc removes a run's ranges with it.
+    journal w = open_or_fail(path, journal_access::write);
+    BOOST_TEST_REQUIRE(w.gc(0, owner_alive_here).has_value());
+    BOOST_TEST(count_rows(path, "unstarted") == 0);
+}
+
 BOOST_AUTO_TEST_CASE(dead_runs_and_their_handles) {
     temp_dir tmp;
     std::string path = tmp.file("journal.db");

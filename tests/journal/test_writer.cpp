@@ -125,6 +125,10 @@ BOOST_AUTO_TEST_CASE(records_read_back_exactly) {
     BOOST_TEST_REQUIRE(run.has_value());
     BOOST_TEST(run->workflow_source == make_run("x").workflow_source);
     BOOST_TEST(run->inputs_json == R"({"n":3})");
+    // Kept apart from the run's row, which its end and its claims update (docs/JOURNAL.md,
+    // "run_documents"): a million items' inputs are not rewritten with it.
+    BOOST_TEST(count_rows(path, "runs", "length(workflow_source) = 0 AND length(inputs_json) = 0") == 1);
+    BOOST_TEST(count_rows(path, "run_documents", "inputs_json = '{\"n\":3}'") == 1);
     BOOST_TEST(run->owner.pid == ::getpid());
     BOOST_TEST(run->state == journal_run_state::failed);
     BOOST_TEST(run->duration_ms.value_or(0) == 99u);

@@ -96,6 +96,11 @@ bool taken_over(const journal_task_result& r, const journal_run& run) {
     return r.reused || r.segment < run.segment;
 }
 
+// Its recorded id; a task recorded among unstarted ones has none in the journal: the plan's.
+std::string id_of(const journal_task_result& r, const plan& p) {
+    return r.task_id.empty() ? p.task_id(r.task_index) : r.task_id;
+}
+
 // ---------------------------------------------------------------------------------------------
 // list
 
@@ -204,11 +209,21 @@ std::string result_line(const std::string& id, const task_result& r, bool reused
     return line + "\n";
 }
 
-int show_stream(const command_line& cl, journal& db) {
+int show_stream(const command_line& cl, journal& db, const journal_run& run) {
     fd_sink out(STDOUT_FILENO);
     auto e = db.read_stream(cl.run_id, *cl.task,
                             cl.show_stdout ? journal_stream::stdout_stream : journal_stream::stderr_stream,
                             [&](std::string_view chunk) { out.write(chunk); });
+    if (e && e->code == journal_errc::unknown_run) {
+        // A task recorded among unstarted ones has no row of its own, and no stream: its index
+        // in the stored plan finds its result (the plan is compiled only then).
+        std::string why;
+        auto p = stored_plan(run, why);
+        if (auto index = p ? p->find(*cl.task) : std::nullopt) {
+            auto unstarted = db.load_result_at(run.run_id, *index, false);
+            if (unstarted && *unstarted) e.reset();
+        }
+    }
     if (e) return print_journal_failure(cl, *e);
     return status(exit_status::success);
 }
@@ -317,7 +332,7 @@ int runs_show(const command_line& cl) {
     if (!db) return failed;
     auto run = db->load_run(cl.run_id);
     if (!run) return print_journal_failure(cl, run.error());
-    if (cl.show_stdout || cl.show_stderr) return show_stream(cl, *db);
+    if (cl.show_stdout || cl.show_stderr) return show_stream(cl, *db, *run);
     std::string why;
     auto p = stored_plan(*run, why);
     if (!p) return print_failure(cl, why, exit_status::persistence);
@@ -365,7 +380,7 @@ int runs_show(const command_line& cl) {
                           read_error = db->for_each_result(cl.run_id, true, [&](journal_task_result& r) {
                               if (r.task_index >= p->size()) return true;
                               r.result.reused = taken_over(r, *run);
-                              w.key(r.task_id);
+                              w.key(id_of(r, *p));
                               write_task_result(w, *p, r.task_index, r.result, &children, streams_for(cl));
                               return true;
                           });
@@ -406,7 +421,7 @@ int runs_show(const command_line& cl) {
         if (r.task_index >= p->size() || p->node(r.task_index).kind == plan_task::kind_t::aggregate)
             return true;
         ++recorded;
-        std::string out = result_line(r.task_id, r.result, taken_over(r, *run));
+        std::string out = result_line(id_of(r, *p), r.result, taken_over(r, *run));
         const task_result& t = r.result;
         if (t.state != task_state::succeeded && t.state != task_state::skipped)
             for (const auto& l : tail_lines(stderr_of(t), 5)) out += "  | " + l + "\n";

@@ -78,6 +78,9 @@ void parallel_display::on_event(const run_event& e) {
         print_diagnostics_human(cl_, d);
         return;
     }
+    // As the task_finished events it stands for: --keep-order waits for every job in turn.
+    if (e.kind == run_event::kind_t::tasks_not_started)
+        return each_task_finished(e, [this](const run_event& one) { on_event(one); });
     if (e.task_index < first_child_ || e.task_index >= first_child_ + t_.jobs.size()) return;
     const std::uint32_t job = e.task_index - first_child_;
     in_flight_ = e.running;

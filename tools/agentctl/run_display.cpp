@@ -205,6 +205,9 @@ void progress_printer::on_event(const run_event& e) {
         }
         return;
     }
+    // Shown as the task_finished events it stands for (a jsonl line each).
+    if (e.kind == run_event::kind_t::tasks_not_started)
+        return each_task_finished(e, [this](const run_event& one) { on_event(one); });
     const plan_task& t = plan_.node(e.task_index);
     running_ = e.running;
     if (cl_.output == output_format::jsonl) return write_jsonl(e);
