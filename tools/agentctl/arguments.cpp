@@ -59,9 +59,12 @@ std::optional<int> parse_backend(command_line& cl, const arguments& a) {
 
 std::optional<int> parse_jobs(command_line& cl, const arguments& a) {
     if (!a.has("jobs")) return std::nullopt;
-    cl.jobs = number_of<int>(a.value("jobs"));
+    const std::string text = a.value("jobs");
+    cl.jobs = number_of<int>(text);
+    if (!cl.jobs && !number_of<double>(text))
+        return usage_error(cl, "--jobs " + text + ": not a number (tasks at once, 1 to 4096)");
     if (!cl.jobs || *cl.jobs < 1 || *cl.jobs > limits::max_concurrency)
-        return usage_error(cl, "--jobs must be between 1 and 4096");
+        return usage_error(cl, "--jobs must be a whole number between 1 and 4096");
     return std::nullopt;
 }
 
