@@ -485,12 +485,20 @@ BOOST_AUTO_TEST_CASE(retries_stderr_tails_and_limits_say_what_they_hide) {
     auto wf = dir.write("wf.yaml", workflow("sh", actions, tasks));
     auto r = agentctl({"--color", "never", "run", wf});
     BOOST_TEST(r.exit_code == 4, r.err);
-    BOOST_TEST(r.err.find("↻ flaky attempt 1 of 3 failed: exited with status 2; retrying in 10 ms") !=
-                   std::string::npos,
+    // Without -v: one line for every retry of the run.
+    BOOST_TEST(r.err.find("↻ flaky attempt") == std::string::npos, r.err);
+    BOOST_TEST(r.err.find("↻ 1 task was retried, 2 retries in all (-v shows each)\n") != std::string::npos,
                r.err);
-    BOOST_TEST(r.err.find("↻ flaky attempt 2 of 3 failed") != std::string::npos, r.err);
-    BOOST_TEST(r.err.find("↻ flaky attempt 3") == std::string::npos,
-               r.err);  // the last one is the task's end
+    // With -v: each retry as it happens, and no summary of them.
+    auto v = agentctl({"--color", "never", "-v", "run", wf});
+    BOOST_TEST(v.exit_code == 4, v.err);
+    BOOST_TEST(v.err.find("↻ flaky attempt 1 of 3 failed: exited with status 2; retrying in 10 ms") !=
+                   std::string::npos,
+               v.err);
+    BOOST_TEST(v.err.find("↻ flaky attempt 2 of 3 failed") != std::string::npos, v.err);
+    BOOST_TEST(v.err.find("↻ flaky attempt 3") == std::string::npos,
+               v.err);  // the last one is the task's end
+    BOOST_TEST(v.err.find("retries in all") == std::string::npos, v.err);
     BOOST_TEST(r.err.find("  | … 7 earlier stderr lines not shown (12 in all") != std::string::npos, r.err);
     BOOST_TEST(r.err.find("  | 8\n  | 9\n  | 10\n  | 11\n  | 12\n") != std::string::npos, r.err);
     BOOST_TEST(

@@ -209,8 +209,15 @@ void progress_printer::on_event(const run_event& e) {
     running_ = e.running;
     if (cl_.output == output_format::jsonl) return write_jsonl(e);
     if (e.kind == run_event::kind_t::attempt_failed) {
-        if (cl_.output != output_format::human || cl_.quiet) return;
-        // Retries are visible as they happen: which attempt failed, why, and what comes next.
+        ++retries_.attempts;
+        if (retried_.empty()) retried_.resize(plan_.size());
+        if (!retried_[e.task_index]) {
+            retried_[e.task_index] = true;
+            ++retries_.tasks;
+        }
+        // With -v each retry as it happens: which attempt failed, why, and what comes next;
+        // else one line in the summary (a batch of flaky items would bury everything else).
+        if (cl_.output != output_format::human || cl_.quiet || !cl_.verbose) return;
         clear_line();
         std::string vars = vars_text(plan_.vars_of(e.task_index));
         std::string line = paint("33", "↻ ") + paint("1", plan_.task_id(e.task_index)) + " attempt " +
@@ -469,6 +476,11 @@ void print_summary(const command_line& cl, const plan& p, const run_report& r, c
                " not started: " + escape_for_terminal(unstarted_ids) + "\n";
     }
     if (r.error) out += paint("1;31", "agentctl: ") + escape_for_terminal(r.error->message) + "\n";
+    if (context.retries.attempts > 0 && !cl.verbose && !cl.quiet)
+        out += paint("33", "↻ ") + std::to_string(context.retries.tasks) +
+               (context.retries.tasks == 1 ? " task was" : " tasks were") + " retried, " +
+               std::to_string(context.retries.attempts) +
+               (context.retries.attempts == 1 ? " retry" : " retries") + " in all (-v shows each)\n";
 
     standard_error().write(out);
 

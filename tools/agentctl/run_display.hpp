@@ -60,6 +60,12 @@ std::string progress_line(std::size_t done, std::size_t total, std::uint32_t run
 /// no head line: a structure's members, or a text's lines, start at the left.
 std::vector<std::string> readable_lines(const boost::json::value& v);
 
+/// Retries during a run: failed attempts that were run again, and the tasks they belong to.
+struct retry_count {
+    std::size_t attempts = 0;
+    std::size_t tasks = 0;
+};
+
 /// Live progress and failure reports: a redrawn line on a terminal, plain lines in a log.
 class progress_printer final : public event_sink {
 public:
@@ -75,6 +81,8 @@ public:
 
     /// Whether stderr's reader lags; redraws are skipped meanwhile.
     void set_behind(std::function<bool()> behind) { behind_ = std::move(behind); }
+
+    const retry_count& retries() const { return retries_; }
 
 private:
     std::string paint(const char* code, std::string_view text) const;
@@ -94,6 +102,8 @@ private:
     json_sink& out_;
     std::size_t countable_ = 0, done_ = 0, failed_ = 0;
     std::uint32_t running_ = 0;
+    retry_count retries_;
+    std::vector<bool> retried_;  // by plan index, sized at the first retry
     bool drawn_ = false;
     bool paused_ = false;
     std::function<bool()> behind_;
@@ -122,6 +132,7 @@ private:
 struct summary_context {
     std::string workspace;      ///< the absolute workspace root the run used, named when tasks failed
     std::string cancel_reason;  ///< why the run was cancelled ("SIGINT", "run timeout 0.5 s reached")
+    retry_count retries;        ///< said in one line unless -v said each
 };
 
 /// The failed tasks with their stderr tails, the tasks never started in one line,
