@@ -527,14 +527,61 @@ BOOST_AUTO_TEST_CASE(zero_tasks_from_a_misnamed_input_warns_even_when_quiet) {
         "wf.yaml", workflow("\"true\"", "    ok: {kind: builtin.shell.exec, command: /bin/true}\n",
                             "    - {id: gz, uses: action:ok, foreach: {items: \"${{ inputs.files }}\"}}\n",
                             "  inputs: {files: []}\n"));
+    const std::string warned = "gz expanded to no task: its items are empty [empty_expansion]";
     auto r = agentctl({"--color", "never", "run", "-q", wf, "--input", "file=[\"a\"]"});
     BOOST_TEST(r.exit_code == 0, r.err);
     BOOST_TEST(r.err.find("undeclared_input") != std::string::npos, r.err);
-    BOOST_TEST(r.err.find("gz expanded to no task [empty_expansion]") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find(warned) != std::string::npos, r.err);
+    // A forgotten --items: said in every output mode.
+    for (const std::vector<std::string>& mode : {std::vector<std::string>{}, {"-q"}}) {
+        auto args = mode;
+        args.insert(args.end(), {"--color", "never", "run", wf});
+        auto h = agentctl(args);
+        BOOST_TEST(h.exit_code == 0, h.err);
+        BOOST_TEST(h.err.find(warned) != std::string::npos, h.err);
+    }
+    for (const char* format : {"json", "jsonl"}) {
+        auto j = agentctl({"--output", format, "run", wf});
+        BOOST_TEST(j.exit_code == 0, j.err);
+        std::string last = j.out.substr(j.out.rfind('\n', j.out.size() - 2) + 1);
+        bool said = false;
+        json::value envelope = parse_json(last);
+        for (const auto& d : envelope.at("diagnostics").as_array())
+            said = said || d.at("code").as_string() == "empty_expansion";
+        BOOST_TEST(said, format << ": " << j.out);
+    }
     // Named right: quiet is quiet.
     auto ok = agentctl({"--color", "never", "run", "-q", wf, "--input", "files=[\"a\"]"});
     BOOST_TEST(ok.exit_code == 0, ok.err);
     BOOST_TEST(ok.err.find("warning") == std::string::npos, ok.err);
+}
+
+// An items file fills a declared input: a name the workflow does not declare is a typo, exit 2
+// before anything is read, run or recorded.
+BOOST_AUTO_TEST_CASE(an_items_file_for_an_undeclared_input_is_refused) {
+    temp_dir dir;
+    auto wf = dir.write(
+        "wf.yaml", workflow("\"true\"", "    ok: {kind: builtin.shell.exec, command: /bin/true}\n",
+                            "    - {id: gz, uses: action:ok, foreach: {items: \"${{ inputs.files }}\"}}\n",
+                            "  inputs: {files: []}\n"));
+    auto list = dir.write("list.txt", "a\nb\n");
+    std::string db = dir.path() + "/j.db";
+    for (const char* command : {"check", "plan", "run"}) {
+        std::vector<std::string> args = {"--color", "never", command, wf, "--items", "file=" + list};
+        if (std::string(command) == "run") args.insert(args.end(), {"--db", db});
+        auto r = agentctl(args);
+        BOOST_TEST(r.exit_code == 2, command << ": " << r.err);
+        BOOST_TEST(r.err.find("error: --items file=" + list + ": the workflow declares no input `file`") !=
+                       std::string::npos,
+                   r.err);
+        BOOST_TEST(r.err.find("did you mean `files`?") != std::string::npos, r.err);
+    }
+    BOOST_TEST(!fs::exists(db), "a run was recorded");
+    auto j = agentctl({"--output", "json", "run", wf, "--items", "file=" + list, "--db", db});
+    BOOST_TEST(j.exit_code == 2);
+    BOOST_TEST(j.err.find("\"code\":\"undeclared_input\"") != std::string::npos, j.err);
+    auto right = agentctl({"run", wf, "--items", "files=" + list, "--db", db});
+    BOOST_TEST(right.exit_code == 0, right.err);
 }
 
 BOOST_AUTO_TEST_CASE(the_readme_batch_from_parallel_runs_as_written) {

@@ -63,20 +63,28 @@ private:
     bool said_ = false;
 };
 
-// A foreach over an input that was misnamed on the command line expands to nothing and the
-// run "succeeds": under -q too, say why (the undeclared input), since nothing else will.
-void warn_empty_expansions(const command_line& cl, const plan& p, const diagnostics& diags) {
+// A foreach or matrix that expands to no task runs nothing, and the run "succeeds": said in
+// every output mode, under -q too (with the undeclared inputs that are the usual cause),
+// since nothing else will say it.
+diagnostics empty_expansions(const plan& p) {
     std::string empty;
     for (const auto& t : p.nodes)
         if (t.kind == plan_task::kind_t::aggregate && t.child_count == 0)
             empty += (empty.empty() ? "" : ", ") + t.id;
+    diagnostics d;
+    if (!empty.empty())
+        d.warning("empty_expansion", "", empty + " expanded to no task: its items are empty",
+                  "give them with --items NAME=FILE, --input or --inputs-file, by the names of spec.inputs");
+    return d;
+}
+
+void print_empty_expansions(const command_line& cl, const diagnostics& empty, const diagnostics& diags) {
     if (empty.empty()) return;
     diagnostics said;
-    for (const auto& d : diags.items())
-        if (d.code == "undeclared_input") said.add(d);
-    if (said.items().empty()) return;
-    said.warning("empty_expansion", "", empty + " expanded to no task",
-                 "check the names given to --input, --items and --inputs-file against spec.inputs");
+    if (cl.quiet)  // the rest of diags was printed already
+        for (const auto& d : diags.items())
+            if (d.code == "undeclared_input") said.add(d);
+    said.append(empty);
     command_line loud = cl;
     loud.quiet = false;
     print_diagnostics_human(loud, said);
@@ -104,9 +112,10 @@ int run_run(const command_line& cl, watchdog* watch) {
     session s = open_and_report(cl);
     if (!s.ok()) return status(s.status);
     const plan& p = *s.compiled;
+    diagnostics empty = empty_expansions(p);
     if (cl.output == output_format::human) {
         print_diagnostics_human(cl, s.diags);
-        if (cl.quiet) warn_empty_expansions(cl, p, s.diags);
+        print_empty_expansions(cl, empty, s.diags);
     }
 
     if (auto refusal = refuse_unapproved(s)) {
@@ -135,6 +144,7 @@ int run_run(const command_line& cl, watchdog* watch) {
     journal_run record;
     if (db) record = run_record(cl, s, *base);
     diagnostics diags = s.diags;
+    diags.append(empty);
     diags.append(swept.warnings);
     if (cl.output == output_format::human) print_diagnostics_human(cl, swept.warnings);
     return execute_run(cl, watch, p, diags, *base, std::move(db), std::move(leftovers), std::move(record),
