@@ -344,6 +344,44 @@ BOOST_AUTO_TEST_CASE(show_output_groups_each_task_and_tags_it) {
     BOOST_TEST(agentctl({"check", "--show-output", wf}).exit_code == 2);
 }
 
+// What tasks print is data (the journal, --output json), not agentctl's stdout: a run that
+// printed none of it says where it went, so `agentctl run wf.yaml > out.txt` leaving out.txt
+// empty is explained on stderr.
+BOOST_AUTO_TEST_CASE(task_output_that_was_not_printed_is_pointed_to) {
+    temp_dir dir;
+    std::string actions =
+        "    e: {kind: builtin.shell.exec, command: /bin/echo, args: [\"${{ vars.item }}\"]}\n"
+        "    q: {kind: builtin.shell.exec, command: /bin/true}\n";
+    auto wf = dir.write("wf.yaml", workflow("echo, \"true\"", actions,
+                                            "    - {id: e, uses: action:e, foreach: {items: [a, b, c]}}\n"));
+    std::string db = dir.path() + "/j.db";
+    auto r = agentctl({"--color", "never", "run", wf, "--db", db});
+    BOOST_TEST(r.exit_code == 0, r.err);
+    BOOST_TEST(r.out.empty(), r.out);
+    std::string id = r.err.substr(r.err.rfind("run run-") + 4, 20);
+    BOOST_TEST(r.err.find("3 tasks wrote 6 bytes to stdout, not printed: --show-output prints each task's as it "
+                          "ends; agentctl runs show " +
+                          id + " --task ID --stdout prints one\n") != std::string::npos,
+               r.err);
+    auto n = agentctl({"--color", "never", "run", wf, "--no-journal"});
+    BOOST_TEST(n.err.find("not printed: --show-output prints each task's as it ends; --output json has them") !=
+                   std::string::npos,
+               n.err);
+    // Printed, or quiet, or nothing written: nothing to say.
+    auto shown = agentctl({"--color", "never", "run", wf, "--show-output", "--db", db});
+    BOOST_TEST(shown.out == "a\nb\nc\n");
+    BOOST_TEST(shown.err.find("not printed") == std::string::npos, shown.err);
+    BOOST_TEST(agentctl({"-q", "run", wf, "--db", db}).err.find("not printed") == std::string::npos);
+    auto silent = dir.write("silent.yaml", workflow("\"true\"", actions, "    - {id: q, uses: action:q}\n"));
+    BOOST_TEST(agentctl({"run", silent, "--db", db}).err.find("not printed") == std::string::npos);
+    // A workflow that declares its outputs prints them: those are its stdout.
+    std::ofstream(wf, std::ios::app) << "  outputs: {n: \"${{ tasks.e.output.items }}\"}\n";
+    auto declared = agentctl({"--color", "never", "run", wf, "--db", db});
+    BOOST_TEST(declared.exit_code == 0, declared.err);
+    BOOST_TEST(declared.out.find("outputs:") == 0u, declared.out);
+    BOOST_TEST(declared.err.find("not printed") == std::string::npos, declared.err);
+}
+
 BOOST_AUTO_TEST_CASE(outputs_are_readable_and_failures_name_their_vars) {
     temp_dir dir;
     std::string actions =

@@ -311,7 +311,9 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
         return status;
     }
     if (cl.output == output_format::human) {
-        print_summary(cl, p, *report, {workspace_root_path(p, base_dir), cancel_reason, progress.retries()},
+        print_summary(cl, p, *report,
+                      {workspace_root_path(p, base_dir), cancel_reason, progress.retries(), progress.unshown(),
+                       recorder.has_value()},
                       results ? &*results : nullptr);
         if (resume) print_resume_summary(cl, p, *report);
     } else {

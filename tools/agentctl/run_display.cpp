@@ -16,6 +16,19 @@ namespace asio = boost::asio;
 
 namespace agentctl::cli {
 
+std::string bytes_text(std::uint64_t n) {
+    char buf[32];
+    if (n < 1024)
+        std::snprintf(buf, sizeof buf, "%llu bytes", static_cast<unsigned long long>(n));
+    else if (n < 1024 * 1024)
+        std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(n) / 1024);
+    else if (n < 1024ull * 1024 * 1024)
+        std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(n) / (1024 * 1024));
+    else
+        std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(n) / (1024.0 * 1024 * 1024));
+    return buf;
+}
+
 std::string seconds_text(double s) {
     char buf[32];
     if (s < 1)
@@ -235,7 +248,12 @@ void progress_printer::on_event(const run_event& e) {
     bool bad = r.state != task_state::succeeded && r.state != task_state::skipped;
     failed_ += bad;
     if (cl_.output != output_format::human) return;
-    if (cl_.show_output) show_output(e.task_index, r);
+    if (cl_.show_output)
+        show_output(e.task_index, r);
+    else if (std::size_t n = stdout_of(r).size()) {
+        ++unshown_.tasks;
+        unshown_.bytes += n;
+    }
     // Tasks a cancellation kept from starting are summed up in one line at the end.
     if (r.state == task_state::cancelled && r.attempts == 0) return;
     if (bad || cl_.verbose) {
@@ -476,6 +494,16 @@ void print_summary(const command_line& cl, const plan& p, const run_report& r, c
                " not started: " + escape_for_terminal(unstarted_ids) + "\n";
     }
     if (r.error) out += paint("1;31", "agentctl: ") + escape_for_terminal(r.error->message) + "\n";
+    // What the tasks printed is data (in the journal, or the JSON report), not agentctl's
+    // stdout, which holds the declared outputs: a run that printed neither says where it is,
+    // so that `agentctl run wf.yaml > out.txt` leaving out.txt empty is never a mystery.
+    if (context.unshown.tasks > 0 && p.outputs.empty() && !cl.quiet)
+        out += std::to_string(context.unshown.tasks) + (context.unshown.tasks == 1 ? " task" : " tasks") +
+               " wrote " + bytes_text(context.unshown.bytes) +
+               " to stdout, not printed: --show-output prints each task's as it ends" +
+               (context.journaled ? "; agentctl runs show " + r.run_id + " --task ID --stdout prints one"
+                                  : "; --output json has them") +
+               "\n";
     if (context.retries.attempts > 0 && !cl.verbose && !cl.quiet)
         out += paint("33", "↻ ") + std::to_string(context.retries.tasks) +
                (context.retries.tasks == 1 ? " task was" : " tasks were") + " retried, " +

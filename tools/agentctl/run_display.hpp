@@ -24,6 +24,9 @@
 
 namespace agentctl::cli {
 
+/// "512 bytes", "3.4 KiB", "1.2 MiB".
+std::string bytes_text(std::uint64_t n);
+
 /// "850 ms", "2.50 s", "12.3 s".
 std::string seconds_text(double s);
 
@@ -66,6 +69,12 @@ struct retry_count {
     std::size_t tasks = 0;
 };
 
+/// Task output a run captured and did not print (no --show-output).
+struct unshown_output {
+    std::size_t tasks = 0;    ///< tasks that wrote to stdout
+    std::uint64_t bytes = 0;  ///< what they wrote
+};
+
 /// Live progress and failure reports: a redrawn line on a terminal, plain lines in a log.
 class progress_printer final : public event_sink {
 public:
@@ -83,6 +92,7 @@ public:
     void set_behind(std::function<bool()> behind) { behind_ = std::move(behind); }
 
     const retry_count& retries() const { return retries_; }
+    const unshown_output& unshown() const { return unshown_; }
 
 private:
     std::string paint(const char* code, std::string_view text) const;
@@ -103,6 +113,7 @@ private:
     std::size_t countable_ = 0, done_ = 0, failed_ = 0;
     std::uint32_t running_ = 0;
     retry_count retries_;
+    unshown_output unshown_;
     std::vector<bool> retried_;  // by plan index, sized at the first retry
     bool drawn_ = false;
     bool paused_ = false;
@@ -133,6 +144,8 @@ struct summary_context {
     std::string workspace;      ///< the absolute workspace root the run used, named when tasks failed
     std::string cancel_reason;  ///< why the run was cancelled ("SIGINT", "run timeout 0.5 s reached")
     retry_count retries;        ///< said in one line unless -v said each
+    unshown_output unshown;     ///< where the tasks' stdout went, said when nothing printed it
+    bool journaled = false;     ///< the run is in the journal (`runs show` can print its output)
 };
 
 /// The failed tasks with their stderr tails, the tasks never started in one line,
