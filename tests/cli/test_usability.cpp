@@ -250,7 +250,20 @@ BOOST_AUTO_TEST_CASE(failures_with_a_path_name_the_workspace_root) {
     elsewhere.cwd = "/";
     auto r = agentctl({"--color", "never", "run", wf.substr(1)}, elsewhere);  // relative to /
     BOOST_TEST(r.exit_code == 4, r.err);
-    BOOST_TEST(r.err.find("tasks ran in the workspace root " + root + " ") != std::string::npos, r.err);
+    // Said once, before the first failure: not after a screenful of them.
+    const std::string said = "agentctl: tasks run in the workspace root " + root +
+                             ", not in the current folder: relative paths start there (--workspace DIR sets "
+                             "its base)\n";
+    auto at = r.err.find(said);
+    BOOST_TEST(at != std::string::npos, r.err);
+    BOOST_TEST(at < r.err.find("✗ "), r.err);
+    BOOST_TEST(r.err.find("workspace root " + root + ", not", at + said.size()) == std::string::npos, r.err);
+    // Run from the workspace root itself, relative paths start where one expects: nothing to say.
+    command_options inside;
+    inside.cwd = root;
+    auto here = agentctl({"--color", "never", "run", "wf.yaml"}, inside);
+    BOOST_TEST(here.exit_code == 4, here.err);
+    BOOST_TEST(here.err.find("not in the current folder") == std::string::npos, here.err);
     BOOST_TEST(r.err.find("working directory 'sub' does not exist (beneath the workspace root " + root +
                           ")") != std::string::npos,
                r.err);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 
 namespace asio = boost::asio;
 
@@ -62,6 +63,11 @@ private:
     dispatch_gate* next_;  // a front end's own, asked first
     bool said_ = false;
 };
+
+std::string current_folder() {
+    std::error_code ec;
+    return std::filesystem::current_path(ec).string();
+}
 
 // A foreach or matrix that expands to no task runs nothing, and the run "succeeds": said in
 // every output mode, under -q too (with the undeclared inputs that are the usual cause),
@@ -177,6 +183,7 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
     settings.slurm = cl.slurm;
     progress_printer progress(io, cl, p);
     progress.set_behind([&err_queue] { return err_queue.backlog() > 0; });
+    if (std::string root = workspace_root_path(p, base_dir); root != current_folder()) progress.set_workspace(root);
     run_collaborators with;
     with.events = frontend && frontend->events ? frontend->events : &progress;
     with.gate = &gate;
@@ -312,8 +319,7 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
     }
     if (cl.output == output_format::human) {
         print_summary(cl, p, *report,
-                      {workspace_root_path(p, base_dir), cancel_reason, progress.retries(), progress.unshown(),
-                       recorder.has_value()},
+                      {cancel_reason, progress.retries(), progress.unshown(), recorder.has_value()},
                       results ? &*results : nullptr);
         if (resume) print_resume_summary(cl, p, *report);
     } else {

@@ -232,6 +232,7 @@ void progress_printer::on_event(const run_event& e) {
         // else one line in the summary (a batch of flaky items would bury everything else).
         if (cl_.output != output_format::human || cl_.quiet || !cl_.verbose) return;
         clear_line();
+        say_workspace();
         std::string vars = vars_text(plan_.vars_of(e.task_index));
         std::string line = paint("33", "↻ ") + paint("1", plan_.task_id(e.task_index)) + " attempt " +
                            std::to_string(e.attempt) + " of " + std::to_string(t.retry.max_attempts) + " " +
@@ -258,6 +259,7 @@ void progress_printer::on_event(const run_event& e) {
     if (r.state == task_state::cancelled && r.attempts == 0) return;
     if (bad || cl_.verbose) {
         clear_line();
+        if (bad && r.state != task_state::cancelled) say_workspace();
         std::string vars = vars_text(plan_.vars_of(e.task_index));
         std::string line = (bad ? paint("1;31", "✗ ") : paint("32", "✓ ")) +
                            paint("1", plan_.task_id(e.task_index)) + " " + std::string(to_string(r.state)) +
@@ -265,6 +267,14 @@ void progress_printer::on_event(const run_event& e) {
         if (r.error) line += ": " + escape_for_terminal(r.error->message);
         err_.write(line + "\n");
     }
+}
+
+void progress_printer::say_workspace() {
+    if (workspace_.empty()) return;
+    err_.write(paint("1;33", "agentctl: ") + "tasks run in the workspace root " + escape_for_terminal(workspace_) +
+               ", not in the current folder: relative paths start there" +
+               (cl_.workspace ? "" : " (--workspace DIR sets its base)") + "\n");
+    workspace_.clear();  // once
 }
 
 void progress_printer::show_output(std::uint32_t index, const task_result& r) {
@@ -423,7 +433,6 @@ void terminal_approver::read_answer() {
 
 void print_summary(const command_line& cl, const plan& p, const run_report& r, const summary_context& context,
                    result_source* results) {
-    const std::string& workspace = context.workspace;
     bool color = use_color(cl, STDERR_FILENO);
     auto paint = [&](const char* code, std::string_view text) { return cli::paint(color, code, text); };
     const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(p.size(), r.outcomes.size()));
@@ -471,11 +480,6 @@ void print_summary(const command_line& cl, const plan& p, const run_report& r, c
         for (const auto& line : tail) out += "  | " + line + "\n";
     }
     if (shown > 10) out += "... and " + std::to_string(shown - 10) + " more failed tasks\n";
-    // A relative path that was not found is the usual surprise when running from elsewhere.
-    if (shown > 0 && !workspace.empty())
-        out += "tasks ran in the workspace root " + escape_for_terminal(workspace) +
-               " (relative paths start there" + (cl.workspace ? ")" : "; --workspace DIR sets its base)") +
-               "\n";
     // Tasks a cancellation kept from starting: one line, not one each.
     std::size_t unstarted = 0;
     std::string unstarted_ids;

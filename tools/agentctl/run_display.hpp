@@ -94,10 +94,15 @@ public:
     const retry_count& retries() const { return retries_; }
     const unshown_output& unshown() const { return unshown_; }
 
+    /// The absolute workspace root, when it is not the current folder: said once, before the
+    /// first failure (a relative path that was not found is the usual surprise).
+    void set_workspace(std::string root) { workspace_ = std::move(root); }
+
 private:
     std::string paint(const char* code, std::string_view text) const;
     void write_jsonl(const run_event& e);
     void show_output(std::uint32_t index, const task_result& r);
+    void say_workspace();
     void tick();
     void draw();
     void clear_line();
@@ -115,6 +120,7 @@ private:
     retry_count retries_;
     unshown_output unshown_;
     std::vector<bool> retried_;  // by plan index, sized at the first retry
+    std::string workspace_;      // said before the first failure, then cleared
     bool drawn_ = false;
     bool paused_ = false;
     std::function<bool()> behind_;
@@ -141,7 +147,6 @@ private:
 
 /// What the summary says besides the report.
 struct summary_context {
-    std::string workspace;      ///< the absolute workspace root the run used, named when tasks failed
     std::string cancel_reason;  ///< why the run was cancelled ("SIGINT", "run timeout 0.5 s reached")
     retry_count retries;        ///< said in one line unless -v said each
     unshown_output unshown;     ///< where the tasks' stdout went, said when nothing printed it
