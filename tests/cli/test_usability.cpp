@@ -211,24 +211,35 @@ BOOST_AUTO_TEST_CASE(a_missing_executable_fails_once_before_anything_runs) {
         for (std::size_t at = 0; (at = text.find(what, at)) != std::string::npos; at += what.size()) ++n;
         return n;
     };
-    auto r = agentctl({"--color", "never", "run", "--jobs", "1", wf});
+    std::string db = dir.path() + "/j.db";
+    auto r = agentctl({"--color", "never", "run", "--jobs", "1", wf, "--db", db});
     BOOST_TEST(r.exit_code == 4, r.err);
     BOOST_TEST(!std::filesystem::exists(marker));
-    // One diagnostic naming the command, and the PATH said once, not per task.
+    // One diagnostic naming the command, the PATH said once, not per task, and the way out.
     BOOST_TEST(count(r.err, "command 'gzipx-not-here' was not found in PATH") == 1u, r.err);
     BOOST_TEST(count(r.err + r.out, "/usr/local/bin:/usr/bin:/bin") == 1u, r.err + r.out);
-    BOOST_TEST(r.err.find("nothing was run") != std::string::npos, r.err);
-    auto j = agentctl({"--output", "json", "run", wf});
+    BOOST_TEST(r.err.find("); use an absolute path or add its folder to PATH; nothing was run or recorded") !=
+                   std::string::npos,
+               r.err);
+    // No run: nothing to list or resume.
+    BOOST_TEST(!std::filesystem::exists(db), "a run was recorded");
+    auto j = agentctl({"--output", "json", "run", wf, "--db", db});
     BOOST_TEST(j.exit_code == 4);
-    json::value v = parse_json(j.out);
-    BOOST_TEST(v.at("data").at("error").at("code").as_string() == "executable_not_found");
-    BOOST_TEST(v.at("data").at("tasks").at("first").at("state").as_string() == "skipped");
-    // The run's error names the PATH; its ten children do not repeat it.
-    BOOST_TEST(count(j.out, "/usr/local/bin:/usr/bin:/bin") == 1u, j.out);
-    BOOST_TEST(
-        v.at("data").at("tasks").at(child_id_in(j.out, "gz--0003")).at("error").at("message").as_string() ==
-        "not started: the run failed before any task started (executable_not_found)");
+    BOOST_TEST(j.out.empty(), j.out);
+    json::value v = parse_json(j.err);
+    BOOST_TEST(v.at("kind").as_string() == "Error");
+    BOOST_TEST(v.at("error").at("exitCode").as_int64() == 4);
+    BOOST_TEST(v.at("diagnostics").at(0).at("code").as_string() == "executable_not_found");
+    BOOST_TEST(count(j.err, "/usr/local/bin:/usr/bin:/bin") == 2u, j.err);  // the message, its diagnostic
     BOOST_TEST(!std::filesystem::exists(marker));
+    BOOST_TEST(!std::filesystem::exists(db), "a run was recorded");
+    // The program beside the workflow (`command: proc.sh` for ./proc.sh) is pointed to.
+    dir.write("gzipx-not-here", "#!/bin/sh\n");
+    auto beside = agentctl({"--color", "never", "run", wf, "--db", db});
+    BOOST_TEST(beside.exit_code == 4);
+    BOOST_TEST(beside.err.find("add its folder to PATH (" + std::filesystem::canonical(dir.path()).string() +
+                               "/gzipx-not-here is in the workspace root)") != std::string::npos,
+               beside.err);
     // doctor says so too.
     auto d = agentctl({"--color", "never", "doctor", wf});
     BOOST_TEST(d.exit_code == 4, d.out + d.err);

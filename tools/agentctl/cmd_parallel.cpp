@@ -6,6 +6,7 @@
 #include "output_queue.hpp"
 #include "parallel_display.hpp"
 
+#include <agentctl/doctor.hpp>
 #include <agentctl/parallel.hpp>
 
 #include <boost/asio/io_context.hpp>
@@ -598,6 +599,9 @@ int run_parallel(const std::vector<std::string>& args, std::vector<std::string> 
     cl.file = request.file;
     auto base = resolve_base_dir(request);
     if (!base) return parallel_failure(cl, base.error().message);
+    // A program that cannot start makes no run (as for `agentctl run`).
+    if (auto missing = missing_commands(*s.compiled, process_environment().search_path, *base))
+        return parallel_failure(cl, missing->message + "; nothing was run or recorded");
 
     // The watchdog while agentctl has one thread (the joblog's writer is one).
     std::optional<watchdog> watch = start_watchdog(cl);

@@ -146,6 +146,7 @@ int run_resume(const command_line& cl, watchdog* watch) {
     if (!rp.ok()) return print_refusal(cl, *db, rp);
     command_line rcl = stored_options(cl, rp);
     if (cl.output == output_format::human) print_diagnostics_human(cl, rp.diags);
+    if (auto refused = refuse_missing_commands(cl, *rp.compiled, rp.run.base_dir)) return *refused;
 
     // What the dead run (and any other) left goes first; then the claim, then the rest.
     dead_run_sweep swept = sweep_dead_runs(&*db, false);

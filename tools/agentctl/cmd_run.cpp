@@ -4,6 +4,7 @@
 #include "output_queue.hpp"
 #include "run_display.hpp"
 
+#include <agentctl/doctor.hpp>
 #include <agentctl/engine.hpp>
 #include <agentctl/resume.hpp>
 #include <agentctl/wire.hpp>
@@ -98,6 +99,16 @@ void print_empty_expansions(const command_line& cl, const diagnostics& empty, co
 
 }  // namespace
 
+std::optional<int> refuse_missing_commands(const command_line& cl, const plan& p, const std::string& base_dir) {
+    auto missing = missing_commands(p, process_environment().search_path, base_dir);
+    if (!missing) return std::nullopt;
+    std::string message = missing->message + "; nothing was run or recorded";
+    diagnostics d;
+    d.error(std::string(to_string(missing->code)), "", message);
+    if (cl.output == output_format::human) return print_failure(cl, message, exit_status::run_failed);
+    return print_failure(cl, message, exit_status::run_failed, d);
+}
+
 std::optional<int> parse_run(command_line& cl, const arguments& a) {
     if (auto refused = parse_workflow_file(cl, a)) return refused;
     cl.interactive = a.has("interactive");
@@ -133,6 +144,8 @@ int run_run(const command_line& cl, watchdog* watch) {
 
     auto base = resolve_base_dir(cl.request());
     if (!base) return print_failure(cl, base.error().message, exit_status::usage);
+    // A command that cannot start makes no run: nothing to resume, nothing to list.
+    if (auto refused = refuse_missing_commands(cl, p, *base)) return *refused;
 
     // The journal before any effect: a journal that cannot be used is exit 5, nothing runs.
     std::optional<journal> db;
