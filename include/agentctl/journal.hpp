@@ -193,8 +193,10 @@ struct journal_attempt {
     std::uint64_t stdout_bytes = 0;
     std::uint64_t stderr_bytes = 0;
 
-    /// No end, or an end that may have left an effect behind: timed out, cancelled, or a
-    /// cleanup failure. A non-zero exit is a definite failure; a spawn failure had no effect.
+    /// No end, or an end that may have left an effect behind: timed out, cancelled once its
+    /// process or container existed (a handle was recorded; on Slurm, any cancel), or a
+    /// cleanup failure. A non-zero exit is a definite failure; a spawn failure, or a local
+    /// attempt cancelled before its process was spawned, had no effect.
     bool uncertain() const;
 };
 

@@ -283,12 +283,15 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
     }
 
     if (!rp.uncertain.empty() && !options.rerun_uncertain) {
+        // The first few: a run stopped at -j 64 has 64, and each is listed by a dry run.
         std::string list;
-        for (const auto& a : rp.uncertain) {
+        for (std::size_t i = 0; i < rp.uncertain.size() && i < 3; ++i) {
+            const journal_attempt& a = rp.uncertain[i];
             if (!list.empty()) list += "; ";
             list += a.intent.task_id + ": attempt " + std::to_string(a.intent.attempt) + " " +
                     last_attempt::of(a).end_text() + attempt_where(a);
         }
+        if (rp.uncertain.size() > 3) list += "; and " + std::to_string(rp.uncertain.size() - 3) + " more";
         refuse(rp, exit_status::policy,
                "run " + rp.run.run_id + " has " + std::to_string(rp.uncertain.size()) +
                    (rp.uncertain.size() == 1 ? " task" : " tasks") +

@@ -22,7 +22,13 @@ using journal_detail::statement;
 bool journal_attempt::uncertain() const {
     if (!end) return true;
     if (cleanup_failed) return true;
-    return end->state == task_state::timed_out || end->state == task_state::cancelled;
+    if (end->state == task_state::timed_out) return true;
+    if (end->state != task_state::cancelled) return false;
+    // Cancelled before its process or container existed: on this host the handle is recorded
+    // as soon as one does (a container's name before it is created), ahead of the end, so an
+    // end without one ran nothing. A Slurm job's id is known only once squeue lists it, and a
+    // pure action records no handle: there the missing handle proves nothing.
+    return handle.has_value() || end->isolation.empty() || end->backend != "local";
 }
 
 journal::journal(std::unique_ptr<detail::journal_db> db) : db_(std::move(db)) {}

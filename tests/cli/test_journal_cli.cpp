@@ -677,6 +677,44 @@ BOOST_AUTO_TEST_CASE(a_live_run_is_never_resumed_and_uncertain_attempts_refuse_r
     BOOST_TEST(dry.out.find("uncertain   nap: uncertain: attempt 1 started") == 0u, dry.out);
 }
 
+// After a Ctrl-C, a resume that refuses says so in one line for the run (how many tasks, where
+// to see them) and gives the command that continues: the one typed, with --rerun-uncertain.
+BOOST_AUTO_TEST_CASE(a_refused_resume_is_one_line_with_the_command_that_continues) {
+    temp_dir dir;
+    std::string db = dir.path() + "/j.db";
+    std::string marker = dir.path() + "/started";
+    std::string wf = dir.write("wf.yaml",
+                               "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: naps}\nspec:\n"
+                               "  policy: {processAllowlist: [sh], approval: never}\n"
+                               "  actions:\n"
+                               "    nap: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo x >> " +
+                                   marker +
+                                   "; exec sleep 30', '${{ vars.item }}']}\n"
+                                   "  tasks:\n    - {id: nap, uses: 'action:nap', foreach: {items: [1, 2, 3]}}\n");
+    command_options o;
+    o.poll = [&](pid_t pid) {
+        if (read_file(marker) != "x\nx\n") return false;  // both running
+        ::kill(pid, SIGINT);
+        return true;
+    };
+    auto r = agentctl({"run", wf, "--db", db, "-j", "2"}, o);
+    BOOST_TEST(r.exit_code == 130, r.err);
+    std::string id = newest_run(db);
+    auto refused = agentctl({"--color", "never", "resume", id, "--db", db});
+    BOOST_TEST(refused.exit_code == 3, refused.err);
+    BOOST_TEST(refused.err == "agentctl: run " + id +
+                                  ": 2 tasks were running when it stopped and may have had their effect; nothing was "
+                                  "run (--dry-run lists them). To run them again: " +
+                                  agentctl_bin() + " --color never resume --rerun-uncertain " + id + " --db " + db +
+                                  "\n",
+               refused.err);
+    // Machines still get one diagnostic per task.
+    auto j = agentctl({"--output", "json", "resume", id, "--db", db});
+    BOOST_TEST(j.exit_code == 3);
+    BOOST_TEST(parse_json(j.err).at("diagnostics").as_array().size() == 2u, j.err);
+    BOOST_TEST(read_file(marker) == "x\nx\n", "a refused resume ran something");
+}
+
 // A run's --timeout-seconds is stored with it and bounds the resumed part too: a resume of a
 // run that timed out does not run unbounded.
 BOOST_AUTO_TEST_CASE(resume_keeps_the_runs_timeout) {

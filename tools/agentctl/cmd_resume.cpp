@@ -2,6 +2,7 @@
 // prepare_resume(); this is the command line around it).
 #include "cli.hpp"
 #include "journal_cli.hpp"
+#include "run_display.hpp"
 
 #include <boost/json/parse.hpp>
 
@@ -62,10 +63,36 @@ int print_dry_run(const command_line& cl, journal& db, resume_plan& rp) {
     return status(exit_status::success);
 }
 
+// The command line that was given, with --rerun-uncertain: what continues the run.
+std::string rerun_command(const command_line& cl) {
+    std::string out;
+    bool added = false;
+    for (const auto& word : cl.argv) {
+        out += (out.empty() ? "" : " ") + shell_word(word);
+        if (!added && word == "resume") {
+            out += " --rerun-uncertain";
+            added = true;
+        }
+    }
+    return out;
+}
+
 int print_refusal(const command_line& cl, journal& db, const resume_plan& rp) {
     if (rp.journal_code) return print_journal_failure(cl, {*rp.journal_code, rp.message});
     diagnostics d = rp.diags;
     warn_running_leftovers(db, cl.run_id, d);
+    if (!rp.uncertain.empty() && cl.output == output_format::human) {
+        // One line for the run, not two per task: how many, where to see them, and the
+        // command that continues (the tasks are listed by --dry-run and runs show).
+        std::size_t n = rp.uncertain.size();
+        print_diagnostics_human(cl, d);
+        return print_failure(cl,
+                             "run " + cl.run_id + ": " + std::to_string(n) + (n == 1 ? " task was" : " tasks were") +
+                                 " running when it stopped and may have had " + (n == 1 ? "its" : "their") +
+                                 " effect; nothing was run (--dry-run lists them). To run " +
+                                 (n == 1 ? "it" : "them") + " again: " + rerun_command(cl),
+                             rp.status);
+    }
     for (const auto& a : rp.uncertain)
         d.error("resume_uncertain", "",
                 "task \"" + a.intent.task_id + "\": attempt " + std::to_string(a.intent.attempt) +

@@ -83,23 +83,23 @@ std::string vars_text(const boost::json::object& vars) {
     return out;
 }
 
+std::string shell_word(const std::string& word) {
+    bool plain = !word.empty();
+    for (unsigned char c : word)
+        plain = plain &&
+                (std::isalnum(c) || std::string_view("-_./=:,+@%").find(static_cast<char>(c)) != std::string_view::npos ||
+                 c >= 0x80);
+    if (plain) return word;
+    std::string out = "'";
+    for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+}
+
 std::string command_line_text(const plan& p, const plan_task& t) {
     const action_spec& a = p.action_of(t);
     const std::vector<std::string>& args = t.args ? *t.args : a.args;
-    auto quote = [](const std::string& word) {
-        bool plain = !word.empty();
-        for (unsigned char c : word)
-            plain = plain &&
-                    (std::isalnum(c) ||
-                     std::string_view("-_./=:,+@%").find(static_cast<char>(c)) != std::string_view::npos ||
-                     c >= 0x80);
-        if (plain) return word;
-        std::string out = "'";
-        for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-        return out + "'";
-    };
-    std::string out = quote(a.command);
-    for (const auto& arg : args) out += " " + quote(arg);
+    std::string out = shell_word(a.command);
+    for (const auto& arg : args) out += " " + shell_word(arg);
     return escape_for_terminal(out);
 }
 

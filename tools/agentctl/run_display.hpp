@@ -41,6 +41,9 @@ std::vector<std::string> last_lines(std::string_view text, std::size_t n);
 /// are cut.
 std::string vars_text(const boost::json::object& vars);
 
+/// `word` as a POSIX shell reads it back: as it is when plain, else in single quotes.
+std::string shell_word(const std::string& word);
+
 /// A task's command line for people: the command and its arguments (rendered when the plan
 /// could render them), each quoted as a shell would need it, escaped for a terminal.
 std::string command_line_text(const plan& p, const plan_task& t);
