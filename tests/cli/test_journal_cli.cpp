@@ -555,6 +555,47 @@ BOOST_AUTO_TEST_CASE(runs_list_show_gc_outputs) {
     BOOST_TEST(empty.out == "no runs recorded in " + db + "\n");
 }
 
+// --last names the newest run (resume, runs show); --failed shows only what failed.
+BOOST_AUTO_TEST_CASE(last_run_and_failed_tasks) {
+    temp_dir dir;
+    std::string db = dir.path() + "/j.db";
+    std::string marker = dir.path() + "/marker";
+    std::string wf = dir.write("wf.yaml", two_tasks(marker));
+    auto none = agentctl({"runs", "show", "--last", "--db", db});
+    BOOST_TEST(none.exit_code == 5, none.err);
+    BOOST_TEST(agentctl({"run", wf, "--db", db}).exit_code == 4);
+    std::string older = newest_run(db);
+    BOOST_TEST(agentctl({"run", wf, "--db", db}).exit_code == 4);
+    std::string id = newest_run(db);
+    BOOST_REQUIRE(id != older);
+
+    auto last = agentctl({"runs", "show", "--last", "--db", db});
+    BOOST_TEST(last.exit_code == 0, last.err);
+    BOOST_TEST(last.out.find("run " + id + " ") == 0u, last.out);
+    auto failed = agentctl({"runs", "show", "--last", "--failed", "--db", db});
+    BOOST_TEST(failed.exit_code == 0, failed.err);
+    BOOST_TEST(failed.out.find("✗ b  failed (exit 3)") != std::string::npos, failed.out);
+    BOOST_TEST(failed.out.find("✓ a") == std::string::npos, failed.out);
+    BOOST_TEST(failed.out.find("2 of 2 tasks have a result; 1 failed\n") != std::string::npos, failed.out);
+    auto j = agentctl({"--output", "json", "runs", "show", older, "--failed", "--db", db});
+    json::value v = parse_json(j.out);
+    BOOST_TEST(v.at("data").at("runId").as_string() == older);
+    BOOST_TEST(v.at("data").at("tasks").as_object().size() == 1u, j.out);
+    BOOST_TEST(v.at("data").at("tasks").as_object().contains("b"), j.out);
+    auto dry = agentctl({"resume", "--last", "--dry-run", "--db", db});
+    BOOST_TEST(dry.exit_code == 0, dry.err);
+    BOOST_TEST(dry.out.find("resume " + id + " would reuse 2 and run 0 of 2 tasks") != std::string::npos, dry.out);
+
+    for (const std::vector<std::string>& bad :
+         {std::vector<std::string>{"runs", "show", id, "--last"}, {"resume", id, "--last"}, {"runs", "--last"},
+          {"runs", "gc", "--failed"}, {"runs", "show", id, "--failed", "--task", "a"}}) {
+        auto args = bad;
+        args.insert(args.end(), {"--db", db});
+        auto r = agentctl(args);
+        BOOST_TEST(r.exit_code == 2, r.err);
+    }
+}
+
 // A foreach's aggregate lets its items go once recorded (memory stays flat): the JSON report
 // reads them back from the journal and is the report a run without a journal prints.
 BOOST_AUTO_TEST_CASE(a_released_aggregate_reports_as_if_it_had_been_kept) {

@@ -53,6 +53,8 @@ struct command_line {
     std::optional<std::string> db;     ///< --db PATH
     bool no_journal = false;           ///< --no-journal
     std::string run_id;                ///< resume RUN_ID, runs show RUN_ID
+    bool last = false;                 ///< resume --last, runs show --last: the newest run
+    bool failed_only = false;          ///< runs show --failed
     std::string runs_action;           ///< runs: list | show | gc
     std::optional<std::size_t> limit;  ///< runs list --limit
     std::optional<std::size_t> keep;   ///< runs gc --keep

@@ -63,12 +63,13 @@ int print_dry_run(const command_line& cl, journal& db, resume_plan& rp) {
     return status(exit_status::success);
 }
 
-// The command line that was given, with --rerun-uncertain: what continues the run.
+// The command line that was given, with --rerun-uncertain (and the run's id for --last, which
+// may name another run by then): what continues the run.
 std::string rerun_command(const command_line& cl) {
     std::string out;
     bool added = false;
     for (const auto& word : cl.argv) {
-        out += (out.empty() ? "" : " ") + shell_word(word);
+        out += (out.empty() ? "" : " ") + shell_word(word == "--last" ? cl.run_id : word);
         if (!added && word == "resume") {
             out += " --rerun-uncertain";
             added = true;
@@ -156,15 +157,19 @@ std::optional<int> parse_resume(command_line& cl, const arguments& a) {
     cl.retry_failed = a.has("retry-failed");
     cl.rerun_uncertain = a.has("rerun-uncertain");
     cl.dry_run = a.has("dry-run");
-    if (a.operands.size() != 1) return usage_error(cl, "resume needs exactly one RUN_ID");
-    cl.run_id = a.operands[0];
+    cl.last = a.has("last");
+    if (cl.last && !a.operands.empty()) return usage_error(cl, "resume takes a RUN_ID or --last, not both");
+    if (!cl.last && a.operands.size() != 1) return usage_error(cl, "resume needs exactly one RUN_ID (or --last)");
+    if (!cl.last) cl.run_id = a.operands[0];
     return std::nullopt;
 }
 
-int run_resume(const command_line& cl, watchdog* watch) {
+int run_resume(const command_line& given, watchdog* watch) {
     int failed = 0;
-    auto db = open_journal(cl, cl.dry_run ? journal_access::read : journal_access::write, failed);
+    auto db = open_journal(given, given.dry_run ? journal_access::read : journal_access::write, failed);
     if (!db) return failed;
+    command_line cl = given;
+    if (auto none = take_last_run(cl, *db)) return *none;
     resume_options o;
     o.retry_failed = cl.retry_failed;
     o.rerun_uncertain = cl.rerun_uncertain;

@@ -90,6 +90,15 @@ void write_owner(json_writer& w, const journal_owner& o) {
     w.end_object();
 }
 
+// What `runs show --failed` keeps: a task that ended badly, not one that was never started
+// (a cancelled run's unstarted tasks) nor an aggregate (its children are shown).
+bool failed_task(const plan& p, const journal_task_result& r) {
+    const task_state s = r.result.state;
+    if (p.node(r.task_index).kind == plan_task::kind_t::aggregate) return false;
+    if (s == task_state::succeeded || s == task_state::skipped) return false;
+    return !(s == task_state::cancelled && r.result.attempts == 0);
+}
+
 // Whether the run's latest segment took this result over from an earlier one (a resume
 // that reused it) rather than producing it.
 bool taken_over(const journal_task_result& r, const journal_run& run) {
@@ -311,10 +320,12 @@ int show_task(const command_line& cl, journal& db, const journal_run& run, const
     return status(exit_status::success);
 }
 
-int runs_show(const command_line& cl) {
+int runs_show(const command_line& given) {
     int failed = 0;
-    auto db = open_journal(cl, journal_access::read, failed);
+    auto db = open_journal(given, journal_access::read, failed);
     if (!db) return failed;
+    command_line cl = given;
+    if (auto none = take_last_run(cl, *db)) return *none;
     auto run = db->load_run(cl.run_id);
     if (!run) return print_journal_failure(cl, run.error());
     if (cl.show_stdout || cl.show_stderr) return show_stream(cl, *db);
@@ -364,6 +375,7 @@ int runs_show(const command_line& cl) {
                           journal_results children(*db, cl.run_id);
                           read_error = db->for_each_result(cl.run_id, true, [&](journal_task_result& r) {
                               if (r.task_index >= p->size()) return true;
+                              if (cl.failed_only && !failed_task(*p, r)) return true;
                               r.result.reused = taken_over(r, *run);
                               w.key(r.task_id);
                               write_task_result(w, *p, r.task_index, r.result, &children, streams_for(cl));
@@ -398,7 +410,7 @@ int runs_show(const command_line& cl) {
                        (run->segment ? ", resumed " + std::to_string(run->segment) + "x" : "") + "\n";
     if (run->error) head += "  error: " + terminal_text(run->error->message) + "\n";
     standard_output().write(head);
-    std::size_t recorded = 0, countable = 0;
+    std::size_t recorded = 0, countable = 0, failures = 0;
     for (const auto& t : p->nodes)
         if (t.kind != plan_task::kind_t::aggregate)
             countable += t.kind == plan_task::kind_t::child ? t.child_count : 1;
@@ -406,6 +418,9 @@ int runs_show(const command_line& cl) {
         if (r.task_index >= p->size() || p->node(r.task_index).kind == plan_task::kind_t::aggregate)
             return true;
         ++recorded;
+        bool bad = failed_task(*p, r);
+        failures += bad;
+        if (cl.failed_only && !bad) return true;
         std::string out = result_line(r.task_id, r.result, taken_over(r, *run));
         const task_result& t = r.result;
         if (t.state != task_state::succeeded && t.state != task_state::skipped)
@@ -420,6 +435,7 @@ int runs_show(const command_line& cl) {
                 std::to_string(a.intent.attempt) + " " +
                 (a.end ? std::string(to_string(a.end->state)) : "has no end") + "\n";
     tail += std::to_string(recorded) + " of " + std::to_string(countable) + " tasks have a result";
+    if (cl.failed_only) tail += "; " + std::to_string(failures) + " failed";
     if (!uncertain->empty()) tail += "; " + std::to_string(uncertain->size()) + " uncertain";
     standard_output().write(tail + "\n");
     print_diagnostics_human(cl, warnings);
@@ -482,13 +498,18 @@ std::optional<int> parse_runs(command_line& cl, const arguments& a) {
     if (auto refused = parse_journal_db(cl, a)) return refused;
     const auto& operands = a.operands;
     cl.runs_action = operands.empty() ? "list" : operands[0];
-    std::size_t wanted = cl.runs_action == "show" ? 2 : 1;
+    cl.last = a.has("last");
+    cl.failed_only = a.has("failed");
+    std::size_t wanted = cl.runs_action == "show" && !cl.last ? 2 : 1;
     if (cl.runs_action != "list" && cl.runs_action != "show" && cl.runs_action != "gc")
         return usage_error(cl, "runs takes list, show RUN_ID or gc, not \"" + cl.runs_action + "\"");
-    if (operands.size() > wanted || (cl.runs_action == "show" && operands.size() != 2))
-        return usage_error(cl, cl.runs_action == "show" ? "runs show needs exactly one RUN_ID"
+    if ((cl.last || cl.failed_only) && cl.runs_action != "show")
+        return usage_error(cl, std::string(cl.last ? "--last" : "--failed") + " applies to runs show only");
+    if (cl.last && operands.size() > 1) return usage_error(cl, "runs show takes a RUN_ID or --last, not both");
+    if (operands.size() != wanted && (cl.runs_action == "show" || operands.size() > wanted))
+        return usage_error(cl, cl.runs_action == "show" ? "runs show needs exactly one RUN_ID (or --last)"
                                                         : "runs " + cl.runs_action + " takes no operand");
-    if (cl.runs_action == "show") cl.run_id = operands[1];
+    if (cl.runs_action == "show" && !cl.last) cl.run_id = operands[1];
     auto count = [&](const char* name, std::optional<std::size_t>& into,
                      const char* action) -> std::optional<int> {
         if (!a.has(name)) return std::nullopt;
@@ -511,6 +532,7 @@ std::optional<int> parse_runs(command_line& cl, const arguments& a) {
     if ((cl.show_stdout || cl.show_stderr) && !cl.task)
         return usage_error(cl, "--stdout and --stderr need --task ID");
     if (cl.show_stdout && cl.show_stderr) return usage_error(cl, "--stdout and --stderr exclude each other");
+    if (cl.failed_only && cl.task) return usage_error(cl, "--failed and --task exclude each other");
     return std::nullopt;
 }
 

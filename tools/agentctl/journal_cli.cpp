@@ -60,6 +60,16 @@ std::optional<journal> open_journal(const command_line& cl, journal_access acces
     return std::move(*db);
 }
 
+std::optional<int> take_last_run(command_line& cl, journal& db) {
+    if (!cl.last) return std::nullopt;
+    auto newest = db.list_runs(1);
+    if (!newest) return print_journal_failure(cl, newest.error());
+    if (newest->empty())
+        return print_journal_failure(cl, {journal_errc::unknown_run, "--last: no runs recorded in " + db.path()});
+    cl.run_id = newest->front().run_id;
+    return std::nullopt;
+}
+
 void warn_running_leftovers(journal& db, const std::string& run_id, diagnostics& d) {
     auto dead = db.dead_runs(owner_alive_here);
     if (!dead) return;

@@ -33,6 +33,10 @@ inline bool default_journal(const command_line& cl) {
 /// returns nullopt with `status` set.
 std::optional<journal> open_journal(const command_line& cl, journal_access access, int& status);
 
+/// `--last`: the newest run of `db` becomes cl.run_id. A status when there is none (exit 5,
+/// printed); nothing otherwise, and without --last.
+std::optional<int> take_last_run(command_line& cl, journal& db);
+
 /// A journal failure as the CLI prints it: exit 5.
 int print_journal_failure(const command_line& cl, const journal_error& e);
 
