@@ -187,7 +187,7 @@ struct journal_attempt {
     std::int64_t intent_ms = 0;
     std::optional<attempt_handle> handle;
     std::int64_t handle_ms = 0;
-    std::optional<task_result> end;  ///< streams not loaded
+    std::optional<task_result> end;  ///< streams not loaded (but by load_attempt(), when asked)
     std::int64_t ended_ms = 0;
     bool cleanup_failed = false;
     std::uint64_t stdout_bytes = 0;
@@ -312,14 +312,21 @@ public:
 
     /// The raw captured text of a task's final result, in chunks (checked against its
     /// recorded length and checksum: a mismatch is `corrupt`). No final result: unknown_run
-    /// names the task.
+    /// names the task. With `attempt`: that attempt's own (an earlier attempt of a retried
+    /// task); unknown_run when it has no end recorded.
     std::optional<journal_error> read_stream(std::string_view run_id, std::string_view task_id,
                                              journal_stream which,
-                                             const std::function<void(std::string_view)>& chunk);
+                                             const std::function<void(std::string_view)>& chunk,
+                                             std::optional<std::uint32_t> attempt = std::nullopt);
 
     /// Every recorded attempt in (task_index, attempt) order; `fn` returns false to stop.
     std::optional<journal_error> for_each_attempt(std::string_view run_id,
                                                   const std::function<bool(journal_attempt&)>& fn);
+
+    /// Attempt `attempt` of task `task_id` (nullopt inside when there is none), its end's
+    /// streams read too when `with_streams`.
+    journal_result<std::optional<journal_attempt>> load_attempt(std::string_view run_id, std::string_view task_id,
+                                                                std::uint32_t attempt, bool with_streams);
 
     /// The last attempt of every task that has no succeeded final result, when that attempt
     /// is uncertain (journal_attempt::uncertain()): what makes resume refuse.

@@ -596,6 +596,46 @@ BOOST_AUTO_TEST_CASE(last_run_and_failed_tasks) {
     }
 }
 
+// --attempt N reaches each attempt of a retried task: its end and its own streams.
+BOOST_AUTO_TEST_CASE(earlier_attempts_are_shown_with_their_streams) {
+    temp_dir dir;
+    std::string db = dir.path() + "/j.db";
+    std::string wf = dir.write(
+        "wf.yaml",
+        "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: flaky}\nspec:\n"
+        "  policy: {processAllowlist: [sh], approval: never}\n"
+        "  actions:\n"
+        "    t: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'n=$(cat count 2>/dev/null || echo 0); "
+        "n=$((n+1)); echo $n > count; echo try-$n; echo err-$n >&2; [ $n -ge 3 ]']}\n"
+        "  tasks:\n    - {id: t, uses: 'action:t', retry: {maxAttempts: 3, on: [exit_nonzero]}}\n");
+    auto r = agentctl({"run", wf, "--db", db});
+    BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
+    std::string id = newest_run(db);
+    auto first = agentctl({"runs", "show", id, "--task", "t", "--attempt", "1", "--stdout", "--db", db});
+    BOOST_TEST(first.exit_code == 0, first.err);
+    BOOST_TEST(first.out == "try-1\n");
+    auto second = agentctl({"runs", "show", id, "--task", "t", "--attempt", "2", "--stderr", "--db", db});
+    BOOST_TEST(second.out == "err-2\n");
+    BOOST_TEST(agentctl({"runs", "show", id, "--task", "t", "--stdout", "--db", db}).out == "try-3\n");
+    auto human = agentctl({"runs", "show", id, "--task", "t", "--attempt", "1", "--db", db});
+    BOOST_TEST(human.exit_code == 0, human.err);
+    BOOST_TEST(human.out.find("attempt 1 of t (segment 0, ") == 0u, human.out);
+    BOOST_TEST(human.out.find("✗ t  failed (exit 1)") != std::string::npos, human.out);
+    BOOST_TEST(human.out.find("  | try-1\n") != std::string::npos, human.out);
+    BOOST_TEST(human.out.find("  | err-1\n") != std::string::npos, human.out);
+    auto j = agentctl({"--output", "json", "runs", "show", id, "--task", "t", "--attempt", "2", "--db", db});
+    json::value v = parse_json(j.out);
+    BOOST_TEST(v.at("data").at("attempt").as_int64() == 2);
+    BOOST_TEST(v.at("data").at("result").at("stdout").as_string() == "try-2\n", j.out);
+    BOOST_TEST(v.at("data").at("result").at("exitCode").as_int64() == 1, j.out);
+    BOOST_TEST(v.at("data").at("attempts").as_array().size() == 1u, j.out);
+    auto missing = agentctl({"runs", "show", id, "--task", "t", "--attempt", "4", "--db", db});
+    BOOST_TEST(missing.exit_code == 5, missing.err);
+    BOOST_TEST(missing.err.find("has no attempt 4 of task \"t\"") != std::string::npos, missing.err);
+    BOOST_TEST(agentctl({"runs", "show", id, "--attempt", "1", "--db", db}).exit_code == 2);
+    BOOST_TEST(agentctl({"runs", "show", id, "--task", "t", "--attempt", "0", "--db", db}).exit_code == 2);
+}
+
 // A foreach's aggregate lets its items go once recorded (memory stays flat): the JSON report
 // reads them back from the journal and is the report a run without a journal prints.
 BOOST_AUTO_TEST_CASE(a_released_aggregate_reports_as_if_it_had_been_kept) {

@@ -61,6 +61,7 @@ struct command_line {
     std::optional<std::string> task;   ///< runs show --task
     bool show_stdout = false;          ///< runs show --stdout
     bool show_stderr = false;          ///< runs show --stderr
+    std::optional<std::uint32_t> attempt;  ///< runs show --task ID --attempt N
     bool retry_failed = false;         ///< resume --retry-failed
     bool rerun_uncertain = false;      ///< resume --rerun-uncertain
     bool dry_run = false;              ///< resume --dry-run

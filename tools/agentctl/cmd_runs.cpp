@@ -2,6 +2,7 @@
 // journal read back (docs/CLI.md, "runs").
 #include "cli.hpp"
 #include "journal_cli.hpp"
+#include "run_display.hpp"
 
 #include <agentctl/session.hpp>
 #include <agentctl/wire.hpp>
@@ -217,7 +218,7 @@ int show_stream(const command_line& cl, journal& db) {
     fd_sink out(STDOUT_FILENO);
     auto e = db.read_stream(cl.run_id, *cl.task,
                             cl.show_stdout ? journal_stream::stdout_stream : journal_stream::stderr_stream,
-                            [&](std::string_view chunk) { out.write(chunk); });
+                            [&](std::string_view chunk) { out.write(chunk); }, cl.attempt);
     if (e) return print_journal_failure(cl, *e);
     return status(exit_status::success);
 }
@@ -259,12 +260,70 @@ void write_attempt(json_writer& w, const journal_attempt& a) {
     w.end_object();
 }
 
+// The last lines of a result's streams, for people.
+std::string stream_tails(const task_result& r) {
+    std::string out;
+    for (const char* which : {"stdout", "stderr"}) {
+        auto lines = tail_lines(which[3] == 'o' ? stdout_of(r) : stderr_of(r), 10);
+        if (lines.empty()) continue;
+        out += std::string("  ") + which + " (last lines; --" + which + " prints all):\n";
+        for (const auto& l : lines) out += "  | " + l + "\n";
+    }
+    return out;
+}
+
+// `runs show --task ID --attempt N`: one attempt, an earlier one of a retried task too.
+int show_attempt(const command_line& cl, journal& db, const journal_run& run, const plan& p,
+                 std::uint32_t index) {
+    auto loaded = db.load_attempt(run.run_id, *cl.task, *cl.attempt, true);
+    if (!loaded) return print_journal_failure(cl, loaded.error());
+    if (!*loaded)
+        return print_journal_failure(cl, {journal_errc::unknown_run, "run " + run.run_id + " has no attempt " +
+                                                                         std::to_string(*cl.attempt) + " of task \"" +
+                                                                         *cl.task + "\" (journal " + db.path() + ")"});
+    const journal_attempt& a = **loaded;
+    if (cl.output != output_format::human) {
+        print_success("TaskRecord",
+                      [&](json_writer& w) {
+                          w.begin_object();
+                          w.member("runId", run.run_id);
+                          w.member("taskId", *cl.task);
+                          w.member("attempt", static_cast<std::uint64_t>(*cl.attempt));
+                          w.key("result");
+                          if (a.end)
+                              write_task_result(w, p, index, *a.end, nullptr, streams_for(cl));
+                          else
+                              w.null();
+                          w.key("attempts");
+                          w.begin_array();
+                          write_attempt(w, a);
+                          w.end_array();
+                          w.end_object();
+                      },
+                      {});
+        return status(exit_status::success);
+    }
+    std::string out = "attempt " + std::to_string(a.intent.attempt) + " of " + terminal_text(*cl.task) +
+                      " (segment " + std::to_string(a.segment) + ", " + utc_text(a.intent_ms) + ")" +
+                      (a.uncertain() ? ", uncertain" : "") + "\n";
+    std::string argv;
+    for (const auto& word : a.intent.argv) argv += (argv.empty() ? "" : " ") + shell_word(word);
+    out += "  argv: " + terminal_text(argv) + "\n";
+    if (a.end)
+        out += "  " + result_line(*cl.task, *a.end, false) + stream_tails(*a.end);
+    else
+        out += "  no end recorded\n";
+    standard_output().write(out);
+    return status(exit_status::success);
+}
+
 int show_task(const command_line& cl, journal& db, const journal_run& run, const plan& p) {
     auto index = p.find(*cl.task);
     if (!index)
         return print_journal_failure(
             cl, {journal_errc::unknown_run,
                  "run " + run.run_id + " has no task \"" + *cl.task + "\" (journal " + db.path() + ")"});
+    if (cl.attempt) return show_attempt(cl, db, run, p, *index);
     auto result = db.load_result_at(run.run_id, *index, true);
     if (!result) return print_journal_failure(cl, result.error());
     std::vector<journal_attempt> attempts;
@@ -300,16 +359,11 @@ int show_task(const command_line& cl, journal& db, const journal_run& run, const
     std::string out;
     if (*result) {
         const task_result& r = (*result)->result;
-        out += result_line(*cl.task, r, taken_over(**result, run));
-        for (const char* which : {"stdout", "stderr"}) {
-            auto lines = tail_lines(which[3] == 'o' ? stdout_of(r) : stderr_of(r), 10);
-            if (lines.empty()) continue;
-            out += std::string("  ") + which + " (last lines; --" + which + " prints all):\n";
-            for (const auto& l : lines) out += "  | " + l + "\n";
-        }
+        out += result_line(*cl.task, r, taken_over(**result, run)) + stream_tails(r);
     } else {
         out += "? " + terminal_text(*cl.task) + "  no final result recorded\n";
     }
+    if (attempts.size() > 1) out += "  attempts (--attempt N shows one):\n";
     for (const auto& a : attempts) {
         out += "  attempt " + std::to_string(a.intent.attempt) + " (segment " + std::to_string(a.segment) +
                ", " + utc_text(a.intent_ms) +
@@ -533,6 +587,12 @@ std::optional<int> parse_runs(command_line& cl, const arguments& a) {
         return usage_error(cl, "--stdout and --stderr need --task ID");
     if (cl.show_stdout && cl.show_stderr) return usage_error(cl, "--stdout and --stderr exclude each other");
     if (cl.failed_only && cl.task) return usage_error(cl, "--failed and --task exclude each other");
+    if (a.has("attempt")) {
+        if (!cl.task) return usage_error(cl, "--attempt needs --task ID");
+        auto n = number_of<std::uint32_t>(a.value("attempt"));
+        if (!n || *n == 0) return usage_error(cl, "--attempt " + a.value("attempt") + ": not an attempt number (1, 2, ...)");
+        cl.attempt = *n;
+    }
     return std::nullopt;
 }
 

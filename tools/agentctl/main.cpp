@@ -113,6 +113,7 @@ const std::vector<option_info>& options() {
         {"limit", 0, "N", "runs list: at most N runs (default 50)", {"runs"}},
         {"task", 0, "ID", "runs show: one task", {"runs"}},
         {"failed", 0, "", "runs show: only the tasks that failed", {"runs"}},
+        {"attempt", 0, "N", "runs show --task: its attempt N (an earlier one of a retried task)", {"runs"}},
         {"stdout", 0, "", "runs show --task: its raw captured stdout", {"runs"}},
         {"stderr", 0, "", "runs show --task: its raw captured stderr", {"runs"}},
         {"keep", 0, "N", "runs gc: keep the newest N runs, remove the others", {"runs"}},
