@@ -160,7 +160,8 @@ struct journal_run_summary {
     std::optional<std::uint64_t> duration_ms;
     std::uint32_t task_count = 0;
     std::uint32_t segment = 0;
-    std::map<std::string, std::uint32_t> tasks_by_state;  ///< final results per task_state name
+    /// Final results per task_state name; foreach and matrix parents are not counted.
+    std::map<std::string, std::uint32_t> tasks_by_state;
     std::uint32_t reused = 0;                             ///< final results taken over by a resume
     std::uint32_t recorded = 0;                           ///< tasks with a final result
     journal_owner owner;
@@ -356,6 +357,9 @@ public:
 
     /// Files that make up the journal: the database, -wal, -shm, -seal and every stream file.
     std::vector<std::string> files() const;
+
+    /// Their size in bytes: the database, its WAL and every stream file (gc's bytes_before).
+    std::uint64_t bytes() const;
 
 private:
     friend class detail::journal_writer_impl;

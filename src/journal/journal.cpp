@@ -171,8 +171,13 @@ std::string counts_json_of(detail::journal_db& db, std::int64_t run_seq,
 
 std::optional<journal_error> count_results(detail::journal_db& db, std::int64_t run_seq, counts& c) {
     int rc = SQLITE_OK;
+    // A foreach or matrix parent is not a task that runs: its children are counted. It is the
+    // one final without an attempt and without an error of its own (at most child_failed):
+    // every other task that did not run says why (a condition, a failed need, not started).
     statement s = db.conn.prepare(
-        "SELECT state, reused, count(*) FROM results WHERE run_seq = ? GROUP BY state, reused", rc);
+        "SELECT state, reused, count(*) FROM results WHERE run_seq = ? AND NOT (attempts = 0 AND "
+        "(error_code IS NULL OR error_code = 'child_failed')) GROUP BY state, reused",
+        rc);
     if (!s) return db.error(rc, "counting results");
     s.bind(1, run_seq);
     while ((rc = s.step()) == SQLITE_ROW) {
@@ -925,6 +930,10 @@ std::optional<journal_error> journal::verify() {
                                                         " is that of an attempt's end that is missing"};
     if (rc != SQLITE_DONE) return db.error(db.last_rc(), "checking results");
     return std::nullopt;
+}
+
+std::uint64_t journal::bytes() const {
+    return db_ ? total_bytes(*db_) : 0;
 }
 
 std::vector<std::string> journal::files() const {

@@ -111,7 +111,7 @@ void normalise(json::value& v) {
             else if (k == "durationMs" && !m.value().is_null())
                 m.value() = 0;
             else if (k == "pid" || k == "userMs" || k == "systemMs" || k == "maxRssKiB" ||
-                     k == "bytesBefore" || k == "bytesAfter")
+                     k == "bytesBefore" || k == "bytesAfter" || k == "journalBytes")
                 m.value() = 0;
             else
                 normalise(m.value());
@@ -480,7 +480,7 @@ BOOST_AUTO_TEST_CASE(runs_list_show_gc_outputs) {
     BOOST_TEST(list.exit_code == 0);
     BOOST_TEST(
         normalised(list.out) ==
-        R"({"apiVersion":"agentctl.dev/cli/v1","kind":"RunList","ok":true,"data":{"journal":"X","runs":[)"
+        R"({"apiVersion":"agentctl.dev/cli/v1","kind":"RunList","ok":true,"data":{"journal":"X","journalBytes":0,"runs":[)"
         R"({"runId":"X","workflow":"pair","workflowPath":"X","state":"failed","startedAt":"X","durationMs":0,)"
         R"("segment":0,"tasks":{"total":2,"recorded":2,"reused":0,"states":{"failed":1,"succeeded":1}},)"
         R"("owner":{"host":"X","pid":0}}]},"diagnostics":[]})");
@@ -488,9 +488,9 @@ BOOST_AUTO_TEST_CASE(runs_list_show_gc_outputs) {
     auto human = agentctl({"runs", "--db", db});
     BOOST_TEST(human.exit_code == 0);
     std::regex row(
-        "RUN ID {32}WORKFLOW {12}STATE {7}STARTED {15}DURATION  TASKS\n" + id +
-        " {18}pair {16}failed {6}\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ  [0-9.]+ m?s +2/2 \\(1 "
-        "failed, 1 succeeded\\)\n");
+        "RUN ID {16}WORKFLOW {3}STATE {7}STARTED {5}TIME {3}TASKS\n" + id +
+        "  pair {7}failed {6}\\d\\d-\\d\\d \\d\\d:\\d\\d [0-9. ]{3}m?s +2/2 ✗1\n"
+        "journal " + db + ": [0-9.]+ KiB\n");
     BOOST_TEST(std::regex_match(human.out, row), human.out);
 
     auto out = agentctl({"runs", "show", id, "--task", "a", "--stdout", "--db", db});
@@ -553,6 +553,60 @@ BOOST_AUTO_TEST_CASE(runs_list_show_gc_outputs) {
         gc_human.out);
     auto empty = agentctl({"runs", "--db", db});
     BOOST_TEST(empty.out == "no runs recorded in " + db + "\n");
+}
+
+// `runs` fits 80 columns, counts the tasks that run (a foreach's children, never its parent),
+// and ends with the journal's size, suggesting `runs gc` once it passes 1 GiB.
+BOOST_AUTO_TEST_CASE(runs_fits_80_columns_counts_tasks_not_parents_and_suggests_gc) {
+    temp_dir dir;
+    std::string db = dir.path() + "/j.db";
+    std::string wf = dir.write(
+        "wf.yaml",
+        "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: a-workflow-with-a-long-name}\nspec:\n"
+        "  policy: {processAllowlist: [sh], approval: never}\n"
+        "  actions:\n"
+        "    t: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'exit $0', '${{ vars.item }}']}\n"
+        "  tasks:\n"
+        "    - {id: one, uses: 'action:t', failure: continue, vars: {item: '0'}}\n"
+        "    - {id: t, uses: 'action:t', failure: continue, foreach: {items: ['0', '1', '0', '1', '0', '1']}}\n"
+        "    - {id: none, uses: 'action:t', foreach: {items: []}}\n");
+    auto r = agentctl({"run", wf, "--db", db});
+    BOOST_TEST_REQUIRE(r.exit_code == 4, r.err);
+    auto j = agentctl({"--output", "json", "runs", "--db", db});
+    json::value v = parse_json(j.out);
+    const auto& tasks = v.at("data").at("runs").at(0).at("tasks");
+    BOOST_TEST(tasks.at("total").as_int64() == 7, j.out);  // one, and t's six: not t, not none
+    BOOST_TEST(tasks.at("recorded").as_int64() == 7, j.out);
+    BOOST_TEST(tasks.at("states").at("succeeded").as_int64() == 4, j.out);
+    BOOST_TEST(tasks.at("states").at("failed").as_int64() == 3, j.out);
+    BOOST_TEST(v.at("data").at("journalBytes").as_int64() > 0, j.out);
+
+    auto human = agentctl({"runs", "--db", db});
+    BOOST_TEST(human.exit_code == 0, human.err);
+    std::istringstream lines(human.out);
+    for (std::string line; std::getline(lines, line);) {
+        std::size_t chars = 0;
+        for (unsigned char c : line) chars += (c & 0xc0) != 0x80;
+        BOOST_TEST(chars < 80u, "a line of " << chars << " characters: " << line);
+    }
+    BOOST_TEST(human.out.find(" a-workflo… failed ") != std::string::npos, human.out);
+    BOOST_TEST(human.out.find(" 7/7 ✗3\n") != std::string::npos, human.out);
+    BOOST_TEST(human.out.find("journal " + db + ": ") != std::string::npos, human.out);
+    BOOST_TEST(human.out.find("runs gc") == std::string::npos, human.out);
+
+    // Past 1 GiB (an orphan stream file a crash left, sparse here), `runs gc` is suggested; it
+    // removes that file, and the suggestion goes.
+    fs::create_directories(db + "-streams/999");
+    {
+        std::ofstream(db + "-streams/999/0-1") << "x";
+    }
+    fs::resize_file(db + "-streams/999/0-1", std::uintmax_t(3) << 29);
+    auto big = agentctl({"runs", "--db", db});
+    BOOST_TEST(big.out.find("journal " + db + ": 1.5 GiB; agentctl runs gc --keep 20 --db " + db +
+                            " removes all but the newest 20 runs\n") != std::string::npos,
+               big.out);
+    BOOST_TEST(agentctl({"runs", "gc", "--db", db}).exit_code == 0);
+    BOOST_TEST(agentctl({"runs", "--db", db}).out.find("runs gc") == std::string::npos);
 }
 
 // --last names the newest run (resume, runs show); --failed shows only what failed.

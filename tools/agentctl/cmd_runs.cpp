@@ -46,10 +46,41 @@ std::string duration_text(std::optional<std::uint64_t> ms) {
     return buf;
 }
 
-std::string pad(std::string s, std::size_t width) {
-    if (s.size() < width) s.resize(width, ' ');
-    return s;
+// `s` cut to `width` characters (code points, the last one then "…"), then padded to them
+// and `gap` spaces.
+std::string column(const std::string& s, std::size_t width, std::size_t gap = 1) {
+    std::string out;
+    std::size_t chars = 0;
+    for (std::size_t i = 0; i < s.size();) {
+        std::size_t len = 1;
+        while (i + len < s.size() && (static_cast<unsigned char>(s[i + len]) & 0xc0) == 0x80) ++len;
+        if (chars + 1 == width && i + len < s.size()) {
+            out += "…";
+            ++chars;
+            break;
+        }
+        out.append(s, i, len);
+        ++chars;
+        i += len;
+    }
+    return out + std::string(width - chars + gap, ' ');
 }
+
+// At most 6 characters: "850 ms", "2.50 s", "12.3 s", "17 min", "3.5 h".
+std::string short_duration(std::optional<std::uint64_t> ms) {
+    if (!ms) return "-";
+    double s = *ms / 1000.0;
+    char buf[32];
+    if (s < 100) return duration_text(ms);
+    if (s < 6000)
+        std::snprintf(buf, sizeof buf, "%.0f min", s / 60);
+    else
+        std::snprintf(buf, sizeof buf, "%.1f h", s / 3600);
+    return buf;
+}
+
+// A journal past this size gets `runs gc` suggested under the list.
+constexpr std::uint64_t gc_hint_bytes = std::uint64_t(1) << 30;
 
 journal_run_state shown_state(const journal_run& r) {
     if (r.state == journal_run_state::running && !owner_alive_here(r.owner))
@@ -114,6 +145,7 @@ int runs_list(const command_line& cl) {
     auto path = journal_path(cl, false, error);
     if (!path) return print_journal_failure(cl, error);
     std::vector<journal_run_summary> runs;
+    std::uint64_t bytes = 0;
     journal_open_options o;
     o.quick_check = false;  // its cost grows with the journal; damage met is still `corrupt`
     auto db = journal::open(*path, journal_access::read, o);
@@ -124,12 +156,14 @@ int runs_list(const command_line& cl) {
         auto listed = db->list_runs(cl.limit.value_or(50), owner_alive_here);
         if (!listed) return print_journal_failure(cl, listed.error());
         runs = std::move(*listed);
+        bytes = db->bytes();
     }
     if (cl.output != output_format::human) {
         print_success("RunList",
                       [&](json_writer& w) {
                           w.begin_object();
                           w.member("journal", *path);
+                          w.member("journalBytes", bytes);
                           w.key("runs");
                           w.begin_array();
                           for (const auto& r : runs) {
@@ -169,19 +203,29 @@ int runs_list(const command_line& cl) {
         standard_output().write("no runs recorded in " + terminal_text(*path) + "\n");
         return status(exit_status::success);
     }
-    std::string out = pad("RUN ID", 38) + pad("WORKFLOW", 20) + pad("STATE", 12) + pad("STARTED", 22) +
-                      pad("DURATION", 10) + "TASKS\n";
+    // 80 columns: the full run id (to copy, or complete), a cut workflow name, the start in
+    // UTC without the year, and the tasks that have a result of those that run, with the
+    // failed ones (runs show has every state; --output json too). 64 columns before TASKS:
+    // 15 are left, enough for "10000/10000 ✗10".
+    std::string out = column("RUN ID", 20, 2) + column("WORKFLOW", 10) + column("STATE", 11) +
+                      column("STARTED", 11) + column("TIME", 6) + "TASKS\n";
     for (const auto& r : runs) {
         std::string tasks = std::to_string(r.recorded) + "/" + std::to_string(r.task_count);
-        std::string detail;
+        std::uint32_t failed = 0;
         for (const auto& [state, n] : r.tasks_by_state)
-            detail += (detail.empty() ? "" : ", ") + std::to_string(n) + " " + state;
-        if (r.reused) detail += (detail.empty() ? "" : ", ") + std::to_string(r.reused) + " reused";
-        if (!detail.empty()) tasks += " (" + detail + ")";
-        out += pad(r.run_id, 38) + pad(terminal_text(r.workflow_name), 20) +
-               pad(std::string(to_string(r.state)), 12) + pad(utc_text(r.created_ms), 22) +
-               pad(duration_text(r.duration_ms), 10) + tasks + "\n";
+            if (state != "succeeded" && state != "skipped" && state != "cancelled") failed += n;
+        if (failed) tasks += " ✗" + std::to_string(failed);
+        std::string started = utc_text(r.created_ms).substr(5, 11);  // MM-DDTHH:MM
+        started[5] = ' ';
+        out += column(r.run_id, 20, 2) + column(terminal_text(r.workflow_name), 10) +
+               column(std::string(to_string(r.state)), 11) + column(started, 11) +
+               column(short_duration(r.duration_ms), 6) + tasks + "\n";
     }
+    out += "journal " + terminal_text(*path) + ": " + bytes_text(bytes);
+    if (bytes >= gc_hint_bytes)
+        out += "; agentctl runs gc --keep 20" + (cl.db ? " --db " + shell_word(*cl.db) : std::string()) +
+               " removes all but the newest 20 runs";
+    out += "\n";
     standard_output().write(out);
     return status(exit_status::success);
 }

@@ -212,7 +212,7 @@ std::string completion_script(std::string_view shell) {
     }
     if (shell == "bash")
         return "# bash completion for agentctl: source it, or put it in /etc/bash_completion.d/agentctl\n"
-               "_agentctl_run_ids() { \"$1\" runs --limit 100 2>/dev/null | awk 'NR > 1 { print $1 }'; }\n"
+               "_agentctl_run_ids() { \"$1\" runs --limit 100 2>/dev/null | awk '/^run-/ { print $1 }'; }\n"
                "_agentctl() {\n"
                "  local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]} command= operands=0 "
                "opts= i w\n"
