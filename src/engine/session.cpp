@@ -88,6 +88,9 @@ session open_session(const session_request& request) {
         if (parse_var_assignment(text, key, value, input_diags)) s.var_overrides[key] = std::move(value);
     }
     for (const auto& m : s.var_overrides) options.var_overrides.emplace_back(m.key(), m.value());
+    if (request.task_timeout_seconds)
+        options.task_timeout_ms = static_cast<std::int64_t>(*request.task_timeout_seconds * 1000 + 0.5);
+    options.task_attempts = request.task_attempts;
 
     compile_result compiled = check_document(parsed, options);
     s.diags = std::move(compiled.diags);

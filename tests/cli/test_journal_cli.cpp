@@ -850,8 +850,55 @@ BOOST_AUTO_TEST_CASE(a_refused_resume_is_one_line_with_the_command_that_continue
     BOOST_TEST(read_file(marker) == "x\nx\n", "a refused resume ran something");
 }
 
+// --timeout and --retries set every task's timeout and attempts over what the workflow says;
+// they are recorded with the run, and a resume compiles the same plan with them.
+BOOST_AUTO_TEST_CASE(every_tasks_timeout_and_retries_from_the_command_line) {
+    temp_dir dir;
+    std::string db = dir.path() + "/j.db";
+    std::string count = dir.path() + "/count";
+    std::string wf = dir.write(
+        "wf.yaml",
+        "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: limits}\nspec:\n"
+        "  policy: {processAllowlist: [sh], approval: never}\n"
+        "  actions:\n"
+        "    slow: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'exec sleep 300'], timeoutSeconds: 600}\n"
+        "    bad: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo x >> " +
+            count +
+            "; exit 1']}\n"
+            "  tasks:\n"
+            "    - {id: slow, uses: 'action:slow', failure: continue}\n"
+            "    - {id: bad, uses: 'action:bad', failure: continue, retry: {maxAttempts: 1}}\n");
+    auto begun = std::chrono::steady_clock::now();
+    auto r = agentctl({"--output", "json", "run", wf, "--db", db, "--timeout", "0.5", "--retries", "3"});
+    BOOST_TEST((std::chrono::steady_clock::now() - begun < 60s), "the action's 600 s timeout was kept");
+    BOOST_TEST(r.exit_code == 4, r.err);
+    json::value v = parse_json(r.out);
+    const auto& slow = v.at("data").at("tasks").at("slow");
+    BOOST_TEST(slow.at("state").as_string() == "timed_out", r.out);
+    BOOST_TEST(slow.at("attempts").as_int64() == 3, r.out);  // a timeout is retried too
+    BOOST_TEST(slow.at("error").at("message").as_string() == "timed out after 0.5s and was terminated", r.out);
+    BOOST_TEST(v.at("data").at("tasks").at("bad").at("attempts").as_int64() == 3, r.out);
+    BOOST_TEST(read_file(count) == "x\nx\nx\n");
+    std::string id(v.at("data").at("runId").as_string());
+    json::value shown = parse_json(agentctl({"--output", "json", "runs", "show", id, "--db", db}).out);
+    BOOST_TEST(shown.at("data").at("options").at("taskTimeoutSeconds").as_double() == 0.5);
+    BOOST_TEST(shown.at("data").at("options").at("retries").as_int64() == 3);
+    // The resume compiles the run's plan (without them it would be another plan, refused).
+    auto resumed = agentctl({"--output", "json", "resume", id, "--db", db, "--retry-failed", "--rerun-uncertain"});
+    BOOST_TEST(resumed.exit_code == 4, resumed.err);
+    BOOST_TEST(read_file(count) == "x\nx\nx\nx\nx\nx\n", "the resume did not retry as the run did");
+    for (const std::vector<std::string>& bad :
+         {std::vector<std::string>{"run", wf, "--timeout", "0"}, {"run", wf, "--timeout", "abc"},
+          {"run", wf, "--retries", "0"}, {"run", wf, "--retries", "21"}, {"check", wf, "--timeout", "5"}}) {
+        auto u = agentctl(bad);
+        BOOST_TEST(u.exit_code == 2, u.err);
+    }
+    BOOST_TEST(agentctl({"plan", wf, "--timeout", "5", "--retries", "2"}).exit_code == 0);
+}
+
 // A run's --timeout-seconds is stored with it and bounds the resumed part too: a resume of a
-// run that timed out does not run unbounded.
+// run that timed out does not run unbounded. The run's duration is then the whole run's: both
+// segments.
 BOOST_AUTO_TEST_CASE(resume_keeps_the_runs_timeout) {
     temp_dir dir;
     std::string db = dir.path() + "/j.db";
@@ -860,6 +907,12 @@ BOOST_AUTO_TEST_CASE(resume_keeps_the_runs_timeout) {
     auto first = agentctl({"run", wf, "--db", db, "--timeout-seconds", "1"});
     BOOST_TEST(first.exit_code == 130, first.err);
     std::string id = newest_run(db);
+    auto duration = [&] {
+        json::value v = parse_json(agentctl({"--output", "json", "runs", "show", id, "--db", db}).out);
+        return v.at("data").at("durationMs").as_int64();
+    };
+    const std::int64_t before = duration();
+    BOOST_TEST(before >= 1000);
     auto begun = std::chrono::steady_clock::now();
     auto resumed = agentctl({"resume", id, "--db", db, "--rerun-uncertain"});
     auto took = std::chrono::steady_clock::now() - begun;
@@ -867,6 +920,7 @@ BOOST_AUTO_TEST_CASE(resume_keeps_the_runs_timeout) {
     BOOST_TEST(resumed.err.find("--timeout-seconds") != std::string::npos, resumed.err);
     BOOST_TEST(read_file(marker) == "x\nx\n", "the resume did not run the task again");
     BOOST_TEST(took < 30s, "the resume ran without the run's timeout");
+    BOOST_TEST(duration() >= before + 1000, "the resumed run's duration is not the whole run's");
 }
 
 BOOST_AUTO_TEST_CASE(a_disk_that_fills_fails_the_run_clearly_and_keeps_what_was_recorded) {

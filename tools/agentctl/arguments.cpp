@@ -68,6 +68,22 @@ std::optional<int> parse_jobs(command_line& cl, const arguments& a) {
     return std::nullopt;
 }
 
+std::optional<int> parse_task_limits(command_line& cl, const arguments& a) {
+    if (a.has("timeout")) {
+        cl.task_timeout_seconds = number_of<double>(a.value("timeout"));
+        if (!cl.task_timeout_seconds || !(*cl.task_timeout_seconds >= 0.001) ||
+            *cl.task_timeout_seconds > limits::max_timeout_ms / 1000)
+            return usage_error(cl, "--timeout " + a.value("timeout") +
+                                       ": every task's timeout is a number of seconds from 0.001 to 86400");
+    }
+    if (a.has("retries")) {
+        cl.task_attempts = number_of<int>(a.value("retries"));
+        if (!cl.task_attempts || *cl.task_attempts < 1 || *cl.task_attempts > limits::max_retry_attempts)
+            return usage_error(cl, "--retries " + a.value("retries") + ": the attempts in all, 1 to 20");
+    }
+    return std::nullopt;
+}
+
 std::optional<int> parse_journal_db(command_line& cl, const arguments& a) {
     if (a.has("db")) cl.db = a.value("db");
     cl.no_journal = a.has("no-journal");

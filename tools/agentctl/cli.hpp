@@ -41,7 +41,9 @@ struct command_line {
     bool null_separated = false;             ///< --null
     std::optional<int> jobs;
     std::optional<std::string> workspace;
-    std::optional<double> timeout_seconds;
+    std::optional<double> timeout_seconds;       ///< --timeout-seconds: the whole run's
+    std::optional<double> task_timeout_seconds;  ///< --timeout: every task's
+    std::optional<int> task_attempts;            ///< --retries: every task's attempts in all
     bool interactive = false;
     bool keep_going = false;
     bool show_output = false;                    ///< --show-output (also set by --tag)
@@ -80,6 +82,8 @@ struct command_line {
         r.separator = null_separated ? item_separator::nul : item_separator::line;
         r.vars = vars;
         r.vars_files = vars_files;
+        r.task_timeout_seconds = task_timeout_seconds;
+        r.task_attempts = task_attempts;
         return r;
     }
 };
@@ -124,6 +128,8 @@ std::optional<int> parse_workflow_file(command_line& cl, const arguments& a);
 std::optional<int> parse_backend(command_line& cl, const arguments& a);
 std::optional<int> parse_jobs(command_line& cl, const arguments& a);
 std::optional<int> parse_journal_db(command_line& cl, const arguments& a);
+/// --timeout S and --retries N: every task's, over the workflow's (plan, run).
+std::optional<int> parse_task_limits(command_line& cl, const arguments& a);
 
 /// Each command's parse, beside its run_*() (cmd_*.cpp).
 std::optional<int> parse_check(command_line& cl, const arguments& a);

@@ -117,6 +117,7 @@ std::optional<int> parse_run(command_line& cl, const arguments& a) {
     cl.show_output = a.has("show-output") || cl.tag;
     if (auto refused = parse_backend(cl, a)) return refused;
     if (auto refused = parse_jobs(cl, a)) return refused;
+    if (auto refused = parse_task_limits(cl, a)) return refused;
     if (a.has("timeout-seconds")) {
         cl.timeout_seconds = number_of<double>(a.value("timeout-seconds"));
         if (!cl.timeout_seconds || !(*cl.timeout_seconds > 0 && *cl.timeout_seconds <= 86400 * 365))

@@ -222,6 +222,9 @@ journal_run run_record(const command_line& cl, const session& s, const std::stri
         options["slurm"] = std::move(slurm);
     }
     if (cl.timeout_seconds) options["timeoutSeconds"] = *cl.timeout_seconds;
+    // Every task's timeout and attempts: a resume compiles the same plan with them.
+    if (cl.task_timeout_seconds) options["taskTimeoutSeconds"] = *cl.task_timeout_seconds;
+    if (cl.task_attempts) options["retries"] = *cl.task_attempts;
     // What a resume needs to compile the same plan (prepare_resume reads them back).
     if (!s.var_overrides.empty()) options["vars"] = s.var_overrides;
     if (!s.vars_files.empty()) options["varsFiles"] = s.vars_files;
