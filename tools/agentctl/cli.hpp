@@ -4,6 +4,7 @@
 #include <agentctl/backend.hpp>
 #include <agentctl/diagnostic.hpp>
 #include <agentctl/error.hpp>
+#include <agentctl/journal_run.hpp>
 #include <agentctl/json.hpp>
 #include <agentctl/session.hpp>
 #include <agentctl/watchdog.hpp>
@@ -167,7 +168,10 @@ bool use_color(const command_line& cl, int fd);
 std::string paint(bool color, const char* sgr, std::string_view text);
 void print_diagnostics_human(const command_line& cl, const diagnostics& diags);
 /// What the sweep of dead runs' leftovers removed (human output; JSON carries it itself).
-void print_leftovers_human(const command_line& cl, const sweep_report& r);
+/// Under -q only what `known` (the journal's dead runs' owners) left: what runs of other
+/// journals, or of none, left is still removed, but said only without -q.
+void print_leftovers_human(const command_line& cl, const sweep_report& r,
+                           const std::vector<journal_owner>* known = nullptr);
 
 /// The absolute workspace root of `p` when the base folder is `base_dir` (policy.workspaceRoot
 /// as written when absolute, else beneath `base_dir`), normalised lexically.

@@ -665,7 +665,7 @@ int run_parallel(const std::vector<std::string>& args, std::vector<std::string> 
         fe.gate = &*display;
     };
     int status = execute_run(cl, watch ? &*watch : nullptr, *s.compiled, diags, *base, std::move(db),
-                             std::move(swept.removed), std::move(record), nullptr, &fe);
+                             std::move(swept), std::move(record), nullptr, &fe);
     if (joblog) joblog->drain();
     if (reported) return status;
     return status == 130 ? 130 : status == 0 ? 0 : 255;

@@ -186,8 +186,8 @@ int run_resume(const command_line& given, watchdog* watch) {
     diagnostics diags = rp.diags;
     diags.append(swept.warnings);
     if (cl.output == output_format::human) print_diagnostics_human(cl, swept.warnings);
-    return execute_run(rcl, watch, *rp.compiled, diags, rp.run.base_dir, std::move(db),
-                       std::move(swept.removed), {}, &rp);
+    return execute_run(rcl, watch, *rp.compiled, diags, rp.run.base_dir, std::move(db), std::move(swept), {},
+                       &rp);
 }
 
 }  // namespace agentctl::cli

@@ -160,20 +160,19 @@ int run_run(const command_line& cl, watchdog* watch) {
     // the engines this run uses (by the engine, in its preflight), their Slurm jobs.
     dead_run_sweep swept = sweep_dead_runs(db ? &*db : nullptr, false);
     if (swept.error) return print_journal_failure(cl, *swept.error);
-    sweep_report leftovers = std::move(swept.removed);
     journal_run record;
     if (db) record = run_record(cl, s, *base);
     diagnostics diags = s.diags;
     diags.append(empty);
     diags.append(swept.warnings);
     if (cl.output == output_format::human) print_diagnostics_human(cl, swept.warnings);
-    return execute_run(cl, watch, p, diags, *base, std::move(db), std::move(leftovers), std::move(record),
-                       nullptr);
+    return execute_run(cl, watch, p, diags, *base, std::move(db), std::move(swept), std::move(record), nullptr);
 }
 
 int execute_run(const command_line& cl, watchdog* watch, const plan& p, const diagnostics& diags,
-                const std::string& base_dir, std::optional<journal> db, sweep_report leftovers,
+                const std::string& base_dir, std::optional<journal> db, dead_run_sweep swept,
                 journal_run record, const resume_plan* resume, run_frontend* frontend) {
+    sweep_report& leftovers = swept.removed;
     asio::io_context io(1);
     if (watch) watch->observe(io);
     // From here on agentctl's own output goes through queues, written by threads of the
@@ -316,7 +315,7 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
     err_queue.drain();
     redirect_standard_streams(nullptr, nullptr);
     if (watch) watch->clean_exit();
-    print_leftovers_human(cl, leftovers);
+    print_leftovers_human(cl, leftovers, &swept.dead_owners);
     if (reader_gone) {
         print_failure(cl, "the reader of agentctl's output went away (EPIPE); the run was cancelled",
                       exit_status::cancelled);

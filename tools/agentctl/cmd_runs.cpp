@@ -575,7 +575,7 @@ int runs_gc(const command_line& cl) {
         return status(swept.removed.ok() ? exit_status::success : exit_status::run_failed);
     }
     print_diagnostics_human(cl, swept.warnings);
-    print_leftovers_human(cl, swept.removed);
+    print_leftovers_human(cl, swept.removed, &swept.dead_owners);
     std::string out;
     for (const auto& id : swept.interrupted)
         out += "run " + id + " was left running by a dead agentctl: now interrupted\n";

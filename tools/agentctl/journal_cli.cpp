@@ -188,6 +188,7 @@ dead_run_sweep sweep_dead_runs(journal* db, bool whole_host) {
         }
         io.run();
     }
+    for (const auto& d : dead) out.dead_owners.push_back(d.owner);
     // What they left is gone (or reported): they are interrupted now, not running.
     for (const auto& d : dead) {
         if (auto e = db->mark_interrupted(d.run_id, d.owner)) {
