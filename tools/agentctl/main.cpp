@@ -175,8 +175,9 @@ const command_info* find_command(std::string_view name) {
 }
 
 // Completion: the commands; each command's options and their values (a placeholder `a|b|c`
-// lists them; FILE, PATH and DIR are files); files for FILE operands; run ids for `resume` and
-// `runs show`, from `agentctl runs`.
+// lists them; FILE, PATH and DIR are files; --task and --attempt the run's, from `runs show`;
+// --limit and --keep a few counts); files for FILE operands; run ids for `resume` and `runs
+// show`, from `agentctl runs` (of the --db given on the line).
 std::string completion_script(std::string_view shell) {
     std::vector<std::pair<std::string, std::string>> all;  // every option form and its value
     for (const auto& o : options()) {
@@ -201,6 +202,14 @@ std::string completion_script(std::string_view shell) {
         "    --halt|--halt-on-error) COMPREPLY=($(compgen -W \"now,fail=1 soon,fail=1 now,success=1 "
         "soon,success=1 now,done=1 never\" -- \"$cur\")); return ;;\n";
     value_cases += "    --header) COMPREPLY=(:); return ;;\n";
+    value_cases += "    --limit) COMPREPLY=($(compgen -W \"10 50 100 1000\" -- \"$cur\")); return ;;\n";
+    value_cases += "    --keep) COMPREPLY=($(compgen -W \"0 10 20 50 100\" -- \"$cur\")); return ;;\n";
+    value_cases +=
+        "    --task) [ \"$command\" = runs ] && COMPREPLY=($(compgen -W \"$(_agentctl_tasks \"${COMP_WORDS[0]}\" "
+        "\"$run\" \"$db\")\" -- \"$cur\")); return ;;\n";
+    value_cases +=
+        "    --attempt) COMPREPLY=($(compgen -W \"$(_agentctl_attempts \"${COMP_WORDS[0]}\" \"$run\" \"$db\" "
+        "\"$task\")\" -- \"$cur\")); return ;;\n";
     value_cases += "    " + files + ") COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n";
     std::string words_of_command, names;
     for (const auto& c : commands()) {
@@ -215,22 +224,36 @@ std::string completion_script(std::string_view shell) {
     }
     if (shell == "bash")
         return "# bash completion for agentctl: source it, or put it in /etc/bash_completion.d/agentctl\n"
-               "_agentctl_run_ids() { \"$1\" runs --limit 100 2>/dev/null | awk '/^run-/ { print $1 }'; }\n"
+               "# AGENTCTL RUN DB: the run ids of the journal DB (default: agentctl's), the task ids of\n"
+               "# RUN (default: the newest run), the attempt numbers of TASK.\n"
+               "_agentctl_run_ids() { \"$1\" runs --limit 100 ${2:+--db \"$2\"} 2>/dev/null | awk '/^run-/ { print $1 "
+               "}'; }\n"
+               "_agentctl_tasks() { \"$1\" runs show \"${2:---last}\" ${3:+--db \"$3\"} 2>/dev/null | awk '$1 == "
+               "\"✓\" || $1 == \"✗\" || $1 == \"?\" { print $2 }' | sort -u; }\n"
+               "_agentctl_attempts() { \"$1\" runs show \"${2:---last}\" --task \"$4\" ${3:+--db \"$3\"} 2>/dev/null | "
+               "awk '$1 == \"attempt\" && $2 ~ /^[0-9]+$/ { print $2 }'; }\n"
                "_agentctl() {\n"
                "  local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]} command= operands=0 "
                "opts= i w\n"
-               "  local first=\n"
-               "  # The command, and the operands before the word completed (options' values skipped).\n"
+               "  local first= run= db= task=\n"
+               "  # The command, the operands before the word completed (options' values skipped), the\n"
+               "  # run they name (resume RUN, runs show RUN) and the --db and --task given.\n"
                "  for ((i = 1; i < COMP_CWORD; i++)); do\n"
                "    w=${COMP_WORDS[i]}\n"
+               "    case $w in\n"
+               "      --db) db=${COMP_WORDS[i+1]} ;;\n"
+               "      --task) task=${COMP_WORDS[i+1]} ;;\n"
+               "    esac\n"
                "    case $w in\n"
                "      -*) [[ \"" +
                valued +
                "\" == *\" $w \"* ]] && ((i++)) ;;\n"
-               "      *) if [ -z \"$command\" ]; then command=$w; else ((operands++)); [ -z \"$first\" ] && "
-               "first=$w; fi ;;\n"
+               "      *) if [ -z \"$command\" ]; then command=$w; continue; fi\n"
+               "         ((operands++))\n"
+               "         if [ -z \"$first\" ]; then first=$w; elif [ -z \"$run\" ]; then run=$w; fi ;;\n"
                "    esac\n"
                "  done\n"
+               "  [ \"$command\" = resume ] && run=$first\n"
                "  case $prev in\n" +
                value_cases +
                "  esac\n"
@@ -251,7 +274,7 @@ std::string completion_script(std::string_view shell) {
                "    completion:0:*) COMPREPLY=($(compgen -W \"bash zsh\" -- \"$cur\")) ;;\n"
                "    runs:0:*) COMPREPLY=($(compgen -W \"list show gc\" -- \"$cur\")) ;;\n"
                "    runs:1:show|resume:0:*) COMPREPLY=($(compgen -W \"$(_agentctl_run_ids "
-               "\"${COMP_WORDS[0]}\")\" -- \"$cur\")) ;;\n"
+               "\"${COMP_WORDS[0]}\" \"$db\")\" -- \"$cur\")) ;;\n"
                "    runs:*|resume:*|version:*|help:*|completion:*) COMPREPLY=() ;;\n"
                "    *) COMPREPLY=($(compgen -f -- \"$cur\")) ;;\n"
                "  esac\n"
