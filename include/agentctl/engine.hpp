@@ -147,7 +147,6 @@ struct run_report {
     std::optional<task_error> error;  ///< a run-level failure (approval, budget, setup)
     std::chrono::milliseconds duration{0};  ///< the whole run's: a resume's counts its earlier segments
 
-
     std::vector<diagnostic> warnings;  ///< e.g. jobs lowered to fit the descriptor limit
     bool resumed = false;  ///< a resume: results say whether they were `reused`
     /// The built-in runner: containers that dead owners left on the engines this run uses,

@@ -326,7 +326,8 @@ public:
 
     /// Attempt `attempt` of task `task_id` (nullopt inside when there is none), its end's
     /// streams read too when `with_streams`.
-    journal_result<std::optional<journal_attempt>> load_attempt(std::string_view run_id, std::string_view task_id,
+    journal_result<std::optional<journal_attempt>> load_attempt(std::string_view run_id,
+                                                                std::string_view task_id,
                                                                 std::uint32_t attempt, bool with_streams);
 
     /// The last attempt of every task that has no succeeded final result, when that attempt

@@ -544,7 +544,8 @@ private:
 
     // The whole run's: a resume adds the time its earlier segments recorded.
     std::chrono::milliseconds run_time() const {
-        auto now = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started_);
+        auto now = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                         started_);
         return now + std::chrono::milliseconds(resume_ ? resume_->duration_before_ms : 0);
     }
 

@@ -57,8 +57,8 @@ session open_session(const session_request& request) {
             source_location at = doc->where("spec.inputs");
             if (at.file.empty()) at.file = request.file;
             input_diags.error("undeclared_input", "spec.inputs." + source.name,
-                              "--items " + source.name + "=" + source.file + ": the workflow declares no input `" +
-                                  source.name + "`",
+                              "--items " + source.name + "=" + source.file +
+                                  ": the workflow declares no input `" + source.name + "`",
                               hint.empty() ? "an items file fills an input declared under spec.inputs"
                                            : "did you mean `" + hint + "`?",
                               at);

@@ -498,7 +498,8 @@ std::optional<journal_error> journal::read_stream(std::string_view run_id, std::
     int rc = SQLITE_OK;
     if (attempt) {
         // An attempt's own end: an earlier attempt of a retried task keeps its streams there.
-        auto q = query_run(db_.get(), run_id, std::string(columns) + "AND task_id = ? AND attempt = ? AND ended_ms IS NOT NULL",
+        auto q = query_run(db_.get(), run_id,
+                           std::string(columns) + "AND task_id = ? AND attempt = ? AND ended_ms IS NOT NULL",
                            "reading a stream");
         if (!q) return q.error();
         auto& db = *db_;
@@ -506,12 +507,13 @@ std::optional<journal_error> journal::read_stream(std::string_view run_id, std::
         q->s.bind(3, static_cast<std::int64_t>(*attempt));
         rc = q->s.step();
         if (rc == SQLITE_DONE)
-            return journal_error{journal_errc::unknown_run, "journal " + db.path + ": run " + std::string(run_id) +
-                                                                " has no end of task \"" + std::string(task_id) +
-                                                                "\" attempt " + std::to_string(*attempt)};
+            return journal_error{journal_errc::unknown_run,
+                                 "journal " + db.path + ": run " + std::string(run_id) +
+                                     " has no end of task \"" + std::string(task_id) + "\" attempt " +
+                                     std::to_string(*attempt)};
         if (rc != SQLITE_ROW) return db.error(db.last_rc(), "reading a stream");
-        return journal_detail::read_stored_stream(db, q->s, offset, what + " attempt " + std::to_string(*attempt),
-                                                  chunk);
+        return journal_detail::read_stored_stream(db, q->s, offset,
+                                                  what + " attempt " + std::to_string(*attempt), chunk);
     }
     auto q =
         query_run(db_.get(), run_id, results_query(true, "run_seq = ? AND task_id = ?"), "reading a stream");
@@ -542,8 +544,9 @@ std::optional<journal_error> journal::read_stream(std::string_view run_id, std::
 }
 
 journal_result<std::optional<journal_attempt>> journal::load_attempt(std::string_view run_id,
-                                                                    std::string_view task_id,
-                                                                    std::uint32_t attempt, bool with_streams) {
+                                                                     std::string_view task_id,
+                                                                     std::uint32_t attempt,
+                                                                     bool with_streams) {
     std::optional<journal_attempt> found;
     auto e = for_each_attempt(run_id, [&](journal_attempt& a) {
         if (a.intent.task_id != task_id || a.intent.attempt != attempt) return true;
@@ -554,8 +557,9 @@ journal_result<std::optional<journal_attempt>> journal::load_attempt(std::string
     if (!found || !found->end || !with_streams) return found;
     for (bool is_stdout : {true, false}) {
         std::string text;
-        e = read_stream(run_id, task_id, is_stdout ? journal_stream::stdout_stream : journal_stream::stderr_stream,
-                        [&](std::string_view chunk) { text += chunk; }, attempt);
+        e = read_stream(
+            run_id, task_id, is_stdout ? journal_stream::stdout_stream : journal_stream::stderr_stream,
+            [&](std::string_view chunk) { text += chunk; }, attempt);
         if (e) return *e;
         journal_detail::attach_stream(*found->end, is_stdout, std::move(text));
     }

@@ -33,7 +33,8 @@ task_error missing_commands_error(const std::vector<missing_command>& missing, c
         constexpr std::string_view marker = " was not found in PATH (";
         if (auto at = why.find(marker); at != std::string::npos && why.back() == ')') {
             if (search_note.empty())
-                search_note = "PATH is " + why.substr(at + marker.size(), why.size() - at - marker.size() - 1);
+                search_note =
+                    "PATH is " + why.substr(at + marker.size(), why.size() - at - marker.size() - 1);
             why = why.substr(0, at) + " was not found in PATH";
             if (lying_here.empty() && !workspace.empty())
                 if (auto here = exec::canonical_path(workspace + "/" + m.action->command)) lying_here = *here;
@@ -275,13 +276,15 @@ asio::awaitable<preflight_result> run_preflight(const plan& p, const preflight_s
     co_return co_await pf.run();
 }
 
-std::optional<task_error> missing_commands(const plan& p, std::string_view search_path, const std::string& base_dir) {
+std::optional<task_error> missing_commands(const plan& p, std::string_view search_path,
+                                           const std::string& base_dir) {
     std::vector<missing_command> missing;
     for (const auto& proc : p.processes) {
         const action_spec& a = p.actions[proc.action_index];
         if (a.isolation == isolation_mode::container) continue;
         if (auto path = resolve_executable(a.command, search_path); !path)
-            if (path.error().code == error_code::executable_not_found) missing.push_back({&a, path.error().message});
+            if (path.error().code == error_code::executable_not_found)
+                missing.push_back({&a, path.error().message});
     }
     if (missing.empty()) return std::nullopt;
     const std::string& root = p.policy.workspace_root;

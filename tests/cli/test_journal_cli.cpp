@@ -487,10 +487,10 @@ BOOST_AUTO_TEST_CASE(runs_list_show_gc_outputs) {
 
     auto human = agentctl({"runs", "--db", db});
     BOOST_TEST(human.exit_code == 0);
-    std::regex row(
-        "RUN ID {16}WORKFLOW {3}STATE {7}STARTED {5}TIME {3}TASKS\n" + id +
-        "  pair {7}failed {6}\\d\\d-\\d\\d \\d\\d:\\d\\d [0-9. ]{3}m?s +2/2 ✗1\n"
-        "journal " + db + ": [0-9.]+ KiB\n");
+    std::regex row("RUN ID {16}WORKFLOW {3}STATE {7}STARTED {5}TIME {3}TASKS\n" + id +
+                   "  pair {7}failed {6}\\d\\d-\\d\\d \\d\\d:\\d\\d [0-9. ]{3}m?s +2/2 ✗1\n"
+                   "journal " +
+                   db + ": [0-9.]+ KiB\n");
     BOOST_TEST(std::regex_match(human.out, row), human.out);
 
     auto out = agentctl({"runs", "show", id, "--task", "a", "--stdout", "--db", db});
@@ -568,7 +568,8 @@ BOOST_AUTO_TEST_CASE(runs_fits_80_columns_counts_tasks_not_parents_and_suggests_
         "    t: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'exit $0', '${{ vars.item }}']}\n"
         "  tasks:\n"
         "    - {id: one, uses: 'action:t', failure: continue, vars: {item: '0'}}\n"
-        "    - {id: t, uses: 'action:t', failure: continue, foreach: {items: ['0', '1', '0', '1', '0', '1']}}\n"
+        "    - {id: t, uses: 'action:t', failure: continue, foreach: {items: ['0', '1', '0', '1', '0', "
+        "'1']}}\n"
         "    - {id: none, uses: 'action:t', foreach: {items: []}}\n");
     auto r = agentctl({"run", wf, "--db", db});
     BOOST_TEST_REQUIRE(r.exit_code == 4, r.err);
@@ -597,9 +598,7 @@ BOOST_AUTO_TEST_CASE(runs_fits_80_columns_counts_tasks_not_parents_and_suggests_
     // Past 1 GiB (an orphan stream file a crash left, sparse here), `runs gc` is suggested; it
     // removes that file, and the suggestion goes.
     fs::create_directories(db + "-streams/999");
-    {
-        std::ofstream(db + "-streams/999/0-1") << "x";
-    }
+    { std::ofstream(db + "-streams/999/0-1") << "x"; }
     fs::resize_file(db + "-streams/999/0-1", std::uintmax_t(3) << 29);
     auto big = agentctl({"runs", "--db", db});
     BOOST_TEST(big.out.find("journal " + db + ": 1.5 GiB; agentctl runs gc --keep 20 --db " + db +
@@ -638,11 +637,14 @@ BOOST_AUTO_TEST_CASE(last_run_and_failed_tasks) {
     BOOST_TEST(v.at("data").at("tasks").as_object().contains("b"), j.out);
     auto dry = agentctl({"resume", "--last", "--dry-run", "--db", db});
     BOOST_TEST(dry.exit_code == 0, dry.err);
-    BOOST_TEST(dry.out.find("resume " + id + " would reuse 2 and run 0 of 2 tasks") != std::string::npos, dry.out);
+    BOOST_TEST(dry.out.find("resume " + id + " would reuse 2 and run 0 of 2 tasks") != std::string::npos,
+               dry.out);
 
-    for (const std::vector<std::string>& bad :
-         {std::vector<std::string>{"runs", "show", id, "--last"}, {"resume", id, "--last"}, {"runs", "--last"},
-          {"runs", "gc", "--failed"}, {"runs", "show", id, "--failed", "--task", "a"}}) {
+    for (const std::vector<std::string>& bad : {std::vector<std::string>{"runs", "show", id, "--last"},
+                                                {"resume", id, "--last"},
+                                                {"runs", "--last"},
+                                                {"runs", "gc", "--failed"},
+                                                {"runs", "show", id, "--failed", "--task", "a"}}) {
         auto args = bad;
         args.insert(args.end(), {"--db", db});
         auto r = agentctl(args);
@@ -654,14 +656,15 @@ BOOST_AUTO_TEST_CASE(last_run_and_failed_tasks) {
 BOOST_AUTO_TEST_CASE(earlier_attempts_are_shown_with_their_streams) {
     temp_dir dir;
     std::string db = dir.path() + "/j.db";
-    std::string wf = dir.write(
-        "wf.yaml",
-        "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: flaky}\nspec:\n"
-        "  policy: {processAllowlist: [sh], approval: never}\n"
-        "  actions:\n"
-        "    t: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'n=$(cat count 2>/dev/null || echo 0); "
-        "n=$((n+1)); echo $n > count; echo try-$n; echo err-$n >&2; [ $n -ge 3 ]']}\n"
-        "  tasks:\n    - {id: t, uses: 'action:t', retry: {maxAttempts: 3, on: [exit_nonzero]}}\n");
+    std::string wf =
+        dir.write("wf.yaml",
+                  "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: flaky}\nspec:\n"
+                  "  policy: {processAllowlist: [sh], approval: never}\n"
+                  "  actions:\n"
+                  "    t: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'n=$(cat count 2>/dev/null "
+                  "|| echo 0); "
+                  "n=$((n+1)); echo $n > count; echo try-$n; echo err-$n >&2; [ $n -ge 3 ]']}\n"
+                  "  tasks:\n    - {id: t, uses: 'action:t', retry: {maxAttempts: 3, on: [exit_nonzero]}}\n");
     auto r = agentctl({"run", wf, "--db", db});
     BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
     std::string id = newest_run(db);
@@ -818,14 +821,15 @@ BOOST_AUTO_TEST_CASE(a_refused_resume_is_one_line_with_the_command_that_continue
     temp_dir dir;
     std::string db = dir.path() + "/j.db";
     std::string marker = dir.path() + "/started";
-    std::string wf = dir.write("wf.yaml",
-                               "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: naps}\nspec:\n"
-                               "  policy: {processAllowlist: [sh], approval: never}\n"
-                               "  actions:\n"
-                               "    nap: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo x >> " +
-                                   marker +
-                                   "; exec sleep 30', '${{ vars.item }}']}\n"
-                                   "  tasks:\n    - {id: nap, uses: 'action:nap', foreach: {items: [1, 2, 3]}}\n");
+    std::string wf =
+        dir.write("wf.yaml",
+                  "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: naps}\nspec:\n"
+                  "  policy: {processAllowlist: [sh], approval: never}\n"
+                  "  actions:\n"
+                  "    nap: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo x >> " +
+                      marker +
+                      "; exec sleep 30', '${{ vars.item }}']}\n"
+                      "  tasks:\n    - {id: nap, uses: 'action:nap', foreach: {items: [1, 2, 3]}}\n");
     command_options o;
     o.poll = [&](pid_t pid) {
         if (read_file(marker) != "x\nx\n") return false;  // both running
@@ -837,11 +841,12 @@ BOOST_AUTO_TEST_CASE(a_refused_resume_is_one_line_with_the_command_that_continue
     std::string id = newest_run(db);
     auto refused = agentctl({"--color", "never", "resume", id, "--db", db});
     BOOST_TEST(refused.exit_code == 3, refused.err);
-    BOOST_TEST(refused.err == "agentctl: run " + id +
-                                  ": 2 tasks were running when it stopped and may have had their effect; nothing was "
-                                  "run (--dry-run lists them). To run them again: " +
-                                  agentctl_bin() + " --color never resume --rerun-uncertain " + id + " --db " + db +
-                                  "\n",
+    BOOST_TEST(refused.err ==
+                   "agentctl: run " + id +
+                       ": 2 tasks were running when it stopped and may have had their effect; nothing was "
+                       "run (--dry-run lists them). To run them again: " +
+                       agentctl_bin() + " --color never resume --rerun-uncertain " + id + " --db " + db +
+                       "\n",
                refused.err);
     // Machines still get one diagnostic per task.
     auto j = agentctl({"--output", "json", "resume", id, "--db", db});
@@ -856,18 +861,19 @@ BOOST_AUTO_TEST_CASE(every_tasks_timeout_and_retries_from_the_command_line) {
     temp_dir dir;
     std::string db = dir.path() + "/j.db";
     std::string count = dir.path() + "/count";
-    std::string wf = dir.write(
-        "wf.yaml",
-        "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: limits}\nspec:\n"
-        "  policy: {processAllowlist: [sh], approval: never}\n"
-        "  actions:\n"
-        "    slow: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'exec sleep 300'], timeoutSeconds: 600}\n"
-        "    bad: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo x >> " +
-            count +
-            "; exit 1']}\n"
-            "  tasks:\n"
-            "    - {id: slow, uses: 'action:slow', failure: continue}\n"
-            "    - {id: bad, uses: 'action:bad', failure: continue, retry: {maxAttempts: 1}}\n");
+    std::string wf =
+        dir.write("wf.yaml",
+                  "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: limits}\nspec:\n"
+                  "  policy: {processAllowlist: [sh], approval: never}\n"
+                  "  actions:\n"
+                  "    slow: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'exec sleep 300'], "
+                  "timeoutSeconds: 600}\n"
+                  "    bad: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo x >> " +
+                      count +
+                      "; exit 1']}\n"
+                      "  tasks:\n"
+                      "    - {id: slow, uses: 'action:slow', failure: continue}\n"
+                      "    - {id: bad, uses: 'action:bad', failure: continue, retry: {maxAttempts: 1}}\n");
     auto begun = std::chrono::steady_clock::now();
     auto r = agentctl({"--output", "json", "run", wf, "--db", db, "--timeout", "0.5", "--retries", "3"});
     BOOST_TEST((std::chrono::steady_clock::now() - begun < 60s), "the action's 600 s timeout was kept");
@@ -876,7 +882,8 @@ BOOST_AUTO_TEST_CASE(every_tasks_timeout_and_retries_from_the_command_line) {
     const auto& slow = v.at("data").at("tasks").at("slow");
     BOOST_TEST(slow.at("state").as_string() == "timed_out", r.out);
     BOOST_TEST(slow.at("attempts").as_int64() == 3, r.out);  // a timeout is retried too
-    BOOST_TEST(slow.at("error").at("message").as_string() == "timed out after 0.5s and was terminated", r.out);
+    BOOST_TEST(slow.at("error").at("message").as_string() == "timed out after 0.5s and was terminated",
+               r.out);
     BOOST_TEST(v.at("data").at("tasks").at("bad").at("attempts").as_int64() == 3, r.out);
     BOOST_TEST(read_file(count) == "x\nx\nx\n");
     std::string id(v.at("data").at("runId").as_string());
@@ -884,12 +891,15 @@ BOOST_AUTO_TEST_CASE(every_tasks_timeout_and_retries_from_the_command_line) {
     BOOST_TEST(shown.at("data").at("options").at("taskTimeoutSeconds").as_double() == 0.5);
     BOOST_TEST(shown.at("data").at("options").at("retries").as_int64() == 3);
     // The resume compiles the run's plan (without them it would be another plan, refused).
-    auto resumed = agentctl({"--output", "json", "resume", id, "--db", db, "--retry-failed", "--rerun-uncertain"});
+    auto resumed =
+        agentctl({"--output", "json", "resume", id, "--db", db, "--retry-failed", "--rerun-uncertain"});
     BOOST_TEST(resumed.exit_code == 4, resumed.err);
     BOOST_TEST(read_file(count) == "x\nx\nx\nx\nx\nx\n", "the resume did not retry as the run did");
-    for (const std::vector<std::string>& bad :
-         {std::vector<std::string>{"run", wf, "--timeout", "0"}, {"run", wf, "--timeout", "abc"},
-          {"run", wf, "--retries", "0"}, {"run", wf, "--retries", "21"}, {"check", wf, "--timeout", "5"}}) {
+    for (const std::vector<std::string>& bad : {std::vector<std::string>{"run", wf, "--timeout", "0"},
+                                                {"run", wf, "--timeout", "abc"},
+                                                {"run", wf, "--retries", "0"},
+                                                {"run", wf, "--retries", "21"},
+                                                {"check", wf, "--timeout", "5"}}) {
         auto u = agentctl(bad);
         BOOST_TEST(u.exit_code == 2, u.err);
     }

@@ -383,14 +383,16 @@ BOOST_AUTO_TEST_CASE(task_output_that_was_not_printed_is_pointed_to) {
     BOOST_TEST(r.exit_code == 0, r.err);
     BOOST_TEST(r.out.empty(), r.out);
     std::string id = r.err.substr(r.err.rfind("run run-") + 4, 20);
-    BOOST_TEST(r.err.find("3 tasks wrote 6 bytes to stdout, not printed: --show-output prints each task's as it "
-                          "ends; agentctl runs show " +
-                          id + " --task ID --stdout prints one\n") != std::string::npos,
-               r.err);
+    BOOST_TEST(
+        r.err.find("3 tasks wrote 6 bytes to stdout, not printed: --show-output prints each task's as it "
+                   "ends; agentctl runs show " +
+                   id + " --task ID --stdout prints one\n") != std::string::npos,
+        r.err);
     auto n = agentctl({"--color", "never", "run", wf, "--no-journal"});
-    BOOST_TEST(n.err.find("not printed: --show-output prints each task's as it ends; --output json has them") !=
-                   std::string::npos,
-               n.err);
+    BOOST_TEST(
+        n.err.find("not printed: --show-output prints each task's as it ends; --output json has them") !=
+            std::string::npos,
+        n.err);
     // Printed, or quiet, or nothing written: nothing to say.
     auto shown = agentctl({"--color", "never", "run", wf, "--show-output", "--db", db});
     BOOST_TEST(shown.out == "a\nb\nc\n");

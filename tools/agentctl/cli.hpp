@@ -191,7 +191,8 @@ session open_and_report(const command_line& cl);
 
 /// When a host action's bare command is missing from PATH (missing_commands()): the failure,
 /// printed before anything is recorded (exit 4); nothing when every command resolves.
-std::optional<int> refuse_missing_commands(const command_line& cl, const plan& p, const std::string& base_dir);
+std::optional<int> refuse_missing_commands(const command_line& cl, const plan& p,
+                                           const std::string& base_dir);
 
 /// The watchdog (docs/CRASH_SAFETY.md), started while agentctl has one thread; a warning when
 /// it cannot start.

@@ -88,7 +88,8 @@ int print_refusal(const command_line& cl, journal& db, const resume_plan& rp) {
         std::size_t n = rp.uncertain.size();
         print_diagnostics_human(cl, d);
         return print_failure(cl,
-                             "run " + cl.run_id + ": " + std::to_string(n) + (n == 1 ? " task was" : " tasks were") +
+                             "run " + cl.run_id + ": " + std::to_string(n) +
+                                 (n == 1 ? " task was" : " tasks were") +
                                  " running when it stopped and may have had " + (n == 1 ? "its" : "their") +
                                  " effect; nothing was run (--dry-run lists them). To run " +
                                  (n == 1 ? "it" : "them") + " again: " + rerun_command(cl),
@@ -159,7 +160,8 @@ std::optional<int> parse_resume(command_line& cl, const arguments& a) {
     cl.dry_run = a.has("dry-run");
     cl.last = a.has("last");
     if (cl.last && !a.operands.empty()) return usage_error(cl, "resume takes a RUN_ID or --last, not both");
-    if (!cl.last && a.operands.size() != 1) return usage_error(cl, "resume needs exactly one RUN_ID (or --last)");
+    if (!cl.last && a.operands.size() != 1)
+        return usage_error(cl, "resume needs exactly one RUN_ID (or --last)");
     if (!cl.last) cl.run_id = a.operands[0];
     return std::nullopt;
 }

@@ -99,7 +99,8 @@ void print_empty_expansions(const command_line& cl, const diagnostics& empty, co
 
 }  // namespace
 
-std::optional<int> refuse_missing_commands(const command_line& cl, const plan& p, const std::string& base_dir) {
+std::optional<int> refuse_missing_commands(const command_line& cl, const plan& p,
+                                           const std::string& base_dir) {
     auto missing = missing_commands(p, process_environment().search_path, base_dir);
     if (!missing) return std::nullopt;
     std::string message = missing->message + "; nothing was run or recorded";
@@ -166,7 +167,8 @@ int run_run(const command_line& cl, watchdog* watch) {
     diags.append(empty);
     diags.append(swept.warnings);
     if (cl.output == output_format::human) print_diagnostics_human(cl, swept.warnings);
-    return execute_run(cl, watch, p, diags, *base, std::move(db), std::move(swept), std::move(record), nullptr);
+    return execute_run(cl, watch, p, diags, *base, std::move(db), std::move(swept), std::move(record),
+                       nullptr);
 }
 
 int execute_run(const command_line& cl, watchdog* watch, const plan& p, const diagnostics& diags,
@@ -196,7 +198,8 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
     settings.slurm = cl.slurm;
     progress_printer progress(io, cl, p);
     progress.set_behind([&err_queue] { return err_queue.backlog() > 0; });
-    if (std::string root = workspace_root_path(p, base_dir); root != current_folder()) progress.set_workspace(root);
+    if (std::string root = workspace_root_path(p, base_dir); root != current_folder())
+        progress.set_workspace(root);
     run_collaborators with;
     with.events = frontend && frontend->events ? frontend->events : &progress;
     with.gate = &gate;

@@ -260,9 +260,9 @@ std::string result_line(const std::string& id, const task_result& r, bool reused
 
 int show_stream(const command_line& cl, journal& db) {
     fd_sink out(STDOUT_FILENO);
-    auto e = db.read_stream(cl.run_id, *cl.task,
-                            cl.show_stdout ? journal_stream::stdout_stream : journal_stream::stderr_stream,
-                            [&](std::string_view chunk) { out.write(chunk); }, cl.attempt);
+    auto e = db.read_stream(
+        cl.run_id, *cl.task, cl.show_stdout ? journal_stream::stdout_stream : journal_stream::stderr_stream,
+        [&](std::string_view chunk) { out.write(chunk); }, cl.attempt);
     if (e) return print_journal_failure(cl, *e);
     return status(exit_status::success);
 }
@@ -322,9 +322,10 @@ int show_attempt(const command_line& cl, journal& db, const journal_run& run, co
     auto loaded = db.load_attempt(run.run_id, *cl.task, *cl.attempt, true);
     if (!loaded) return print_journal_failure(cl, loaded.error());
     if (!*loaded)
-        return print_journal_failure(cl, {journal_errc::unknown_run, "run " + run.run_id + " has no attempt " +
-                                                                         std::to_string(*cl.attempt) + " of task \"" +
-                                                                         *cl.task + "\" (journal " + db.path() + ")"});
+        return print_journal_failure(
+            cl, {journal_errc::unknown_run, "run " + run.run_id + " has no attempt " +
+                                                std::to_string(*cl.attempt) + " of task \"" + *cl.task +
+                                                "\" (journal " + db.path() + ")"});
     const journal_attempt& a = **loaded;
     if (cl.output != output_format::human) {
         print_success("TaskRecord",
@@ -603,7 +604,8 @@ std::optional<int> parse_runs(command_line& cl, const arguments& a) {
         return usage_error(cl, "runs takes list, show RUN_ID or gc, not \"" + cl.runs_action + "\"");
     if ((cl.last || cl.failed_only) && cl.runs_action != "show")
         return usage_error(cl, std::string(cl.last ? "--last" : "--failed") + " applies to runs show only");
-    if (cl.last && operands.size() > 1) return usage_error(cl, "runs show takes a RUN_ID or --last, not both");
+    if (cl.last && operands.size() > 1)
+        return usage_error(cl, "runs show takes a RUN_ID or --last, not both");
     if (operands.size() != wanted && (cl.runs_action == "show" || operands.size() > wanted))
         return usage_error(cl, cl.runs_action == "show" ? "runs show needs exactly one RUN_ID (or --last)"
                                                         : "runs " + cl.runs_action + " takes no operand");
@@ -634,7 +636,8 @@ std::optional<int> parse_runs(command_line& cl, const arguments& a) {
     if (a.has("attempt")) {
         if (!cl.task) return usage_error(cl, "--attempt needs --task ID");
         auto n = number_of<std::uint32_t>(a.value("attempt"));
-        if (!n || *n == 0) return usage_error(cl, "--attempt " + a.value("attempt") + ": not an attempt number (1, 2, ...)");
+        if (!n || *n == 0)
+            return usage_error(cl, "--attempt " + a.value("attempt") + ": not an attempt number (1, 2, ...)");
         cl.attempt = *n;
     }
     return std::nullopt;

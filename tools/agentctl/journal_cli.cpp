@@ -65,7 +65,8 @@ std::optional<int> take_last_run(command_line& cl, journal& db) {
     auto newest = db.list_runs(1);
     if (!newest) return print_journal_failure(cl, newest.error());
     if (newest->empty())
-        return print_journal_failure(cl, {journal_errc::unknown_run, "--last: no runs recorded in " + db.path()});
+        return print_journal_failure(cl,
+                                     {journal_errc::unknown_run, "--last: no runs recorded in " + db.path()});
     cl.run_id = newest->front().run_id;
     return std::nullopt;
 }

@@ -33,8 +33,8 @@ const std::vector<command_info>& commands() {
         {"run", "FILE", "run the workflow", parse_run, run_run},
         {"resume", "RUN_ID|--last", "continue a run from its journal: reuse what succeeded, run the rest",
          parse_resume, run_resume},
-        {"runs", "[list|show RUN_ID|show --last|gc]", "past runs in the journal: list them, show one, remove old ones",
-         parse_runs, run_runs},
+        {"runs", "[list|show RUN_ID|show --last|gc]",
+         "past runs in the journal: list them, show one, remove old ones", parse_runs, run_runs},
         {"doctor", "FILE", "check that every process action can run here; runs nothing", parse_doctor,
          run_doctor},
         {"parallel", "[OPTIONS] COMMAND [::: VALUES]",
@@ -83,7 +83,10 @@ const std::vector<option_info>& options() {
          {"plan", "run", "doctor"}},
         {"timeout-seconds", 0, "S", "cancel the whole run after S seconds", {"run"}},
         {"timeout", 0, "S", "every task's timeout in seconds, instead of the workflow's", {"plan", "run"}},
-        {"retries", 0, "N", "every task runs up to N times in all (retried on a failure or a timeout)",
+        {"retries",
+         0,
+         "N",
+         "every task runs up to N times in all (retried on a failure or a timeout)",
          {"plan", "run"}},
         {"interactive", 0, "", "ask for approval on the terminal", {"run"}},
         {"keep-going", 0, "", "treat every task as failure: continue", {"run"}},
@@ -205,7 +208,8 @@ std::string completion_script(std::string_view shell) {
     value_cases += "    --limit) COMPREPLY=($(compgen -W \"10 50 100 1000\" -- \"$cur\")); return ;;\n";
     value_cases += "    --keep) COMPREPLY=($(compgen -W \"0 10 20 50 100\" -- \"$cur\")); return ;;\n";
     value_cases +=
-        "    --task) [ \"$command\" = runs ] && COMPREPLY=($(compgen -W \"$(_agentctl_tasks \"${COMP_WORDS[0]}\" "
+        "    --task) [ \"$command\" = runs ] && COMPREPLY=($(compgen -W \"$(_agentctl_tasks "
+        "\"${COMP_WORDS[0]}\" "
         "\"$run\" \"$db\")\" -- \"$cur\")); return ;;\n";
     value_cases +=
         "    --attempt) COMPREPLY=($(compgen -W \"$(_agentctl_attempts \"${COMP_WORDS[0]}\" \"$run\" \"$db\" "
@@ -226,11 +230,14 @@ std::string completion_script(std::string_view shell) {
         return "# bash completion for agentctl: source it, or put it in /etc/bash_completion.d/agentctl\n"
                "# AGENTCTL RUN DB: the run ids of the journal DB (default: agentctl's), the task ids of\n"
                "# RUN (default: the newest run), the attempt numbers of TASK.\n"
-               "_agentctl_run_ids() { \"$1\" runs --limit 100 ${2:+--db \"$2\"} 2>/dev/null | awk '/^run-/ { print $1 "
+               "_agentctl_run_ids() { \"$1\" runs --limit 100 ${2:+--db \"$2\"} 2>/dev/null | awk '/^run-/ { "
+               "print $1 "
                "}'; }\n"
-               "_agentctl_tasks() { \"$1\" runs show \"${2:---last}\" ${3:+--db \"$3\"} 2>/dev/null | awk '$1 == "
+               "_agentctl_tasks() { \"$1\" runs show \"${2:---last}\" ${3:+--db \"$3\"} 2>/dev/null | awk "
+               "'$1 == "
                "\"✓\" || $1 == \"✗\" || $1 == \"?\" { print $2 }' | sort -u; }\n"
-               "_agentctl_attempts() { \"$1\" runs show \"${2:---last}\" --task \"$4\" ${3:+--db \"$3\"} 2>/dev/null | "
+               "_agentctl_attempts() { \"$1\" runs show \"${2:---last}\" --task \"$4\" ${3:+--db \"$3\"} "
+               "2>/dev/null | "
                "awk '$1 == \"attempt\" && $2 ~ /^[0-9]+$/ { print $2 }'; }\n"
                "_agentctl() {\n"
                "  local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]} command= operands=0 "

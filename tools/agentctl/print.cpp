@@ -106,26 +106,31 @@ bool left_by(const swept_container& c, const journal_owner& o) {
 
 }  // namespace
 
-void print_leftovers_human(const command_line& cl, const sweep_report& r, const std::vector<journal_owner>* known) {
+void print_leftovers_human(const command_line& cl, const sweep_report& r,
+                           const std::vector<journal_owner>* known) {
     if (cl.output != output_format::human || r.empty()) return;
     auto said = [&](const auto& left) {
-        return !cl.quiet || !known ||
-               std::any_of(known->begin(), known->end(), [&](const journal_owner& o) { return left_by(left, o); });
+        return !cl.quiet || !known || std::any_of(known->begin(), known->end(), [&](const journal_owner& o) {
+            return left_by(left, o);
+        });
     };
     bool color = use_color(cl, STDERR_FILENO);
     std::string out;
     for (const auto& c : r.cgroups)
         if (said(c))
             out += paint(color, "1;33", "agentctl:") + " " +
-               (c.removed ? "removed what a dead run left: cgroup " : "could not remove what a dead run left: cgroup ") +
-               printable(c.path) + " (owner pid " + std::to_string(c.owner_pid) + ", " +
-               std::to_string(c.processes_killed) + " processes killed)" +
-               (c.error.empty() ? "" : ": " + printable(c.error)) + "\n";
+                   (c.removed ? "removed what a dead run left: cgroup "
+                              : "could not remove what a dead run left: cgroup ") +
+                   printable(c.path) + " (owner pid " + std::to_string(c.owner_pid) + ", " +
+                   std::to_string(c.processes_killed) + " processes killed)" +
+                   (c.error.empty() ? "" : ": " + printable(c.error)) + "\n";
     for (const auto& c : r.containers)
         if (said(c))
-            out += paint(color, "1;33", "agentctl:") + " " +
-               (c.removed ? "removed what a dead run left: " : "could not remove what a dead run left: ") + c.engine +
-               " container " + printable(c.name) + (c.error.empty() ? "" : ": " + printable(c.error)) + "\n";
+            out +=
+                paint(color, "1;33", "agentctl:") + " " +
+                (c.removed ? "removed what a dead run left: " : "could not remove what a dead run left: ") +
+                c.engine + " container " + printable(c.name) +
+                (c.error.empty() ? "" : ": " + printable(c.error)) + "\n";
     for (const auto& j : r.slurm_cancelled)
         out += paint(color, "1;33", "agentctl:") + " cancelled what a dead run left: Slurm job " +
                printable(j) + "\n";

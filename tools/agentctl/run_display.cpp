@@ -86,9 +86,10 @@ std::string vars_text(const boost::json::object& vars) {
 std::string shell_word(const std::string& word) {
     bool plain = !word.empty();
     for (unsigned char c : word)
-        plain = plain &&
-                (std::isalnum(c) || std::string_view("-_./=:,+@%").find(static_cast<char>(c)) != std::string_view::npos ||
-                 c >= 0x80);
+        plain =
+            plain && (std::isalnum(c) ||
+                      std::string_view("-_./=:,+@%").find(static_cast<char>(c)) != std::string_view::npos ||
+                      c >= 0x80);
     if (plain) return word;
     std::string out = "'";
     for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -271,8 +272,8 @@ void progress_printer::on_event(const run_event& e) {
 
 void progress_printer::say_workspace() {
     if (workspace_.empty()) return;
-    err_.write(paint("1;33", "agentctl: ") + "tasks run in the workspace root " + escape_for_terminal(workspace_) +
-               ", not in the current folder: relative paths start there" +
+    err_.write(paint("1;33", "agentctl: ") + "tasks run in the workspace root " +
+               escape_for_terminal(workspace_) + ", not in the current folder: relative paths start there" +
                (cl_.workspace ? "" : " (--workspace DIR sets its base)") + "\n");
     workspace_.clear();  // once
 }
