@@ -42,6 +42,13 @@ std::string echo_files_workflow() {
                     "  inputs: {files: []}\n");
 }
 
+// A foreach `gz` over the input `files`, empty unless given.
+std::string gz_over_files_workflow() {
+    return workflow("\"true\"", "    ok: {kind: builtin.shell.exec, command: /bin/true}\n",
+                    "    - {id: gz, uses: action:ok, foreach: {items: \"${{ inputs.files }}\"}}\n",
+                    "  inputs: {files: []}\n");
+}
+
 std::string sh_quoted(const std::string& s) {
     return "'" + s + "'";
 }
@@ -587,10 +594,7 @@ BOOST_AUTO_TEST_CASE(retries_stderr_tails_and_limits_say_what_they_hide) {
 
 BOOST_AUTO_TEST_CASE(zero_tasks_from_a_misnamed_input_warns_even_when_quiet) {
     temp_dir dir;
-    auto wf = dir.write(
-        "wf.yaml", workflow("\"true\"", "    ok: {kind: builtin.shell.exec, command: /bin/true}\n",
-                            "    - {id: gz, uses: action:ok, foreach: {items: \"${{ inputs.files }}\"}}\n",
-                            "  inputs: {files: []}\n"));
+    auto wf = dir.write("wf.yaml", gz_over_files_workflow());
     const std::string warned = "gz expanded to no task: its items are empty [empty_expansion]";
     auto r = agentctl({"--color", "never", "run", "-q", wf, "--input", "file=[\"a\"]"});
     BOOST_TEST(r.exit_code == 0, r.err);
@@ -624,10 +628,7 @@ BOOST_AUTO_TEST_CASE(zero_tasks_from_a_misnamed_input_warns_even_when_quiet) {
 // before anything is read, run or recorded.
 BOOST_AUTO_TEST_CASE(an_items_file_for_an_undeclared_input_is_refused) {
     temp_dir dir;
-    auto wf = dir.write(
-        "wf.yaml", workflow("\"true\"", "    ok: {kind: builtin.shell.exec, command: /bin/true}\n",
-                            "    - {id: gz, uses: action:ok, foreach: {items: \"${{ inputs.files }}\"}}\n",
-                            "  inputs: {files: []}\n"));
+    auto wf = dir.write("wf.yaml", gz_over_files_workflow());
     auto list = dir.write("list.txt", "a\nb\n");
     std::string db = dir.path() + "/j.db";
     for (const char* command : {"check", "plan", "run"}) {

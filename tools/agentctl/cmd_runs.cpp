@@ -304,6 +304,28 @@ void write_attempt(json_writer& w, const journal_attempt& a) {
     w.end_object();
 }
 
+// `runs show --task ID [--attempt N] --output json`: the TaskRecord document, its result
+// written by `result`.
+int print_task_record(const command_line& cl, const journal_run& run, const std::vector<journal_attempt>& attempts,
+                      const std::function<void(json_writer&)>& result) {
+    print_success("TaskRecord",
+                  [&](json_writer& w) {
+                      w.begin_object();
+                      w.member("runId", run.run_id);
+                      w.member("taskId", *cl.task);
+                      if (cl.attempt) w.member("attempt", static_cast<std::uint64_t>(*cl.attempt));
+                      w.key("result");
+                      result(w);
+                      w.key("attempts");
+                      w.begin_array();
+                      for (const auto& a : attempts) write_attempt(w, a);
+                      w.end_array();
+                      w.end_object();
+                  },
+                  {});
+    return status(exit_status::success);
+}
+
 // The last lines of a result's streams, for people.
 std::string stream_tails(const task_result& r) {
     std::string out;
@@ -328,25 +350,12 @@ int show_attempt(const command_line& cl, journal& db, const journal_run& run, co
                                                 "\" (journal " + db.path() + ")"});
     const journal_attempt& a = **loaded;
     if (cl.output != output_format::human) {
-        print_success("TaskRecord",
-                      [&](json_writer& w) {
-                          w.begin_object();
-                          w.member("runId", run.run_id);
-                          w.member("taskId", *cl.task);
-                          w.member("attempt", static_cast<std::uint64_t>(*cl.attempt));
-                          w.key("result");
-                          if (a.end)
-                              write_task_result(w, p, index, *a.end, nullptr, streams_for(cl));
-                          else
-                              w.null();
-                          w.key("attempts");
-                          w.begin_array();
-                          write_attempt(w, a);
-                          w.end_array();
-                          w.end_object();
-                      },
-                      {});
-        return status(exit_status::success);
+        return print_task_record(cl, run, {a}, [&](json_writer& w) {
+            if (a.end)
+                write_task_result(w, p, index, *a.end, nullptr, streams_for(cl));
+            else
+                w.null();
+        });
     }
     std::string out = "attempt " + std::to_string(a.intent.attempt) + " of " + terminal_text(*cl.task) +
                       " (segment " + std::to_string(a.segment) + ", " + utc_text(a.intent_ms) + ")" +
@@ -378,28 +387,16 @@ int show_task(const command_line& cl, journal& db, const journal_run& run, const
     });
     if (e) return print_journal_failure(cl, *e);
     if (cl.output != output_format::human) {
-        print_success("TaskRecord",
-                      [&](json_writer& w) {
-                          w.begin_object();
-                          w.member("runId", run.run_id);
-                          w.member("taskId", *cl.task);
-                          w.key("result");
-                          if (*result) {
-                              task_result r = (*result)->result;
-                              r.reused = taken_over(**result, run);
-                              journal_results children(db, run.run_id);
-                              write_task_result(w, p, *index, r, &children, streams_for(cl));
-                          } else {
-                              w.null();
-                          }
-                          w.key("attempts");
-                          w.begin_array();
-                          for (const auto& a : attempts) write_attempt(w, a);
-                          w.end_array();
-                          w.end_object();
-                      },
-                      {});
-        return status(exit_status::success);
+        return print_task_record(cl, run, attempts, [&](json_writer& w) {
+            if (!*result) {
+                w.null();
+                return;
+            }
+            task_result r = (*result)->result;
+            r.reused = taken_over(**result, run);
+            journal_results children(db, run.run_id);
+            write_task_result(w, p, *index, r, &children, streams_for(cl));
+        });
     }
     std::string out;
     if (*result) {
