@@ -41,6 +41,8 @@ BOOST_AUTO_TEST_CASE(bash_completes_commands_options_values_and_run_ids) {
     BOOST_TEST(offered(path, {a, "--output", "json", "ru"}, state) == "run runs");  // a value is no command
     BOOST_TEST(offered(path, {a, "--output", ""}, state) == "human json jsonl");
     BOOST_TEST(offered(path, {a, "run", "--backend", ""}, state) == "local slurm");
+    BOOST_TEST(offered(path, {a, "run", "--slurm-dispatch", ""}, state) == "auto worker job");
+    BOOST_TEST(offered(path, {a, "parallel", "--slurm-dispatch", ""}, state) == "auto worker job");
     BOOST_TEST(offered(path, {a, "run", "--keep-g"}, state) == "--keep-going");
     BOOST_TEST(offered(path, {a, "runs", ""}, state) == "list show gc");
     BOOST_TEST(offered(path, {a, "completion", ""}, state) == "bash zsh");

@@ -398,6 +398,8 @@ BOOST_AUTO_TEST_CASE(unsupported_options_are_refused_with_a_way_out) {
         {{"-j", "abc", "echo", ":::", "a"}, "not a number"},
         {{"echo", "{}", ">", "out", ":::", "a"}, "--shell"},
         {{"no-such-program-here", ":::", "a"}, "use an absolute path or add its folder to PATH"},
+        {{"--slurm-dispatch", "job", "echo", ":::", "a"}, "need --backend slurm"},
+        {{"--backend", "slurm", "--slurm-dispatch", "nodes", "echo", ":::", "a"}, "auto, worker or job"},
     };
     for (const auto& c : cases) {
         auto r = s.ours(c.args);
