@@ -87,9 +87,10 @@ std::string one_napping_task(const temp_dir& dir, const std::string& marker, int
 // `tasks` are the lines under `actions:` and `tasks:`.
 std::string sh_workflow(const temp_dir& dir, const std::string& name, const std::string& actions,
                         const std::string& tasks) {
-    return dir.write("wf.yaml", "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: " + name +
-                                    "}\nspec:\n  policy: {processAllowlist: [sh], approval: never}\n  actions:\n" +
-                                    actions + "  tasks:\n" + tasks);
+    return dir.write("wf.yaml",
+                     "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: " + name +
+                         "}\nspec:\n  policy: {processAllowlist: [sh], approval: never}\n  actions:\n" +
+                         actions + "  tasks:\n" + tasks);
 }
 
 std::string newest_run(const std::string& db) {
@@ -498,7 +499,7 @@ BOOST_AUTO_TEST_CASE(runs_list_show_gc_outputs) {
     auto human = agentctl({"runs", "--db", db});
     BOOST_TEST(human.exit_code == 0);
     std::regex row("RUN ID {16}WORKFLOW {3}STATE {7}STARTED {5}TIME {3}TASKS\n" + id +
-                   "  pair {7}failed {6}\\d\\d-\\d\\d \\d\\d:\\d\\d [0-9. ]{3}m?s +2/2 ✗1\n"
+                   "  pair {7}failed {6}\\d\\d-\\d\\d \\d\\d:\\d\\d [0-9.]+ (ms|s|min|h) +2/2 ✗1\n"
                    "journal " +
                    db + ": [0-9.]+ KiB\n");
     BOOST_TEST(std::regex_match(human.out, row), human.out);
@@ -662,11 +663,12 @@ BOOST_AUTO_TEST_CASE(last_run_and_failed_tasks) {
 BOOST_AUTO_TEST_CASE(earlier_attempts_are_shown_with_their_streams) {
     temp_dir dir;
     std::string db = dir.path() + "/j.db";
-    std::string wf = sh_workflow(dir, "flaky",
-                                 "    t: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'n=$(cat count "
-                                 "2>/dev/null || echo 0); n=$((n+1)); echo $n > count; echo try-$n; echo err-$n "
-                                 ">&2; [ $n -ge 3 ]']}\n",
-                                 "    - {id: t, uses: 'action:t', retry: {maxAttempts: 3, on: [exit_nonzero]}}\n");
+    std::string wf =
+        sh_workflow(dir, "flaky",
+                    "    t: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'n=$(cat count "
+                    "2>/dev/null || echo 0); n=$((n+1)); echo $n > count; echo try-$n; echo err-$n "
+                    ">&2; [ $n -ge 3 ]']}\n",
+                    "    - {id: t, uses: 'action:t', retry: {maxAttempts: 3, on: [exit_nonzero]}}\n");
     auto r = agentctl({"run", wf, "--db", db});
     BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
     std::string id = newest_run(db);
@@ -823,10 +825,11 @@ BOOST_AUTO_TEST_CASE(a_refused_resume_is_one_line_with_the_command_that_continue
     temp_dir dir;
     std::string db = dir.path() + "/j.db";
     std::string marker = dir.path() + "/started";
-    std::string wf = sh_workflow(dir, "naps",
-                                 "    nap: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo x >> " +
-                                     marker + "; exec sleep 30', '${{ vars.item }}']}\n",
-                                 "    - {id: nap, uses: 'action:nap', foreach: {items: [1, 2, 3]}}\n");
+    std::string wf =
+        sh_workflow(dir, "naps",
+                    "    nap: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo x >> " + marker +
+                        "; exec sleep 30', '${{ vars.item }}']}\n",
+                    "    - {id: nap, uses: 'action:nap', foreach: {items: [1, 2, 3]}}\n");
     command_options o;
     o.poll = [&](pid_t pid) {
         if (read_file(marker) != "x\nx\n") return false;  // both running
@@ -858,13 +861,14 @@ BOOST_AUTO_TEST_CASE(every_tasks_timeout_and_retries_from_the_command_line) {
     temp_dir dir;
     std::string db = dir.path() + "/j.db";
     std::string count = dir.path() + "/count";
-    std::string wf = sh_workflow(
-        dir, "limits",
-        "    slow: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'exec sleep 300'], timeoutSeconds: 600}\n"
-        "    bad: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo x >> " +
-            count + "; exit 1']}\n",
-        "    - {id: slow, uses: 'action:slow', failure: continue}\n"
-        "    - {id: bad, uses: 'action:bad', failure: continue, retry: {maxAttempts: 1}}\n");
+    std::string wf =
+        sh_workflow(dir, "limits",
+                    "    slow: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'exec sleep 300'], "
+                    "timeoutSeconds: 600}\n"
+                    "    bad: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo x >> " +
+                        count + "; exit 1']}\n",
+                    "    - {id: slow, uses: 'action:slow', failure: continue}\n"
+                    "    - {id: bad, uses: 'action:bad', failure: continue, retry: {maxAttempts: 1}}\n");
     auto begun = std::chrono::steady_clock::now();
     auto r = agentctl({"--output", "json", "run", wf, "--db", db, "--timeout", "0.5", "--retries", "3"});
     BOOST_TEST((std::chrono::steady_clock::now() - begun < 60s), "the action's 600 s timeout was kept");
@@ -912,8 +916,10 @@ BOOST_AUTO_TEST_CASE(resume_keeps_the_runs_timeout) {
         json::value v = parse_json(agentctl({"--output", "json", "runs", "show", id, "--db", db}).out);
         return v.at("data").at("durationMs").as_int64();
     };
+    // A segment's clock starts just after its run timer: a 1 s segment records a little under
+    // 1000 ms (991 under load), so the checks below allow half of it.
     const std::int64_t before = duration();
-    BOOST_TEST(before >= 1000);
+    BOOST_TEST(before >= 500);
     auto begun = std::chrono::steady_clock::now();
     auto resumed = agentctl({"resume", id, "--db", db, "--rerun-uncertain"});
     auto took = std::chrono::steady_clock::now() - begun;
@@ -921,8 +927,6 @@ BOOST_AUTO_TEST_CASE(resume_keeps_the_runs_timeout) {
     BOOST_TEST(resumed.err.find("--timeout-seconds") != std::string::npos, resumed.err);
     BOOST_TEST(read_file(marker) == "x\nx\n", "the resume did not run the task again");
     BOOST_TEST(took < 30s, "the resume ran without the run's timeout");
-    // The resumed segment's clock starts a little after its 1 s timer, so it records just under
-    // 1000 ms: half of it is enough to tell the whole run's duration from the segment's alone.
     BOOST_TEST(duration() >= before + 500, "the resumed run's duration is not the whole run's");
 }
 

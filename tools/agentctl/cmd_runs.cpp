@@ -306,7 +306,8 @@ void write_attempt(json_writer& w, const journal_attempt& a) {
 
 // `runs show --task ID [--attempt N] --output json`: the TaskRecord document, its result
 // written by `result`.
-int print_task_record(const command_line& cl, const journal_run& run, const std::vector<journal_attempt>& attempts,
+int print_task_record(const command_line& cl, const journal_run& run,
+                      const std::vector<journal_attempt>& attempts,
                       const std::function<void(json_writer&)>& result) {
     print_success("TaskRecord",
                   [&](json_writer& w) {
