@@ -6,6 +6,7 @@
 #pragma once
 
 #include <agentctl/backend.hpp>
+#include <agentctl/error.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
@@ -56,6 +57,14 @@ namespace detail {
 void async_doctor_impl(boost::asio::any_io_executor ex, const plan& p, doctor_options options,
                        boost::asio::any_completion_handler<void(doctor_report)> handler);
 }
+
+/// The host actions of `p` whose bare command name `search_path` does not resolve, said in
+/// one message as a run's preflight says it (each action, the PATH once, "use an absolute path
+/// or add its folder to PATH", and a file of that name in the workspace root, `base_dir` being
+/// the base of policy.workspaceRoot); nothing when every one resolves. Looks at files only: a
+/// front end asks before it records a run that could not start.
+std::optional<task_error> missing_commands(const plan& p, std::string_view search_path,
+                                           const std::string& base_dir);
 
 /// Checks every process action of `p` (which must outlive the operation).
 ///

@@ -145,7 +145,7 @@ struct run_report {
     std::vector<task_result> tasks;
     boost::json::value output;  ///< rendered spec.outputs, or task id -> output when there are none
     std::optional<task_error> error;  ///< a run-level failure (approval, budget, setup)
-    std::chrono::milliseconds duration{0};
+    std::chrono::milliseconds duration{0};  ///< the whole run's: a resume's counts its earlier segments
 
     std::vector<diagnostic> warnings;  ///< e.g. jobs lowered to fit the descriptor limit
     bool resumed = false;  ///< a resume: results say whether they were `reused`

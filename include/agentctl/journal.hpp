@@ -171,7 +171,8 @@ struct journal_run_summary {
     std::optional<std::uint64_t> duration_ms;
     std::uint32_t task_count = 0;
     std::uint32_t segment = 0;
-    std::map<std::string, std::uint32_t> tasks_by_state;  ///< final results per task_state name
+    /// Final results per task_state name; foreach and matrix parents are not counted.
+    std::map<std::string, std::uint32_t> tasks_by_state;
     std::uint32_t reused = 0;                             ///< final results taken over by a resume
     std::uint32_t recorded = 0;                           ///< tasks with a final result
     journal_owner owner;
@@ -200,14 +201,16 @@ struct journal_attempt {
     std::int64_t intent_ms = 0;
     std::optional<attempt_handle> handle;
     std::int64_t handle_ms = 0;
-    std::optional<task_result> end;  ///< streams not loaded
+    std::optional<task_result> end;  ///< streams not loaded (but by load_attempt(), when asked)
     std::int64_t ended_ms = 0;
     bool cleanup_failed = false;
     std::uint64_t stdout_bytes = 0;
     std::uint64_t stderr_bytes = 0;
 
-    /// No end, or an end that may have left an effect behind: timed out, cancelled, or a
-    /// cleanup failure. A non-zero exit is a definite failure; a spawn failure had no effect.
+    /// No end, or an end that may have left an effect behind: timed out, cancelled once its
+    /// process or container existed (a handle was recorded; on Slurm, any cancel), or a
+    /// cleanup failure. A non-zero exit is a definite failure; a spawn failure, or a local
+    /// attempt cancelled before its process was spawned, had no effect.
     bool uncertain() const;
 };
 
@@ -326,13 +329,22 @@ public:
     /// The raw captured text of a task's final result, in chunks (checked against its
     /// recorded length and checksum: a mismatch is `corrupt`). No final result recorded under
     /// that id (one recorded among unstarted_tasks has no stream): unknown_run names the task.
+    /// With `attempt`: that attempt's own (an earlier attempt of a retried task); unknown_run
+    /// when it has no end recorded.
     std::optional<journal_error> read_stream(std::string_view run_id, std::string_view task_id,
                                              journal_stream which,
-                                             const std::function<void(std::string_view)>& chunk);
+                                             const std::function<void(std::string_view)>& chunk,
+                                             std::optional<std::uint32_t> attempt = std::nullopt);
 
     /// Every recorded attempt in (task_index, attempt) order; `fn` returns false to stop.
     std::optional<journal_error> for_each_attempt(std::string_view run_id,
                                                   const std::function<bool(journal_attempt&)>& fn);
+
+    /// Attempt `attempt` of task `task_id` (nullopt inside when there is none), its end's
+    /// streams read too when `with_streams`.
+    journal_result<std::optional<journal_attempt>> load_attempt(std::string_view run_id,
+                                                                std::string_view task_id,
+                                                                std::uint32_t attempt, bool with_streams);
 
     /// The last attempt of every task that has no succeeded final result, when that attempt
     /// is uncertain (journal_attempt::uncertain()): what makes resume refuse.
@@ -362,6 +374,9 @@ public:
 
     /// Files that make up the journal: the database, -wal, -shm, -seal and every stream file.
     std::vector<std::string> files() const;
+
+    /// Their size in bytes: the database, its WAL and every stream file (gc's bytes_before).
+    std::uint64_t bytes() const;
 
 private:
     friend class detail::journal_writer_impl;

@@ -67,7 +67,9 @@ struct journal_run {
     std::string argv_json = "[]";     ///< agentctl's own argv
     std::string options_json = "{}";  ///< jobs, keep_going, backend, ...
     std::string agentctl_version;
-    std::uint32_t task_count = 0;  ///< plan tasks, foreach children and aggregates included
+    /// Tasks that run: foreach and matrix children included, their parents (aggregates) not.
+    /// (Runs recorded by earlier versions counted the parents too.)
+    std::uint32_t task_count = 0;
     journal_owner owner;
     // Filled by the journal; ignored by record_run():
     std::int64_t created_ms = 0;  ///< Unix time

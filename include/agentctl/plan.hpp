@@ -188,6 +188,11 @@ struct plan {
 struct compile_options {
     std::vector<std::pair<std::string, boost::json::value>> input_overrides;
     std::vector<std::pair<std::string, boost::json::value>> var_overrides;
+    /// Every task's timeout instead of the workflow's (`--timeout`): 1..limits::max_timeout_ms.
+    std::optional<std::int64_t> task_timeout_ms;
+    /// Every task's attempts in all instead of the workflow's retry (`--retries`):
+    /// 1..limits::max_retry_attempts, on spawn_error, exit_nonzero and timeout.
+    std::optional<int> task_attempts;
 };
 
 struct compile_result {

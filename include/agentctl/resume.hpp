@@ -39,6 +39,10 @@ struct resume_state {
     /// (a crash between the two): that attempt's number, so that the final is recorded now,
     /// naming it. 0 (or absent): the task has its final result already.
     std::vector<std::uint32_t> final_from_attempt;
+    /// The time the earlier segments ran, as the journal recorded it: a resumed run's duration
+    /// is the whole run's. (A segment whose agentctl died recorded none, and its claim had
+    /// cleared the ones before it: those are not counted.)
+    std::uint64_t duration_before_ms = 0;
 };
 
 /// What a resume does with one task, and why.

@@ -38,6 +38,8 @@ struct session_request {
     std::optional<std::string> source;
     std::vector<std::string> vars_files;  ///< `--vars-file FILE`, in order (below every `--var`)
     std::vector<std::string> vars;        ///< `--var KEY=JSON`, in order: the last one wins
+    std::optional<double> task_timeout_seconds;  ///< `--timeout S`: every task's (compile_options)
+    std::optional<int> task_attempts;            ///< `--retries N`: every task's attempts in all
     /// The workflow's variables files as a run recorded them (file name -> mapping, see
     /// session::vars_files): used instead of reading them again (a resume).
     std::optional<boost::json::object> recorded_vars_files;

@@ -24,7 +24,7 @@ asio::awaitable<std::optional<journal_error>> run_recorder::start_run(journal_ru
     run.workflow_name = plan_.workflow_name;
     run.workflow_digest = plan_.workflow_digest;
     run.plan_digest = plan_.plan_digest;
-    run.task_count = plan_.size();
+    run.task_count = plan_.size() - static_cast<std::uint32_t>(plan_.expansions.size());  // no aggregates
     run.owner = this_process_owner();
     journal_.record_run(std::move(run));
     co_return co_await journal_.async_sync(asio::use_awaitable);

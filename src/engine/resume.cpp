@@ -127,6 +127,11 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
                 request.vars.push_back(std::string(m.key()) + "=" + json::serialize(m.value()));
         if (const auto* files = o->if_contains("varsFiles"); files && files->is_object())
             request.recorded_vars_files = files->get_object();
+        // The run's --timeout and --retries (every task's) are part of its plan.
+        if (const auto* t = o->if_contains("taskTimeoutSeconds"); t && t->is_number())
+            request.task_timeout_seconds = t->to_number<double>();
+        if (const auto* n = o->if_contains("retries"); n && n->is_int64())
+            request.task_attempts = static_cast<int>(n->as_int64());
     }
     session s = open_session(request);
     rp.diags = std::move(s.diags);
@@ -136,6 +141,7 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
         return rp;
     }
     rp.compiled = std::move(s.compiled);
+    rp.state.duration_before_ms = rp.run.duration_ms.value_or(0);
     const plan& p = *rp.compiled;
     if (p.plan_digest != rp.run.plan_digest) {
         refuse(rp, exit_status::persistence,
@@ -286,12 +292,15 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
     }
 
     if (!rp.uncertain.empty() && !options.rerun_uncertain) {
+        // The first few: a run stopped at -j 64 has 64, and each is listed by a dry run.
         std::string list;
-        for (const auto& a : rp.uncertain) {
+        for (std::size_t i = 0; i < rp.uncertain.size() && i < 3; ++i) {
+            const journal_attempt& a = rp.uncertain[i];
             if (!list.empty()) list += "; ";
             list += a.intent.task_id + ": attempt " + std::to_string(a.intent.attempt) + " " +
                     last_attempt::of(a).end_text() + attempt_where(a);
         }
+        if (rp.uncertain.size() > 3) list += "; and " + std::to_string(rp.uncertain.size() - 3) + " more";
         refuse(rp, exit_status::policy,
                "run " + rp.run.run_id + " has " + std::to_string(rp.uncertain.size()) +
                    (rp.uncertain.size() == 1 ? " task" : " tasks") +

@@ -204,8 +204,7 @@ public:
     run_report take_report() {
         report_.outcomes = std::move(outcomes_);
         report_.tasks = std::move(results_);
-        report_.duration = std::chrono::duration_cast<std::chrono::milliseconds>(
-            std::chrono::steady_clock::now() - started_);
+        report_.duration = run_time();
         if (!report_.error && denied_)
             report_.error =
                 task_error{error_code::approval_denied, "approval was denied for at least one task"};
@@ -560,6 +559,13 @@ private:
         return run_state::succeeded;
     }
 
+    // The whole run's: a resume adds the time its earlier segments recorded.
+    std::chrono::milliseconds run_time() const {
+        auto now = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                         started_);
+        return now + std::chrono::milliseconds(resume_ ? resume_->duration_before_ms : 0);
+    }
+
     // The run's record is committed before any effect.
     asio::awaitable<bool> record_run_start() {
         if (!recorder_) co_return true;
@@ -576,9 +582,7 @@ private:
         end.state = final_state() == run_state::succeeded   ? journal_run_state::succeeded
                     : final_state() == run_state::cancelled ? journal_run_state::cancelled
                                                             : journal_run_state::failed;
-        end.duration_ms = static_cast<std::uint64_t>(
-            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started_)
-                .count());
+        end.duration_ms = static_cast<std::uint64_t>(run_time().count());
         end.error = report_.error;
         if (auto error = co_await recorder_->end_run(std::move(end))) journal_broke(*error);
     }

@@ -46,7 +46,24 @@ session open_session(const session_request& request) {
             for (const auto& m : *file_inputs.inputs)
                 options.input_overrides.emplace_back(m.key(), m.value());
     }
+    const workflow* doc = parsed.document ? &*parsed.document : parsed.partial ? &*parsed.partial : nullptr;
     for (const auto& source : request.items) {
+        // An items file fills a list the workflow reads: a name it does not declare is a typo
+        // (`--items file=...` for `files`), never a new input, and would run no task at all.
+        if (doc && !doc->inputs.contains(source.name)) {
+            std::vector<std::string_view> declared;
+            for (const auto& m : doc->inputs) declared.emplace_back(m.key().data(), m.key().size());
+            std::string hint = nearest(source.name, declared);
+            source_location at = doc->where("spec.inputs");
+            if (at.file.empty()) at.file = request.file;
+            input_diags.error("undeclared_input", "spec.inputs." + source.name,
+                              "--items " + source.name + "=" + source.file +
+                                  ": the workflow declares no input `" + source.name + "`",
+                              hint.empty() ? "an items file fills an input declared under spec.inputs"
+                                           : "did you mean `" + hint + "`?",
+                              at);
+            continue;
+        }
         items_result items = load_items_file(source.file, request.separator);
         input_diags.append(items.diags);
         if (items.items) options.input_overrides.emplace_back(source.name, std::move(*items.items));
@@ -71,6 +88,9 @@ session open_session(const session_request& request) {
         if (parse_var_assignment(text, key, value, input_diags)) s.var_overrides[key] = std::move(value);
     }
     for (const auto& m : s.var_overrides) options.var_overrides.emplace_back(m.key(), m.value());
+    if (request.task_timeout_seconds)
+        options.task_timeout_ms = static_cast<std::int64_t>(*request.task_timeout_seconds * 1000 + 0.5);
+    options.task_attempts = request.task_attempts;
 
     compile_result compiled = check_document(parsed, options);
     s.diags = std::move(compiled.diags);

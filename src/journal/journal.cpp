@@ -22,7 +22,13 @@ using journal_detail::statement;
 bool journal_attempt::uncertain() const {
     if (!end) return true;
     if (cleanup_failed) return true;
-    return end->state == task_state::timed_out || end->state == task_state::cancelled;
+    if (end->state == task_state::timed_out) return true;
+    if (end->state != task_state::cancelled) return false;
+    // Cancelled before its process or container existed: on this host the handle is recorded
+    // as soon as one does (a container's name before it is created), ahead of the end, so an
+    // end without one ran nothing. A Slurm job's id is known only once squeue lists it, and a
+    // pure action records no handle: there the missing handle proves nothing.
+    return handle.has_value() || end->isolation.empty() || end->backend != "local";
 }
 
 journal::journal(std::unique_ptr<detail::journal_db> db) : db_(std::move(db)) {}
@@ -166,13 +172,18 @@ std::string counts_json_of(detail::journal_db& db, std::int64_t run_seq,
 std::optional<journal_error> count_results(detail::journal_db& db, std::int64_t run_seq, counts& c) {
     // From version 4 on, each range's tasks too, less those with a row of their own (recorded
     // later, by a resume).
-    std::string sql = "SELECT state, reused, count(*) FROM results WHERE run_seq = ?1 GROUP BY state, reused";
+    std::string sql =
+        "SELECT state, reused, count(*) FROM results WHERE run_seq = ?1 AND NOT (attempts = 0 AND "
+        "(error_code IS NULL OR error_code = 'child_failed')) GROUP BY state, reused";
     if (db.schema_version >= 4)
         sql +=
             " UNION ALL SELECT state, 0, sum(end_task - first_task - (SELECT count(*) FROM results WHERE "
             "results.run_seq = unstarted.run_seq AND task_index >= first_task AND task_index < end_task)) "
             "FROM unstarted WHERE run_seq = ?1 GROUP BY state";
     int rc = SQLITE_OK;
+    // A foreach or matrix parent is not a task that runs: its children are counted. It is the
+    // one final without an attempt and without an error of its own (at most child_failed):
+    // every other task that did not run says why (a condition, a failed need, not started).
     statement s = db.conn.prepare(sql, rc);
     if (!s) return db.error(rc, "counting results");
     s.bind(1, run_seq);
@@ -574,27 +585,48 @@ journal_result<std::optional<journal_task_result>> journal::load_result_at(std::
 
 std::optional<journal_error> journal::read_stream(std::string_view run_id, std::string_view task_id,
                                                   journal_stream which,
-                                                  const std::function<void(std::string_view)>& chunk) {
+                                                  const std::function<void(std::string_view)>& chunk,
+                                                  std::optional<std::uint32_t> attempt) {
+    constexpr std::string_view columns =
+        "SELECT stdout_length, stdout_crc, stdout_file, stdout_blob, stderr_length, stderr_crc, stderr_file, "
+        "stderr_blob FROM attempts WHERE run_seq = ? ";
+    const int offset = which == journal_stream::stdout_stream ? 0 : 4;
+    std::string what = std::string(which == journal_stream::stdout_stream ? "the stdout" : "the stderr") +
+                       " of task " + std::string(task_id);
+    int rc = SQLITE_OK;
+    if (attempt) {
+        // An attempt's own end: an earlier attempt of a retried task keeps its streams there.
+        auto q = query_run(db_.get(), run_id,
+                           std::string(columns) + "AND task_id = ? AND attempt = ? AND ended_ms IS NOT NULL",
+                           "reading a stream");
+        if (!q) return q.error();
+        auto& db = *db_;
+        q->s.bind(2, task_id);
+        q->s.bind(3, static_cast<std::int64_t>(*attempt));
+        rc = q->s.step();
+        if (rc == SQLITE_DONE)
+            return journal_error{journal_errc::unknown_run,
+                                 "journal " + db.path + ": run " + std::string(run_id) +
+                                     " has no end of task \"" + std::string(task_id) + "\" attempt " +
+                                     std::to_string(*attempt)};
+        if (rc != SQLITE_ROW) return db.error(db.last_rc(), "reading a stream");
+        return journal_detail::read_stored_stream(db, q->s, offset,
+                                                  what + " attempt " + std::to_string(*attempt), chunk);
+    }
     auto q =
         query_run(db_.get(), run_id, results_query(true, "run_seq = ? AND task_id = ?"), "reading a stream");
     if (!q) return q.error();
     auto& db = *db_;
     auto& [seq, s] = *q;
     s.bind(2, task_id);
-    int rc = s.step();
+    rc = s.step();
     if (rc == SQLITE_DONE)
         return journal_error{journal_errc::unknown_run,
                              "journal " + db.path + ": run " + std::string(run_id) +
                                  " has no result for task \"" + std::string(task_id) + "\""};
     if (rc != SQLITE_ROW) return db.error(db.last_rc(), "reading a stream");
-    int offset = which == journal_stream::stdout_stream ? 0 : 4;
-    std::string what = std::string(which == journal_stream::stdout_stream ? "the stdout" : "the stderr") +
-                       " of task " + std::string(task_id);
     if (s.is_null(5)) return journal_detail::read_stored_stream(db, s, own_streams_at + offset, what, chunk);
-    statement a = db.conn.prepare(
-        "SELECT stdout_length, stdout_crc, stdout_file, stdout_blob, stderr_length, stderr_crc, stderr_file, "
-        "stderr_blob FROM attempts WHERE run_seq = ? AND task_index = ? AND attempt = ?",
-        rc);
+    statement a = db.conn.prepare(std::string(columns) + "AND task_index = ? AND attempt = ?", rc);
     if (!a) return db.error(rc, "reading a stream");
     a.bind(1, seq);
     a.bind(2, s.int64(0));
@@ -607,6 +639,29 @@ std::optional<journal_error> journal::read_stream(std::string_view run_id, std::
         return db.error(db.last_rc(), "reading a stream");
     }
     return journal_detail::read_stored_stream(db, a, offset, what, chunk);
+}
+
+journal_result<std::optional<journal_attempt>> journal::load_attempt(std::string_view run_id,
+                                                                     std::string_view task_id,
+                                                                     std::uint32_t attempt,
+                                                                     bool with_streams) {
+    std::optional<journal_attempt> found;
+    auto e = for_each_attempt(run_id, [&](journal_attempt& a) {
+        if (a.intent.task_id != task_id || a.intent.attempt != attempt) return true;
+        found = std::move(a);
+        return false;
+    });
+    if (e) return *e;
+    if (!found || !found->end || !with_streams) return found;
+    for (bool is_stdout : {true, false}) {
+        std::string text;
+        e = read_stream(
+            run_id, task_id, is_stdout ? journal_stream::stdout_stream : journal_stream::stderr_stream,
+            [&](std::string_view chunk) { text += chunk; }, attempt);
+        if (e) return *e;
+        journal_detail::attach_stream(*found->end, is_stdout, std::move(text));
+    }
+    return found;
 }
 
 std::optional<journal_error> journal::for_each_attempt(std::string_view run_id,
@@ -978,6 +1033,10 @@ std::optional<journal_error> journal::verify() {
                                                         " is that of an attempt's end that is missing"};
     if (rc != SQLITE_DONE) return db.error(db.last_rc(), "checking results");
     return std::nullopt;
+}
+
+std::uint64_t journal::bytes() const {
+    return db_ ? total_bytes(*db_) : 0;
 }
 
 std::vector<std::string> journal::files() const {

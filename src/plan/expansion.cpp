@@ -263,6 +263,12 @@ void compiler::fill_node(plan_task& n, std::size_t i, plan_task::kind_t kind) {
     } else {
         n.timeout_ms = spec.timeout_ms.value_or(n.timeout_ms);
     }
+    // The command line's, over whatever the workflow says (as --jobs and --keep-going are).
+    if (options_.task_timeout_ms) n.timeout_ms = *options_.task_timeout_ms;
+    if (options_.task_attempts) {
+        n.retry.max_attempts = *options_.task_attempts;
+        n.retry.on = {retry_reason::spawn_error, retry_reason::exit_nonzero, retry_reason::timeout};
+    }
 }
 
 // The expanded task `i`: its expansion, the template its children share, every child rendered

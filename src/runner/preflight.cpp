@@ -16,6 +16,42 @@ bool cancelled(asio::cancellation_type t) {
     return t != asio::cancellation_type::none;
 }
 
+struct missing_command {
+    const action_spec* action;
+    std::string why;  ///< resolve_executable()'s error
+};
+
+// Every host action whose command is not found, in one message: each action, the PATH once
+// ("command 'x' was not found in PATH (DIRS)" says it per action), the way out, and a file of
+// that name in the workspace root when there is one (`command: proc.sh` for ./proc.sh). The
+// caller says what was not done.
+task_error missing_commands_error(const std::vector<missing_command>& missing, const std::string& workspace) {
+    std::string search_note, lying_here;
+    std::vector<std::string> parts;
+    for (const auto& m : missing) {
+        std::string why = m.why;
+        constexpr std::string_view marker = " was not found in PATH (";
+        if (auto at = why.find(marker); at != std::string::npos && why.back() == ')') {
+            if (search_note.empty())
+                search_note =
+                    "PATH is " + why.substr(at + marker.size(), why.size() - at - marker.size() - 1);
+            why = why.substr(0, at) + " was not found in PATH";
+            if (lying_here.empty() && !workspace.empty())
+                if (auto here = exec::canonical_path(workspace + "/" + m.action->command)) lying_here = *here;
+        }
+        parts.push_back("action \"" + m.action->name + "\": " + why);
+    }
+    std::string message =
+        parts.size() == 1 ? parts[0] : std::to_string(parts.size()) + " executables are missing: ";
+    if (parts.size() > 1)
+        for (std::size_t i = 0; i < parts.size(); ++i) message += (i ? "; " : "") + parts[i];
+    if (!search_note.empty()) {
+        message += " (" + search_note + "); use an absolute path or add its folder to PATH";
+        if (!lying_here.empty()) message += " (" + lying_here + " is in the workspace root)";
+    }
+    return task_error{error_code::executable_not_found, std::move(message)};
+}
+
 class preflight {
 public:
     preflight(const plan& p, const preflight_settings& s)
@@ -134,8 +170,7 @@ private:
     // is only checked when its task starts (an earlier task may create it), and a container
     // action's command runs inside its image.
     bool resolve_commands() {
-        std::vector<std::string> missing;
-        std::string search_note;
+        std::vector<missing_command> missing;
         for (const auto& proc : plan_.processes) {
             const action_spec& a = plan_.actions[proc.action_index];
             prepared_action& prepared = result_.actions[proc.action_index];
@@ -143,26 +178,11 @@ private:
                 !prepared.executable.empty())
                 continue;
             resolve_command(a, prepared);
-            if (prepared.executable_error.empty()) continue;
-            // "command 'x' was not found in PATH (DIRS)": the PATH is said once for all.
-            std::string why = prepared.executable_error;
-            constexpr std::string_view marker = " was not found in PATH (";
-            if (auto at = why.find(marker); at != std::string::npos && why.back() == ')') {
-                if (search_note.empty())
-                    search_note =
-                        "PATH is " + why.substr(at + marker.size(), why.size() - at - marker.size() - 1);
-                why = why.substr(0, at) + " was not found in PATH";
-            }
-            missing.push_back("action \"" + a.name + "\": " + why);
+            if (!prepared.executable_error.empty()) missing.push_back({&a, prepared.executable_error});
         }
         if (missing.empty()) return true;
-        std::string message =
-            missing.size() == 1 ? missing[0] : std::to_string(missing.size()) + " executables are missing: ";
-        if (missing.size() > 1)
-            for (std::size_t i = 0; i < missing.size(); ++i) message += (i ? "; " : "") + missing[i];
-        if (!search_note.empty()) message += " (" + search_note + ")";
-        message += "; nothing was run";
-        result_.error = task_error{error_code::executable_not_found, std::move(message)};
+        result_.error = missing_commands_error(missing, result_.workspace_path);
+        result_.error->message += "; nothing was run";
         return false;
     }
 
@@ -254,6 +274,21 @@ private:
 asio::awaitable<preflight_result> run_preflight(const plan& p, const preflight_settings& settings) {
     preflight pf(p, settings);
     co_return co_await pf.run();
+}
+
+std::optional<task_error> missing_commands(const plan& p, std::string_view search_path,
+                                           const std::string& base_dir) {
+    std::vector<missing_command> missing;
+    for (const auto& proc : p.processes) {
+        const action_spec& a = p.actions[proc.action_index];
+        if (a.isolation == isolation_mode::container) continue;
+        if (auto path = resolve_executable(a.command, search_path); !path)
+            if (path.error().code == error_code::executable_not_found)
+                missing.push_back({&a, path.error().message});
+    }
+    if (missing.empty()) return std::nullopt;
+    const std::string& root = p.policy.workspace_root;
+    return missing_commands_error(missing, !root.empty() && root[0] == '/' ? root : base_dir + "/" + root);
 }
 
 }  // namespace agentctl

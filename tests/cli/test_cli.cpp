@@ -120,6 +120,14 @@ BOOST_AUTO_TEST_CASE(usage_errors_exit_2_and_honour_json) {
         BOOST_TEST(rj.out.empty());
         check_error_envelope(rj.err, 2);
     }
+    // A value that is no number says so, for run and resume alike.
+    for (const char* command : {"run", "resume"}) {
+        auto r = agentctl({command, "-j", "abc", "x"});
+        BOOST_TEST(r.exit_code == 2);
+        BOOST_TEST(r.err.find("--jobs abc: not a number") != std::string::npos, r.err);
+    }
+    BOOST_TEST(agentctl({"run", "-j", "2.5", "x"}).err.find("a whole number between 1 and 4096") !=
+               std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(check_valid_and_invalid_documents) {

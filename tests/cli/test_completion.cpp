@@ -41,6 +41,8 @@ BOOST_AUTO_TEST_CASE(bash_completes_commands_options_values_and_run_ids) {
     BOOST_TEST(offered(path, {a, "--output", "json", "ru"}, state) == "run runs");  // a value is no command
     BOOST_TEST(offered(path, {a, "--output", ""}, state) == "human json jsonl");
     BOOST_TEST(offered(path, {a, "run", "--backend", ""}, state) == "local slurm");
+    BOOST_TEST(offered(path, {a, "run", "--slurm-dispatch", ""}, state) == "auto worker job");
+    BOOST_TEST(offered(path, {a, "parallel", "--slurm-dispatch", ""}, state) == "auto worker job");
     BOOST_TEST(offered(path, {a, "run", "--keep-g"}, state) == "--keep-going");
     BOOST_TEST(offered(path, {a, "runs", ""}, state) == "list show gc");
     BOOST_TEST(offered(path, {a, "completion", ""}, state) == "bash zsh");
@@ -58,6 +60,27 @@ BOOST_AUTO_TEST_CASE(bash_completes_commands_options_values_and_run_ids) {
     BOOST_TEST(ids.find(' ') == std::string::npos);  // one run
     BOOST_TEST(offered(path, {a, "runs", "show", ""}, state) == ids);
     BOOST_TEST(offered(path, {a, "runs", "show", ids, ""}, state) == "");
+    // Options of runs and resume, and their values: a run's tasks and a task's attempts.
+    BOOST_TEST(offered(path, {a, "runs", "show", ids, "--fa"}, state) == "--failed");
+    BOOST_TEST(offered(path, {a, "resume", "--la"}, state) == "--last");
+    BOOST_TEST(offered(path, {a, "runs", "show", ids, "--att"}, state) == "--attempt");
+    std::string task = offered(path, {a, "runs", "show", ids, "--task", ""}, state);
+    BOOST_TEST(task.rfind("job--0000-", 0) == 0u, task);
+    BOOST_TEST(task.find(' ') == std::string::npos, task);  // one job: the foreach itself is no task
+    BOOST_TEST(offered(path, {a, "runs", "show", "--last", "--task", "j"}, state) == task);
+    BOOST_TEST(offered(path, {a, "runs", "show", ids, "--task", task, "--attempt", ""}, state) == "1");
+    BOOST_TEST(offered(path, {a, "runs", "gc", "--keep", "2"}, state) == "20");
+    BOOST_TEST(offered(path, {a, "runs", "--limit", "10"}, state) == "10 100 1000");
+    // Another journal's runs with --db.
+    std::string other = dir.path() + "/other.db";
+    BOOST_TEST(offered(path, {a, "resume", "--db", other, ""}, state) == "");
+    o.env = {"AGENTCTL_STATE_DIR=" + state};
+    auto there = agentctl({"parallel", "--db", other, "true", ":::", "y"}, o);
+    BOOST_TEST_REQUIRE(there.exit_code == 0, there.err);
+    auto other_ids = offered(path, {a, "resume", "--db", other, ""}, state);
+    BOOST_TEST(other_ids.rfind("run-", 0) == 0u, other_ids);
+    BOOST_TEST(other_ids != ids);
+    BOOST_TEST(offered(path, {a, "runs", "show", "--db", other, ""}, state) == other_ids);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -120,6 +120,41 @@ BOOST_FIXTURE_TEST_CASE(the_next_run_removes_what_a_dead_run_left, test_support:
     BOOST_TEST(processes_with(nonce).empty());
 }
 
+// Under -q the next run says what a dead run of its own journal left, not what runs it does not
+// know left (another journal's, or --no-journal's): those are removed all the same.
+BOOST_FIXTURE_TEST_CASE(quiet_says_only_what_the_journals_own_dead_runs_left, test_support::private_cgroup,
+                        *boost::unit_test::precondition(test_support::needs("a writable cgroup v2 hierarchy",
+                                                                            agentctl_uses_cgroups))) {
+    temp_dir dir;
+    std::string nonce = make_nonce();
+    auto wf = dir.write("wf.yaml", four_trees(nonce));
+    auto next = dir.write("next.yaml",
+                          "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: next}\nspec:\n"
+                          "  policy: {processAllowlist: [\"true\"], approval: never}\n"
+                          "  actions:\n    ok: {kind: builtin.shell.exec, command: /bin/true}\n"
+                          "  tasks:\n    - {id: ok, uses: action:ok}\n");
+    std::string mine = dir.path() + "/mine.db", other = dir.path() + "/other.db";
+    auto crash = [&] {
+        command_options o;
+        o.bound = 60s;
+        bool killed_both = false;
+        o.poll = once_trees_run(nonce, killed_both, kill_both);
+        auto first = agentctl({"run", "--jobs", "4", wf, "--db", mine}, o);
+        BOOST_TEST_REQUIRE(killed_both, "agentctl's watchdog was not found");
+        BOOST_TEST_REQUIRE(wait_for_processes(nonce, 12, 2s));
+    };
+    crash();
+    auto unknown = agentctl({"-q", "run", next, "--db", other});
+    BOOST_TEST(unknown.exit_code == 0, unknown.err);
+    BOOST_TEST(unknown.err.find("what a dead run left") == std::string::npos, unknown.err);
+    BOOST_TEST(processes_with(nonce).empty(), "the quiet run did not remove them");
+    crash();
+    auto known = agentctl({"-q", "run", next, "--db", mine});
+    BOOST_TEST(known.exit_code == 0, known.err);
+    BOOST_TEST(known.err.find("removed what a dead run left: cgroup") != std::string::npos, known.err);
+    BOOST_TEST(processes_with(nonce).empty());
+}
+
 // The watchdog SIGKILLed while a run goes on: agentctl notices at once (a pidfd of its
 // watchdog), says so, and stops the run as a cancellation does, so that nothing is left to a
 // crash that nobody would clean up after.

@@ -83,6 +83,16 @@ std::string one_napping_task(const temp_dir& dir, const std::string& marker, int
                          "  tasks:\n    - {id: nap, uses: 'action:nap'}\n");
 }
 
+// A workflow `name` whose actions may run /bin/sh, written to DIR/wf.yaml: `actions` and
+// `tasks` are the lines under `actions:` and `tasks:`.
+std::string sh_workflow(const temp_dir& dir, const std::string& name, const std::string& actions,
+                        const std::string& tasks) {
+    return dir.write("wf.yaml",
+                     "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: " + name +
+                         "}\nspec:\n  policy: {processAllowlist: [sh], approval: never}\n  actions:\n" +
+                         actions + "  tasks:\n" + tasks);
+}
+
 std::string newest_run(const std::string& db) {
     auto r = agentctl({"--output", "json", "runs", "list", "--db", db, "--limit", "1"});
     BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
@@ -112,7 +122,7 @@ void normalise(json::value& v) {
             else if (k == "durationMs" && !m.value().is_null())
                 m.value() = 0;
             else if (k == "pid" || k == "userMs" || k == "systemMs" || k == "maxRssKiB" ||
-                     k == "bytesBefore" || k == "bytesAfter")
+                     k == "bytesBefore" || k == "bytesAfter" || k == "journalBytes")
                 m.value() = 0;
             else
                 normalise(m.value());
@@ -481,17 +491,17 @@ BOOST_AUTO_TEST_CASE(runs_list_show_gc_outputs) {
     BOOST_TEST(list.exit_code == 0);
     BOOST_TEST(
         normalised(list.out) ==
-        R"({"apiVersion":"agentctl.dev/cli/v1","kind":"RunList","ok":true,"data":{"journal":"X","runs":[)"
+        R"({"apiVersion":"agentctl.dev/cli/v1","kind":"RunList","ok":true,"data":{"journal":"X","journalBytes":0,"runs":[)"
         R"({"runId":"X","workflow":"pair","workflowPath":"X","state":"failed","startedAt":"X","durationMs":0,)"
         R"("segment":0,"tasks":{"total":2,"recorded":2,"reused":0,"states":{"failed":1,"succeeded":1}},)"
         R"("owner":{"host":"X","pid":0}}]},"diagnostics":[]})");
 
     auto human = agentctl({"runs", "--db", db});
     BOOST_TEST(human.exit_code == 0);
-    std::regex row(
-        "RUN ID {32}WORKFLOW {12}STATE {7}STARTED {15}DURATION  TASKS\n" + id +
-        " {18}pair {16}failed {6}\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ  [0-9.]+ m?s +2/2 \\(1 "
-        "failed, 1 succeeded\\)\n");
+    std::regex row("RUN ID {16}WORKFLOW {3}STATE {7}STARTED {5}TIME {3}TASKS\n" + id +
+                   "  pair {7}failed {6}\\d\\d-\\d\\d \\d\\d:\\d\\d [0-9.]+ (ms|s|min|h) +2/2 ✗1\n"
+                   "journal " +
+                   db + ": [0-9.]+ KiB\n");
     BOOST_TEST(std::regex_match(human.out, row), human.out);
 
     auto out = agentctl({"runs", "show", id, "--task", "a", "--stdout", "--db", db});
@@ -554,6 +564,137 @@ BOOST_AUTO_TEST_CASE(runs_list_show_gc_outputs) {
         gc_human.out);
     auto empty = agentctl({"runs", "--db", db});
     BOOST_TEST(empty.out == "no runs recorded in " + db + "\n");
+}
+
+// `runs` fits 80 columns, counts the tasks that run (a foreach's children, never its parent),
+// and ends with the journal's size, suggesting `runs gc` once it passes 1 GiB.
+BOOST_AUTO_TEST_CASE(runs_fits_80_columns_counts_tasks_not_parents_and_suggests_gc) {
+    temp_dir dir;
+    std::string db = dir.path() + "/j.db";
+    std::string wf = sh_workflow(
+        dir, "a-workflow-with-a-long-name",
+        "    t: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'exit $0', '${{ vars.item }}']}\n",
+        "    - {id: one, uses: 'action:t', failure: continue, vars: {item: '0'}}\n"
+        "    - {id: t, uses: 'action:t', failure: continue, foreach: {items: ['0', '1', '0', '1', '0', "
+        "'1']}}\n"
+        "    - {id: none, uses: 'action:t', foreach: {items: []}}\n");
+    auto r = agentctl({"run", wf, "--db", db});
+    BOOST_TEST_REQUIRE(r.exit_code == 4, r.err);
+    auto j = agentctl({"--output", "json", "runs", "--db", db});
+    json::value v = parse_json(j.out);
+    const auto& tasks = v.at("data").at("runs").at(0).at("tasks");
+    BOOST_TEST(tasks.at("total").as_int64() == 7, j.out);  // one, and t's six: not t, not none
+    BOOST_TEST(tasks.at("recorded").as_int64() == 7, j.out);
+    BOOST_TEST(tasks.at("states").at("succeeded").as_int64() == 4, j.out);
+    BOOST_TEST(tasks.at("states").at("failed").as_int64() == 3, j.out);
+    BOOST_TEST(v.at("data").at("journalBytes").as_int64() > 0, j.out);
+
+    auto human = agentctl({"runs", "--db", db});
+    BOOST_TEST(human.exit_code == 0, human.err);
+    std::istringstream lines(human.out);
+    for (std::string line; std::getline(lines, line);) {
+        std::size_t chars = 0;
+        for (unsigned char c : line) chars += (c & 0xc0) != 0x80;
+        BOOST_TEST(chars < 80u, "a line of " << chars << " characters: " << line);
+    }
+    BOOST_TEST(human.out.find(" a-workflo… failed ") != std::string::npos, human.out);
+    BOOST_TEST(human.out.find(" 7/7 ✗3\n") != std::string::npos, human.out);
+    BOOST_TEST(human.out.find("journal " + db + ": ") != std::string::npos, human.out);
+    BOOST_TEST(human.out.find("runs gc") == std::string::npos, human.out);
+
+    // Past 1 GiB (an orphan stream file a crash left, sparse here), `runs gc` is suggested; it
+    // removes that file, and the suggestion goes.
+    fs::create_directories(db + "-streams/999");
+    { std::ofstream(db + "-streams/999/0-1") << "x"; }
+    fs::resize_file(db + "-streams/999/0-1", std::uintmax_t(3) << 29);
+    auto big = agentctl({"runs", "--db", db});
+    BOOST_TEST(big.out.find("journal " + db + ": 1.5 GiB; agentctl runs gc --keep 20 --db " + db +
+                            " removes all but the newest 20 runs\n") != std::string::npos,
+               big.out);
+    BOOST_TEST(agentctl({"runs", "gc", "--db", db}).exit_code == 0);
+    BOOST_TEST(agentctl({"runs", "--db", db}).out.find("runs gc") == std::string::npos);
+}
+
+// --last names the newest run (resume, runs show); --failed shows only what failed.
+BOOST_AUTO_TEST_CASE(last_run_and_failed_tasks) {
+    temp_dir dir;
+    std::string db = dir.path() + "/j.db";
+    std::string marker = dir.path() + "/marker";
+    std::string wf = dir.write("wf.yaml", two_tasks(marker));
+    auto none = agentctl({"runs", "show", "--last", "--db", db});
+    BOOST_TEST(none.exit_code == 5, none.err);
+    BOOST_TEST(agentctl({"run", wf, "--db", db}).exit_code == 4);
+    std::string older = newest_run(db);
+    BOOST_TEST(agentctl({"run", wf, "--db", db}).exit_code == 4);
+    std::string id = newest_run(db);
+    BOOST_REQUIRE(id != older);
+
+    auto last = agentctl({"runs", "show", "--last", "--db", db});
+    BOOST_TEST(last.exit_code == 0, last.err);
+    BOOST_TEST(last.out.find("run " + id + " ") == 0u, last.out);
+    auto failed = agentctl({"runs", "show", "--last", "--failed", "--db", db});
+    BOOST_TEST(failed.exit_code == 0, failed.err);
+    BOOST_TEST(failed.out.find("✗ b  failed (exit 3)") != std::string::npos, failed.out);
+    BOOST_TEST(failed.out.find("✓ a") == std::string::npos, failed.out);
+    BOOST_TEST(failed.out.find("2 of 2 tasks have a result; 1 failed\n") != std::string::npos, failed.out);
+    auto j = agentctl({"--output", "json", "runs", "show", older, "--failed", "--db", db});
+    json::value v = parse_json(j.out);
+    BOOST_TEST(v.at("data").at("runId").as_string() == older);
+    BOOST_TEST(v.at("data").at("tasks").as_object().size() == 1u, j.out);
+    BOOST_TEST(v.at("data").at("tasks").as_object().contains("b"), j.out);
+    auto dry = agentctl({"resume", "--last", "--dry-run", "--db", db});
+    BOOST_TEST(dry.exit_code == 0, dry.err);
+    BOOST_TEST(dry.out.find("resume " + id + " would reuse 2 and run 0 of 2 tasks") != std::string::npos,
+               dry.out);
+
+    for (const std::vector<std::string>& bad : {std::vector<std::string>{"runs", "show", id, "--last"},
+                                                {"resume", id, "--last"},
+                                                {"runs", "--last"},
+                                                {"runs", "gc", "--failed"},
+                                                {"runs", "show", id, "--failed", "--task", "a"}}) {
+        auto args = bad;
+        args.insert(args.end(), {"--db", db});
+        auto r = agentctl(args);
+        BOOST_TEST(r.exit_code == 2, r.err);
+    }
+}
+
+// --attempt N reaches each attempt of a retried task: its end and its own streams.
+BOOST_AUTO_TEST_CASE(earlier_attempts_are_shown_with_their_streams) {
+    temp_dir dir;
+    std::string db = dir.path() + "/j.db";
+    std::string wf =
+        sh_workflow(dir, "flaky",
+                    "    t: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'n=$(cat count "
+                    "2>/dev/null || echo 0); n=$((n+1)); echo $n > count; echo try-$n; echo err-$n "
+                    ">&2; [ $n -ge 3 ]']}\n",
+                    "    - {id: t, uses: 'action:t', retry: {maxAttempts: 3, on: [exit_nonzero]}}\n");
+    auto r = agentctl({"run", wf, "--db", db});
+    BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
+    std::string id = newest_run(db);
+    auto first = agentctl({"runs", "show", id, "--task", "t", "--attempt", "1", "--stdout", "--db", db});
+    BOOST_TEST(first.exit_code == 0, first.err);
+    BOOST_TEST(first.out == "try-1\n");
+    auto second = agentctl({"runs", "show", id, "--task", "t", "--attempt", "2", "--stderr", "--db", db});
+    BOOST_TEST(second.out == "err-2\n");
+    BOOST_TEST(agentctl({"runs", "show", id, "--task", "t", "--stdout", "--db", db}).out == "try-3\n");
+    auto human = agentctl({"runs", "show", id, "--task", "t", "--attempt", "1", "--db", db});
+    BOOST_TEST(human.exit_code == 0, human.err);
+    BOOST_TEST(human.out.find("attempt 1 of t (segment 0, ") == 0u, human.out);
+    BOOST_TEST(human.out.find("✗ t  failed (exit 1)") != std::string::npos, human.out);
+    BOOST_TEST(human.out.find("  | try-1\n") != std::string::npos, human.out);
+    BOOST_TEST(human.out.find("  | err-1\n") != std::string::npos, human.out);
+    auto j = agentctl({"--output", "json", "runs", "show", id, "--task", "t", "--attempt", "2", "--db", db});
+    json::value v = parse_json(j.out);
+    BOOST_TEST(v.at("data").at("attempt").as_int64() == 2);
+    BOOST_TEST(v.at("data").at("result").at("stdout").as_string() == "try-2\n", j.out);
+    BOOST_TEST(v.at("data").at("result").at("exitCode").as_int64() == 1, j.out);
+    BOOST_TEST(v.at("data").at("attempts").as_array().size() == 1u, j.out);
+    auto missing = agentctl({"runs", "show", id, "--task", "t", "--attempt", "4", "--db", db});
+    BOOST_TEST(missing.exit_code == 5, missing.err);
+    BOOST_TEST(missing.err.find("has no attempt 4 of task \"t\"") != std::string::npos, missing.err);
+    BOOST_TEST(agentctl({"runs", "show", id, "--attempt", "1", "--db", db}).exit_code == 2);
+    BOOST_TEST(agentctl({"runs", "show", id, "--task", "t", "--attempt", "0", "--db", db}).exit_code == 2);
 }
 
 // A foreach's aggregate lets its items go once recorded (memory stays flat): the JSON report
@@ -678,8 +819,91 @@ BOOST_AUTO_TEST_CASE(a_live_run_is_never_resumed_and_uncertain_attempts_refuse_r
     BOOST_TEST(dry.out.find("uncertain   nap: uncertain: attempt 1 started") == 0u, dry.out);
 }
 
+// After a Ctrl-C, a resume that refuses says so in one line for the run (how many tasks, where
+// to see them) and gives the command that continues: the one typed, with --rerun-uncertain.
+BOOST_AUTO_TEST_CASE(a_refused_resume_is_one_line_with_the_command_that_continues) {
+    temp_dir dir;
+    std::string db = dir.path() + "/j.db";
+    std::string marker = dir.path() + "/started";
+    std::string wf =
+        sh_workflow(dir, "naps",
+                    "    nap: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo x >> " + marker +
+                        "; exec sleep 30', '${{ vars.item }}']}\n",
+                    "    - {id: nap, uses: 'action:nap', foreach: {items: [1, 2, 3]}}\n");
+    command_options o;
+    o.poll = [&](pid_t pid) {
+        if (read_file(marker) != "x\nx\n") return false;  // both running
+        ::kill(pid, SIGINT);
+        return true;
+    };
+    auto r = agentctl({"run", wf, "--db", db, "-j", "2"}, o);
+    BOOST_TEST(r.exit_code == 130, r.err);
+    std::string id = newest_run(db);
+    auto refused = agentctl({"--color", "never", "resume", id, "--db", db});
+    BOOST_TEST(refused.exit_code == 3, refused.err);
+    BOOST_TEST(refused.err ==
+                   "agentctl: run " + id +
+                       ": 2 tasks were running when it stopped and may have had their effect; nothing was "
+                       "run (--dry-run lists them). To run them again: " +
+                       agentctl_bin() + " --color never resume --rerun-uncertain " + id + " --db " + db +
+                       "\n",
+               refused.err);
+    // Machines still get one diagnostic per task.
+    auto j = agentctl({"--output", "json", "resume", id, "--db", db});
+    BOOST_TEST(j.exit_code == 3);
+    BOOST_TEST(parse_json(j.err).at("diagnostics").as_array().size() == 2u, j.err);
+    BOOST_TEST(read_file(marker) == "x\nx\n", "a refused resume ran something");
+}
+
+// --timeout and --retries set every task's timeout and attempts over what the workflow says;
+// they are recorded with the run, and a resume compiles the same plan with them.
+BOOST_AUTO_TEST_CASE(every_tasks_timeout_and_retries_from_the_command_line) {
+    temp_dir dir;
+    std::string db = dir.path() + "/j.db";
+    std::string count = dir.path() + "/count";
+    std::string wf =
+        sh_workflow(dir, "limits",
+                    "    slow: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'exec sleep 300'], "
+                    "timeoutSeconds: 600}\n"
+                    "    bad: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo x >> " +
+                        count + "; exit 1']}\n",
+                    "    - {id: slow, uses: 'action:slow', failure: continue}\n"
+                    "    - {id: bad, uses: 'action:bad', failure: continue, retry: {maxAttempts: 1}}\n");
+    auto begun = std::chrono::steady_clock::now();
+    auto r = agentctl({"--output", "json", "run", wf, "--db", db, "--timeout", "0.5", "--retries", "3"});
+    BOOST_TEST((std::chrono::steady_clock::now() - begun < 60s), "the action's 600 s timeout was kept");
+    BOOST_TEST(r.exit_code == 4, r.err);
+    json::value v = parse_json(r.out);
+    const auto& slow = v.at("data").at("tasks").at("slow");
+    BOOST_TEST(slow.at("state").as_string() == "timed_out", r.out);
+    BOOST_TEST(slow.at("attempts").as_int64() == 3, r.out);  // a timeout is retried too
+    BOOST_TEST(slow.at("error").at("message").as_string() == "timed out after 0.5s and was terminated",
+               r.out);
+    BOOST_TEST(v.at("data").at("tasks").at("bad").at("attempts").as_int64() == 3, r.out);
+    BOOST_TEST(read_file(count) == "x\nx\nx\n");
+    std::string id(v.at("data").at("runId").as_string());
+    json::value shown = parse_json(agentctl({"--output", "json", "runs", "show", id, "--db", db}).out);
+    BOOST_TEST(shown.at("data").at("options").at("taskTimeoutSeconds").as_double() == 0.5);
+    BOOST_TEST(shown.at("data").at("options").at("retries").as_int64() == 3);
+    // The resume compiles the run's plan (without them it would be another plan, refused).
+    auto resumed =
+        agentctl({"--output", "json", "resume", id, "--db", db, "--retry-failed", "--rerun-uncertain"});
+    BOOST_TEST(resumed.exit_code == 4, resumed.err);
+    BOOST_TEST(read_file(count) == "x\nx\nx\nx\nx\nx\n", "the resume did not retry as the run did");
+    for (const std::vector<std::string>& bad : {std::vector<std::string>{"run", wf, "--timeout", "0"},
+                                                {"run", wf, "--timeout", "abc"},
+                                                {"run", wf, "--retries", "0"},
+                                                {"run", wf, "--retries", "21"},
+                                                {"check", wf, "--timeout", "5"}}) {
+        auto u = agentctl(bad);
+        BOOST_TEST(u.exit_code == 2, u.err);
+    }
+    BOOST_TEST(agentctl({"plan", wf, "--timeout", "5", "--retries", "2"}).exit_code == 0);
+}
+
 // A run's --timeout-seconds is stored with it and bounds the resumed part too: a resume of a
-// run that timed out does not run unbounded.
+// run that timed out does not run unbounded. The run's duration is then the whole run's: both
+// segments.
 BOOST_AUTO_TEST_CASE(resume_keeps_the_runs_timeout) {
     temp_dir dir;
     std::string db = dir.path() + "/j.db";
@@ -688,6 +912,14 @@ BOOST_AUTO_TEST_CASE(resume_keeps_the_runs_timeout) {
     auto first = agentctl({"run", wf, "--db", db, "--timeout-seconds", "1"});
     BOOST_TEST(first.exit_code == 130, first.err);
     std::string id = newest_run(db);
+    auto duration = [&] {
+        json::value v = parse_json(agentctl({"--output", "json", "runs", "show", id, "--db", db}).out);
+        return v.at("data").at("durationMs").as_int64();
+    };
+    // A segment's clock starts just after its run timer: a 1 s segment records a little under
+    // 1000 ms (991 under load), so the checks below allow half of it.
+    const std::int64_t before = duration();
+    BOOST_TEST(before >= 500);
     auto begun = std::chrono::steady_clock::now();
     auto resumed = agentctl({"resume", id, "--db", db, "--rerun-uncertain"});
     auto took = std::chrono::steady_clock::now() - begun;
@@ -695,6 +927,7 @@ BOOST_AUTO_TEST_CASE(resume_keeps_the_runs_timeout) {
     BOOST_TEST(resumed.err.find("--timeout-seconds") != std::string::npos, resumed.err);
     BOOST_TEST(read_file(marker) == "x\nx\n", "the resume did not run the task again");
     BOOST_TEST(took < 30s, "the resume ran without the run's timeout");
+    BOOST_TEST(duration() >= before + 500, "the resumed run's duration is not the whole run's");
 }
 
 /// A foreach over `items` (one a line) of `probe sleep 60` tagged `nonce`, then `after`, which

@@ -397,6 +397,9 @@ BOOST_AUTO_TEST_CASE(unsupported_options_are_refused_with_a_way_out) {
         {{"--timeout", "200%", "echo", ":::", "a"}, "seconds"},
         {{"-j", "abc", "echo", ":::", "a"}, "not a number"},
         {{"echo", "{}", ">", "out", ":::", "a"}, "--shell"},
+        {{"no-such-program-here", ":::", "a"}, "use an absolute path or add its folder to PATH"},
+        {{"--slurm-dispatch", "job", "echo", ":::", "a"}, "need --backend slurm"},
+        {{"--backend", "slurm", "--slurm-dispatch", "nodes", "echo", ":::", "a"}, "auto, worker or job"},
     };
     for (const auto& c : cases) {
         auto r = s.ours(c.args);
@@ -405,6 +408,11 @@ BOOST_AUTO_TEST_CASE(unsupported_options_are_refused_with_a_way_out) {
         BOOST_TEST(r.out.empty());
     }
     BOOST_TEST(!fs::exists(s.our_dir.path() + "/out"));
+    // None of them made a run.
+    command_options o;
+    o.env = {"AGENTCTL_STATE_DIR=" + s.home.path() + "/state"};
+    auto list = agentctl({"runs"}, o);
+    BOOST_TEST(list.out.find("no runs recorded") == 0u, list.out);
 }
 
 // A real run: in the journal, its output read back, and --print-workflow's document runs the same.

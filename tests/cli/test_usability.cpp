@@ -42,6 +42,13 @@ std::string echo_files_workflow() {
                     "  inputs: {files: []}\n");
 }
 
+// A foreach `gz` over the input `files`, empty unless given.
+std::string gz_over_files_workflow() {
+    return workflow("\"true\"", "    ok: {kind: builtin.shell.exec, command: /bin/true}\n",
+                    "    - {id: gz, uses: action:ok, foreach: {items: \"${{ inputs.files }}\"}}\n",
+                    "  inputs: {files: []}\n");
+}
+
 std::string sh_quoted(const std::string& s) {
     return "'" + s + "'";
 }
@@ -211,24 +218,35 @@ BOOST_AUTO_TEST_CASE(a_missing_executable_fails_once_before_anything_runs) {
         for (std::size_t at = 0; (at = text.find(what, at)) != std::string::npos; at += what.size()) ++n;
         return n;
     };
-    auto r = agentctl({"--color", "never", "run", "--jobs", "1", wf});
+    std::string db = dir.path() + "/j.db";
+    auto r = agentctl({"--color", "never", "run", "--jobs", "1", wf, "--db", db});
     BOOST_TEST(r.exit_code == 4, r.err);
     BOOST_TEST(!std::filesystem::exists(marker));
-    // One diagnostic naming the command, and the PATH said once, not per task.
+    // One diagnostic naming the command, the PATH said once, not per task, and the way out.
     BOOST_TEST(count(r.err, "command 'gzipx-not-here' was not found in PATH") == 1u, r.err);
     BOOST_TEST(count(r.err + r.out, "/usr/local/bin:/usr/bin:/bin") == 1u, r.err + r.out);
-    BOOST_TEST(r.err.find("nothing was run") != std::string::npos, r.err);
-    auto j = agentctl({"--output", "json", "run", wf});
+    BOOST_TEST(r.err.find("); use an absolute path or add its folder to PATH; nothing was run or recorded") !=
+                   std::string::npos,
+               r.err);
+    // No run: nothing to list or resume.
+    BOOST_TEST(!std::filesystem::exists(db), "a run was recorded");
+    auto j = agentctl({"--output", "json", "run", wf, "--db", db});
     BOOST_TEST(j.exit_code == 4);
-    json::value v = parse_json(j.out);
-    BOOST_TEST(v.at("data").at("error").at("code").as_string() == "executable_not_found");
-    BOOST_TEST(v.at("data").at("tasks").at("first").at("state").as_string() == "skipped");
-    // The run's error names the PATH; its ten children do not repeat it.
-    BOOST_TEST(count(j.out, "/usr/local/bin:/usr/bin:/bin") == 1u, j.out);
-    BOOST_TEST(
-        v.at("data").at("tasks").at(child_id_in(j.out, "gz--0003")).at("error").at("message").as_string() ==
-        "not started: the run failed before any task started (executable_not_found)");
+    BOOST_TEST(j.out.empty(), j.out);
+    json::value v = parse_json(j.err);
+    BOOST_TEST(v.at("kind").as_string() == "Error");
+    BOOST_TEST(v.at("error").at("exitCode").as_int64() == 4);
+    BOOST_TEST(v.at("diagnostics").at(0).at("code").as_string() == "executable_not_found");
+    BOOST_TEST(count(j.err, "/usr/local/bin:/usr/bin:/bin") == 2u, j.err);  // the message, its diagnostic
     BOOST_TEST(!std::filesystem::exists(marker));
+    BOOST_TEST(!std::filesystem::exists(db), "a run was recorded");
+    // The program beside the workflow (`command: proc.sh` for ./proc.sh) is pointed to.
+    dir.write("gzipx-not-here", "#!/bin/sh\n");
+    auto beside = agentctl({"--color", "never", "run", wf, "--db", db});
+    BOOST_TEST(beside.exit_code == 4);
+    BOOST_TEST(beside.err.find("add its folder to PATH (" + std::filesystem::canonical(dir.path()).string() +
+                               "/gzipx-not-here is in the workspace root)") != std::string::npos,
+               beside.err);
     // doctor says so too.
     auto d = agentctl({"--color", "never", "doctor", wf});
     BOOST_TEST(d.exit_code == 4, d.out + d.err);
@@ -250,7 +268,20 @@ BOOST_AUTO_TEST_CASE(failures_with_a_path_name_the_workspace_root) {
     elsewhere.cwd = "/";
     auto r = agentctl({"--color", "never", "run", wf.substr(1)}, elsewhere);  // relative to /
     BOOST_TEST(r.exit_code == 4, r.err);
-    BOOST_TEST(r.err.find("tasks ran in the workspace root " + root + " ") != std::string::npos, r.err);
+    // Said once, before the first failure: not after a screenful of them.
+    const std::string said = "agentctl: tasks run in the workspace root " + root +
+                             ", not in the current folder: relative paths start there (--workspace DIR sets "
+                             "its base)\n";
+    auto at = r.err.find(said);
+    BOOST_TEST(at != std::string::npos, r.err);
+    BOOST_TEST(at < r.err.find("✗ "), r.err);
+    BOOST_TEST(r.err.find("workspace root " + root + ", not", at + said.size()) == std::string::npos, r.err);
+    // Run from the workspace root itself, relative paths start where one expects: nothing to say.
+    command_options inside;
+    inside.cwd = root;
+    auto here = agentctl({"--color", "never", "run", "wf.yaml"}, inside);
+    BOOST_TEST(here.exit_code == 4, here.err);
+    BOOST_TEST(here.err.find("not in the current folder") == std::string::npos, here.err);
     BOOST_TEST(r.err.find("working directory 'sub' does not exist (beneath the workspace root " + root +
                           ")") != std::string::npos,
                r.err);
@@ -342,6 +373,46 @@ BOOST_AUTO_TEST_CASE(show_output_groups_each_task_and_tags_it) {
         BOOST_TEST(tagged.out.find(f + "\ta-" + f + "\n" + f + "\tb-" + f + "\n") != std::string::npos,
                    tagged.out);
     BOOST_TEST(agentctl({"check", "--show-output", wf}).exit_code == 2);
+}
+
+// What tasks print is data (the journal, --output json), not agentctl's stdout: a run that
+// printed none of it says where it went, so `agentctl run wf.yaml > out.txt` leaving out.txt
+// empty is explained on stderr.
+BOOST_AUTO_TEST_CASE(task_output_that_was_not_printed_is_pointed_to) {
+    temp_dir dir;
+    std::string actions =
+        "    e: {kind: builtin.shell.exec, command: /bin/echo, args: [\"${{ vars.item }}\"]}\n"
+        "    q: {kind: builtin.shell.exec, command: /bin/true}\n";
+    auto wf = dir.write("wf.yaml", workflow("echo, \"true\"", actions,
+                                            "    - {id: e, uses: action:e, foreach: {items: [a, b, c]}}\n"));
+    std::string db = dir.path() + "/j.db";
+    auto r = agentctl({"--color", "never", "run", wf, "--db", db});
+    BOOST_TEST(r.exit_code == 0, r.err);
+    BOOST_TEST(r.out.empty(), r.out);
+    std::string id = r.err.substr(r.err.rfind("run run-") + 4, 20);
+    BOOST_TEST(
+        r.err.find("3 tasks wrote 6 bytes to stdout, not printed: --show-output prints each task's as it "
+                   "ends; agentctl runs show " +
+                   id + " --task ID --stdout prints one\n") != std::string::npos,
+        r.err);
+    auto n = agentctl({"--color", "never", "run", wf, "--no-journal"});
+    BOOST_TEST(
+        n.err.find("not printed: --show-output prints each task's as it ends; --output json has them") !=
+            std::string::npos,
+        n.err);
+    // Printed, or quiet, or nothing written: nothing to say.
+    auto shown = agentctl({"--color", "never", "run", wf, "--show-output", "--db", db});
+    BOOST_TEST(shown.out == "a\nb\nc\n");
+    BOOST_TEST(shown.err.find("not printed") == std::string::npos, shown.err);
+    BOOST_TEST(agentctl({"-q", "run", wf, "--db", db}).err.find("not printed") == std::string::npos);
+    auto silent = dir.write("silent.yaml", workflow("\"true\"", actions, "    - {id: q, uses: action:q}\n"));
+    BOOST_TEST(agentctl({"run", silent, "--db", db}).err.find("not printed") == std::string::npos);
+    // A workflow that declares its outputs prints them: those are its stdout.
+    std::ofstream(wf, std::ios::app) << "  outputs: {n: \"${{ tasks.e.output.items }}\"}\n";
+    auto declared = agentctl({"--color", "never", "run", wf, "--db", db});
+    BOOST_TEST(declared.exit_code == 0, declared.err);
+    BOOST_TEST(declared.out.find("outputs:") == 0u, declared.out);
+    BOOST_TEST(declared.err.find("not printed") == std::string::npos, declared.err);
 }
 
 BOOST_AUTO_TEST_CASE(outputs_are_readable_and_failures_name_their_vars) {
@@ -485,12 +556,20 @@ BOOST_AUTO_TEST_CASE(retries_stderr_tails_and_limits_say_what_they_hide) {
     auto wf = dir.write("wf.yaml", workflow("sh", actions, tasks));
     auto r = agentctl({"--color", "never", "run", wf});
     BOOST_TEST(r.exit_code == 4, r.err);
-    BOOST_TEST(r.err.find("↻ flaky attempt 1 of 3 failed: exited with status 2; retrying in 10 ms") !=
-                   std::string::npos,
+    // Without -v: one line for every retry of the run.
+    BOOST_TEST(r.err.find("↻ flaky attempt") == std::string::npos, r.err);
+    BOOST_TEST(r.err.find("↻ 1 task was retried, 2 retries in all (-v shows each)\n") != std::string::npos,
                r.err);
-    BOOST_TEST(r.err.find("↻ flaky attempt 2 of 3 failed") != std::string::npos, r.err);
-    BOOST_TEST(r.err.find("↻ flaky attempt 3") == std::string::npos,
-               r.err);  // the last one is the task's end
+    // With -v: each retry as it happens, and no summary of them.
+    auto v = agentctl({"--color", "never", "-v", "run", wf});
+    BOOST_TEST(v.exit_code == 4, v.err);
+    BOOST_TEST(v.err.find("↻ flaky attempt 1 of 3 failed: exited with status 2; retrying in 10 ms") !=
+                   std::string::npos,
+               v.err);
+    BOOST_TEST(v.err.find("↻ flaky attempt 2 of 3 failed") != std::string::npos, v.err);
+    BOOST_TEST(v.err.find("↻ flaky attempt 3") == std::string::npos,
+               v.err);  // the last one is the task's end
+    BOOST_TEST(v.err.find("retries in all") == std::string::npos, v.err);
     BOOST_TEST(r.err.find("  | … 7 earlier stderr lines not shown (12 in all") != std::string::npos, r.err);
     BOOST_TEST(r.err.find("  | 8\n  | 9\n  | 10\n  | 11\n  | 12\n") != std::string::npos, r.err);
     BOOST_TEST(
@@ -515,18 +594,59 @@ BOOST_AUTO_TEST_CASE(retries_stderr_tails_and_limits_say_what_they_hide) {
 
 BOOST_AUTO_TEST_CASE(zero_tasks_from_a_misnamed_input_warns_even_when_quiet) {
     temp_dir dir;
-    auto wf = dir.write(
-        "wf.yaml", workflow("\"true\"", "    ok: {kind: builtin.shell.exec, command: /bin/true}\n",
-                            "    - {id: gz, uses: action:ok, foreach: {items: \"${{ inputs.files }}\"}}\n",
-                            "  inputs: {files: []}\n"));
+    auto wf = dir.write("wf.yaml", gz_over_files_workflow());
+    const std::string warned = "gz expanded to no task: its items are empty [empty_expansion]";
     auto r = agentctl({"--color", "never", "run", "-q", wf, "--input", "file=[\"a\"]"});
     BOOST_TEST(r.exit_code == 0, r.err);
     BOOST_TEST(r.err.find("undeclared_input") != std::string::npos, r.err);
-    BOOST_TEST(r.err.find("gz expanded to no task [empty_expansion]") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find(warned) != std::string::npos, r.err);
+    // A forgotten --items: said in every output mode.
+    for (const std::vector<std::string>& mode : {std::vector<std::string>{}, {"-q"}}) {
+        auto args = mode;
+        args.insert(args.end(), {"--color", "never", "run", wf});
+        auto h = agentctl(args);
+        BOOST_TEST(h.exit_code == 0, h.err);
+        BOOST_TEST(h.err.find(warned) != std::string::npos, h.err);
+    }
+    for (const char* format : {"json", "jsonl"}) {
+        auto j = agentctl({"--output", format, "run", wf});
+        BOOST_TEST(j.exit_code == 0, j.err);
+        std::string last = j.out.substr(j.out.rfind('\n', j.out.size() - 2) + 1);
+        bool said = false;
+        json::value envelope = parse_json(last);
+        for (const auto& d : envelope.at("diagnostics").as_array())
+            said = said || d.at("code").as_string() == "empty_expansion";
+        BOOST_TEST(said, format << ": " << j.out);
+    }
     // Named right: quiet is quiet.
     auto ok = agentctl({"--color", "never", "run", "-q", wf, "--input", "files=[\"a\"]"});
     BOOST_TEST(ok.exit_code == 0, ok.err);
     BOOST_TEST(ok.err.find("warning") == std::string::npos, ok.err);
+}
+
+// An items file fills a declared input: a name the workflow does not declare is a typo, exit 2
+// before anything is read, run or recorded.
+BOOST_AUTO_TEST_CASE(an_items_file_for_an_undeclared_input_is_refused) {
+    temp_dir dir;
+    auto wf = dir.write("wf.yaml", gz_over_files_workflow());
+    auto list = dir.write("list.txt", "a\nb\n");
+    std::string db = dir.path() + "/j.db";
+    for (const char* command : {"check", "plan", "run"}) {
+        std::vector<std::string> args = {"--color", "never", command, wf, "--items", "file=" + list};
+        if (std::string(command) == "run") args.insert(args.end(), {"--db", db});
+        auto r = agentctl(args);
+        BOOST_TEST(r.exit_code == 2, command << ": " << r.err);
+        BOOST_TEST(r.err.find("error: --items file=" + list + ": the workflow declares no input `file`") !=
+                       std::string::npos,
+                   r.err);
+        BOOST_TEST(r.err.find("did you mean `files`?") != std::string::npos, r.err);
+    }
+    BOOST_TEST(!fs::exists(db), "a run was recorded");
+    auto j = agentctl({"--output", "json", "run", wf, "--items", "file=" + list, "--db", db});
+    BOOST_TEST(j.exit_code == 2);
+    BOOST_TEST(j.err.find("\"code\":\"undeclared_input\"") != std::string::npos, j.err);
+    auto right = agentctl({"run", wf, "--items", "files=" + list, "--db", db});
+    BOOST_TEST(right.exit_code == 0, right.err);
 }
 
 BOOST_AUTO_TEST_CASE(the_readme_batch_from_parallel_runs_as_written) {

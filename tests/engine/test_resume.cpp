@@ -45,10 +45,11 @@ spec:
 )";
 
 /// Succeeds (stdout "out-ID") unless the task id is in `failing`; `hanging` never ends unless
-/// cancelled.
+/// cancelled (its process started: a handle is reported); `waiting` neither, and never starts
+/// a process (a spawn still queued when the run is cancelled).
 class scripted_runner final : public task_runner {
 public:
-    std::set<std::string> failing, hanging;
+    std::set<std::string> failing, hanging, waiting;
     std::map<std::string, int> ran;
     std::map<std::string, std::uint32_t> attempt_numbers;
     std::function<void()> all_hanging;  ///< called once every hanging task has started
@@ -60,8 +61,13 @@ public:
         std::string id = request.task_id;
         ++ran[id];
         attempt_numbers[id] = request.attempt;
-        if (hanging.count(id)) {
-            if (++hung == hanging.size() && all_hanging) all_hanging();
+        if (hanging.count(id) || waiting.count(id)) {
+            if (hanging.count(id) && request.on_started) {
+                attempt_started started;
+                started.pid = 1 << 22;  // above pid_max's default: no process of this host
+                request.on_started(started);
+            }
+            if (++hung == hanging.size() + waiting.size() && all_hanging) all_hanging();
             auto slot = asio::get_associated_cancellation_slot(handler);
             auto h = std::make_shared<asio::any_completion_handler<void(task_result)>>(std::move(handler));
             slot.assign([h, ex = ex](asio::cancellation_type) {
@@ -315,6 +321,21 @@ spec:
     listed = db.list_runs(1);
     BOOST_TEST(listed->at(0).tasks_by_state.at("succeeded") == compiled.size());
     BOOST_TEST(listed->at(0).tasks_by_state.size() == 1u);
+}
+
+// A Ctrl-C that came before a task's process was spawned left no effect: that task is not
+// uncertain, it just runs again; the one whose process had started is.
+BOOST_FIXTURE_TEST_CASE(a_task_cancelled_before_its_process_started_is_not_uncertain, fixture) {
+    scripted_runner first;
+    first.hanging = {"a"};
+    first.waiting = {"d"};
+    run_report r1 = first_run(first, /*cancel_soon=*/true);
+    BOOST_TEST((r1.state == run_state::cancelled));
+    journal db = open_db();
+    resume_plan refused = prepare_resume(db, r1.run_id, {}, never_alive);
+    BOOST_TEST(refused.uncertain.size() == 1u);
+    BOOST_TEST(actions(refused) == "d=run a=uncertain b=run c=run ");
+    BOOST_TEST(refused.decisions[0].reason == "did not finish (attempt 1 cancelled)");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

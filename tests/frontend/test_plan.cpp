@@ -342,6 +342,19 @@ BOOST_AUTO_TEST_CASE(timeouts_follow_the_fallback_chain) {
     BOOST_TEST(task_of(p, "both").timeout_ms == 10000);
     BOOST_TEST(task_of(p, "task_only").timeout_ms == 30000);
     BOOST_TEST(task_of(p, "neither").timeout_ms == 45000);
+
+    // The command line's (--timeout, --retries) over all of them.
+    compile_options options;
+    options.task_timeout_ms = 2500;
+    options.task_attempts = 4;
+    auto r = compile(wf, options);
+    BOOST_TEST_REQUIRE(r.compiled.has_value());
+    for (const char* id : {"both", "task_only", "neither"}) {
+        BOOST_TEST(task_of(*r.compiled, id).timeout_ms == 2500, id);
+        BOOST_TEST(task_of(*r.compiled, id).retry.max_attempts == 4, id);
+        BOOST_TEST(task_of(*r.compiled, id).retry.on.size() == 3u, id);
+    }
+    BOOST_TEST(r.compiled->plan_digest != p.plan_digest);
 }
 
 BOOST_AUTO_TEST_CASE(task_outputs_defer_rendering_to_run_time) {

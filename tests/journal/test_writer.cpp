@@ -512,9 +512,10 @@ BOOST_AUTO_TEST_CASE(a_final_like_its_end_stores_its_json_once) {
         env.writer->record_end(make_end(7, 1, r7));
         finals.push_back(make_final(7, same_but_streams(r7), 1));
         finals.back().reused = true;
-        // 8: never ran: no end to share with.
+        // 8: never ran: no end to share with (and, as the engine records it, why).
         task_result skipped;
         skipped.state = task_state::skipped;
+        skipped.error = task_error{error_code::dependency_not_succeeded, "a need failed"};
         finals.push_back(make_final(8, skipped, std::nullopt));
         for (std::size_t i = 5; i < finals.size(); ++i) env.writer->record_final(finals[i]);
         env.writer->record_run_end(journal_run_end{journal_run_state::failed, 7, std::nullopt});

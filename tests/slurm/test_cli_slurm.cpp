@@ -478,14 +478,15 @@ BOOST_AUTO_TEST_CASE(jobs_bounds_the_submitted_jobs) {
     BOOST_TEST(most <= 2u, most << " jobs of the run were in the queue at once");
 }
 
-// agentctl parallel --backend slurm: each job one srun job, GNU parallel's output and exit status.
+// agentctl parallel --backend slurm --slurm-dispatch job: each job one srun job, GNU parallel's
+// output and exit status.
 BOOST_AUTO_TEST_CASE(parallel_runs_its_jobs_as_slurm_jobs) {
     const auto& c = cluster::get();
     cli_test::temp_dir dir;
     cli_test::command_options o;
     o.cwd = dir.path();
-    auto r = cli({"parallel", "--backend", "slurm", "--slurm-partition", c.partition, "-k", "--shell",
-                  "echo {} job=${SLURM_JOB_ID:-none}", ":::", "a", "b"},
+    auto r = cli({"parallel", "--backend", "slurm", "--slurm-dispatch", "job", "--slurm-partition",
+                  c.partition, "-k", "--shell", "echo {} job=${SLURM_JOB_ID:-none}", ":::", "a", "b"},
                  o);
     BOOST_TEST_REQUIRE(r.exit_code == 0, r.out << r.err);
     std::istringstream lines(r.out);

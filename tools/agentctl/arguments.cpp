@@ -59,9 +59,28 @@ std::optional<int> parse_backend(command_line& cl, const arguments& a) {
 
 std::optional<int> parse_jobs(command_line& cl, const arguments& a) {
     if (!a.has("jobs")) return std::nullopt;
-    cl.jobs = number_of<int>(a.value("jobs"));
+    const std::string text = a.value("jobs");
+    cl.jobs = number_of<int>(text);
+    if (!cl.jobs && !number_of<double>(text))
+        return usage_error(cl, "--jobs " + text + ": not a number (tasks at once, 1 to 4096)");
     if (!cl.jobs || *cl.jobs < 1 || *cl.jobs > limits::max_concurrency)
-        return usage_error(cl, "--jobs must be between 1 and 4096");
+        return usage_error(cl, "--jobs must be a whole number between 1 and 4096");
+    return std::nullopt;
+}
+
+std::optional<int> parse_task_limits(command_line& cl, const arguments& a) {
+    if (a.has("timeout")) {
+        cl.task_timeout_seconds = number_of<double>(a.value("timeout"));
+        if (!cl.task_timeout_seconds || !(*cl.task_timeout_seconds >= 0.001) ||
+            *cl.task_timeout_seconds > limits::max_timeout_ms / 1000)
+            return usage_error(cl, "--timeout " + a.value("timeout") +
+                                       ": every task's timeout is a number of seconds from 0.001 to 86400");
+    }
+    if (a.has("retries")) {
+        cl.task_attempts = number_of<int>(a.value("retries"));
+        if (!cl.task_attempts || *cl.task_attempts < 1 || *cl.task_attempts > limits::max_retry_attempts)
+            return usage_error(cl, "--retries " + a.value("retries") + ": the attempts in all, 1 to 20");
+    }
     return std::nullopt;
 }
 

@@ -4,6 +4,7 @@
 #include <agentctl/backend.hpp>
 #include <agentctl/diagnostic.hpp>
 #include <agentctl/error.hpp>
+#include <agentctl/journal_run.hpp>
 #include <agentctl/json.hpp>
 #include <agentctl/session.hpp>
 #include <agentctl/watchdog.hpp>
@@ -41,7 +42,9 @@ struct command_line {
     bool null_separated = false;             ///< --null
     std::optional<int> jobs;
     std::optional<std::string> workspace;
-    std::optional<double> timeout_seconds;
+    std::optional<double> timeout_seconds;       ///< --timeout-seconds: the whole run's
+    std::optional<double> task_timeout_seconds;  ///< --timeout: every task's
+    std::optional<int> task_attempts;            ///< --retries: every task's attempts in all
     bool interactive = false;
     bool keep_going = false;
     bool show_output = false;                    ///< --show-output (also set by --tag)
@@ -53,12 +56,15 @@ struct command_line {
     std::optional<std::string> db;     ///< --db PATH
     bool no_journal = false;           ///< --no-journal
     std::string run_id;                ///< resume RUN_ID, runs show RUN_ID
+    bool last = false;                 ///< resume --last, runs show --last: the newest run
+    bool failed_only = false;          ///< runs show --failed
     std::string runs_action;           ///< runs: list | show | gc
     std::optional<std::size_t> limit;  ///< runs list --limit
     std::optional<std::size_t> keep;   ///< runs gc --keep
     std::optional<std::string> task;   ///< runs show --task
     bool show_stdout = false;          ///< runs show --stdout
     bool show_stderr = false;          ///< runs show --stderr
+    std::optional<std::uint32_t> attempt;  ///< runs show --task ID --attempt N
     bool retry_failed = false;         ///< resume --retry-failed
     bool rerun_uncertain = false;      ///< resume --rerun-uncertain
     bool dry_run = false;              ///< resume --dry-run
@@ -77,6 +83,8 @@ struct command_line {
         r.separator = null_separated ? item_separator::nul : item_separator::line;
         r.vars = vars;
         r.vars_files = vars_files;
+        r.task_timeout_seconds = task_timeout_seconds;
+        r.task_attempts = task_attempts;
         return r;
     }
 };
@@ -121,6 +129,8 @@ std::optional<int> parse_workflow_file(command_line& cl, const arguments& a);
 std::optional<int> parse_backend(command_line& cl, const arguments& a);
 std::optional<int> parse_jobs(command_line& cl, const arguments& a);
 std::optional<int> parse_journal_db(command_line& cl, const arguments& a);
+/// --timeout S and --retries N: every task's, over the workflow's (plan, run).
+std::optional<int> parse_task_limits(command_line& cl, const arguments& a);
 
 /// Each command's parse, beside its run_*() (cmd_*.cpp).
 std::optional<int> parse_check(command_line& cl, const arguments& a);
@@ -158,7 +168,10 @@ bool use_color(const command_line& cl, int fd);
 std::string paint(bool color, const char* sgr, std::string_view text);
 void print_diagnostics_human(const command_line& cl, const diagnostics& diags);
 /// What the sweep of dead runs' leftovers removed (human output; JSON carries it itself).
-void print_leftovers_human(const command_line& cl, const sweep_report& r);
+/// Under -q only what `known` (the journal's dead runs' owners) left: what runs of other
+/// journals, or of none, left is still removed, but said only without -q.
+void print_leftovers_human(const command_line& cl, const sweep_report& r,
+                           const std::vector<journal_owner>* known = nullptr);
 
 /// The absolute workspace root of `p` when the base folder is `base_dir` (policy.workspaceRoot
 /// as written when absolute, else beneath `base_dir`), normalised lexically.
@@ -175,6 +188,11 @@ int print_failure(const command_line& cl, std::string_view message, exit_status 
 /// open_session() for the command line; prints the diagnostics and the failure when the
 /// workflow does not compile (then `ok()` is false and `status` says how to exit).
 session open_and_report(const command_line& cl);
+
+/// When a host action's bare command is missing from PATH (missing_commands()): the failure,
+/// printed before anything is recorded (exit 4); nothing when every command resolves.
+std::optional<int> refuse_missing_commands(const command_line& cl, const plan& p,
+                                           const std::string& base_dir);
 
 /// The watchdog (docs/CRASH_SAFETY.md), started while agentctl has one thread; a warning when
 /// it cannot start.

@@ -6,6 +6,7 @@
 #include "output_queue.hpp"
 #include "parallel_display.hpp"
 
+#include <agentctl/doctor.hpp>
 #include <agentctl/parallel.hpp>
 
 #include <boost/asio/io_context.hpp>
@@ -83,7 +84,10 @@ const std::vector<parallel_option>& parallel_options() {
         {{"--env"}, "NAME", "pass NAME to every job too (PATH HOME LANG LC_* TMPDIR TERM always are)"},
         {{"--print-workflow"}, "", "print the equivalent workflow (YAML) and run nothing"},
         {{"--container"}, "IMAGE", "run each job in a container of IMAGE (pinned by digest, already here)"},
-        {{"--backend"}, "local|slurm", "where jobs run (default local; slurm: one srun job each)"},
+        {{"--backend"}, "local|slurm", "where jobs run (default local; slurm: on a Slurm cluster)"},
+        {{"--slurm-dispatch"},
+         "auto|worker|job",
+         "with --backend slurm: a worker per node of the allocation, or a Slurm job each (default auto)"},
         {{"--slurm-partition"}, "P", "with --backend slurm: the partition"},
         {{"--slurm-account"}, "A", "with --backend slurm: the account to charge"},
         {{"--slurm-qos"}, "Q", "with --backend slurm: the quality of service"},
@@ -598,6 +602,9 @@ int run_parallel(const std::vector<std::string>& args, std::vector<std::string> 
     cl.file = request.file;
     auto base = resolve_base_dir(request);
     if (!base) return parallel_failure(cl, base.error().message);
+    // A program that cannot start makes no run (as for `agentctl run`).
+    if (auto missing = missing_commands(*s.compiled, process_environment().search_path, *base))
+        return parallel_failure(cl, missing->message + "; nothing was run or recorded");
 
     // The watchdog while agentctl has one thread (the joblog's writer is one).
     std::optional<watchdog> watch = start_watchdog(cl);
@@ -661,7 +668,7 @@ int run_parallel(const std::vector<std::string>& args, std::vector<std::string> 
         fe.gate = &*display;
     };
     int status = execute_run(cl, watch ? &*watch : nullptr, *s.compiled, diags, *base, std::move(db),
-                             std::move(swept.removed), std::move(record), nullptr, &fe);
+                             std::move(swept), std::move(record), nullptr, &fe);
     if (joblog) joblog->drain();
     if (reported) return status;
     return status == 130 ? 130 : status == 0 ? 0 : 255;

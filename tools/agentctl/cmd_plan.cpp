@@ -8,7 +8,8 @@
 namespace agentctl::cli {
 
 std::optional<int> parse_plan(command_line& cl, const arguments& a) {
-    return parse_workflow_file(cl, a);
+    if (auto refused = parse_workflow_file(cl, a)) return refused;
+    return parse_task_limits(cl, a);
 }
 
 int run_plan(const command_line& cl, watchdog*) {

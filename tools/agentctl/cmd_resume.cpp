@@ -2,6 +2,7 @@
 // prepare_resume(); this is the command line around it).
 #include "cli.hpp"
 #include "journal_cli.hpp"
+#include "run_display.hpp"
 
 #include <boost/json/parse.hpp>
 
@@ -62,10 +63,38 @@ int print_dry_run(const command_line& cl, journal& db, resume_plan& rp) {
     return status(exit_status::success);
 }
 
+// The command line that was given, with --rerun-uncertain (and the run's id for --last, which
+// may name another run by then): what continues the run.
+std::string rerun_command(const command_line& cl) {
+    std::string out;
+    bool added = false;
+    for (const auto& word : cl.argv) {
+        out += (out.empty() ? "" : " ") + shell_word(word == "--last" ? cl.run_id : word);
+        if (!added && word == "resume") {
+            out += " --rerun-uncertain";
+            added = true;
+        }
+    }
+    return out;
+}
+
 int print_refusal(const command_line& cl, journal& db, const resume_plan& rp) {
     if (rp.journal_code) return print_journal_failure(cl, {*rp.journal_code, rp.message});
     diagnostics d = rp.diags;
     warn_running_leftovers(db, cl.run_id, d);
+    if (!rp.uncertain.empty() && cl.output == output_format::human) {
+        // One line for the run, not two per task: how many, where to see them, and the
+        // command that continues (the tasks are listed by --dry-run and runs show).
+        std::size_t n = rp.uncertain.size();
+        print_diagnostics_human(cl, d);
+        return print_failure(cl,
+                             "run " + cl.run_id + ": " + std::to_string(n) +
+                                 (n == 1 ? " task was" : " tasks were") +
+                                 " running when it stopped and may have had " + (n == 1 ? "its" : "their") +
+                                 " effect; nothing was run (--dry-run lists them). To run " +
+                                 (n == 1 ? "it" : "them") + " again: " + rerun_command(cl),
+                             rp.status);
+    }
     for (const auto& a : rp.uncertain)
         d.error("resume_uncertain", "",
                 "task \"" + a.intent.task_id + "\": attempt " + std::to_string(a.intent.attempt) +
@@ -129,15 +158,20 @@ std::optional<int> parse_resume(command_line& cl, const arguments& a) {
     cl.retry_failed = a.has("retry-failed");
     cl.rerun_uncertain = a.has("rerun-uncertain");
     cl.dry_run = a.has("dry-run");
-    if (a.operands.size() != 1) return usage_error(cl, "resume needs exactly one RUN_ID");
-    cl.run_id = a.operands[0];
+    cl.last = a.has("last");
+    if (cl.last && !a.operands.empty()) return usage_error(cl, "resume takes a RUN_ID or --last, not both");
+    if (!cl.last && a.operands.size() != 1)
+        return usage_error(cl, "resume needs exactly one RUN_ID (or --last)");
+    if (!cl.last) cl.run_id = a.operands[0];
     return std::nullopt;
 }
 
-int run_resume(const command_line& cl, watchdog* watch) {
+int run_resume(const command_line& given, watchdog* watch) {
     int failed = 0;
-    auto db = open_journal(cl, cl.dry_run ? journal_access::read : journal_access::write, failed);
+    auto db = open_journal(given, given.dry_run ? journal_access::read : journal_access::write, failed);
     if (!db) return failed;
+    command_line cl = given;
+    if (auto none = take_last_run(cl, *db)) return *none;
     resume_options o;
     o.retry_failed = cl.retry_failed;
     o.rerun_uncertain = cl.rerun_uncertain;
@@ -146,6 +180,7 @@ int run_resume(const command_line& cl, watchdog* watch) {
     if (!rp.ok()) return print_refusal(cl, *db, rp);
     command_line rcl = stored_options(cl, rp);
     if (cl.output == output_format::human) print_diagnostics_human(cl, rp.diags);
+    if (auto refused = refuse_missing_commands(cl, *rp.compiled, rp.run.base_dir)) return *refused;
 
     // What the dead run (and any other) left goes first; then the claim, then the rest.
     dead_run_sweep swept = sweep_dead_runs(&*db, false);
@@ -153,8 +188,8 @@ int run_resume(const command_line& cl, watchdog* watch) {
     diagnostics diags = rp.diags;
     diags.append(swept.warnings);
     if (cl.output == output_format::human) print_diagnostics_human(cl, swept.warnings);
-    return execute_run(rcl, watch, *rp.compiled, diags, rp.run.base_dir, std::move(db),
-                       std::move(swept.removed), {}, &rp);
+    return execute_run(rcl, watch, *rp.compiled, diags, rp.run.base_dir, std::move(db), std::move(swept), {},
+                       &rp);
 }
 
 }  // namespace agentctl::cli

@@ -4,6 +4,7 @@
 #include "output_queue.hpp"
 #include "run_display.hpp"
 
+#include <agentctl/doctor.hpp>
 #include <agentctl/engine.hpp>
 #include <agentctl/resume.hpp>
 #include <agentctl/wire.hpp>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 
 namespace asio = boost::asio;
 
@@ -63,26 +65,50 @@ private:
     bool said_ = false;
 };
 
-// A foreach over an input that was misnamed on the command line expands to nothing and the
-// run "succeeds": under -q too, say why (the undeclared input), since nothing else will.
-void warn_empty_expansions(const command_line& cl, const plan& p, const diagnostics& diags) {
+std::string current_folder() {
+    std::error_code ec;
+    return std::filesystem::current_path(ec).string();
+}
+
+// A foreach or matrix that expands to no task runs nothing, and the run "succeeds": said in
+// every output mode, under -q too (with the undeclared inputs that are the usual cause),
+// since nothing else will say it.
+diagnostics empty_expansions(const plan& p) {
     std::string empty;
     for (const auto& t : p.nodes)
         if (t.kind == plan_task::kind_t::aggregate && t.child_count == 0)
             empty += (empty.empty() ? "" : ", ") + t.id;
+    diagnostics d;
+    if (!empty.empty())
+        d.warning("empty_expansion", "", empty + " expanded to no task: its items are empty",
+                  "give them with --items NAME=FILE, --input or --inputs-file, by the names of spec.inputs");
+    return d;
+}
+
+void print_empty_expansions(const command_line& cl, const diagnostics& empty, const diagnostics& diags) {
     if (empty.empty()) return;
     diagnostics said;
-    for (const auto& d : diags.items())
-        if (d.code == "undeclared_input") said.add(d);
-    if (said.items().empty()) return;
-    said.warning("empty_expansion", "", empty + " expanded to no task",
-                 "check the names given to --input, --items and --inputs-file against spec.inputs");
+    if (cl.quiet)  // the rest of diags was printed already
+        for (const auto& d : diags.items())
+            if (d.code == "undeclared_input") said.add(d);
+    said.append(empty);
     command_line loud = cl;
     loud.quiet = false;
     print_diagnostics_human(loud, said);
 }
 
 }  // namespace
+
+std::optional<int> refuse_missing_commands(const command_line& cl, const plan& p,
+                                           const std::string& base_dir) {
+    auto missing = missing_commands(p, process_environment().search_path, base_dir);
+    if (!missing) return std::nullopt;
+    std::string message = missing->message + "; nothing was run or recorded";
+    diagnostics d;
+    d.error(std::string(to_string(missing->code)), "", message);
+    if (cl.output == output_format::human) return print_failure(cl, message, exit_status::run_failed);
+    return print_failure(cl, message, exit_status::run_failed, d);
+}
 
 std::optional<int> parse_run(command_line& cl, const arguments& a) {
     if (auto refused = parse_workflow_file(cl, a)) return refused;
@@ -92,6 +118,7 @@ std::optional<int> parse_run(command_line& cl, const arguments& a) {
     cl.show_output = a.has("show-output") || cl.tag;
     if (auto refused = parse_backend(cl, a)) return refused;
     if (auto refused = parse_jobs(cl, a)) return refused;
+    if (auto refused = parse_task_limits(cl, a)) return refused;
     if (a.has("timeout-seconds")) {
         cl.timeout_seconds = number_of<double>(a.value("timeout-seconds"));
         if (!cl.timeout_seconds || !(*cl.timeout_seconds > 0 && *cl.timeout_seconds <= 86400 * 365))
@@ -104,9 +131,10 @@ int run_run(const command_line& cl, watchdog* watch) {
     session s = open_and_report(cl);
     if (!s.ok()) return status(s.status);
     const plan& p = *s.compiled;
+    diagnostics empty = empty_expansions(p);
     if (cl.output == output_format::human) {
         print_diagnostics_human(cl, s.diags);
-        if (cl.quiet) warn_empty_expansions(cl, p, s.diags);
+        print_empty_expansions(cl, empty, s.diags);
     }
 
     if (auto refusal = refuse_unapproved(s)) {
@@ -118,6 +146,8 @@ int run_run(const command_line& cl, watchdog* watch) {
 
     auto base = resolve_base_dir(cl.request());
     if (!base) return print_failure(cl, base.error().message, exit_status::usage);
+    // A command that cannot start makes no run: nothing to resume, nothing to list.
+    if (auto refused = refuse_missing_commands(cl, p, *base)) return *refused;
 
     // The journal before any effect: a journal that cannot be used is exit 5, nothing runs.
     std::optional<journal> db;
@@ -131,19 +161,20 @@ int run_run(const command_line& cl, watchdog* watch) {
     // the engines this run uses (by the engine, in its preflight), their Slurm jobs.
     dead_run_sweep swept = sweep_dead_runs(db ? &*db : nullptr, false);
     if (swept.error) return print_journal_failure(cl, *swept.error);
-    sweep_report leftovers = std::move(swept.removed);
     journal_run record;
     if (db) record = run_record(cl, s, *base);
     diagnostics diags = s.diags;
+    diags.append(empty);
     diags.append(swept.warnings);
     if (cl.output == output_format::human) print_diagnostics_human(cl, swept.warnings);
-    return execute_run(cl, watch, p, diags, *base, std::move(db), std::move(leftovers), std::move(record),
+    return execute_run(cl, watch, p, diags, *base, std::move(db), std::move(swept), std::move(record),
                        nullptr);
 }
 
 int execute_run(const command_line& cl, watchdog* watch, const plan& p, const diagnostics& diags,
-                const std::string& base_dir, std::optional<journal> db, sweep_report leftovers,
+                const std::string& base_dir, std::optional<journal> db, dead_run_sweep swept,
                 journal_run record, const resume_plan* resume, run_frontend* frontend) {
+    sweep_report& leftovers = swept.removed;
     asio::io_context io(1);
     if (watch) watch->observe(io);
     // From here on agentctl's own output goes through queues, written by threads of the
@@ -167,6 +198,8 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
     settings.slurm = cl.slurm;
     progress_printer progress(io, cl, p);
     progress.set_behind([&err_queue] { return err_queue.backlog() > 0; });
+    if (std::string root = workspace_root_path(p, base_dir); root != current_folder())
+        progress.set_workspace(root);
     run_collaborators with;
     with.events = frontend && frontend->events ? frontend->events : &progress;
     with.gate = &gate;
@@ -285,7 +318,7 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
     err_queue.drain();
     redirect_standard_streams(nullptr, nullptr);
     if (watch) watch->clean_exit();
-    print_leftovers_human(cl, leftovers);
+    print_leftovers_human(cl, leftovers, &swept.dead_owners);
     if (reader_gone) {
         print_failure(cl, "the reader of agentctl's output went away (EPIPE); the run was cancelled",
                       exit_status::cancelled);
@@ -301,7 +334,8 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
         return status;
     }
     if (cl.output == output_format::human) {
-        print_summary(cl, p, *report, {workspace_root_path(p, base_dir), cancel_reason},
+        print_summary(cl, p, *report,
+                      {cancel_reason, progress.retries(), progress.unshown(), recorder.has_value()},
                       results ? &*results : nullptr);
         if (resume) print_resume_summary(cl, p, *report);
     } else {

@@ -2,6 +2,7 @@
 // journal read back (docs/CLI.md, "runs").
 #include "cli.hpp"
 #include "journal_cli.hpp"
+#include "run_display.hpp"
 
 #include <agentctl/session.hpp>
 #include <agentctl/wire.hpp>
@@ -45,10 +46,41 @@ std::string duration_text(std::optional<std::uint64_t> ms) {
     return buf;
 }
 
-std::string pad(std::string s, std::size_t width) {
-    if (s.size() < width) s.resize(width, ' ');
-    return s;
+// `s` cut to `width` characters (code points, the last one then "…"), then padded to them
+// and `gap` spaces.
+std::string column(const std::string& s, std::size_t width, std::size_t gap = 1) {
+    std::string out;
+    std::size_t chars = 0;
+    for (std::size_t i = 0; i < s.size();) {
+        std::size_t len = 1;
+        while (i + len < s.size() && (static_cast<unsigned char>(s[i + len]) & 0xc0) == 0x80) ++len;
+        if (chars + 1 == width && i + len < s.size()) {
+            out += "…";
+            ++chars;
+            break;
+        }
+        out.append(s, i, len);
+        ++chars;
+        i += len;
+    }
+    return out + std::string(width - chars + gap, ' ');
 }
+
+// At most 6 characters: "850 ms", "2.50 s", "12.3 s", "17 min", "3.5 h".
+std::string short_duration(std::optional<std::uint64_t> ms) {
+    if (!ms) return "-";
+    double s = *ms / 1000.0;
+    char buf[32];
+    if (s < 100) return duration_text(ms);
+    if (s < 6000)
+        std::snprintf(buf, sizeof buf, "%.0f min", s / 60);
+    else
+        std::snprintf(buf, sizeof buf, "%.1f h", s / 3600);
+    return buf;
+}
+
+// A journal past this size gets `runs gc` suggested under the list.
+constexpr std::uint64_t gc_hint_bytes = std::uint64_t(1) << 30;
 
 journal_run_state shown_state(const journal_run& r) {
     if (r.state == journal_run_state::running && !owner_alive_here(r.owner))
@@ -90,6 +122,15 @@ void write_owner(json_writer& w, const journal_owner& o) {
     w.end_object();
 }
 
+// What `runs show --failed` keeps: a task that ended badly, not one that was never started
+// (a cancelled run's unstarted tasks) nor an aggregate (its children are shown).
+bool failed_task(const plan& p, const journal_task_result& r) {
+    const task_state s = r.result.state;
+    if (p.node(r.task_index).kind == plan_task::kind_t::aggregate) return false;
+    if (s == task_state::succeeded || s == task_state::skipped) return false;
+    return !(s == task_state::cancelled && r.result.attempts == 0);
+}
+
 // Whether the run's latest segment took this result over from an earlier one (a resume
 // that reused it) rather than producing it.
 bool taken_over(const journal_task_result& r, const journal_run& run) {
@@ -109,6 +150,7 @@ int runs_list(const command_line& cl) {
     auto path = journal_path(cl, false, error);
     if (!path) return print_journal_failure(cl, error);
     std::vector<journal_run_summary> runs;
+    std::uint64_t bytes = 0;
     journal_open_options o;
     o.quick_check = false;  // its cost grows with the journal; damage met is still `corrupt`
     auto db = journal::open(*path, journal_access::read, o);
@@ -119,12 +161,14 @@ int runs_list(const command_line& cl) {
         auto listed = db->list_runs(cl.limit.value_or(50), owner_alive_here);
         if (!listed) return print_journal_failure(cl, listed.error());
         runs = std::move(*listed);
+        bytes = db->bytes();
     }
     if (cl.output != output_format::human) {
         print_success("RunList",
                       [&](json_writer& w) {
                           w.begin_object();
                           w.member("journal", *path);
+                          w.member("journalBytes", bytes);
                           w.key("runs");
                           w.begin_array();
                           for (const auto& r : runs) {
@@ -164,19 +208,29 @@ int runs_list(const command_line& cl) {
         standard_output().write("no runs recorded in " + terminal_text(*path) + "\n");
         return status(exit_status::success);
     }
-    std::string out = pad("RUN ID", 38) + pad("WORKFLOW", 20) + pad("STATE", 12) + pad("STARTED", 22) +
-                      pad("DURATION", 10) + "TASKS\n";
+    // 80 columns: the full run id (to copy, or complete), a cut workflow name, the start in
+    // UTC without the year, and the tasks that have a result of those that run, with the
+    // failed ones (runs show has every state; --output json too). 64 columns before TASKS:
+    // 15 are left, enough for "10000/10000 ✗10".
+    std::string out = column("RUN ID", 20, 2) + column("WORKFLOW", 10) + column("STATE", 11) +
+                      column("STARTED", 11) + column("TIME", 6) + "TASKS\n";
     for (const auto& r : runs) {
         std::string tasks = std::to_string(r.recorded) + "/" + std::to_string(r.task_count);
-        std::string detail;
+        std::uint32_t failed = 0;
         for (const auto& [state, n] : r.tasks_by_state)
-            detail += (detail.empty() ? "" : ", ") + std::to_string(n) + " " + state;
-        if (r.reused) detail += (detail.empty() ? "" : ", ") + std::to_string(r.reused) + " reused";
-        if (!detail.empty()) tasks += " (" + detail + ")";
-        out += pad(r.run_id, 38) + pad(terminal_text(r.workflow_name), 20) +
-               pad(std::string(to_string(r.state)), 12) + pad(utc_text(r.created_ms), 22) +
-               pad(duration_text(r.duration_ms), 10) + tasks + "\n";
+            if (state != "succeeded" && state != "skipped" && state != "cancelled") failed += n;
+        if (failed) tasks += " ✗" + std::to_string(failed);
+        std::string started = utc_text(r.created_ms).substr(5, 11);  // MM-DDTHH:MM
+        started[5] = ' ';
+        out += column(r.run_id, 20, 2) + column(terminal_text(r.workflow_name), 10) +
+               column(std::string(to_string(r.state)), 11) + column(started, 11) +
+               column(short_duration(r.duration_ms), 6) + tasks + "\n";
     }
+    out += "journal " + terminal_text(*path) + ": " + bytes_text(bytes);
+    if (bytes >= gc_hint_bytes)
+        out += "; agentctl runs gc --keep 20" + (cl.db ? " --db " + shell_word(*cl.db) : std::string()) +
+               " removes all but the newest 20 runs";
+    out += "\n";
     standard_output().write(out);
     return status(exit_status::success);
 }
@@ -211,10 +265,10 @@ std::string result_line(const std::string& id, const task_result& r, bool reused
 
 int show_stream(const command_line& cl, journal& db, const journal_run& run) {
     fd_sink out(STDOUT_FILENO);
-    auto e = db.read_stream(cl.run_id, *cl.task,
-                            cl.show_stdout ? journal_stream::stdout_stream : journal_stream::stderr_stream,
-                            [&](std::string_view chunk) { out.write(chunk); });
-    if (e && e->code == journal_errc::unknown_run) {
+    auto e = db.read_stream(
+        cl.run_id, *cl.task, cl.show_stdout ? journal_stream::stdout_stream : journal_stream::stderr_stream,
+        [&](std::string_view chunk) { out.write(chunk); }, cl.attempt);
+    if (e && e->code == journal_errc::unknown_run && !cl.attempt) {
         // A task recorded among unstarted ones has no row of its own, and no stream: its index
         // in the stored plan finds its result (the plan is compiled only then).
         std::string why;
@@ -265,12 +319,81 @@ void write_attempt(json_writer& w, const journal_attempt& a) {
     w.end_object();
 }
 
+// `runs show --task ID [--attempt N] --output json`: the TaskRecord document, its result
+// written by `result`.
+int print_task_record(const command_line& cl, const journal_run& run,
+                      const std::vector<journal_attempt>& attempts,
+                      const std::function<void(json_writer&)>& result) {
+    print_success("TaskRecord",
+                  [&](json_writer& w) {
+                      w.begin_object();
+                      w.member("runId", run.run_id);
+                      w.member("taskId", *cl.task);
+                      if (cl.attempt) w.member("attempt", static_cast<std::uint64_t>(*cl.attempt));
+                      w.key("result");
+                      result(w);
+                      w.key("attempts");
+                      w.begin_array();
+                      for (const auto& a : attempts) write_attempt(w, a);
+                      w.end_array();
+                      w.end_object();
+                  },
+                  {});
+    return status(exit_status::success);
+}
+
+// The last lines of a result's streams, for people.
+std::string stream_tails(const task_result& r) {
+    std::string out;
+    for (const char* which : {"stdout", "stderr"}) {
+        auto lines = tail_lines(which[3] == 'o' ? stdout_of(r) : stderr_of(r), 10);
+        if (lines.empty()) continue;
+        out += std::string("  ") + which + " (last lines; --" + which + " prints all):\n";
+        for (const auto& l : lines) out += "  | " + l + "\n";
+    }
+    return out;
+}
+
+// `runs show --task ID --attempt N`: one attempt, an earlier one of a retried task too.
+int show_attempt(const command_line& cl, journal& db, const journal_run& run, const plan& p,
+                 std::uint32_t index) {
+    auto loaded = db.load_attempt(run.run_id, *cl.task, *cl.attempt, true);
+    if (!loaded) return print_journal_failure(cl, loaded.error());
+    if (!*loaded)
+        return print_journal_failure(
+            cl, {journal_errc::unknown_run, "run " + run.run_id + " has no attempt " +
+                                                std::to_string(*cl.attempt) + " of task \"" + *cl.task +
+                                                "\" (journal " + db.path() + ")"});
+    const journal_attempt& a = **loaded;
+    if (cl.output != output_format::human) {
+        return print_task_record(cl, run, {a}, [&](json_writer& w) {
+            if (a.end)
+                write_task_result(w, p, index, *a.end, nullptr, streams_for(cl));
+            else
+                w.null();
+        });
+    }
+    std::string out = "attempt " + std::to_string(a.intent.attempt) + " of " + terminal_text(*cl.task) +
+                      " (segment " + std::to_string(a.segment) + ", " + utc_text(a.intent_ms) + ")" +
+                      (a.uncertain() ? ", uncertain" : "") + "\n";
+    std::string argv;
+    for (const auto& word : a.intent.argv) argv += (argv.empty() ? "" : " ") + shell_word(word);
+    out += "  argv: " + terminal_text(argv) + "\n";
+    if (a.end)
+        out += "  " + result_line(*cl.task, *a.end, false) + stream_tails(*a.end);
+    else
+        out += "  no end recorded\n";
+    standard_output().write(out);
+    return status(exit_status::success);
+}
+
 int show_task(const command_line& cl, journal& db, const journal_run& run, const plan& p) {
     auto index = p.find(*cl.task);
     if (!index)
         return print_journal_failure(
             cl, {journal_errc::unknown_run,
                  "run " + run.run_id + " has no task \"" + *cl.task + "\" (journal " + db.path() + ")"});
+    if (cl.attempt) return show_attempt(cl, db, run, p, *index);
     auto result = db.load_result_at(run.run_id, *index, true);
     if (!result) return print_journal_failure(cl, result.error());
     std::vector<journal_attempt> attempts;
@@ -280,42 +403,25 @@ int show_task(const command_line& cl, journal& db, const journal_run& run, const
     });
     if (e) return print_journal_failure(cl, *e);
     if (cl.output != output_format::human) {
-        print_success("TaskRecord",
-                      [&](json_writer& w) {
-                          w.begin_object();
-                          w.member("runId", run.run_id);
-                          w.member("taskId", *cl.task);
-                          w.key("result");
-                          if (*result) {
-                              task_result r = (*result)->result;
-                              r.reused = taken_over(**result, run);
-                              journal_results children(db, run.run_id);
-                              write_task_result(w, p, *index, r, &children, streams_for(cl));
-                          } else {
-                              w.null();
-                          }
-                          w.key("attempts");
-                          w.begin_array();
-                          for (const auto& a : attempts) write_attempt(w, a);
-                          w.end_array();
-                          w.end_object();
-                      },
-                      {});
-        return status(exit_status::success);
+        return print_task_record(cl, run, attempts, [&](json_writer& w) {
+            if (!*result) {
+                w.null();
+                return;
+            }
+            task_result r = (*result)->result;
+            r.reused = taken_over(**result, run);
+            journal_results children(db, run.run_id);
+            write_task_result(w, p, *index, r, &children, streams_for(cl));
+        });
     }
     std::string out;
     if (*result) {
         const task_result& r = (*result)->result;
-        out += result_line(*cl.task, r, taken_over(**result, run));
-        for (const char* which : {"stdout", "stderr"}) {
-            auto lines = tail_lines(which[3] == 'o' ? stdout_of(r) : stderr_of(r), 10);
-            if (lines.empty()) continue;
-            out += std::string("  ") + which + " (last lines; --" + which + " prints all):\n";
-            for (const auto& l : lines) out += "  | " + l + "\n";
-        }
+        out += result_line(*cl.task, r, taken_over(**result, run)) + stream_tails(r);
     } else {
         out += "? " + terminal_text(*cl.task) + "  no final result recorded\n";
     }
+    if (attempts.size() > 1) out += "  attempts (--attempt N shows one):\n";
     for (const auto& a : attempts) {
         out += "  attempt " + std::to_string(a.intent.attempt) + " (segment " + std::to_string(a.segment) +
                ", " + utc_text(a.intent_ms) +
@@ -326,10 +432,12 @@ int show_task(const command_line& cl, journal& db, const journal_run& run, const
     return status(exit_status::success);
 }
 
-int runs_show(const command_line& cl) {
+int runs_show(const command_line& given) {
     int failed = 0;
-    auto db = open_journal(cl, journal_access::read, failed);
+    auto db = open_journal(given, journal_access::read, failed);
     if (!db) return failed;
+    command_line cl = given;
+    if (auto none = take_last_run(cl, *db)) return *none;
     auto run = db->load_run(cl.run_id);
     if (!run) return print_journal_failure(cl, run.error());
     if (cl.show_stdout || cl.show_stderr) return show_stream(cl, *db, *run);
@@ -379,6 +487,7 @@ int runs_show(const command_line& cl) {
                           journal_results children(*db, cl.run_id);
                           read_error = db->for_each_result(cl.run_id, true, [&](journal_task_result& r) {
                               if (r.task_index >= p->size()) return true;
+                              if (cl.failed_only && !failed_task(*p, r)) return true;
                               r.result.reused = taken_over(r, *run);
                               w.key(id_of(r, *p));
                               write_task_result(w, *p, r.task_index, r.result, &children, streams_for(cl));
@@ -413,7 +522,7 @@ int runs_show(const command_line& cl) {
                        (run->segment ? ", resumed " + std::to_string(run->segment) + "x" : "") + "\n";
     if (run->error) head += "  error: " + terminal_text(run->error->message) + "\n";
     standard_output().write(head);
-    std::size_t recorded = 0, countable = 0;
+    std::size_t recorded = 0, countable = 0, failures = 0;
     for (const auto& t : p->nodes)
         if (t.kind != plan_task::kind_t::aggregate)
             countable += t.kind == plan_task::kind_t::child ? t.child_count : 1;
@@ -421,6 +530,9 @@ int runs_show(const command_line& cl) {
         if (r.task_index >= p->size() || p->node(r.task_index).kind == plan_task::kind_t::aggregate)
             return true;
         ++recorded;
+        bool bad = failed_task(*p, r);
+        failures += bad;
+        if (cl.failed_only && !bad) return true;
         std::string out = result_line(id_of(r, *p), r.result, taken_over(r, *run));
         const task_result& t = r.result;
         if (t.state != task_state::succeeded && t.state != task_state::skipped)
@@ -435,6 +547,7 @@ int runs_show(const command_line& cl) {
                 std::to_string(a.intent.attempt) + " " +
                 (a.end ? std::string(to_string(a.end->state)) : "has no end") + "\n";
     tail += std::to_string(recorded) + " of " + std::to_string(countable) + " tasks have a result";
+    if (cl.failed_only) tail += "; " + std::to_string(failures) + " failed";
     if (!uncertain->empty()) tail += "; " + std::to_string(uncertain->size()) + " uncertain";
     standard_output().write(tail + "\n");
     print_diagnostics_human(cl, warnings);
@@ -476,7 +589,7 @@ int runs_gc(const command_line& cl) {
         return status(swept.removed.ok() ? exit_status::success : exit_status::run_failed);
     }
     print_diagnostics_human(cl, swept.warnings);
-    print_leftovers_human(cl, swept.removed);
+    print_leftovers_human(cl, swept.removed, &swept.dead_owners);
     std::string out;
     for (const auto& id : swept.interrupted)
         out += "run " + id + " was left running by a dead agentctl: now interrupted\n";
@@ -497,13 +610,19 @@ std::optional<int> parse_runs(command_line& cl, const arguments& a) {
     if (auto refused = parse_journal_db(cl, a)) return refused;
     const auto& operands = a.operands;
     cl.runs_action = operands.empty() ? "list" : operands[0];
-    std::size_t wanted = cl.runs_action == "show" ? 2 : 1;
+    cl.last = a.has("last");
+    cl.failed_only = a.has("failed");
+    std::size_t wanted = cl.runs_action == "show" && !cl.last ? 2 : 1;
     if (cl.runs_action != "list" && cl.runs_action != "show" && cl.runs_action != "gc")
         return usage_error(cl, "runs takes list, show RUN_ID or gc, not \"" + cl.runs_action + "\"");
-    if (operands.size() > wanted || (cl.runs_action == "show" && operands.size() != 2))
-        return usage_error(cl, cl.runs_action == "show" ? "runs show needs exactly one RUN_ID"
+    if ((cl.last || cl.failed_only) && cl.runs_action != "show")
+        return usage_error(cl, std::string(cl.last ? "--last" : "--failed") + " applies to runs show only");
+    if (cl.last && operands.size() > 1)
+        return usage_error(cl, "runs show takes a RUN_ID or --last, not both");
+    if (operands.size() != wanted && (cl.runs_action == "show" || operands.size() > wanted))
+        return usage_error(cl, cl.runs_action == "show" ? "runs show needs exactly one RUN_ID (or --last)"
                                                         : "runs " + cl.runs_action + " takes no operand");
-    if (cl.runs_action == "show") cl.run_id = operands[1];
+    if (cl.runs_action == "show" && !cl.last) cl.run_id = operands[1];
     auto count = [&](const char* name, std::optional<std::size_t>& into,
                      const char* action) -> std::optional<int> {
         if (!a.has(name)) return std::nullopt;
@@ -526,6 +645,14 @@ std::optional<int> parse_runs(command_line& cl, const arguments& a) {
     if ((cl.show_stdout || cl.show_stderr) && !cl.task)
         return usage_error(cl, "--stdout and --stderr need --task ID");
     if (cl.show_stdout && cl.show_stderr) return usage_error(cl, "--stdout and --stderr exclude each other");
+    if (cl.failed_only && cl.task) return usage_error(cl, "--failed and --task exclude each other");
+    if (a.has("attempt")) {
+        if (!cl.task) return usage_error(cl, "--attempt needs --task ID");
+        auto n = number_of<std::uint32_t>(a.value("attempt"));
+        if (!n || *n == 0)
+            return usage_error(cl, "--attempt " + a.value("attempt") + ": not an attempt number (1, 2, ...)");
+        cl.attempt = *n;
+    }
     return std::nullopt;
 }
 

@@ -60,6 +60,17 @@ std::optional<journal> open_journal(const command_line& cl, journal_access acces
     return std::move(*db);
 }
 
+std::optional<int> take_last_run(command_line& cl, journal& db) {
+    if (!cl.last) return std::nullopt;
+    auto newest = db.list_runs(1);
+    if (!newest) return print_journal_failure(cl, newest.error());
+    if (newest->empty())
+        return print_journal_failure(cl,
+                                     {journal_errc::unknown_run, "--last: no runs recorded in " + db.path()});
+    cl.run_id = newest->front().run_id;
+    return std::nullopt;
+}
+
 void warn_running_leftovers(journal& db, const std::string& run_id, diagnostics& d) {
     auto dead = db.dead_runs(owner_alive_here);
     if (!dead) return;
@@ -178,6 +189,7 @@ dead_run_sweep sweep_dead_runs(journal* db, bool whole_host) {
         }
         io.run();
     }
+    for (const auto& d : dead) out.dead_owners.push_back(d.owner);
     // What they left is gone (or reported): they are interrupted now, not running.
     for (const auto& d : dead) {
         if (auto e = db->mark_interrupted(d.run_id, d.owner)) {
@@ -212,6 +224,9 @@ journal_run run_record(const command_line& cl, const session& s, const std::stri
         options["slurm"] = std::move(slurm);
     }
     if (cl.timeout_seconds) options["timeoutSeconds"] = *cl.timeout_seconds;
+    // Every task's timeout and attempts: a resume compiles the same plan with them.
+    if (cl.task_timeout_seconds) options["taskTimeoutSeconds"] = *cl.task_timeout_seconds;
+    if (cl.task_attempts) options["retries"] = *cl.task_attempts;
     // What a resume needs to compile the same plan (prepare_resume reads them back).
     if (!s.var_overrides.empty()) options["vars"] = s.var_overrides;
     if (!s.vars_files.empty()) options["varsFiles"] = s.vars_files;

@@ -33,6 +33,10 @@ inline bool default_journal(const command_line& cl) {
 /// returns nullopt with `status` set.
 std::optional<journal> open_journal(const command_line& cl, journal_access access, int& status);
 
+/// `--last`: the newest run of `db` becomes cl.run_id. A status when there is none (exit 5,
+/// printed); nothing otherwise, and without --last.
+std::optional<int> take_last_run(command_line& cl, journal& db);
+
 /// A journal failure as the CLI prints it: exit 5.
 int print_journal_failure(const command_line& cl, const journal_error& e);
 
@@ -59,6 +63,7 @@ private:
 struct dead_run_sweep {
     sweep_report removed;
     std::vector<std::string> interrupted;
+    std::vector<journal_owner> dead_owners;  ///< of the journal's dead runs: their leftovers are its
     diagnostics warnings;                ///< e.g. Slurm could not be asked
     std::optional<journal_error> error;  ///< the journal could not be read or written
 };
@@ -96,9 +101,10 @@ struct run_frontend {
 
 /// Runs `p` (cmd_run.cpp): a new run (`resume` null; `record` is its journal record), or the
 /// prepared resume. `db`: the journal to record into (write access), none for --no-journal.
+/// `swept`: what the sweep before the run removed, reported with the run's own.
 /// Prints progress and the report (or lets `frontend` do it); returns the exit status.
 int execute_run(const command_line& cl, watchdog* watch, const plan& p, const diagnostics& diags,
-                const std::string& base_dir, std::optional<journal> db, sweep_report leftovers,
+                const std::string& base_dir, std::optional<journal> db, dead_run_sweep swept,
                 journal_run record, const resume_plan* resume, run_frontend* frontend = nullptr);
 
 /// After a resumed run's human summary: how many tasks were reused and executed.

@@ -31,10 +31,10 @@ const std::vector<command_info>& commands() {
         {"check", "FILE", "validate a workflow strictly; no effects", parse_check, run_check},
         {"plan", "FILE", "print the compiled plan", parse_plan, run_plan},
         {"run", "FILE", "run the workflow", parse_run, run_run},
-        {"resume", "RUN_ID", "continue a run from its journal: reuse what succeeded, run the rest",
+        {"resume", "RUN_ID|--last", "continue a run from its journal: reuse what succeeded, run the rest",
          parse_resume, run_resume},
-        {"runs", "[list|show RUN_ID|gc]", "past runs in the journal: list them, show one, remove old ones",
-         parse_runs, run_runs},
+        {"runs", "[list|show RUN_ID|show --last|gc]",
+         "past runs in the journal: list them, show one, remove old ones", parse_runs, run_runs},
         {"doctor", "FILE", "check that every process action can run here; runs nothing", parse_doctor,
          run_doctor},
         {"parallel", "[OPTIONS] COMMAND [::: VALUES]",
@@ -83,6 +83,12 @@ const std::vector<option_info>& options() {
          "base folder for workspaceRoot (default: the workflow's folder)",
          {"plan", "run", "doctor"}},
         {"timeout-seconds", 0, "S", "cancel the whole run after S seconds", {"run"}},
+        {"timeout", 0, "S", "every task's timeout in seconds, instead of the workflow's", {"plan", "run"}},
+        {"retries",
+         0,
+         "N",
+         "every task runs up to N times in all (retried on a failure or a timeout)",
+         {"plan", "run"}},
         {"interactive", 0, "", "ask for approval on the terminal", {"run"}},
         {"keep-going", 0, "", "treat every task as failure: continue", {"run"}},
         {"show-output", 0, "", "print each finished task's stdout, whole, in order of completion", {"run"}},
@@ -113,11 +119,14 @@ const std::vector<option_info>& options() {
          "the journal database (default: journal.db in agentctl's state folder)",
          {"run", "resume", "runs"}},
         {"no-journal", 0, "", "record nothing (results stay in memory; no resume)", {"run"}},
+        {"last", 0, "", "the newest run of the journal, instead of RUN_ID", {"resume", "runs"}},
         {"retry-failed", 0, "", "run tasks that failed again", {"resume"}},
         {"rerun-uncertain", 0, "", "run tasks whose last attempt may have had its effect again", {"resume"}},
         {"dry-run", 0, "", "print what each task would do and why; run nothing", {"resume"}},
         {"limit", 0, "N", "runs list: at most N runs (default 50)", {"runs"}},
         {"task", 0, "ID", "runs show: one task", {"runs"}},
+        {"failed", 0, "", "runs show: only the tasks that failed", {"runs"}},
+        {"attempt", 0, "N", "runs show --task: its attempt N (an earlier one of a retried task)", {"runs"}},
         {"stdout", 0, "", "runs show --task: its raw captured stdout", {"runs"}},
         {"stderr", 0, "", "runs show --task: its raw captured stderr", {"runs"}},
         {"keep", 0, "N", "runs gc: keep the newest N runs, remove the others", {"runs"}},
@@ -176,8 +185,9 @@ const command_info* find_command(std::string_view name) {
 }
 
 // Completion: the commands; each command's options and their values (a placeholder `a|b|c`
-// lists them; FILE, PATH and DIR are files); files for FILE operands; run ids for `resume` and
-// `runs show`, from `agentctl runs`.
+// lists them; FILE, PATH and DIR are files; --task and --attempt the run's, from `runs show`;
+// --limit and --keep a few counts); files for FILE operands; run ids for `resume` and `runs
+// show`, from `agentctl runs` (of the --db given on the line).
 std::string completion_script(std::string_view shell) {
     std::vector<std::pair<std::string, std::string>> all;  // every option form and its value
     for (const auto& o : options()) {
@@ -202,6 +212,15 @@ std::string completion_script(std::string_view shell) {
         "    --halt|--halt-on-error) COMPREPLY=($(compgen -W \"now,fail=1 soon,fail=1 now,success=1 "
         "soon,success=1 now,done=1 never\" -- \"$cur\")); return ;;\n";
     value_cases += "    --header) COMPREPLY=(:); return ;;\n";
+    value_cases += "    --limit) COMPREPLY=($(compgen -W \"10 50 100 1000\" -- \"$cur\")); return ;;\n";
+    value_cases += "    --keep) COMPREPLY=($(compgen -W \"0 10 20 50 100\" -- \"$cur\")); return ;;\n";
+    value_cases +=
+        "    --task) [ \"$command\" = runs ] && COMPREPLY=($(compgen -W \"$(_agentctl_tasks "
+        "\"${COMP_WORDS[0]}\" "
+        "\"$run\" \"$db\")\" -- \"$cur\")); return ;;\n";
+    value_cases +=
+        "    --attempt) COMPREPLY=($(compgen -W \"$(_agentctl_attempts \"${COMP_WORDS[0]}\" \"$run\" \"$db\" "
+        "\"$task\")\" -- \"$cur\")); return ;;\n";
     value_cases += "    " + files + ") COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n";
     std::string words_of_command, names;
     for (const auto& c : commands()) {
@@ -216,22 +235,39 @@ std::string completion_script(std::string_view shell) {
     }
     if (shell == "bash")
         return "# bash completion for agentctl: source it, or put it in /etc/bash_completion.d/agentctl\n"
-               "_agentctl_run_ids() { \"$1\" runs --limit 100 2>/dev/null | awk 'NR > 1 { print $1 }'; }\n"
+               "# AGENTCTL RUN DB: the run ids of the journal DB (default: agentctl's), the task ids of\n"
+               "# RUN (default: the newest run), the attempt numbers of TASK.\n"
+               "_agentctl_run_ids() { \"$1\" runs --limit 100 ${2:+--db \"$2\"} 2>/dev/null | awk '/^run-/ { "
+               "print $1 "
+               "}'; }\n"
+               "_agentctl_tasks() { \"$1\" runs show \"${2:---last}\" ${3:+--db \"$3\"} 2>/dev/null | awk "
+               "'$1 == "
+               "\"✓\" || $1 == \"✗\" || $1 == \"?\" { print $2 }' | sort -u; }\n"
+               "_agentctl_attempts() { \"$1\" runs show \"${2:---last}\" --task \"$4\" ${3:+--db \"$3\"} "
+               "2>/dev/null | "
+               "awk '$1 == \"attempt\" && $2 ~ /^[0-9]+$/ { print $2 }'; }\n"
                "_agentctl() {\n"
                "  local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]} command= operands=0 "
                "opts= i w\n"
-               "  local first=\n"
-               "  # The command, and the operands before the word completed (options' values skipped).\n"
+               "  local first= run= db= task=\n"
+               "  # The command, the operands before the word completed (options' values skipped), the\n"
+               "  # run they name (resume RUN, runs show RUN) and the --db and --task given.\n"
                "  for ((i = 1; i < COMP_CWORD; i++)); do\n"
                "    w=${COMP_WORDS[i]}\n"
+               "    case $w in\n"
+               "      --db) db=${COMP_WORDS[i+1]} ;;\n"
+               "      --task) task=${COMP_WORDS[i+1]} ;;\n"
+               "    esac\n"
                "    case $w in\n"
                "      -*) [[ \"" +
                valued +
                "\" == *\" $w \"* ]] && ((i++)) ;;\n"
-               "      *) if [ -z \"$command\" ]; then command=$w; else ((operands++)); [ -z \"$first\" ] && "
-               "first=$w; fi ;;\n"
+               "      *) if [ -z \"$command\" ]; then command=$w; continue; fi\n"
+               "         ((operands++))\n"
+               "         if [ -z \"$first\" ]; then first=$w; elif [ -z \"$run\" ]; then run=$w; fi ;;\n"
                "    esac\n"
                "  done\n"
+               "  [ \"$command\" = resume ] && run=$first\n"
                "  case $prev in\n" +
                value_cases +
                "  esac\n"
@@ -252,7 +288,7 @@ std::string completion_script(std::string_view shell) {
                "    completion:0:*) COMPREPLY=($(compgen -W \"bash zsh\" -- \"$cur\")) ;;\n"
                "    runs:0:*) COMPREPLY=($(compgen -W \"list show gc\" -- \"$cur\")) ;;\n"
                "    runs:1:show|resume:0:*) COMPREPLY=($(compgen -W \"$(_agentctl_run_ids "
-               "\"${COMP_WORDS[0]}\")\" -- \"$cur\")) ;;\n"
+               "\"${COMP_WORDS[0]}\" \"$db\")\" -- \"$cur\")) ;;\n"
                "    runs:*|resume:*|version:*|help:*|completion:*) COMPREPLY=() ;;\n"
                "    *) COMPREPLY=($(compgen -f -- \"$cur\")) ;;\n"
                "  esac\n"

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
@@ -91,20 +92,45 @@ void print_diagnostics_human(const command_line& cl, const diagnostics& diags) {
     standard_error().write(out);
 }
 
-void print_leftovers_human(const command_line& cl, const sweep_report& r) {
+namespace {
+
+bool left_by(const swept_cgroup& c, const journal_owner& o) {
+    return c.owner_pid == o.pid && (c.owner_start == 0 || c.owner_start == o.start_time);
+}
+
+// A container's owner label is "HOST:PID:START:INSTANCE".
+bool left_by(const swept_container& c, const journal_owner& o) {
+    return c.owner.find(":" + std::to_string(o.pid) + ":" + std::to_string(o.start_time) + ":") !=
+           std::string::npos;
+}
+
+}  // namespace
+
+void print_leftovers_human(const command_line& cl, const sweep_report& r,
+                           const std::vector<journal_owner>* known) {
     if (cl.output != output_format::human || r.empty()) return;
+    auto said = [&](const auto& left) {
+        return !cl.quiet || !known || std::any_of(known->begin(), known->end(), [&](const journal_owner& o) {
+            return left_by(left, o);
+        });
+    };
     bool color = use_color(cl, STDERR_FILENO);
     std::string out;
     for (const auto& c : r.cgroups)
-        out += paint(color, "1;33", "agentctl:") + " " +
-               (c.removed ? "removed what a dead run left: cgroup " : "could not remove what a dead run left: cgroup ") +
-               printable(c.path) + " (owner pid " + std::to_string(c.owner_pid) + ", " +
-               std::to_string(c.processes_killed) + " processes killed)" +
-               (c.error.empty() ? "" : ": " + printable(c.error)) + "\n";
+        if (said(c))
+            out += paint(color, "1;33", "agentctl:") + " " +
+                   (c.removed ? "removed what a dead run left: cgroup "
+                              : "could not remove what a dead run left: cgroup ") +
+                   printable(c.path) + " (owner pid " + std::to_string(c.owner_pid) + ", " +
+                   std::to_string(c.processes_killed) + " processes killed)" +
+                   (c.error.empty() ? "" : ": " + printable(c.error)) + "\n";
     for (const auto& c : r.containers)
-        out += paint(color, "1;33", "agentctl:") + " " +
-               (c.removed ? "removed what a dead run left: " : "could not remove what a dead run left: ") + c.engine +
-               " container " + printable(c.name) + (c.error.empty() ? "" : ": " + printable(c.error)) + "\n";
+        if (said(c))
+            out +=
+                paint(color, "1;33", "agentctl:") + " " +
+                (c.removed ? "removed what a dead run left: " : "could not remove what a dead run left: ") +
+                c.engine + " container " + printable(c.name) +
+                (c.error.empty() ? "" : ": " + printable(c.error)) + "\n";
     for (const auto& j : r.slurm_cancelled)
         out += paint(color, "1;33", "agentctl:") + " cancelled what a dead run left: Slurm job " +
                printable(j) + "\n";

@@ -16,6 +16,19 @@ namespace asio = boost::asio;
 
 namespace agentctl::cli {
 
+std::string bytes_text(std::uint64_t n) {
+    char buf[32];
+    if (n < 1024)
+        std::snprintf(buf, sizeof buf, "%llu bytes", static_cast<unsigned long long>(n));
+    else if (n < 1024 * 1024)
+        std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(n) / 1024);
+    else if (n < 1024ull * 1024 * 1024)
+        std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(n) / (1024 * 1024));
+    else
+        std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(n) / (1024.0 * 1024 * 1024));
+    return buf;
+}
+
 std::string seconds_text(double s) {
     char buf[32];
     if (s < 1)
@@ -70,23 +83,24 @@ std::string vars_text(const boost::json::object& vars) {
     return out;
 }
 
+std::string shell_word(const std::string& word) {
+    bool plain = !word.empty();
+    for (unsigned char c : word)
+        plain =
+            plain && (std::isalnum(c) ||
+                      std::string_view("-_./=:,+@%").find(static_cast<char>(c)) != std::string_view::npos ||
+                      c >= 0x80);
+    if (plain) return word;
+    std::string out = "'";
+    for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+}
+
 std::string command_line_text(const plan& p, const plan_task& t) {
     const action_spec& a = p.action_of(t);
     const std::vector<std::string>& args = t.args ? *t.args : a.args;
-    auto quote = [](const std::string& word) {
-        bool plain = !word.empty();
-        for (unsigned char c : word)
-            plain = plain &&
-                    (std::isalnum(c) ||
-                     std::string_view("-_./=:,+@%").find(static_cast<char>(c)) != std::string_view::npos ||
-                     c >= 0x80);
-        if (plain) return word;
-        std::string out = "'";
-        for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-        return out + "'";
-    };
-    std::string out = quote(a.command);
-    for (const auto& arg : args) out += " " + quote(arg);
+    std::string out = shell_word(a.command);
+    for (const auto& arg : args) out += " " + shell_word(arg);
     return escape_for_terminal(out);
 }
 
@@ -212,9 +226,17 @@ void progress_printer::on_event(const run_event& e) {
     running_ = e.running;
     if (cl_.output == output_format::jsonl) return write_jsonl(e);
     if (e.kind == run_event::kind_t::attempt_failed) {
-        if (cl_.output != output_format::human || cl_.quiet) return;
-        // Retries are visible as they happen: which attempt failed, why, and what comes next.
+        ++retries_.attempts;
+        if (retried_.empty()) retried_.resize(plan_.size());
+        if (!retried_[e.task_index]) {
+            retried_[e.task_index] = true;
+            ++retries_.tasks;
+        }
+        // With -v each retry as it happens: which attempt failed, why, and what comes next;
+        // else one line in the summary (a batch of flaky items would bury everything else).
+        if (cl_.output != output_format::human || cl_.quiet || !cl_.verbose) return;
         clear_line();
+        say_workspace();
         std::string vars = vars_text(plan_.vars_of(e.task_index));
         std::string line = paint("33", "↻ ") + paint("1", plan_.task_id(e.task_index)) + " attempt " +
                            std::to_string(e.attempt) + " of " + std::to_string(t.retry.max_attempts) + " " +
@@ -231,11 +253,17 @@ void progress_printer::on_event(const run_event& e) {
     bool bad = r.state != task_state::succeeded && r.state != task_state::skipped;
     failed_ += bad;
     if (cl_.output != output_format::human) return;
-    if (cl_.show_output) show_output(e.task_index, r);
+    if (cl_.show_output)
+        show_output(e.task_index, r);
+    else if (std::size_t n = stdout_of(r).size()) {
+        ++unshown_.tasks;
+        unshown_.bytes += n;
+    }
     // Tasks a cancellation kept from starting are summed up in one line at the end.
     if (r.state == task_state::cancelled && r.attempts == 0) return;
     if (bad || cl_.verbose) {
         clear_line();
+        if (bad && r.state != task_state::cancelled) say_workspace();
         std::string vars = vars_text(plan_.vars_of(e.task_index));
         std::string line = (bad ? paint("1;31", "✗ ") : paint("32", "✓ ")) +
                            paint("1", plan_.task_id(e.task_index)) + " " + std::string(to_string(r.state)) +
@@ -243,6 +271,14 @@ void progress_printer::on_event(const run_event& e) {
         if (r.error) line += ": " + escape_for_terminal(r.error->message);
         err_.write(line + "\n");
     }
+}
+
+void progress_printer::say_workspace() {
+    if (workspace_.empty()) return;
+    err_.write(paint("1;33", "agentctl: ") + "tasks run in the workspace root " +
+               escape_for_terminal(workspace_) + ", not in the current folder: relative paths start there" +
+               (cl_.workspace ? "" : " (--workspace DIR sets its base)") + "\n");
+    workspace_.clear();  // once
 }
 
 void progress_printer::show_output(std::uint32_t index, const task_result& r) {
@@ -401,7 +437,6 @@ void terminal_approver::read_answer() {
 
 void print_summary(const command_line& cl, const plan& p, const run_report& r, const summary_context& context,
                    result_source* results) {
-    const std::string& workspace = context.workspace;
     bool color = use_color(cl, STDERR_FILENO);
     auto paint = [&](const char* code, std::string_view text) { return cli::paint(color, code, text); };
     const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(p.size(), r.outcomes.size()));
@@ -449,11 +484,6 @@ void print_summary(const command_line& cl, const plan& p, const run_report& r, c
         for (const auto& line : tail) out += "  | " + line + "\n";
     }
     if (shown > 10) out += "... and " + std::to_string(shown - 10) + " more failed tasks\n";
-    // A relative path that was not found is the usual surprise when running from elsewhere.
-    if (shown > 0 && !workspace.empty())
-        out += "tasks ran in the workspace root " + escape_for_terminal(workspace) +
-               " (relative paths start there" + (cl.workspace ? ")" : "; --workspace DIR sets its base)") +
-               "\n";
     // Tasks a cancellation kept from starting: one line, not one each.
     std::size_t unstarted = 0;
     std::string unstarted_ids;
@@ -472,6 +502,21 @@ void print_summary(const command_line& cl, const plan& p, const run_report& r, c
                " not started: " + escape_for_terminal(unstarted_ids) + "\n";
     }
     if (r.error) out += paint("1;31", "agentctl: ") + escape_for_terminal(r.error->message) + "\n";
+    // What the tasks printed is data (in the journal, or the JSON report), not agentctl's
+    // stdout, which holds the declared outputs: a run that printed neither says where it is,
+    // so that `agentctl run wf.yaml > out.txt` leaving out.txt empty is never a mystery.
+    if (context.unshown.tasks > 0 && p.outputs.empty() && !cl.quiet)
+        out += std::to_string(context.unshown.tasks) + (context.unshown.tasks == 1 ? " task" : " tasks") +
+               " wrote " + bytes_text(context.unshown.bytes) +
+               " to stdout, not printed: --show-output prints each task's as it ends" +
+               (context.journaled ? "; agentctl runs show " + r.run_id + " --task ID --stdout prints one"
+                                  : "; --output json has them") +
+               "\n";
+    if (context.retries.attempts > 0 && !cl.verbose && !cl.quiet)
+        out += paint("33", "↻ ") + std::to_string(context.retries.tasks) +
+               (context.retries.tasks == 1 ? " task was" : " tasks were") + " retried, " +
+               std::to_string(context.retries.attempts) +
+               (context.retries.attempts == 1 ? " retry" : " retries") + " in all (-v shows each)\n";
 
     standard_error().write(out);
 

@@ -24,6 +24,9 @@
 
 namespace agentctl::cli {
 
+/// "512 bytes", "3.4 KiB", "1.2 MiB".
+std::string bytes_text(std::uint64_t n);
+
 /// "850 ms", "2.50 s", "12.3 s".
 std::string seconds_text(double s);
 
@@ -37,6 +40,9 @@ std::vector<std::string> last_lines(std::string_view text, std::size_t n);
 /// `os=linux arch=arm64`; empty for other tasks. Index variables are left out; long values
 /// are cut.
 std::string vars_text(const boost::json::object& vars);
+
+/// `word` as a POSIX shell reads it back: as it is when plain, else in single quotes.
+std::string shell_word(const std::string& word);
 
 /// A task's command line for people: the command and its arguments (rendered when the plan
 /// could render them), each quoted as a shell would need it, escaped for a terminal.
@@ -60,6 +66,18 @@ std::string progress_line(std::size_t done, std::size_t total, std::uint32_t run
 /// no head line: a structure's members, or a text's lines, start at the left.
 std::vector<std::string> readable_lines(const boost::json::value& v);
 
+/// Retries during a run: failed attempts that were run again, and the tasks they belong to.
+struct retry_count {
+    std::size_t attempts = 0;
+    std::size_t tasks = 0;
+};
+
+/// Task output a run captured and did not print (no --show-output).
+struct unshown_output {
+    std::size_t tasks = 0;    ///< tasks that wrote to stdout
+    std::uint64_t bytes = 0;  ///< what they wrote
+};
+
 /// Live progress and failure reports: a redrawn line on a terminal, plain lines in a log.
 class progress_printer final : public event_sink {
 public:
@@ -76,10 +94,18 @@ public:
     /// Whether stderr's reader lags; redraws are skipped meanwhile.
     void set_behind(std::function<bool()> behind) { behind_ = std::move(behind); }
 
+    const retry_count& retries() const { return retries_; }
+    const unshown_output& unshown() const { return unshown_; }
+
+    /// The absolute workspace root, when it is not the current folder: said once, before the
+    /// first failure (a relative path that was not found is the usual surprise).
+    void set_workspace(std::string root) { workspace_ = std::move(root); }
+
 private:
     std::string paint(const char* code, std::string_view text) const;
     void write_jsonl(const run_event& e);
     void show_output(std::uint32_t index, const task_result& r);
+    void say_workspace();
     void tick();
     void draw();
     void clear_line();
@@ -94,6 +120,10 @@ private:
     json_sink& out_;
     std::size_t countable_ = 0, done_ = 0, failed_ = 0;
     std::uint32_t running_ = 0;
+    retry_count retries_;
+    unshown_output unshown_;
+    std::vector<bool> retried_;  // by plan index, sized at the first retry
+    std::string workspace_;      // said before the first failure, then cleared
     bool drawn_ = false;
     bool paused_ = false;
     std::function<bool()> behind_;
@@ -120,8 +150,10 @@ private:
 
 /// What the summary says besides the report.
 struct summary_context {
-    std::string workspace;      ///< the absolute workspace root the run used, named when tasks failed
     std::string cancel_reason;  ///< why the run was cancelled ("SIGINT", "run timeout 0.5 s reached")
+    retry_count retries;        ///< said in one line unless -v said each
+    unshown_output unshown;     ///< where the tasks' stdout went, said when nothing printed it
+    bool journaled = false;     ///< the run is in the journal (`runs show` can print its output)
 };
 
 /// The failed tasks with their stderr tails, the tasks never started in one line,
