@@ -101,6 +101,8 @@ runner_settings settings_for_runner(const run_settings& s, const std::string& ru
     r.backend = s.backend;
     r.slurm = s.slurm;
     r.drain_grace = s.drain_grace;
+    r.check = s.check;
+    r.diff = s.diff;
     return r;
 }
 
@@ -148,6 +150,7 @@ public:
         view_.compiled = &plan_;
         view_.inputs = &plan_.inputs;
         view_.release_unread_aggregates = true;
+        view_.check = settings_.check;
         view_.state_of = [this](std::uint32_t i) -> std::optional<task_state> {
             if (state_[i] != node::done) return std::nullopt;
             return outcomes_[i].state;
@@ -223,7 +226,7 @@ private:
     enum class node : std::uint8_t { pending, running, done };
 
     asio::awaitable<void> run_tasks() {
-        if (!with_.approvals) {
+        if (!with_.approvals && !settings_.check) {
             auto needing = tasks_requiring_approval(plan_);
             if (!needing.empty()) {
                 report_.error = approval_required_error(plan_, needing);
@@ -418,9 +421,11 @@ private:
             result = co_await runner_->async_run(request, asio::use_awaitable);
             result.attempts = request.attempt;
             result.argv.clear();
-            result.argv.reserve(request.args.size() + 1);
-            result.argv.push_back(plan_.action_of(t).command);
-            result.argv.insert(result.argv.end(), request.args.begin(), request.args.end());
+            if (plan_.action_of(t).is_process()) {  // a built-in action has no command line
+                result.argv.reserve(request.args.size() + 1);
+                result.argv.push_back(plan_.action_of(t).command);
+                result.argv.insert(result.argv.end(), request.args.begin(), request.args.end());
+            }
             bool cancelled =
                 (co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none;
             if (cancelled || attempt >= static_cast<std::uint32_t>(t.retry.max_attempts) ||

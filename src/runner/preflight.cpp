@@ -26,6 +26,8 @@ public:
 
     asio::awaitable<preflight_result> run() {
         if (!open_workspace()) co_return std::move(result_);
+        // `run --check` runs no process: what they need is not looked for, no helper runs.
+        if (settings_.check && !survey()) co_return std::move(result_);
         // The backend before any environment: a run that cannot reach Slurm runs no secret
         // helper either.
         if (settings_.backend == backend_kind::slurm) {
