@@ -7,6 +7,7 @@
 
 #include "engine/admission.hpp"
 #include "engine/outcome.hpp"
+#include "engine/output_contract.hpp"
 #include "engine/recorder.hpp"
 #include "engine/task_group.hpp"
 #include "exec/host.hpp"
@@ -117,6 +118,7 @@ public:
           with_(with),
           resume_(resume),
           tasks_(ex),
+          contracts_(p),
           wall_timer_(ex) {
         const std::uint32_t n = p.size();
         // Per task only a few bytes (state, outcome, flags); results are kept whole without a
@@ -499,6 +501,8 @@ private:
     // release dependants. `ran`: it comes from attempts (the last one's end is recorded here,
     // with the final).
     void record(std::uint32_t idx, task_result r, bool ran = false) {
+        // A preview's outputs are predictions: no outputSchema holds them (as in the reference).
+        if (!settings_.check) r = contracts_.check(idx, std::move(r));
         const plan_task& t = plan_.node(idx);
         state_[idx] = node::done;
         outcomes_[idx] = task_outcome{r.state, r.attempts, r.reused, decided_here(r)};
@@ -639,6 +643,7 @@ private:
     // Ready tasks in plan order (plan order is topological with declaration tie-breaks).
     std::priority_queue<std::uint32_t, std::vector<std::uint32_t>, std::greater<>> ready_;
     task_group<task_result> tasks_;  // the tasks in flight, one coroutine each
+    output_contracts contracts_;     // the tasks' outputSchemas, compiled as needed
     std::unordered_map<std::uint32_t, std::uint64_t> reservations_;
     std::vector<bool> slot_busy_;                               // by slot - 1: held by a running task
     std::unordered_map<std::uint32_t, std::uint32_t> slot_of_;  // running task -> its slot
