@@ -2,6 +2,7 @@
 #include "exec/workspace.hpp"
 
 #include "exec/host.hpp"
+#include "exec/paths.hpp"
 #include "exec/sys.hpp"
 
 #include <linux/openat2.h>
@@ -51,11 +52,8 @@ expected<directory> make_directories_beneath(const directory& root, std::string_
     if (!current) return file_error(root.path() + " cannot be opened: " + errno_text(errno));
     std::string prefix;
     std::string_view rest = relative;
-    while (!rest.empty()) {
-        auto slash = rest.find('/');
-        std::string part(rest.substr(0, slash));
-        rest.remove_prefix(slash == std::string_view::npos ? rest.size() : slash + 1);
-        if (part.empty() || part == ".") continue;
+    for (std::string_view component = next_component(rest); !component.empty(); component = next_component(rest)) {
+        std::string part(component);
         if (part == "..")
             return task_error{error_code::path_not_allowed,
                               "folder " + std::string(relative) + " contains '..'"};
