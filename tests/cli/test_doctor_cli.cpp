@@ -1,6 +1,7 @@
 // `agentctl doctor` in the reference's contract: check names (process:ACTION:command, :script,
 // :cwd, :env:NAME), statuses, what it leaves unverified, its scope, exit 6 when not ready.
 #include "command.hpp"
+#include "json_output.hpp"
 
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
@@ -12,13 +13,6 @@ namespace json = boost::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-json::value parse_json(const std::string& text) {
-    json::error_code ec;
-    json::value v = json::parse(text, ec);
-    BOOST_REQUIRE_MESSAGE(!ec, "not JSON: " << text);
-    return v;
-}
 
 // One process action `host` of `kind` running `command` with `args`, and `extra` action lines.
 std::string host_workflow(const std::string& command, const std::string& args, const std::string& extra = "",

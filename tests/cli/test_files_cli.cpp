@@ -1,6 +1,7 @@
 // builtin.read and builtin.write from the CLI: their results, the paths they may touch, their
 // bounds and budget, approval, the --check/--diff preview, and a resume that keeps a write.
 #include "command.hpp"
+#include "json_output.hpp"
 
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
@@ -28,13 +29,6 @@ std::string files_workflow(const std::string& policy, const std::string& tasks,
            "    check: {kind: builtin.assert}\n"
            "  tasks:\n" +
            tasks;
-}
-
-json::value parse_json(const std::string& text) {
-    json::error_code ec;
-    json::value v = json::parse(text, ec);
-    BOOST_REQUIRE_MESSAGE(!ec, "not JSON: " << text);
-    return v;
 }
 
 std::string read_file(const std::string& path) {

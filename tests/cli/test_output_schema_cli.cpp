@@ -1,6 +1,7 @@
 // A task's outputSchema at run time: each succeeded output is checked; a mismatch fails the
 // task with output_invalid and stops what needs it; a preview (--check) checks nothing.
 #include "command.hpp"
+#include "json_output.hpp"
 
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
@@ -9,13 +10,6 @@ using namespace cli_test;
 namespace json = boost::json;
 
 namespace {
-
-json::value parse_json(const std::string& text) {
-    json::error_code ec;
-    json::value v = json::parse(text, ec);
-    BOOST_REQUIRE_MESSAGE(!ec, "not JSON: " << text);
-    return v;
-}
 
 // `good` assigns an integer where its schema wants one, `bad` a string; each foreach child of
 // `each` is checked against the declared task's schema; `after` needs `bad`.
