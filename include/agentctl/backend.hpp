@@ -19,9 +19,17 @@ std::string_view to_string(backend_kind);  ///< "local" | "slurm"
 /// "local" or "slurm"; nothing for any other text.
 std::optional<backend_kind> backend_from_string(std::string_view text);
 
+/// How the Slurm backend starts attempts (docs/WORKER.md, "Choosing the mode").
+enum class slurm_dispatch {
+    automatic,  ///< `worker` inside an allocation (SLURM_JOB_ID set), `job` outside one
+    worker,     ///< one `agentctl worker` step per node of the allocation agentctl runs in
+    job,        ///< one `srun` job per attempt, each a new job (also inside an allocation)
+};
+
 /// Resource options of every Slurm job of a run; empty or absent ones are not passed, so the
 /// cluster's defaults apply.
 struct slurm_options {
+    slurm_dispatch dispatch = slurm_dispatch::automatic;  ///< --slurm-dispatch auto|worker|job
     std::string partition;                       ///< --partition (a,b means any of these)
     std::string account;                         ///< --account
     std::string qos;                             ///< --qos
@@ -29,8 +37,8 @@ struct slurm_options {
     std::optional<std::uint64_t> mem_mib;        ///< --mem in MiB, >= 1
 };
 
-/// Sets the option called `name` ("partition", "account", "qos", "cpus-per-task", "mem": the
-/// command line's `--slurm-NAME`) from its text. Returns why the value is refused (empty, a
+/// Sets the option called `name` ("dispatch", "partition", "account", "qos", "cpus-per-task",
+/// "mem": the command line's `--slurm-NAME`) from its text. Returns why the value is refused (empty, a
 /// control character, not a whole number >= 1), or an empty string when it was set.
 std::string set_slurm_option(slurm_options& options, std::string_view name, std::string_view value);
 

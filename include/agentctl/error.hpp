@@ -60,6 +60,7 @@ enum class error_code : std::uint8_t {
     slurm_launch_failed,
     slurm_unknown_end,
     slurm_cleanup_failed,
+    worker_lost,  ///< the allocation worker running the attempt died or stopped answering
     // Policy.
     policy_process_not_allowed,
     policy_secret_process_not_allowed,
@@ -83,6 +84,7 @@ enum class error_code : std::uint8_t {
     condition_error,
     template_error,
     child_failed,
+    loop_exhausted,  ///< a loop's condition still held after its last iteration (maxIterations)
     budget_exceeded,
     run_stopped,
     run_cancelled,

@@ -34,7 +34,7 @@ struct output_limits {
     std::uint64_t combined_bytes = limits::default_combined_limit_bytes;
 };
 
-/// One node of the plan: a task, or what every child of a foreach/matrix shares.
+/// One node of the plan: a task, or what every child of a foreach/matrix/loop shares.
 ///
 /// The plan stores singles, aggregates and one *child template* per expanded task, never the
 /// children themselves: a child is rendered from its template and its item when asked for
@@ -50,7 +50,9 @@ struct plan_task {
     kind_t kind = kind_t::single;
     std::uint32_t declared_index = 0;  ///< index of the declaring task in spec.tasks
     std::string parent;                ///< child (and its template): the aggregate's id
-    enum class expansion_t { none, foreach, matrix };
+    /// `loop`: a bounded loop (docs/CONTROL_FLOW.md): its children are its iterations, child k
+    /// needs child k-1, `when` holds the loop's `while`, and the aggregate checks the bound.
+    enum class expansion_t { none, foreach, matrix, loop };
     expansion_t expansion = expansion_t::none;  ///< child and aggregate: how the declared task expands
     std::uint32_t expansion_index = 0;          ///< child: 0-based item/cell index
     std::uint32_t action_index = 0;             ///< into plan::actions; unused for aggregates
@@ -105,7 +107,10 @@ struct plan_expansion {
     std::uint32_t count = 0;
     std::uint32_t id_width = 4;  ///< digits of the zero-padded index in child ids
     std::string as;              ///< foreach: the item's name under `vars.`
-    boost::json::array items;    ///< foreach: the items, in order
+    /// foreach: the items, in order. loop: each iteration's `vars.loopPrevious`: the loop's
+    /// `initial`, then the template `${{ tasks.<iteration k-1>.output }}`.
+    boost::json::array items;
+    bool loop = false;  ///< a bounded loop: bindings {loopIndex, loopPrevious}
     /// matrix: the axes by name; children are their product, the last axis fastest.
     std::vector<std::pair<std::string, boost::json::array>> axes;
     /// Items whose child's output spec.outputs names by the child's id (sorted).
@@ -170,6 +175,9 @@ struct plan {
     boost::json::object vars_of(std::uint32_t i) const;
     /// Whether something later in a run reads task `i`'s output.
     bool output_referenced(std::uint32_t i) const;
+    /// A loop iteration after the first: the plan index of the iteration before it, which it
+    /// needs besides its template's needs; nullopt for every other task.
+    std::optional<std::uint32_t> previous_iteration(std::uint32_t i) const;
     /// The expansion a child or an aggregate belongs to, or nullptr.
     const plan_expansion* expansion_of(std::uint32_t i) const;
     /// Index of a task by id (children too: `PARENT--NNNN`), or nullopt.

@@ -58,6 +58,7 @@ inline constexpr int max_retry_attempts = 20;
 inline constexpr int max_backoff_ms = 60000;
 inline constexpr std::uint32_t default_max_items = 10000;     ///< foreach/matrix maxItems default
 inline constexpr std::uint32_t max_max_items = 1000000;       ///< largest maxItems accepted
+inline constexpr std::uint32_t max_loop_iterations = 64;      ///< a loop's maxIterations, at most
 inline constexpr int default_secret_process_timeout_seconds = 5;
 inline constexpr int max_secret_process_timeout_seconds = 60;
 inline constexpr std::uint64_t default_secret_process_output_bytes = 16 * 1024;
@@ -263,6 +264,45 @@ struct matrix_spec {
     std::uint32_t max_items = limits::default_max_items;
 };
 
+/// `loop:` on a task (docs/CONTROL_FLOW.md, "Bounded loops"): compiled into `max_iterations`
+/// sequential iterations, each guarded by `condition`, and one aggregate.
+struct loop_spec {
+    std::uint32_t max_iterations = 1;  ///< 1..limits::max_loop_iterations
+    std::string condition;             ///< `while`: exactly one `${{ condition }}`
+    boost::json::value initial;        ///< `vars.loopPrevious` of iteration 0 (null when absent)
+};
+
+/// One case of a router: the destinations taken when `select` renders to `equals` (the same
+/// JSON value: 1 and "1" differ).
+struct route_case {
+    boost::json::value equals;
+    std::vector<std::string> tasks;
+};
+
+/// `route:` on a `uses: router` task (docs/CONTROL_FLOW.md, "Routers").
+struct route_spec {
+    std::string select;                  ///< exactly one `${{ path }}`
+    std::vector<route_case> cases;       ///< at least one
+    std::vector<std::string> otherwise;  ///< `default`: taken when no case matches (may be empty)
+};
+
+/// A task's `compensate` (docs/CONTROL_FLOW.md, "Compensation"): the action that undoes its
+/// effect, run in a compensation run after the task's run has ended.
+struct compensate_spec {
+    std::string action;                      ///< from `uses: action:NAME`
+    boost::json::value with;                 ///< object or null; may hold templates
+    retry_spec retry;                        ///< its own bounded retry
+    std::optional<std::int64_t> timeout_ms;  ///< `timeoutSeconds` in ms
+};
+
+/// `spec.compensation`: whether a failed run is compensated by itself, and its approval.
+struct compensation_spec {
+    enum class trigger { manual, automatic };
+    enum class approval { policy, always, never };
+    trigger on_failure = trigger::manual;
+    approval approval_mode = approval::policy;
+};
+
 struct task_spec {
     std::string id;   ///< [a-z0-9_-]+, unique
     std::string uses; ///< as written, e.g. "action:status"
@@ -275,9 +315,25 @@ struct task_spec {
     std::optional<std::string> when;
     std::optional<foreach_spec> foreach;
     std::optional<matrix_spec> matrix;
+    std::optional<loop_spec> loop;
+    std::optional<compensate_spec> compensate;
+    std::string subworkflow;                          ///< from `uses: workflow:NAME`; empty otherwise
+    std::optional<route_spec> route;                  ///< set only on `uses: router`
     boost::json::object vars;                         ///< task-level variables (may read `inputs.`)
     std::vector<std::string> vars_files;              ///< relative to the workflow's folder, in order
     std::optional<boost::json::value> output_schema;  ///< a JSON Schema for the task's output
+};
+
+/// An entry of `spec.subworkflows` (docs/CONTROL_FLOW.md, "Sub-workflows"): a graph of
+/// local tasks behind a typed input and output, expanded into each task that invokes it.
+struct subworkflow_spec {
+    std::string name;
+    std::string version;               ///< semantic version
+    boost::json::object inputs;        ///< defaults under the invocation's `with`
+    boost::json::value input_schema;   ///< a JSON Schema (mapping)
+    boost::json::value output_schema;  ///< a JSON Schema (mapping)
+    boost::json::object outputs;       ///< name -> template over the local tasks
+    std::vector<task_spec> tasks;      ///< local ids
 };
 
 /// A variables file (`varsFiles`, `--vars-file`): a mapping of data, read when the workflow is
@@ -308,6 +364,8 @@ struct workflow {
     std::vector<task_spec> tasks;      ///< declaration order
     boost::json::object outputs;       ///< name -> value (templates allowed)
     boost::json::object vars;          ///< spec.vars (may read `inputs.`)
+    compensation_spec compensation;    ///< spec.compensation
+    std::vector<subworkflow_spec> subworkflows;  ///< spec.subworkflows, in document order
     std::vector<std::string> vars_files;  ///< spec.varsFiles, relative to the workflow's folder
     /// The variables files of spec.varsFiles, then of each task's varsFiles, as read by
     /// load_workflow() (parse_workflow() reads no file: it leaves this empty and the compiler

@@ -178,7 +178,9 @@ admission admit(const run_view& view, std::uint32_t index) {
     // An aggregate lists every child with its state and output, failed ones included: one
     // failed item must not hide its siblings' results.
     if (node.kind == plan_task::kind_t::aggregate) return record(aggregate_result(view, index));
-    for (auto need : node.needs) {
+    std::vector<std::uint32_t> needs = node.needs;
+    if (auto previous = p.previous_iteration(index)) needs.push_back(*previous);
+    for (auto need : needs) {
         std::optional<task_state> state = view.state_of(need);
         if (state != task_state::succeeded)
             return record(skipped_result(error_code::dependency_not_succeeded,

@@ -81,9 +81,65 @@ json::object aggregate_item(const plan& p, std::uint32_t child, const task_resul
     return item;
 }
 
+namespace {
+
+// A loop's aggregate (docs/CONTROL_FLOW.md, "Bounded loops"): every iteration as an item and
+// how many ran. When the last one succeeded and `while` still holds at loopIndex = N, the
+// bound was hit before the loop was done: a failure, never a silent stop.
+task_result loop_result(const run_view& view, std::uint32_t index) {
+    const plan& p = *view.compiled;
+    const plan_task& t = p.node(index);
+    const plan_expansion& e = p.expansions[t.expansion_slot];
+    json::array items;
+    std::size_t iterations = 0, failed = 0;
+    bool any_cancelled = false;
+    for (std::uint32_t child = t.first_child; child < t.first_child + t.child_count; ++child) {
+        task_state state = view.state_of(child).value_or(task_state::skipped);
+        iterations += state != task_state::skipped;
+        failed += is_failure(state);
+        any_cancelled |= state == task_state::cancelled;
+        items.push_back(aggregate_item(p, child, view.result_of(child)));
+    }
+    task_result r;
+    r.state = task_state::succeeded;
+    if (failed > 0) {
+        r.state = task_state::failed;
+        r.error = task_error{error_code::child_failed,
+                             std::to_string(failed) + " of " + std::to_string(t.child_count) +
+                                 (failed == 1 ? " iteration failed" : " iterations failed")};
+    } else if (any_cancelled) {
+        r.state = task_state::cancelled;
+    } else if (const std::uint32_t last = t.first_child + t.child_count - 1;
+               t.child_count > 0 && view.state_of(last) == task_state::succeeded) {
+        const plan_task& iteration = p.nodes[e.node];
+        const task_result* previous = view.result_of(last);
+        json::value vars = json::value(iteration.vars);
+        vars.get_object()["loopIndex"] = static_cast<std::int64_t>(t.child_count);
+        vars.get_object()["loopPrevious"] = previous ? previous->output : json::value(nullptr);
+        render_context ctx = context_for(view, vars, nullptr);
+        std::string error;
+        std::optional<bool> more =
+            iteration.when ? evaluate(*iteration.when, ctx, error) : std::optional(false);
+        if (!more) {
+            r = failed_result(error_code::condition_error,
+                              "while \"" + iteration.when->expression + "\": " + error);
+        } else if (*more) {
+            r = failed_result(error_code::loop_exhausted, "loop reached maxIterations " +
+                                                              std::to_string(t.child_count) +
+                                                              " while its condition remained true");
+        }
+    }
+    r.output =
+        json::object{{"iterations", static_cast<std::int64_t>(iterations)}, {"items", std::move(items)}};
+    return r;
+}
+
+}  // namespace
+
 task_result aggregate_result(const run_view& view, std::uint32_t index) {
     const plan& p = *view.compiled;
     const plan_task& t = p.node(index);
+    if (t.expansion == plan_task::expansion_t::loop) return loop_result(view, index);
     const bool with_items = !view.release_unread_aggregates || p.output_referenced(index);
     task_result r;
     json::array items;

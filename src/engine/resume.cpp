@@ -233,7 +233,9 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
         }
         // Dependants of anything that runs again run (the scheduler decides the same way).
         if (d.action == resume_action::reuse || d.action == resume_action::keep_failed) {
-            for (auto need : t.needs)
+            std::vector<std::uint32_t> needs = t.needs;
+            if (auto previous = p.previous_iteration(i)) needs.push_back(*previous);
+            for (auto need : needs)
                 if (runs[need]) {
                     d = {resume_action::run, "a need (" + p.task_id(need) + ") runs again"};
                     rp.state.final_from_attempt[i] = 0;

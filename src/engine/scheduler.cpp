@@ -295,7 +295,8 @@ private:
     // same order as if all of them had been queued at once.
     void queue_next_child(std::uint32_t idx) {
         const plan_task& t = plan_.node(idx);
-        if (t.kind != plan_task::kind_t::child) return;
+        // A loop's next iteration waits for this one to be final instead (record()).
+        if (t.kind != plan_task::kind_t::child || t.expansion == plan_task::expansion_t::loop) return;
         const std::uint32_t next = idx + 1;
         if (next < t.first_child + t.child_count && !queued_[next]) {
             queued_[next] = true;
@@ -386,6 +387,8 @@ private:
         if (!resume_ || idx >= resume_->reuse.size() || !resume_->reuse[idx]) return std::nullopt;
         for (auto need : plan_.node(idx).needs)
             if (executed_[need]) return std::nullopt;
+        if (auto previous = plan_.previous_iteration(idx); previous && executed_[*previous])
+            return std::nullopt;
         task_result r;
         if (auto it = resume_->whole.find(idx); it != resume_->whole.end()) {
             r = it->second;
@@ -507,9 +510,13 @@ private:
         state_[idx] = node::done;
         outcomes_[idx] = task_outcome{r.state, r.attempts, r.reused, decided_here(r)};
         ++finished_;
-        if (is_failure(r.state) && t.kind != plan_task::kind_t::aggregate) ++failures_;
-        if (is_failure(r.state) && t.failure == failure_mode::stop && !settings_.keep_going &&
-            t.kind != plan_task::kind_t::aggregate) {
+        // An aggregate that failed because a child did is that child's failure, counted once; a
+        // loop's that hit its bound failed on its own.
+        const bool own_failure =
+            is_failure(r.state) && (t.kind != plan_task::kind_t::aggregate ||
+                                    (r.error && r.error->code != error_code::child_failed));
+        if (own_failure) ++failures_;
+        if (own_failure && t.failure == failure_mode::stop && !settings_.keep_going) {
             if (!stop_after_failure_) stopped_by_ = idx;
             stop_after_failure_ = true;
         }
@@ -523,6 +530,11 @@ private:
         if (t.kind == plan_task::kind_t::child) {
             // The aggregate of an expanded task waits for its children only.
             const plan_expansion& e = plan_.expansions[t.expansion_slot];
+            if (t.expansion == plan_task::expansion_t::loop && idx + 1 < e.first_child + e.count &&
+                !queued_[idx + 1]) {
+                queued_[idx + 1] = true;
+                ready_.push(idx + 1);
+            }
             const std::uint32_t v = plan_.node_of(e.aggregate);
             if (--unfinished_[v] == 0) make_ready(v);
             return;

@@ -2,6 +2,7 @@
 
 #include "exec/sys.hpp"
 #include "exec/tree.hpp"
+#include "json/sha256.hpp"
 
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -63,6 +64,33 @@ expected<std::string> canonical_path(const std::string& path) {
     if (!::realpath(path.c_str(), buf))
         return task_error{error_code::workspace_unavailable, errno_text(errno)};
     return std::string(buf);
+}
+
+namespace {
+
+expected<std::string> digest_of_own_executable() {
+    unique_fd exe(::open("/proc/self/exe", O_RDONLY | O_CLOEXEC));
+    if (!exe)
+        return task_error{error_code::internal_error, "cannot open /proc/self/exe: " + errno_text(errno)};
+    sha256 h;
+    std::string piece(1024 * 1024, '\0');
+    for (;;) {
+        ssize_t n = ::read(exe.get(), piece.data(), piece.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0)
+            return task_error{error_code::internal_error, "cannot read /proc/self/exe: " + errno_text(errno)};
+        if (n == 0) break;
+        h.update(std::string_view(piece.data(), static_cast<std::size_t>(n)));
+    }
+    auto bytes = h.finish();
+    return std::string(bytes.begin(), bytes.end());
+}
+
+}  // namespace
+
+const expected<std::string>& build_digest() {
+    static const expected<std::string> digest = digest_of_own_executable();
+    return digest;
 }
 
 namespace {

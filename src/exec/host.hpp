@@ -35,6 +35,12 @@ bool is_executable_file(const std::string& path);
 /// The canonical absolute path of an existing `path` (realpath), or why not (the errno's text).
 expected<std::string> canonical_path(const std::string& path);
 
+/// The SHA-256 of this process's executable file (/proc/self/exe), 32 raw bytes: what says
+/// that a worker and its driver are the same build (docs/WORKER.md, "Handshake"). Read once
+/// per process, in 1 MiB pieces; later calls return the first answer. The error
+/// (internal_error) says why the file could not be read.
+const expected<std::string>& build_digest();
+
 /// Raising RLIMIT_NOFILE for `jobs` tasks at once (each holds a few descriptors).
 struct fd_budget {
     int jobs = 1;              ///< what fits: `jobs`, or fewer when the hard limit is too low

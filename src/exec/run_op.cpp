@@ -90,49 +90,6 @@ std::string validate(const process_request& r) {
     return {};
 }
 
-// A pipe whose child end is >= 3 (so the child's dup2 onto 0..2 never clobbers another of its
-// fds) and whose parent end is non-blocking. Both are close-on-exec from birth.
-int make_pipe(unique_fd& parent_end, unique_fd& child_end, bool parent_reads) {
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) return errno;
-    unique_fd r(fds[0]);
-    unique_fd w(fds[1]);
-    unique_fd& child = parent_reads ? w : r;
-    unique_fd& parent = parent_reads ? r : w;
-    if (child.get() < 3) {
-        int high = ::fcntl(child.get(), F_DUPFD_CLOEXEC, 3);
-        if (high < 0) return errno;
-        child.reset(high);
-    }
-    int on = 1;
-    if (::ioctl(parent.get(), FIONBIO, &on) != 0) return errno;
-    parent_end = std::move(parent);
-    child_end = std::move(child);
-    return 0;
-}
-
-// write(2) to a pipe whose reader may be gone, without a SIGPIPE reaching the application:
-// the signal is thread-directed, so block it here and consume the one we caused.
-ssize_t write_no_sigpipe(int fd, const char* data, std::size_t len) {
-    sigset_t pipe_set;
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    sigset_t old;
-    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-    sigset_t pending;
-    sigpending(&pending);
-    bool was_pending = sigismember(&pending, SIGPIPE) == 1;
-    ssize_t n = ::write(fd, data, len);
-    int err = errno;
-    if (n < 0 && err == EPIPE && !was_pending) {
-        timespec zero{};
-        sigtimedwait(&pipe_set, nullptr, &zero);
-    }
-    pthread_sigmask(SIG_SETMASK, &old, nullptr);
-    errno = err;
-    return n;
-}
-
 std::uint64_t micros(const timeval& tv) {
     return static_cast<std::uint64_t>(tv.tv_sec) * 1000000u + static_cast<std::uint64_t>(tv.tv_usec);
 }

@@ -5,6 +5,7 @@
 #include "exec/tree.hpp"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -121,7 +122,22 @@ int open_directory(int parent_fd, const std::string& name, bool create, unique_f
     return out ? 0 : errno;
 }
 
-int write_file(int dir_fd, const std::string& name, std::string_view data, bool sync) {
+void cache_dropper::written(int dir_fd, int fd, const std::string& name, std::uint64_t size) {
+    ::sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+    pending_.push_back({name, size});
+    pending_bytes_ += size;
+    while (pending_.size() > 1 && pending_bytes_ - pending_.front().size >= kept_bytes_) {
+        // Written back by now unless the disk is slow: those clean pages go; the others stay.
+        // Opened again by name, so that no descriptor is held between files.
+        unique_fd old(::openat(dir_fd, pending_.front().name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+        if (old) ::posix_fadvise(old.get(), 0, 0, POSIX_FADV_DONTNEED);
+        pending_bytes_ -= pending_.front().size;
+        pending_.pop_front();
+    }
+}
+
+int write_file(int dir_fd, const std::string& name, std::string_view data, bool sync,
+               cache_dropper* dropper) {
     unique_fd fd(::openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
     if (!fd) return errno;
     const char* p = data.data();
@@ -136,6 +152,7 @@ int write_file(int dir_fd, const std::string& name, std::string_view data, bool 
         left -= static_cast<std::size_t>(n);
     }
     if (sync && ::fdatasync(fd.get()) != 0) return errno;
+    if (dropper) dropper->written(dir_fd, fd.get(), name, data.size());
     // close() reports deferred write errors on some file systems (NFS): check it.
     if (::close(fd.release()) != 0) return errno;
     return 0;

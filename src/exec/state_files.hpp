@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
@@ -53,9 +54,37 @@ std::string read_prefix(const std::string& path, std::size_t n);
 /// `parent_fd` (AT_FDCWD for a path). Returns 0 or an errno value.
 int open_directory(int parent_fd, const std::string& name, bool create, unique_fd& out);
 
+/// Files written once and seldom read again (the journal's stream files) leave the page cache
+/// once the disk has them, so that the next files go into those pages instead of into memory
+/// the system must first find and clear (docs/CAPTURE.md, "The page cache"). Each file's
+/// writeback starts as it is written; once the files written after it hold more than
+/// `kept_bytes`, its clean pages are dropped, so the last `kept_bytes` stay cached for the
+/// readers that come soon (the JSON report). Never waits for the disk: pages still being
+/// written stay cached, as without it. Advice only: nothing fails when it does not happen.
+/// Every file handed to one dropper lies in the same folder.
+class cache_dropper {
+public:
+    explicit cache_dropper(std::uint64_t kept_bytes = 256u << 20) : kept_bytes_(kept_bytes) {}
+
+    /// `fd`, the file `name` of the folder `dir_fd`, was just written with `size` bytes: start
+    /// its writeback, and drop the pages of the oldest files beyond `kept_bytes`.
+    void written(int dir_fd, int fd, const std::string& name, std::uint64_t size);
+
+private:
+    struct file {
+        std::string name;
+        std::uint64_t size;
+    };
+    std::uint64_t kept_bytes_;
+    std::uint64_t pending_bytes_ = 0;
+    std::deque<file> pending_;  ///< the files written last, oldest first (names, not descriptors)
+};
+
 /// Writes `data` to a new file `name` in `dir_fd` (mode 0600, replacing a file of that name),
-/// with fdatasync() when `sync`. Returns 0 or an errno value (ENOSPC: the disk is full).
-int write_file(int dir_fd, const std::string& name, std::string_view data, bool sync);
+/// with fdatasync() when `sync`, then hands it to `dropper` if there is one. Returns 0 or an
+/// errno value (ENOSPC: the disk is full).
+int write_file(int dir_fd, const std::string& name, std::string_view data, bool sync,
+               cache_dropper* dropper = nullptr);
 
 /// Replaces the file at `path` with `data` (mode 0600) through a temporary file beside it and
 /// rename(2): a reader sees the old content or the new, never part of it. 0 or an errno value.

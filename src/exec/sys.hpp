@@ -86,4 +86,13 @@ void for_each_entry(int dir_fd, Fn fn) {
 /// strerror() that does not depend on the locale or on global state.
 std::string errno_text(int err);
 
+/// A pipe for a child: its end is >= 3 (so the child's dup2 onto 0..2 never clobbers another
+/// of its fds), ours is non-blocking; both close-on-exec from birth. `parent_reads`: the child
+/// writes. Returns 0 or an errno value.
+int make_pipe(unique_fd& parent_end, unique_fd& child_end, bool parent_reads);
+
+/// write(2) to a pipe whose reader may be gone, without a SIGPIPE reaching the application
+/// (the signal is thread-directed: blocked around the call, and the one we caused consumed).
+ssize_t write_no_sigpipe(int fd, const char* data, std::size_t len);
+
 }  // namespace agentctl::exec

@@ -296,6 +296,7 @@ private:
               &insert_final_, &find_end_streams_, &update_run_end_, &insert_blob_})
             *s = statement();
         run_dir_.reset();
+        dropper_ = exec::cache_dropper();
         // A passive checkpoint moves what this run wrote into the database file; another
         // connection's readers may keep part of the WAL, which is fine.
         db_->conn.exec("PRAGMA wal_checkpoint(PASSIVE);");
@@ -425,7 +426,7 @@ private:
         std::string name = std::to_string(segment_pending_) + "-" + std::to_string(++file_counter_);
         out.file = std::to_string(run_seq_) + "/" + name;
         if (int err = exec::write_file(run_dir_.get(), name, bytes,
-                                       db.options.durability == journal_durability::full);
+                                       db.options.durability == journal_durability::full, &dropper_);
             err != 0)
             return file_error(err, out.file);
         files_written_ = true;
@@ -767,6 +768,7 @@ private:
     std::int64_t committed_run_seq_ = 0;  // run_seq_ as of the last commit
     std::uint32_t segment_pending_ = 0;
     exec::unique_fd run_dir_;
+    exec::cache_dropper dropper_;  // the stream files leave the page cache once on disk
     std::int64_t run_dir_seq_ = 0;
     std::uint64_t file_counter_ = 0;
     bool files_written_ = false;

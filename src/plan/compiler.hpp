@@ -110,10 +110,11 @@ struct declared_task {
     bool with_deferred = false;
     bool argv_deferred = false;
 
-    enum class expansion_t { none, foreach, matrix } expansion = expansion_t::none;
+    enum class expansion_t { none, foreach, matrix, loop } expansion = expansion_t::none;
     bool expansion_ok = true;
     std::uint64_t count = 0;                                              ///< children
-    const boost::json::array* items = nullptr;                            ///< foreach
+    const boost::json::array* items = nullptr;                            ///< foreach; loop: loop_previous
+    boost::json::array loop_previous;  ///< loop: each iteration's `vars.loopPrevious` (plan_expansion::items)
     std::vector<std::pair<std::string, const boost::json::array*>> axes;  ///< matrix, by axis name
 
     std::uint32_t result_node = 0;    ///< single: its node; expanded: its aggregate's (into nodes_)
@@ -139,6 +140,7 @@ private:
     void resolve_workflow_vars();
     void resolve_task_vars(std::size_t i);
     bool reads_deferred_var(const std::vector<site>& sites, std::size_t i) const;
+    bool is_deferred_var(const template_ref& ref, std::size_t i) const;
     void check_task_output_paths(const std::vector<site>& sites);
     void check_task_output_paths();
     void find_cycles();

@@ -171,6 +171,21 @@ void compiler::prepare_expansion(std::size_t i) {
         std::sort(t.axes.begin(), t.axes.end(),
                   [](const auto& x, const auto& y) { return x.first < y.first; });
         path += ".axes";
+    } else if (spec.loop) {
+        // Bounded by the reader (1..64), so never too large; each iteration's loopPrevious
+        // names the iteration before it, whose id is its bindings' digest (docs/CONTROL_FLOW.md).
+        t.expansion = declared_task::expansion_t::loop;
+        t.count = spec.loop->max_iterations;
+        const std::size_t width = detail::child_index_width(t.count);
+        std::string previous;
+        for (std::uint64_t k = 0; k < t.count; ++k) {
+            t.loop_previous.push_back(k == 0 ? spec.loop->initial
+                                             : boost::json::value("${{ tasks." + previous + ".output }}"));
+            previous = detail::child_id(spec.id, k, width,
+                                        detail::binding_digest(detail::loop_bindings(t.loop_previous, k)));
+        }
+        t.items = &t.loop_previous;
+        return;
     } else {
         return;
     }
@@ -231,6 +246,7 @@ void compiler::fill_node(plan_task& n, std::size_t i, plan_task::kind_t kind) {
     n.failure = spec.failure;
     if (t.expansion == declared_task::expansion_t::foreach) n.expansion = plan_task::expansion_t::foreach;
     if (t.expansion == declared_task::expansion_t::matrix) n.expansion = plan_task::expansion_t::matrix;
+    if (t.expansion == declared_task::expansion_t::loop) n.expansion = plan_task::expansion_t::loop;
     n.timeout_ms = wf_.runtime.default_timeout_ms;
     if (kind == plan_task::kind_t::aggregate) return;
     n.needs.reserve(t.needs.size());
@@ -267,6 +283,10 @@ void compiler::make_expansion(std::size_t i) {
     }
     if (t.expansion == declared_task::expansion_t::matrix && count > 0)
         for (const auto& [name, values] : t.axes) e.axes.emplace_back(name, *values);
+    if (t.expansion == declared_task::expansion_t::loop) {
+        e.loop = true;
+        e.items = t.loop_previous;
+    }
 
     plan_task& child = nodes_[t.template_node];
     fill_node(child, i, plan_task::kind_t::child);
@@ -341,8 +361,10 @@ std::optional<std::uint32_t> compiler::child_owner(std::string_view id) const {
     if (k >= x.count) return std::nullopt;
     // The digest too: the child's id is exactly what its bindings make it.
     const auto& spec = wf_.tasks[it->second];
-    auto bindings = detail::expansion_bindings(spec.foreach ? std::string_view(spec.foreach->as) : "",
-                                               x.items, x.axes, k);
+    auto bindings = x.expansion == declared_task::expansion_t::loop
+                        ? detail::loop_bindings(*x.items, k)
+                        : detail::expansion_bindings(spec.foreach ? std::string_view(spec.foreach->as) : "",
+                                                     x.items, x.axes, k);
     if (detail::child_id(parts->parent, k, parts->digits.size(), detail::binding_digest(bindings)) != id)
         return std::nullopt;
     return it->second;

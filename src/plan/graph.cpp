@@ -242,7 +242,8 @@ void compiler::mark_referenced_outputs() {
     for (auto& e : out_.expansions) {
         std::sort(e.referenced.begin(), e.referenced.end());
         e.referenced.erase(std::unique(e.referenced.begin(), e.referenced.end()), e.referenced.end());
-        if (out_.nodes[out_.node_of(e.aggregate)].output_referenced)
+        // A loop's iterations are read by the next one (loopPrevious) and by the aggregate's bound.
+        if (e.loop || out_.nodes[out_.node_of(e.aggregate)].output_referenced)
             out_.nodes[e.node].output_referenced = true;
     }
 }

@@ -46,6 +46,9 @@ std::optional<child_id_parts> split_child_id(std::string_view id);
 /// Item `k`'s bindings: `{AS: item, foreachIndex: k}` or `{matrix: {axis: value, ...},
 /// matrixIndex: k}` (mixed radix over the axes by name, the last fastest).
 boost::json::object expansion_bindings(const plan_expansion& e, std::uint64_t k);
+/// Iteration `k`'s bindings of a loop whose iterations' `loopPrevious` are `previous`:
+/// `{loopIndex: k, loopPrevious: previous[k]}`.
+boost::json::object loop_bindings(const boost::json::array& previous, std::uint64_t k);
 /// The same from the parts of an expansion (`items` for a foreach; `axes` by name for a matrix).
 boost::json::object expansion_bindings(
     std::string_view as, const boost::json::array* items,

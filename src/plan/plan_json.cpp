@@ -9,7 +9,8 @@
 //            timeoutSeconds,
 //            retry{maxAttempts,backoffMs,on}, failure, when?, limits{stdoutBytes,stderrBytes,
 //            combinedBytes}, requiresApproval, outputSchema?, expansion?, args?, cwd?, deferred?
-//   aggregate: id, uses, needs (its children), expansion{kind,count}
+//   aggregate: id, uses, needs (its children), expansion{kind,count,maxIterations?}
+//            (a loop's: uses{kind: loop_aggregate, name{children,condition,action}})
 //   process: action, kind, tasks, isolation, command, args, cwd?, env[{name,source,secret?}],
 //            timeoutSeconds?, limits, container?{image,runtime,engines,memoryLimitBytes,
 //            cpuLimitMillis,pidsLimit,controls}, extension?{protocolVersion,idempotency,
@@ -58,7 +59,14 @@ void write_limits(json_writer& w, std::uint64_t out, std::uint64_t err, std::uin
 }
 
 std::string_view expansion_name(plan_task::expansion_t e) {
-    return e == plan_task::expansion_t::matrix ? "matrix" : "foreach";
+    switch (e) {
+        case plan_task::expansion_t::matrix:
+            return "matrix";
+        case plan_task::expansion_t::loop:
+            return "loop";
+        default:
+            return "foreach";
+    }
 }
 
 // Task `t` (whole: a child rendered by plan::task()).
@@ -67,12 +75,34 @@ void write_task(json_writer& w, const plan& p, const plan_task& t) {
     w.member("id", t.id);
     w.key("uses");
     w.begin_object();
-    w.member("kind", "action");
-    w.member("name", p.actions[t.action_index].name);
+    const bool loop_aggregate =
+        t.kind == plan_task::kind_t::aggregate && t.expansion == plan_task::expansion_t::loop;
+    if (loop_aggregate) {
+        // As the reference writes it: uses.name holds the iterations and the loop's condition,
+        // checked once more after the last iteration (the bound is their count).
+        const plan_task& iteration = p.nodes[p.expansions[t.expansion_slot].node];
+        w.member("kind", "loop_aggregate");
+        w.key("name");
+        w.begin_object();
+        w.key("children");
+        w.begin_array();
+        for (std::uint32_t c = 0; c < t.child_count; ++c) w.string(p.task_id(t.first_child + c));
+        w.end_array();
+        w.member("condition", iteration.when ? iteration.when->expression : std::string());
+        w.member("action", p.actions[t.action_index].name);
+        w.end_object();
+    } else {
+        w.member("kind", "action");
+        w.member("name", p.actions[t.action_index].name);
+    }
     w.end_object();
     w.key("needs");
     w.begin_array();
     for (auto n : t.needs) w.string(p.task_id(n));
+    // A loop iteration after the first needs the one before it.
+    if (t.kind == plan_task::kind_t::child && t.expansion == plan_task::expansion_t::loop &&
+        t.expansion_index > 0)
+        w.string(p.task_id(p.expansions[t.expansion_slot].first_child + t.expansion_index - 1));
     if (t.kind == plan_task::kind_t::aggregate)
         for (std::uint32_t c = 0; c < t.child_count; ++c) w.string(p.task_id(t.first_child + c));
     w.end_array();
@@ -81,6 +111,7 @@ void write_task(json_writer& w, const plan& p, const plan_task& t) {
         w.begin_object();
         w.member("kind", expansion_name(t.expansion));
         w.member("count", static_cast<std::uint64_t>(t.child_count));
+        if (loop_aggregate) w.member("maxIterations", static_cast<std::uint64_t>(t.child_count));
         w.end_object();
         w.end_object();
         return;

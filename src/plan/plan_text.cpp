@@ -193,6 +193,22 @@ std::string binding_names(const plan_task& child) {
     return join(names, ", ");
 }
 
+// A loop's aggregate line (its bound and condition), then every iteration on a line of its
+// own: at most 64, and each is a task that may run (docs/CONTROL_FLOW.md, "Bounded loops").
+std::string loop_lines(const plan& p, const plan_task& aggregate, const std::string& id,
+                       const std::string& uses) {
+    plan_task first = p.task(aggregate.first_child);
+    const std::string condition = first.when ? first.when->expression : std::string();
+    first.when.reset();  // said once, as the loop's `while`
+    std::string out = "  " + id + "  loop maxIterations " + std::to_string(aggregate.child_count) +
+                      " while " + condition + "  " + uses + needs_text(p, first.needs) +
+                      task_details(p, first, false) + "\n";
+    for (std::uint32_t k = 0; k < aggregate.child_count; ++k)
+        out += "    " + p.task_id(aggregate.first_child + k) + "  loopIndex " + std::to_string(k) +
+               (k == 0 ? "" : "  needs " + p.task_id(aggregate.first_child + k - 1)) + "\n";
+    return out;
+}
+
 }  // namespace
 
 std::string plan_text(const plan& p, std::string_view workspace) {
@@ -235,6 +251,10 @@ std::string plan_text(const plan& p, std::string_view workspace) {
         const std::string uses = "action:" + p.actions[t.action_index].name;
         if (t.kind == plan_task::kind_t::single) {
             out += "  " + id + "  " + uses + needs_text(p, t.needs) + task_details(p, t, true) + "\n";
+            continue;
+        }
+        if (t.expansion == plan_task::expansion_t::loop) {
+            out += loop_lines(p, t, id, uses);
             continue;
         }
         std::string kind = t.expansion == plan_task::expansion_t::matrix ? "matrix " : "foreach ";

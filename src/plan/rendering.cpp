@@ -210,10 +210,20 @@ void compiler::parse_task_templates(std::size_t i) {
     ok = check_roots(t.with_sites, {.inputs = true, .vars = true, .tasks = true}, "task `with`") && ok;
     ok = check_task_refs(t.with_sites, i, "") && ok;
 
-    if (spec.when) {
+    // A loop's `while` guards each iteration as `when` does a task (the reader refuses both on
+    // one task); `loop.output` is the reference's other name for `vars.loopPrevious`.
+    std::optional<std::string> guard = spec.when;
+    std::string guard_path = task_path(i) + ".when";
+    if (spec.loop) {
+        guard = spec.loop->condition;
+        for (std::size_t at = 0; (at = guard->find("loop.output", at)) != std::string::npos;)
+            guard->replace(at, 11, "vars.loopPrevious");
+        guard_path = task_path(i) + ".loop.while";
+    }
+    if (guard) {
         detail::template_error e;
-        auto c = detail::parse_condition(*spec.when, e);
-        const std::string path = task_path(i) + ".when";
+        auto c = detail::parse_condition(*guard, e);
+        const std::string& path = guard_path;
         if (!c) {
             ok = false;
             error(e.code == "template_syntax" ? "invalid_condition" : e.code, path, e.message,
@@ -247,9 +257,7 @@ bool compiler::check_sites(const std::vector<site>& sites, const render_context&
     const declared_task& t = tasks_[i];
     for (const auto& s : sites) {
         if (s.ref.root == template_root::tasks || (s.ref.root == template_root::with && !ctx.with)) continue;
-        if (s.ref.root == template_root::vars && !s.ref.path.empty() &&
-            t.vars_deferred.contains(s.ref.path.front()))
-            continue;                               // known when the task starts
+        if (s.ref.root == template_root::vars && is_deferred_var(s.ref, i)) continue;  // known when it starts
         if (argv && s.ref.is_job_slot()) continue;  // a number, bound at dispatch
         detail::template_error e;
         if (const boost::json::value* v = detail::resolve(s.ref, ctx, e)) {
@@ -279,6 +287,8 @@ bool compiler::check_sites(const std::vector<site>& sites, const render_context&
                 help += "; it binds `vars." + wf_.tasks[i].foreach->as + "` and `vars.foreachIndex`";
             else if (t.expansion == declared_task::expansion_t::matrix)
                 help += "; it binds `vars.matrix.<axis>` and `vars.matrixIndex`";
+            else if (t.expansion == declared_task::expansion_t::loop)
+                help += "; it binds `vars.loopIndex` and `vars.loopPrevious`";
         } else if (s.ref.root == template_root::inputs) {
             std::string names;
             for (const auto& m : inputs_.get_object())

@@ -12,34 +12,49 @@ namespace agentctl::plan_compiler {
 namespace {
 
 // `what` of a value: anything (unknown), a scalar (no member), an object whose members are
-// all known, or an array whose items are all alike.
+// all known, or an array whose items are all alike. A member is a struct of its own, defined
+// after `shape`: a std::pair of an incomplete type does not compile with clang's checks.
+struct named_shape;
 struct shape {
     enum class kind_t { any, scalar, object, array } kind = kind_t::any;
-    std::vector<std::pair<std::string, shape>> members;  ///< object
-    std::vector<shape> item;                             ///< array: one element
+    std::vector<named_shape> members;  ///< object
+    std::vector<shape> item;           ///< array: one element
 
-    static shape scalar() { return {kind_t::scalar, {}, {}}; }
-    static shape object(std::vector<std::pair<std::string, shape>> m) {
-        return {kind_t::object, std::move(m), {}};
-    }
-    static shape array(shape item) {
-        shape s{kind_t::array, {}, {}};
-        s.item.push_back(std::move(item));
-        return s;
-    }
-    static shape scalars(std::initializer_list<const char*> names) {
-        std::vector<std::pair<std::string, shape>> m;
-        for (const char* n : names) m.emplace_back(n, scalar());
-        return object(std::move(m));
-    }
+    static shape scalar();
+    static shape object(std::vector<named_shape> m);
+    static shape array(shape item);
+    static shape scalars(std::initializer_list<const char*> names);
 };
+
+struct named_shape {
+    std::string name;
+    shape value;
+};
+
+shape shape::scalar() {
+    return {kind_t::scalar, {}, {}};
+}
+shape shape::object(std::vector<named_shape> m) {
+    return {kind_t::object, std::move(m), {}};
+}
+shape shape::array(shape item) {
+    shape s{kind_t::array, {}, {}};
+    s.item.push_back(std::move(item));
+    return s;
+}
+shape shape::scalars(std::initializer_list<const char*> names) {
+    std::vector<named_shape> m;
+    for (const char* n : names) m.push_back({n, scalar()});
+    return object(std::move(m));
+}
 
 // A value as written, templates unknown: `{message: "hello, ${{ inputs.name }}"}` has a member
 // `message`, a string.
 shape value_shape(const boost::json::value& v) {
     if (v.is_object()) {
-        std::vector<std::pair<std::string, shape>> m;
-        for (const auto& member : v.get_object()) m.emplace_back(member.key(), value_shape(member.value()));
+        std::vector<named_shape> m;
+        for (const auto& member : v.get_object())
+            m.push_back({std::string(member.key()), value_shape(member.value())});
         return shape::object(std::move(m));
     }
     if (v.is_string()) {
@@ -64,9 +79,10 @@ shape schema_shape(const boost::json::value& schema) {
     const auto* additional = o->if_contains("additionalProperties");
     const auto* properties = o->if_contains("properties");
     if (additional && additional->is_bool() && !additional->get_bool()) {
-        std::vector<std::pair<std::string, shape>> m;
+        std::vector<named_shape> m;
         if (properties && properties->is_object())
-            for (const auto& p : properties->get_object()) m.emplace_back(p.key(), schema_shape(p.value()));
+            for (const auto& p : properties->get_object())
+                m.push_back({std::string(p.key()), schema_shape(p.value())});
         return shape::object(std::move(m));
     }
     if (const auto* type = o->if_contains("type"); type && type->is_string()) {
@@ -161,12 +177,18 @@ void compiler::check_task_output_paths(const std::vector<site>& sites) {
         const action_spec& a = wf_.actions[*t.action];
         const task_spec& spec = wf_.tasks[x];
         shape runs = action_shape(a, t.with, spec.output_schema);
-        if (t.expansion != declared_task::expansion_t::none)
-            runs = shape::object({{"items", shape::array(shape::object({{"index", shape::scalar()},
-                                                                        {"taskId", shape::scalar()},
-                                                                        {"state", shape::scalar()},
-                                                                        {"output", runs},
-                                                                        {"error", shape{}}}))}});
+        if (t.expansion != declared_task::expansion_t::none) {
+            // A loop's iteration may have been skipped by its `while` (the skipped output instead),
+            // and a loop counts the iterations that ran.
+            const bool loop = t.expansion == declared_task::expansion_t::loop;
+            shape items = shape::array(shape::object({{"index", shape::scalar()},
+                                                      {"taskId", shape::scalar()},
+                                                      {"state", shape::scalar()},
+                                                      {"output", loop ? shape{} : runs},
+                                                      {"error", shape{}}}));
+            runs = loop ? shape::object({{"iterations", shape::scalar()}, {"items", std::move(items)}})
+                        : shape::object({{"items", std::move(items)}});
+        }
         const std::string base = "tasks." + spec.id + ".output";
         std::string why = absent(runs, s.ref.path, 2, base);
         if (why.empty()) continue;

@@ -51,7 +51,12 @@ json::object expansion_bindings(std::string_view as, const json::array* items,
     return vars;
 }
 
+json::object loop_bindings(const json::array& previous, std::uint64_t k) {
+    return json::object{{"loopIndex", static_cast<std::int64_t>(k)}, {"loopPrevious", previous[k]}};
+}
+
 json::object expansion_bindings(const plan_expansion& e, std::uint64_t k) {
+    if (e.loop) return loop_bindings(e.items, k);
     std::vector<std::pair<std::string, const json::array*>> axes;
     axes.reserve(e.axes.size());
     for (const auto& [name, values] : e.axes) axes.emplace_back(name, &values);
@@ -125,6 +130,13 @@ plan_task plan::task(std::uint32_t i) const {
     t.args = std::move(parts.args);
     t.cwd = std::move(parts.cwd);
     t.expansion_index = k;
+    if (e.loop && k > 0) {
+        // The previous iteration's output: rendered when this one is admitted.
+        if (auto* previous = t.vars.if_contains("loopPrevious")) {
+            t.vars_deferred["loopPrevious"] = std::move(*previous);
+            t.vars.erase("loopPrevious");
+        }
+    }
     t.first_child = 0;
     t.child_count = 0;
     t.output_referenced = output_referenced(i);
@@ -150,6 +162,14 @@ bool plan::output_referenced(std::uint32_t i) const {
     if (n.output_referenced || n.kind != plan_task::kind_t::child) return n.output_referenced;
     const plan_expansion& e = expansions[n.expansion_slot];
     return std::binary_search(e.referenced.begin(), e.referenced.end(), i - e.first_child);
+}
+
+std::optional<std::uint32_t> plan::previous_iteration(std::uint32_t i) const {
+    const plan_task& n = node(i);
+    if (n.kind != plan_task::kind_t::child || n.expansion != plan_task::expansion_t::loop ||
+        i == n.first_child)
+        return std::nullopt;
+    return i - 1;
 }
 
 const plan_expansion* plan::expansion_of(std::uint32_t i) const {

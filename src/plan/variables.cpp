@@ -86,12 +86,17 @@ void compiler::resolve_task_vars(std::size_t i) {
 }
 
 bool compiler::reads_deferred_var(const std::vector<site>& sites, std::size_t i) const {
-    const auto& deferred = tasks_[i].vars_deferred;
-    if (deferred.empty()) return false;
     for (const auto& s : sites)
-        if (s.ref.root == template_root::vars && !s.ref.path.empty() && deferred.contains(s.ref.path.front()))
-            return true;
+        if (s.ref.root == template_root::vars && is_deferred_var(s.ref, i)) return true;
     return false;
+}
+
+// A loop's `vars.loopPrevious` is the previous iteration's output after the first, so it is
+// rendered when an iteration is admitted, as the task-level variables reading outputs are.
+bool compiler::is_deferred_var(const template_ref& ref, std::size_t i) const {
+    if (ref.path.empty()) return false;
+    if (wf_.tasks[i].loop && ref.path.front() == "loopPrevious") return true;
+    return tasks_[i].vars_deferred.contains(ref.path.front());
 }
 
 }  // namespace agentctl::plan_compiler

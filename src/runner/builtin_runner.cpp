@@ -61,10 +61,13 @@ struct builtin_runner::state {
         leftovers = co_await container::remove_dead_owners(r.containers, ctx.settings.host_env);
         // Without its tools the Slurm backend was not checked (the run was cancelled during the
         // checks): nothing starts then.
-        if (ctx.settings.backend != backend_kind::slurm)
+        if (ctx.settings.backend != backend_kind::slurm) {
             process = make_host_launcher(ctx);
-        else if (r.slurm)
-            process = make_slurm_launcher(ctx, std::move(*r.slurm));
+        } else if (r.slurm) {
+            auto made = co_await start_slurm_launcher(ctx, std::move(*r.slurm));
+            if (!made) co_return made.error();
+            process = std::move(*made);
+        }
         container = make_container_launcher(ctx, std::move(r.containers));
         co_return std::nullopt;
     }

@@ -5,6 +5,8 @@
 #include "spec/engine_variables.hpp"
 #include "spec/reader.hpp"
 
+#include <boost/json/serialize.hpp>
+
 #include <algorithm>
 #include <array>
 
@@ -42,7 +44,8 @@ bool steers_engine(std::string_view name) {
 
 // The reference's features this engine does not run (docs/COMPATIBILITY.md), by where they
 // are written. Model, agent, protocol, memory, tool and pack features are out of scope; the
-// control flow of loops, routers, sub-workflows and compensation is not there yet.
+// control flow of routers, sub-workflows and compensation is not run yet (each is read and
+// checked, then still reported here until the plan compiles it). Loops run.
 constexpr std::array<std::string_view, 8> agent_spec_keys = {"providers",  "agents",   "tools", "memory",
                                                              "mcpServers", "a2aPeers", "packs", "packTrust"};
 constexpr std::array<std::string_view, 2> control_flow_spec_keys = {"subworkflows", "compensation"};
@@ -52,7 +55,7 @@ constexpr std::array<std::string_view, 6> agent_action_kinds = {"builtin.memory.
                                                                 "builtin.long_term_memory.write",
                                                                 "mcp.call",
                                                                 "a2a.delegate"};
-constexpr std::array<std::string_view, 3> control_flow_task_keys = {"loop", "route", "compensate"};
+constexpr std::array<std::string_view, 2> control_flow_task_keys = {"route", "compensate"};
 
 template <std::size_t N>
 bool is_one_of(std::string_view s, const std::array<std::string_view, N>& list) {
@@ -115,6 +118,39 @@ bool is_single_template(std::string_view s) {
            s.find("${{", 3) == std::string_view::npos && s.find("}}") == s.size() - 2;
 }
 
+// MAJOR.MINOR.PATCH[-PRERELEASE][+BUILD] (semver.org 2.0.0): numbers without leading zeros,
+// dot-separated identifiers of [0-9A-Za-z-], numeric pre-release identifiers without them.
+bool is_semantic_version(std::string_view s) {
+    auto numeric = [](std::string_view p) {
+        return !p.empty() && std::all_of(p.begin(), p.end(), is_digit) && (p.size() == 1 || p[0] != '0');
+    };
+    auto identifiers = [&](std::string_view text, bool pre) {
+        for (std::size_t start = 0;;) {
+            std::size_t dot = text.find('.', start);
+            std::string_view part = text.substr(start, dot == std::string_view::npos ? dot : dot - start);
+            if (part.empty() || !std::all_of(part.begin(), part.end(),
+                                             [](char c) { return is_alpha(c) || is_digit(c) || c == '-'; }))
+                return false;
+            if (pre && std::all_of(part.begin(), part.end(), is_digit) && !numeric(part)) return false;
+            if (dot == std::string_view::npos) return true;
+            start = dot + 1;
+        }
+    };
+    std::size_t plus = s.find('+');
+    if (plus != std::string_view::npos && !identifiers(s.substr(plus + 1), false)) return false;
+    std::string_view core = s.substr(0, plus);
+    std::size_t dash = core.find('-');
+    if (dash != std::string_view::npos && !identifiers(core.substr(dash + 1), true)) return false;
+    core = core.substr(0, dash);
+    for (int i = 0; i < 3; ++i) {
+        std::size_t dot = core.find('.');
+        if ((i < 2) == (dot == std::string_view::npos)) return false;
+        if (!numeric(core.substr(0, dot))) return false;
+        core = dot == std::string_view::npos ? std::string_view() : core.substr(dot + 1);
+    }
+    return true;
+}
+
 std::string env_name_problem(std::string_view name) {
     if (name.empty()) return "an environment variable name must not be empty";
     if (name.size() > max_env_name_bytes)
@@ -162,6 +198,16 @@ private:
     void read_retry(const place& p, retry_spec& retry);
     std::optional<foreach_spec> read_foreach(const place& p);
     std::optional<matrix_spec> read_matrix(const place& p);
+    std::optional<std::string> read_whole_template(fields& f, std::string_view key, std::string_view code,
+                                                   const std::string& what, std::string help);
+    std::optional<loop_spec> read_loop(const place& p);
+    void check_loop_alone(const fields& f, const task_spec& t);
+    std::optional<route_spec> read_route(const place& p);
+    std::optional<compensate_spec> read_compensate(const place& p);
+    void read_compensation(const place& p, compensation_spec& c);
+    void read_subworkflow(const std::string& name, const place& p, subworkflow_spec& sw);
+    void check_invocation(const fields& f);
+    std::vector<std::string> read_destinations(const place& p, std::vector<std::string>& seen);
     std::optional<boost::json::value> read_items(const place& p, bool allow_empty);
     boost::json::value read_with(const place& p);
     std::optional<std::string> read_binding_name(const place& p);
@@ -196,9 +242,10 @@ void workflow_reader::report_unsupported() {
             "builtin.read and builtin.write actions; run the rest with the reference implementation";
     }
     if (!control.empty()) {
-        message += std::string(message.empty() ? "" : "; ") +
-                   "loops, routers, sub-workflows and compensation (" + control + ") are not supported yet";
-        if (help.empty()) help = "express the flow with needs, when, foreach and matrix, or run it elsewhere";
+        message += std::string(message.empty() ? "" : "; ") + "routers, sub-workflows and compensation (" +
+                   control + ") are not supported yet";
+        if (help.empty())
+            help = "express the flow with needs, when, foreach, matrix and loop, or run it elsewhere";
     }
     r_.error(*first_unsupported_, "unsupported_feature", std::move(message), std::move(help));
 }
@@ -271,6 +318,13 @@ void workflow_reader::read_spec(const place& p, workflow& wf) {
     for (auto key : control_flow_spec_keys)
         if (auto v = f.get(key)) unsupported(*v, "spec." + std::string(key), true);
     if (auto v = f.get("inputs")) wf.inputs = r_.json_object(*v);
+    if (auto v = f.get("compensation")) read_compensation(*v, wf.compensation);
+    if (auto v = f.get("subworkflows")) {
+        if (auto list = r_.entries(*v)) {
+            wf.subworkflows.reserve(list->size());
+            for (auto& [name, value] : *list) read_subworkflow(name, value, wf.subworkflows.emplace_back());
+        }
+    }
     if (auto v = f.get("vars")) wf.vars = read_vars(*v);
     if (auto v = f.get("varsFiles")) wf.vars_files = read_vars_files(*v);
     if (auto v = f.get("policy")) read_policy(*v, wf.policy);
@@ -1002,6 +1056,222 @@ std::optional<matrix_spec> workflow_reader::read_matrix(const place& p) {
     return good ? std::optional(std::move(m)) : std::nullopt;
 }
 
+// A required string that is exactly one `${{ ... }}` (a loop's `while`, a router's `select`):
+// what it names keeps its JSON type, so nothing may stand around it.
+std::optional<std::string> workflow_reader::read_whole_template(fields& f, std::string_view key,
+                                                                std::string_view code,
+                                                                const std::string& what, std::string help) {
+    auto v = f.require(key);
+    if (!v) return std::nullopt;
+    auto s = r_.string(*v);
+    if (s && !is_single_template(*s)) {
+        r_.error(*v, std::string(code),
+                 what + " \"" + *s + "\" must be exactly one `${{ ... }}`, nothing around it",
+                 std::move(help));
+        return std::nullopt;
+    }
+    return s;
+}
+
+// `loop: {maxIterations, while, initial}`. The bound is what makes the compiled graph finite,
+// so it is required; `while` keeps the reference's name for the condition.
+std::optional<loop_spec> workflow_reader::read_loop(const place& p) {
+    fields f(r_, p, {"maxIterations", "while", "initial"});
+    if (!f.ok()) return std::nullopt;
+    loop_spec loop;
+    bool good = true;
+    if (auto v = f.require("maxIterations")) {
+        auto n = read_int<std::uint32_t>(v, 1, limits::max_loop_iterations);
+        good = good && n;
+        if (n) loop.max_iterations = *n;
+    } else {
+        good = false;
+    }
+    auto condition = read_whole_template(f, "while", "invalid_condition", "loop `while`",
+                                         "write e.g. \"${{ vars.loopIndex < 2 }}\" or "
+                                         "\"${{ vars.loopPrevious.done == false }}\"");
+    good = good && condition;
+    if (condition) loop.condition = std::move(*condition);
+    if (auto v = f.get("initial")) loop.initial = r_.json(*v);
+    return good ? std::optional(std::move(loop)) : std::nullopt;
+}
+
+// A loop's iterations are the task's only expansion and `while` is their only guard: the
+// reference refuses every other combination, each at the field that clashes.
+void workflow_reader::check_loop_alone(const fields& f, const task_spec& t) {
+    if (t.uses == "router") {
+        if (auto v = f.get("uses"))
+            r_.error(*v, "loop_conflict", "a router cannot be a loop body",
+                     "loop a task that the router routes to instead");
+        return;
+    }
+    for (std::string_view key : {"foreach", "matrix", "route", "when"})
+        if (auto v = f.get(key))
+            r_.error(*v, "loop_conflict",
+                     "task \"" + t.id + "\" has a loop, so it cannot also have `" + std::string(key) + "`",
+                     key == "when" ? "put the condition in loop.while: it guards every iteration"
+                                   : "split it into two tasks");
+}
+
+// `route: {select, cases: [{equals, tasks}], default}`. What can be told from the router alone
+// is checked here; destinations against the other tasks are checked by the plan compiler.
+std::optional<route_spec> workflow_reader::read_route(const place& p) {
+    fields f(r_, p, {"select", "cases", "default"});
+    if (!f.ok()) return std::nullopt;
+    route_spec route;
+    bool good = true;
+    auto select = read_whole_template(
+        f, "select", "invalid_value", "route `select`",
+        "write e.g. \"${{ tasks.classify.output.route }}\": its value keeps its JSON type");
+    good = good && select;
+    if (select) route.select = std::move(*select);
+    std::vector<std::string> seen;  // every destination so far: each is routed to once
+    if (auto v = f.require("cases")) {
+        auto items = r_.sequence(*v);
+        good = good && items;
+        if (items && items->empty()) {
+            r_.error(*v, "empty_value", "a router needs at least one case");
+            good = false;
+        }
+        for (const place& item : items ? *items : std::vector<place>{}) {
+            fields c(r_, item, {"equals", "tasks"});
+            auto equals = c.require("equals");
+            auto tasks = c.require("tasks");
+            if (!c.ok() || !equals || !tasks) {
+                good = false;
+                continue;
+            }
+            route_case rc{r_.json(*equals), read_destinations(*tasks, seen)};
+            if (rc.tasks.empty()) {
+                r_.error(*tasks, "empty_value", "a route case needs at least one destination task");
+                good = false;
+            }
+            for (const auto& earlier : route.cases)
+                if (earlier.equals == rc.equals) {
+                    r_.error(
+                        *equals, "duplicate_route_case",
+                        "two cases of this router match the same value " + boost::json::serialize(rc.equals),
+                        "merge their tasks into one case");
+                    good = false;
+                    break;
+                }
+            route.cases.push_back(std::move(rc));
+        }
+    } else {
+        good = false;
+    }
+    if (auto v = f.get("default")) route.otherwise = read_destinations(*v, seen);
+    return good ? std::optional(std::move(route)) : std::nullopt;
+}
+
+// A list of destination task ids; one routed to twice (in two cases, or a case and the
+// default) is an error at its second mention.
+std::vector<std::string> workflow_reader::read_destinations(const place& p, std::vector<std::string>& seen) {
+    std::vector<std::string> out;
+    auto items = r_.sequence(p);
+    for (const place& item : items ? *items : std::vector<place>{}) {
+        auto id = r_.string(item);
+        if (!id) continue;
+        if (std::find(seen.begin(), seen.end(), *id) != seen.end()) {
+            r_.error(item, "duplicate_route_destination",
+                     "task \"" + *id + "\" is already a destination of this router",
+                     "a task is routed to by one case or by the default, once");
+            continue;
+        }
+        seen.push_back(*id);
+        out.push_back(std::move(*id));
+    }
+    return out;
+}
+
+// `compensate: {uses, with, retry, timeoutSeconds}`. Whether the action exists and has an
+// effect to undo is the plan compiler's to say.
+std::optional<compensate_spec> workflow_reader::read_compensate(const place& p) {
+    fields f(r_, p, {"uses", "with", "retry", "timeoutSeconds"});
+    if (!f.ok()) return std::nullopt;
+    compensate_spec c;
+    bool good = true;
+    if (auto v = f.require("uses")) {
+        auto s = r_.string(*v);
+        constexpr std::string_view prefix = "action:";
+        if (s && (s->rfind(prefix, 0) != 0 || s->size() == prefix.size() ||
+                  std::any_of(s->begin() + prefix.size(), s->end(), is_space_or_control))) {
+            r_.error(*v, "invalid_uses", "compensate uses \"" + *s + "\" does not name an action",
+                     "write uses: action:<name>, naming an action with an effect to undo");
+            s.reset();
+        }
+        good = good && s;
+        if (s) c.action = s->substr(prefix.size());
+    } else {
+        good = false;
+    }
+    if (auto v = f.get("with")) c.with = read_with(*v);
+    if (auto v = f.get("retry")) read_retry(*v, c.retry);
+    if (auto v = f.get("timeoutSeconds")) c.timeout_ms = r_.duration_ms(*v, 1, limits::max_timeout_ms);
+    return good ? std::optional(std::move(c)) : std::nullopt;
+}
+
+void workflow_reader::read_compensation(const place& p, compensation_spec& c) {
+    fields f(r_, p, {"onFailure", "approval"});
+    if (!f.ok()) return;
+    if (auto v = f.get("onFailure"))
+        if (auto i = r_.choice(*v, {"manual", "automatic"}))
+            c.on_failure = static_cast<compensation_spec::trigger>(*i);
+    if (auto v = f.get("approval"))
+        if (auto i = r_.choice(*v, {"policy", "always", "never"}))
+            c.approval_mode = static_cast<compensation_spec::approval>(*i);
+}
+
+// One definition of `spec.subworkflows`. Its tasks are read as any task; their references to
+// one another, cycles between definitions and the schemas' validity are the plan compiler's.
+void workflow_reader::read_subworkflow(const std::string& name, const place& p, subworkflow_spec& sw) {
+    sw.name = name;
+    if (!is_identifier(name))
+        r_.error(p, "invalid_value", "sub-workflow name \"" + name + "\" is not an identifier",
+                 "names match [A-Za-z_][A-Za-z0-9_]*");
+    fields f(r_, p, {"version", "inputs", "inputSchema", "outputSchema", "outputs", "tasks"});
+    if (!f.ok()) return;
+    if (auto v = f.require("version")) {
+        if (auto s = r_.string(*v)) {
+            if (is_semantic_version(*s))
+                sw.version = std::move(*s);
+            else
+                r_.error(*v, "invalid_value", "sub-workflow version \"" + *s + "\" is not a semantic version",
+                         "write MAJOR.MINOR.PATCH, e.g. 1.0.0");
+        }
+    }
+    if (auto v = f.get("inputs")) sw.inputs = r_.json_object(*v);
+    for (auto [key, schema] :
+         {std::pair{"inputSchema", &sw.input_schema}, {"outputSchema", &sw.output_schema}}) {
+        auto v = f.require(key);
+        if (!v) continue;
+        if (r_.node(*v).kind != kind_t::mapping)
+            r_.error(*v, "invalid_type",
+                     std::string(key) + " must be a mapping (a JSON Schema), found " + r_.describe(*v));
+        else
+            *schema = r_.json(*v);
+    }
+    if (auto v = f.get("outputs")) sw.outputs = r_.json_object(*v);
+    if (auto v = f.require("tasks")) {
+        if (auto items = r_.sequence(*v)) {
+            if (items->empty()) r_.error(*v, "empty_value", "a sub-workflow needs at least one task");
+            sw.tasks.reserve(items->size());
+            for (const place& item : *items) read_task(item, sw.tasks.emplace_back());
+        }
+    }
+}
+
+// A task that invokes a sub-workflow passes it `with`, waits on `needs` and says what its
+// failure does; everything else belongs to the sub-workflow's own tasks.
+void workflow_reader::check_invocation(const fields& f) {
+    for (std::string_view key : {"when", "foreach", "matrix", "loop", "route", "vars", "varsFiles", "retry",
+                                 "timeoutSeconds", "outputSchema", "memoryWrites", "compensate"})
+        if (auto v = f.get(key))
+            r_.error(*v, "invalid_invocation",
+                     "a task that invokes a sub-workflow cannot have `" + std::string(key) + "`",
+                     "it takes needs, with and failure; put the rest on the sub-workflow's tasks");
+}
+
 void workflow_reader::read_task(const place& p, task_spec& t) {
     fields f(r_, p,
              {"id", "uses", "needs", "with", "timeoutSeconds", "retry", "failure", "when", "foreach",
@@ -1044,6 +1314,29 @@ void workflow_reader::read_task(const place& p, task_spec& t) {
     if (foreach_place && matrix_place)
         r_.error(*matrix_place, "foreach_and_matrix", "a task has foreach or matrix, not both",
                  "split it into two tasks");
+    if (auto v = f.get("loop")) {
+        t.loop = read_loop(*v);
+        check_loop_alone(f, t);
+    }
+    if (auto v = f.get("compensate")) t.compensate = read_compensate(*v);
+    if (t.uses.rfind("workflow:", 0) == 0) {
+        t.subworkflow = t.uses.substr(9);
+        if (!is_identifier(t.subworkflow))
+            if (auto v = f.get("uses"))
+                r_.error(*v, "invalid_uses", "uses \"" + t.uses + "\" does not name a sub-workflow",
+                         "write uses: workflow:<name>, naming a key of spec.subworkflows");
+        check_invocation(f);
+    }
+    if (t.uses == "router") {
+        if (auto v = f.require("route")) t.route = read_route(*v);
+        for (std::string_view key : {"foreach", "matrix"})
+            if (auto v = f.get(key))
+                r_.error(*v, "router_expanded", "a router cannot have `" + std::string(key) + "`",
+                         "expand the tasks it routes to instead");
+    } else if (auto v = f.get("route")) {
+        r_.error(*v, "route_without_router", "only a `uses: router` task has `route`",
+                 "write `uses: router` on this task, or remove `route`");
+    }
 }
 
 }  // namespace

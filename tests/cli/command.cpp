@@ -75,9 +75,6 @@ struct c_strings {
     std::vector<char*> pointers;
 };
 
-// Removed with the test binary's end (a static temp_dir).
-const std::string& test_state_dir();
-
 /// posix_spawn of argv[0] with a small fixed environment plus `extra_env`; frees the
 /// attributes and file actions. Returns the pid or throws.
 pid_t spawn(const std::vector<std::string>& argv, std::vector<std::string> extra_env, posix_spawn_file_actions_t& fa,
@@ -91,7 +88,12 @@ pid_t spawn(const std::vector<std::string>& argv, std::vector<std::string> extra
     bool own_state = std::any_of(extra_env.begin(), extra_env.end(),
                                  [](const std::string& e) { return e.rfind("AGENTCTL_STATE_DIR=", 0) == 0; });
     if (!own_state) env.push_back("AGENTCTL_STATE_DIR=" + test_state_dir());
-    env.insert(env.end(), extra_env.begin(), extra_env.end());
+    // A variable the test names replaces the one above (getenv would find the first).
+    for (const std::string& extra : extra_env) {
+        const std::string name = extra.substr(0, extra.find('=') + 1);
+        std::erase_if(env, [&](const std::string& e) { return e.rfind(name, 0) == 0; });
+        env.push_back(extra);
+    }
     c_strings args(argv), envp(std::move(env));
     pid_t pid = -1;
     int rc = posix_spawn(&pid, argv[0].c_str(), &fa, &attr, args.get(), envp.get());
@@ -249,12 +251,10 @@ temp_dir::~temp_dir() {
     std::filesystem::remove_all(path_, ec);
 }
 
-namespace {
 const std::string& test_state_dir() {
     static const temp_dir dir;
     return dir.path();
 }
-}  // namespace
 
 namespace {
 // A /proc file of a process that goes away meanwhile reads as empty (libstdc++ may throw

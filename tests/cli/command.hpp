@@ -26,7 +26,7 @@ struct command_result {
 };
 
 struct command_options {
-    std::vector<std::string> env;  ///< added to a minimal environment (PATH, HOME)
+    std::vector<std::string> env;  ///< added to a minimal environment (PATH, HOME); replaces a name it has
     std::string cwd;               ///< empty: the test's cwd
     std::chrono::milliseconds bound{60000};
     /// Called once the child runs, with its pid (e.g. to signal it later).
@@ -41,6 +41,9 @@ const std::string& agentctl_bin();
 const std::string& data_dir();
 /// Path of the probe helper ($AGENTCTL_PROBE).
 const std::string& probe_bin();
+/// The state folder (journal) of every agentctl this test binary starts, never the user's:
+/// removed with the test binary's end.
+const std::string& test_state_dir();
 
 /// Runs `argv` (argv[0] an absolute path) in its own process group and collects everything.
 command_result run(const std::vector<std::string>& argv, const command_options& options = {});

@@ -31,6 +31,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 
 using namespace cli_test;
 using namespace std::chrono_literals;
@@ -1112,3 +1113,61 @@ BOOST_AUTO_TEST_CASE(a_secret_cut_by_a_cap_or_a_kill_is_redacted_wherever_output
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// A bounded loop (docs/CONTROL_FLOW.md) SIGKILLed in the middle of its second iteration, then
+// resumed: the first iteration is taken over, the interrupted one (uncertain: its program was
+// killed with agentctl) runs again with --rerun-uncertain, and the loop goes on to its end.
+BOOST_AUTO_TEST_CASE(a_loop_killed_mid_iteration_resumes_at_that_iteration) {
+    temp_dir dir;
+    std::string db = dir.path() + "/j.db";
+    std::string marker = dir.path() + "/marker";
+    std::string started = dir.path() + "/started";
+    std::string nonce = make_nonce();
+    // Each iteration appends its index; the second one, the first time only, says it started
+    // and then waits to be killed.
+    std::string wf =
+        dir.write("wf.yaml",
+                  "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: looping}\nspec:\n"
+                  "  policy: {processAllowlist: [sh], approval: never}\n"
+                  "  actions:\n"
+                  "    step: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo $0 >> " +
+                      marker + "; if [ $0 = 1 ] && [ ! -e " + started + " ]; then echo x > " + started +
+                      "; exec " + probe_bin() + " sleep 60 --nonce " + nonce +
+                      "; fi', '${{ vars.loopIndex }}']}\n"
+                      "  tasks:\n"
+                      "    - id: poll\n      uses: action:step\n"
+                      "      loop: {maxIterations: 4, while: \"${{ vars.loopIndex < 3 }}\"}\n");
+    command_options o;
+    o.bound = 60s;
+    bool killed = false;
+    o.poll = [&](pid_t pid) {
+        if (!fs::exists(started) || processes_with(nonce).empty()) return false;
+        ::kill(pid, SIGKILL);
+        killed = true;
+        return true;
+    };
+    auto first = agentctl({"run", wf, "--db", db}, o);
+    BOOST_TEST_REQUIRE(killed, "the second iteration never started");
+    BOOST_TEST(first.signal == SIGKILL);
+    for (auto until = std::chrono::steady_clock::now() + 10s;
+         !processes_with(nonce).empty() && std::chrono::steady_clock::now() < until;)
+        std::this_thread::sleep_for(10ms);  // the watchdog ends the killed run's programs
+    BOOST_TEST_REQUIRE(processes_with(nonce).empty());
+    BOOST_TEST(read_file(marker) == "0\n1\n");
+
+    std::string id = newest_run(db);
+    auto dry = agentctl({"resume", id, "--db", db, "--dry-run"});
+    BOOST_TEST(dry.exit_code == 3, dry.err);
+    BOOST_TEST(dry.out.find("uncertain   poll--0001-") != std::string::npos, dry.out);
+    auto r = agentctl({"--output", "json", "resume", id, "--db", db, "--rerun-uncertain"});
+    BOOST_TEST(r.exit_code == 0, r.err);
+    BOOST_TEST(read_file(marker) == "0\n1\n1\n2\n", "an iteration ran twice, or one did not run");
+    auto v = parse_json(r.out);
+    const auto& d = v.at("data");
+    const auto& reused = d.at("resume").at("reused").as_array();
+    BOOST_TEST_REQUIRE(reused.size() == 1u, json::serialize(d.at("resume")));
+    BOOST_TEST(std::string(reused[0].as_string()).rfind("poll--0000-", 0) == 0u);
+    const auto& loop = d.at("tasks").at("poll").at("output");
+    BOOST_TEST(loop.at("iterations").as_int64() == 3, json::serialize(loop));
+    BOOST_TEST(loop.at("items").at(3).at("state").as_string() == "skipped");
+}

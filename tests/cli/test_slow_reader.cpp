@@ -76,7 +76,8 @@ spawned spawn_agentctl(const std::vector<std::string>& args, const std::string& 
     for (auto& a : argv) cargv.push_back(a.data());
     cargv.push_back(nullptr);
     std::string path = "PATH=/usr/bin:/bin";
-    char* envp[] = {path.data(), nullptr};
+    std::string state = "AGENTCTL_STATE_DIR=" + test_state_dir();  // not the user's journal
+    char* envp[] = {path.data(), state.data(), nullptr};
     int rc = posix_spawn(&s.pid, cargv[0], &fa, &attr, cargv.data(), envp);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);

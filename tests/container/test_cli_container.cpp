@@ -113,24 +113,35 @@ BOOST_DATA_TEST_CASE(run_and_doctor_through_the_cli, bdata::make(engines), engin
 // container stay.
 BOOST_DATA_TEST_CASE(runs_gc_removes_dead_owners_containers_on_every_engine, bdata::make(engines), engine) {
     temp_dir state;
-    auto names = start_owned_containers(engine);
     cli_test::command_options o;
     o.env = fixture_env();
     o.env.push_back("AGENTCTL_STATE_DIR=" + state.path());
     o.bound = std::chrono::seconds(120);
-    auto r = cli_test::agentctl({"--output", "json", "runs", "gc"}, o);
-    BOOST_TEST(r.exit_code == 0, r.out << r.err);
-    json::value v = parse_json(r.out);
+    // Any agentctl on this host removes a dead owner's containers on the engines it uses (a
+    // suite running beside this one, e.g. cli-parallel's --container runs), so the dead one may
+    // be gone before this gc looks. Then it is made again, at most three times in all.
+    std::map<std::string, std::string> names;
+    cli_test::command_result r;
+    json::value v;
     bool reported = false;
-    for (const auto& c : v.at("data").at("leftovers").at("containers").as_array()) {
-        BOOST_TEST(c.at("name").as_string() != names["live"]);
-        BOOST_TEST(c.at("name").as_string() != names["elsewhere"]);
-        BOOST_TEST(c.at("name").as_string() != names["unlabelled"]);
-        if (c.at("name").as_string() == names["dead"]) {
-            reported = true;
-            BOOST_TEST(c.at("engine").as_string() == engine);
-            BOOST_TEST(c.at("removed").as_bool());
+    for (int attempt = 0; attempt < 3 && !reported; ++attempt) {
+        if (attempt > 0) remove_containers(engine, names);
+        names = start_owned_containers(engine);
+        r = cli_test::agentctl({"--output", "json", "runs", "gc"}, o);
+        BOOST_TEST_REQUIRE(r.exit_code == 0, r.out << r.err);
+        v = parse_json(r.out);
+        for (const auto& c : v.at("data").at("leftovers").at("containers").as_array()) {
+            BOOST_TEST(c.at("name").as_string() != names["live"]);
+            BOOST_TEST(c.at("name").as_string() != names["elsewhere"]);
+            BOOST_TEST(c.at("name").as_string() != names["unlabelled"]);
+            if (c.at("name").as_string() == names["dead"]) {
+                reported = true;
+                BOOST_TEST(c.at("engine").as_string() == engine);
+                BOOST_TEST(c.at("removed").as_bool());
+            }
         }
+        if (!reported)
+            BOOST_TEST_MESSAGE("attempt " << attempt + 1 << ": the dead container was not reported");
     }
     BOOST_TEST(reported, r.out);
     for (const auto& d : v.at("diagnostics").as_array())

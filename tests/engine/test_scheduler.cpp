@@ -17,6 +17,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -609,4 +610,140 @@ BOOST_AUTO_TEST_CASE(foreach_aggregate_collects_children_and_templates_render) {
     const task_result& each = result_of(p, r, "each");
     BOOST_TEST(each.output.at("items").as_array().size() == 3u);
     BOOST_TEST(r.output.at("first").as_string() == "out-" + test_support::full_id(p, "each--0000"));
+}
+
+// A bounded loop (docs/CONTROL_FLOW.md): iterations run one after the other while `while`
+// holds, each sees the one before as vars.loopPrevious; the first false guard skips the rest;
+// the aggregate lists every iteration and counts those that ran. The reference's
+// examples/v1/loop.yaml: 2 iterations, the third skipped.
+BOOST_AUTO_TEST_CASE(a_loop_runs_while_its_condition_holds_and_lists_every_iteration) {
+    plan p = compile_text(std::string(header) + R"(  tasks:
+    - id: refine
+      uses: action:assign
+      loop:
+        maxIterations: 3
+        while: "${{ vars.loopIndex < 2 }}"
+        initial: {value: seed}
+      with: {previous: "${{ vars.loopPrevious }}", iteration: "${{ vars.loopIndex }}"}
+    - {id: after, uses: action:run, needs: [refine]}
+)");
+    asio::io_context io;
+    fake_runner fake(io);
+    run_collaborators with;
+    with.runner = &fake;
+    run_report r = run_plan(io, p, {}, with);
+    BOOST_TEST(r.state == run_state::succeeded);
+    const task_result& loop = result_of(p, r, "refine");
+    BOOST_TEST(loop.state == task_state::succeeded);
+    BOOST_TEST(loop.output.at("iterations").as_int64() == 2);
+    const auto& items = loop.output.at("items").as_array();
+    BOOST_TEST_REQUIRE(items.size() == 3u);
+    BOOST_TEST(items[0].at("output").at("output").at("previous") == json::parse(R"({"value":"seed"})"));
+    BOOST_TEST(items[1].at("output").at("output").at("iteration").as_int64() == 1);
+    BOOST_TEST(items[1].at("output").at("output").at("previous") == items[0].at("output"),
+               "loopPrevious is the previous iteration's whole output");
+    BOOST_TEST(items[2].at("state").as_string() == "skipped");
+    BOOST_TEST(items[2].at("output").at("reason").as_string() == "when condition was false");
+    BOOST_TEST(items[2].at("taskId").as_string() == p.task_id(2));
+    BOOST_TEST(result_of(p, r, "after").state == task_state::succeeded);
+}
+
+// The bound: when the last iteration succeeded and `while` still holds at loopIndex = N, the
+// aggregate fails (the reference: "loop reached maxIterations N while its condition remained
+// true"); a loop whose guard is false at once runs nothing and succeeds with 0 iterations.
+BOOST_AUTO_TEST_CASE(a_loop_that_hits_its_bound_fails_and_one_that_never_starts_succeeds) {
+    auto loop_of = [](const std::string& condition) {
+        return compile_text(std::string(header) +
+                            "  tasks:\n    - id: bounded\n      uses: action:assign\n"
+                            "      loop: {maxIterations: 2, while: \"" +
+                            condition + "\"}\n");
+    };
+    {
+        plan p = loop_of("${{ vars.loopIndex < 3 }}");
+        asio::io_context io;
+        fake_runner fake(io);
+        run_collaborators with;
+        with.runner = &fake;
+        run_report r = run_plan(io, p, {}, with);
+        BOOST_TEST(r.state == run_state::failed);
+        const task_result& loop = result_of(p, r, "bounded");
+        BOOST_TEST(loop.state == task_state::failed);
+        BOOST_TEST_REQUIRE(loop.error.has_value());
+        BOOST_TEST(loop.error->code == error_code::loop_exhausted);
+        BOOST_TEST(loop.error->message == "loop reached maxIterations 2 while its condition remained true");
+        BOOST_TEST(loop.output.at("iterations").as_int64() == 2);
+    }
+    {
+        plan p = loop_of("${{ vars.loopIndex < 0 }}");
+        asio::io_context io;
+        fake_runner fake(io);
+        run_collaborators with;
+        with.runner = &fake;
+        run_report r = run_plan(io, p, {}, with);
+        BOOST_TEST(r.state == run_state::succeeded);
+        const task_result& loop = result_of(p, r, "bounded");
+        BOOST_TEST(loop.state == task_state::succeeded);
+        BOOST_TEST(loop.output.at("iterations").as_int64() == 0);
+    }
+}
+
+// Iterations are sequential even with many job slots, and a failed iteration ends the loop:
+// the later ones are skipped (their dependency did not succeed) and the aggregate fails.
+BOOST_AUTO_TEST_CASE(loop_iterations_run_one_at_a_time_and_a_failure_ends_the_loop) {
+    plan p = compile_text(std::string(header) + R"(  runtime: {maxConcurrency: 4}
+  tasks:
+    - id: poll
+      uses: action:run
+      failure: continue
+      loop: {maxIterations: 4, while: "${{ vars.loopIndex < 4 }}"}
+)");
+    asio::io_context io;
+    fake_runner fake(io);
+    fake.behaviours[p.task_id(2)] = behaviour{.states = {task_state::failed}, .exit_code = 1};
+    run_collaborators with;
+    with.runner = &fake;
+    run_report r = run_plan(io, p, {}, with);
+    BOOST_TEST(fake.peak == 1, "iterations overlapped");
+    BOOST_TEST(fake.dispatched == (std::vector<std::string>{p.task_id(0), p.task_id(1), p.task_id(2)}));
+    BOOST_TEST(r.tasks[3].state == task_state::skipped);
+    BOOST_TEST_REQUIRE(r.tasks[3].error.has_value());
+    BOOST_TEST(r.tasks[3].error->code == error_code::dependency_not_succeeded);
+    const task_result& loop = result_of(p, r, "poll");
+    BOOST_TEST(loop.state == task_state::failed);
+    BOOST_TEST(loop.output.at("iterations").as_int64() == 3);
+}
+
+// Cancelling a loop cancels its running iteration; the iterations after it never start and
+// the aggregate is cancelled with them.
+BOOST_AUTO_TEST_CASE(cancelling_a_loop_cancels_its_running_iteration_and_the_rest) {
+    plan p = compile_text(std::string(header) + R"(  tasks:
+    - id: poll
+      uses: action:run
+      loop: {maxIterations: 3, while: "${{ vars.loopIndex < 3 }}"}
+)");
+    asio::io_context io;
+    fake_runner fake(io);
+    fake.behaviours[p.task_id(1)] = {1ms, {}, 0, true};  // the second iteration hangs
+    run_collaborators with;
+    with.runner = &fake;
+    asio::steady_timer poll(io);
+    std::function<void()> cancel_once_hanging;
+    run_report r = run_plan(io, p, {}, with, [&](asio::cancellation_signal& c) {
+        cancel_once_hanging = [&] {
+            poll.expires_after(1ms);
+            poll.async_wait([&](auto) {
+                if (fake.running == 1 && fake.attempts.count(p.task_id(1)))
+                    c.emit(asio::cancellation_type::total);
+                else
+                    cancel_once_hanging();
+            });
+        };
+        cancel_once_hanging();
+    });
+    BOOST_TEST(r.state == run_state::cancelled);
+    BOOST_TEST(r.tasks[0].state == task_state::succeeded);
+    BOOST_TEST(r.tasks[1].state == task_state::cancelled);
+    BOOST_TEST(r.tasks[2].state == task_state::cancelled);
+    BOOST_TEST(fake.attempts.count(p.task_id(2)) == 0u, "an iteration started after the cancel");
+    BOOST_TEST(result_of(p, r, "poll").state == task_state::cancelled);
 }

@@ -851,7 +851,7 @@ BOOST_AUTO_TEST_CASE(uses_forms) {
     BOOST_TEST(uses("actions:noop") == "invalid_uses");
     BOOST_TEST(uses("agent:x") == "unsupported_feature");
     BOOST_TEST(uses("workflow:x") == "unsupported_feature");
-    BOOST_TEST(uses("router") == "unsupported_feature");
+    BOOST_TEST(uses("router") == "missing_field");  // its `route` first; unsupported_feature too
     auto agent = parse(minimal.substr(0, minimal.find("uses:")) + "uses: agent:x\n");
     BOOST_TEST_REQUIRE(find(agent, "unsupported_feature"));
     BOOST_TEST(find(agent, "unsupported_feature")->message.find("runs process workflows only") !=
@@ -1230,4 +1230,291 @@ BOOST_AUTO_TEST_CASE(names_of_enumerations) {
     BOOST_TEST(to_string(idempotency::at_most_once) == "at_most_once");
     BOOST_TEST(to_string(retry_reason::exit_nonzero) == "exit_nonzero");
     BOOST_TEST(to_string(failure_mode::continue_run) == "continue");
+}
+
+// A loop as the reference writes it (docs/CONTROL_FLOW.md, "Bounded loops"). Loops are read
+// and checked here; until the plan compiles them the document still gets one
+// unsupported_feature, so the model is read from the partial document.
+namespace {
+
+std::string with_loop(const std::string& task_fields) {
+    return "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: t}\nspec:\n  actions:\n"
+           "    assign: {kind: builtin.assign}\n  tasks:\n    - id: up\n      uses: action:assign\n"
+           "    - id: refine\n      uses: action:assign\n" +
+           task_fields;
+}
+
+// The codes other than unsupported_feature, each as code@line:path.
+std::string loop_codes(const parse_result& r) {
+    std::string out;
+    for (const auto& d : r.diags.items())
+        if (d.code != "unsupported_feature")
+            out += d.code + "@" + std::to_string(d.location.line) + ":" + d.path + "\n";
+    return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_loop_is_read_with_its_bound_condition_and_initial_value) {
+    auto r = parse(
+        with_loop("      loop:\n        maxIterations: 3\n        while: \"${{ vars.loopIndex < 2 }}\"\n"
+                  "        initial: {value: seed}\n      with: {i: \"${{ vars.loopIndex }}\"}\n"));
+    BOOST_TEST(loop_codes(r) == "");
+    BOOST_TEST_REQUIRE(r.document.has_value());
+    const task_spec& t = r.document->tasks.at(1);
+    BOOST_TEST_REQUIRE(t.loop.has_value());
+    BOOST_TEST(t.loop->max_iterations == 3u);
+    BOOST_TEST(t.loop->condition == "${{ vars.loopIndex < 2 }}");
+    BOOST_TEST(json::serialize(t.loop->initial) == R"({"value":"seed"})");
+    // Loops run: the document is whole, with no unsupported_feature.
+    BOOST_TEST(find(r, "unsupported_feature") == nullptr);
+
+    auto bare = parse(with_loop("      loop: {maxIterations: 1, while: \"${{ vars.loopIndex < 1 }}\"}\n"));
+    BOOST_TEST(loop_codes(bare) == "");
+    BOOST_TEST_REQUIRE(bare.document.has_value());
+    BOOST_TEST_REQUIRE(bare.document->tasks.at(1).loop.has_value());
+    BOOST_TEST(bare.document->tasks.at(1).loop->initial.is_null());
+}
+
+BOOST_AUTO_TEST_CASE(a_loop_without_a_bound_or_with_one_out_of_range_is_refused_at_the_bound) {
+    auto bound = [](const std::string& n) {
+        return loop_codes(parse(with_loop("      loop:\n        maxIterations: " + n +
+                                          "\n        while: \"${{ vars.loopIndex < 1 }}\"\n")));
+    };
+    BOOST_TEST(bound("1") == "");
+    BOOST_TEST(bound("64") == "");
+    BOOST_TEST(bound("0") == "out_of_range@13:spec.tasks[1].loop.maxIterations\n");
+    BOOST_TEST(bound("65") == "out_of_range@13:spec.tasks[1].loop.maxIterations\n");
+    BOOST_TEST(bound("-1") == "out_of_range@13:spec.tasks[1].loop.maxIterations\n");
+    BOOST_TEST(bound("two") == "invalid_type@13:spec.tasks[1].loop.maxIterations\n");
+
+    auto missing = parse(with_loop("      loop: {while: \"${{ vars.loopIndex < 1 }}\"}\n"));
+    BOOST_TEST(loop_codes(missing) == "missing_field@12:spec.tasks[1].loop.maxIterations\n");
+    BOOST_TEST(!missing.partial->tasks.at(1).loop.has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_loop_condition_is_one_whole_template) {
+    auto cond = [](const std::string& text) {
+        return loop_codes(
+            parse(with_loop("      loop:\n        maxIterations: 2\n        while: " + text + "\n")));
+    };
+    BOOST_TEST(cond("\"${{ loop.output.done == false }}\"") == "");
+    BOOST_TEST(cond("\"prefix ${{ vars.loopIndex < 1 }}\"") ==
+               "invalid_condition@14:spec.tasks[1].loop.while\n");
+    BOOST_TEST(cond("\"${{ vars.loopIndex }} and ${{ vars.loopIndex }}\"") ==
+               "invalid_condition@14:spec.tasks[1].loop.while\n");
+    BOOST_TEST(cond("[a]") == "invalid_type@14:spec.tasks[1].loop.while\n");
+    auto missing = parse(with_loop("      loop: {maxIterations: 2}\n"));
+    BOOST_TEST(loop_codes(missing) == "missing_field@12:spec.tasks[1].loop.while\n");
+    auto unknown = parse(with_loop("      loop: {maxIterations: 2, until: \"${{ vars.loopIndex }}\"}\n"));
+    BOOST_TEST(loop_codes(unknown).find("unknown_key@12:spec.tasks[1].loop.until") != std::string::npos,
+               loop_codes(unknown));
+}
+
+BOOST_AUTO_TEST_CASE(a_loop_is_the_only_expansion_and_guard_of_its_task) {
+    const std::string loop = "      loop: {maxIterations: 2, while: \"${{ vars.loopIndex < 1 }}\"}\n";
+    BOOST_TEST(loop_codes(parse(with_loop(loop + "      when: \"${{ inputs.go }}\"\n"))) ==
+               "loop_conflict@13:spec.tasks[1].when\n");
+    BOOST_TEST(loop_codes(parse(with_loop(loop + "      foreach: {items: [1]}\n"))) ==
+               "loop_conflict@13:spec.tasks[1].foreach\n");
+    BOOST_TEST(loop_codes(parse(with_loop(loop + "      matrix: {axes: {a: [1]}}\n"))) ==
+               "loop_conflict@13:spec.tasks[1].matrix\n");
+    // loopIndex and loopPrevious are the engine's: a task variable cannot take them.
+    BOOST_TEST(loop_codes(parse(with_loop(loop + "      vars: {loopIndex: 1}\n"))) ==
+               "reserved_variable@13:spec.tasks[1].vars.loopIndex\n");
+    auto router = parse(
+        "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: t}\nspec:\n  tasks:\n"
+        "    - id: r\n      uses: router\n      route: {select: \"${{ inputs.x }}\", cases: [{equals: 1, "
+        "tasks: "
+        "[a]}]}\n" +
+        loop);
+    BOOST_TEST(loop_codes(router) == "loop_conflict@7:spec.tasks[0].uses\n");
+}
+
+// A router as the reference writes it (docs/CONTROL_FLOW.md, "Routers"): read and checked
+// alone here; its destinations against the other tasks are the plan's.
+namespace {
+
+std::string with_router(const std::string& route, const std::string& extra = "") {
+    return "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: t}\nspec:\n  tasks:\n"
+           "    - id: route\n      uses: router\n" +
+           route + extra;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_router_is_read_with_its_typed_cases_and_default) {
+    auto r = parse(
+        with_router("      route:\n        select: \"${{ tasks.decide.output.route }}\"\n        cases:\n"
+                    "          - {equals: ship, tasks: [ship]}\n          - {equals: 1, tasks: [one, uno]}\n"
+                    "          - {equals: \"1\", tasks: [text]}\n        default: [hold]\n"));
+    BOOST_TEST(loop_codes(r) == "");
+    BOOST_TEST_REQUIRE(r.partial.has_value());
+    const task_spec& t = r.partial->tasks.at(0);
+    BOOST_TEST_REQUIRE(t.route.has_value());
+    BOOST_TEST(t.route->select == "${{ tasks.decide.output.route }}");
+    BOOST_TEST_REQUIRE(t.route->cases.size() == 3u);
+    BOOST_TEST(t.route->cases[0].equals == json::value("ship"));
+    BOOST_TEST(t.route->cases[1].equals == json::value(1));
+    BOOST_TEST((t.route->cases[1].tasks == std::vector<std::string>{"one", "uno"}));
+    BOOST_TEST(t.route->cases[2].equals == json::value("1"));  // 1 and "1" are different cases
+    BOOST_TEST((t.route->otherwise == std::vector<std::string>{"hold"}));
+    // Not run yet: one unsupported_feature naming the router.
+    BOOST_TEST_REQUIRE(find(r, "unsupported_feature") != nullptr);
+    BOOST_TEST(find(r, "unsupported_feature")->message.find("uses: router") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_router_problem_is_reported_where_it_is_written) {
+    auto route = [](const std::string& text) { return loop_codes(parse(with_router(text))); };
+    BOOST_TEST(route("") == "missing_field@6:spec.tasks[0].route\n");
+    BOOST_TEST(route("      route: {cases: [{equals: 1, tasks: [a]}]}\n") ==
+               "missing_field@8:spec.tasks[0].route.select\n");
+    BOOST_TEST(route("      route: {select: \"x ${{ inputs.x }}\", cases: [{equals: 1, tasks: [a]}]}\n") ==
+               "invalid_value@8:spec.tasks[0].route.select\n");
+    BOOST_TEST(route("      route: {select: \"${{ inputs.x }}\", cases: []}\n") ==
+               "empty_value@8:spec.tasks[0].route.cases\n");
+    BOOST_TEST(route("      route: {select: \"${{ inputs.x }}\", cases: [{equals: 1, tasks: []}]}\n") ==
+               "empty_value@8:spec.tasks[0].route.cases[0].tasks\n");
+    BOOST_TEST(route("      route: {select: \"${{ inputs.x }}\", cases: [{tasks: [a]}]}\n") ==
+               "missing_field@8:spec.tasks[0].route.cases[0].equals\n");
+    BOOST_TEST(route("      route:\n        select: \"${{ inputs.x }}\"\n        cases:\n"
+                     "          - {equals: 1, tasks: [a]}\n          - {equals: 1, tasks: [b]}\n") ==
+               "duplicate_route_case@12:spec.tasks[0].route.cases[1].equals\n");
+    BOOST_TEST(route("      route:\n        select: \"${{ inputs.x }}\"\n        cases:\n"
+                     "          - {equals: 1, tasks: [a]}\n        default: [b, a]\n") ==
+               "duplicate_route_destination@12:spec.tasks[0].route.default[1]\n");
+    BOOST_TEST(
+        route("      route: {select: \"${{ inputs.x }}\", cases: [{equals: 1, tasks: [a]}], other: 1}\n")
+            .find("unknown_key@8:spec.tasks[0].route.other") != std::string::npos);
+    BOOST_TEST(route("      route: {select: \"${{ inputs.x }}\", cases: [{equals: 1, tasks: [a]}]}\n"
+                     "      foreach: {items: [1]}\n") == "router_expanded@9:spec.tasks[0].foreach\n");
+    // `route` belongs to a router only.
+    auto plain = parse(with_action("", "builtin.assign") +
+                       "      route: {select: \"${{ inputs.x }}\", cases: [{equals: 1, tasks: [a]}]}\n");
+    BOOST_TEST(loop_codes(plain).find("route_without_router@") != std::string::npos, codes(plain));
+}
+
+// Compensation as the reference writes it (docs/CONTROL_FLOW.md, "Compensation"): read and
+// checked here; the action's existence and effect are the plan's.
+BOOST_AUTO_TEST_CASE(compensation_is_read_with_its_bounds) {
+    const std::string head = "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: t}\nspec:\n";
+    const std::string tasks =
+        "  actions:\n    write: {kind: builtin.write}\n  tasks:\n    - id: provision\n      uses: "
+        "action:write\n";
+    auto r =
+        parse(head + "  compensation: {onFailure: automatic, approval: always}\n" + tasks +
+              "      compensate:\n        uses: action:write\n        with: {path: a.txt, content: undone}\n"
+              "        retry: {maxAttempts: 2, backoffMs: 50}\n        timeoutSeconds: 30\n");
+    BOOST_TEST(loop_codes(r) == "");
+    BOOST_TEST_REQUIRE(r.partial.has_value());
+    BOOST_TEST((r.partial->compensation.on_failure == compensation_spec::trigger::automatic));
+    BOOST_TEST((r.partial->compensation.approval_mode == compensation_spec::approval::always));
+    const task_spec& t = r.partial->tasks.at(0);
+    BOOST_TEST_REQUIRE(t.compensate.has_value());
+    BOOST_TEST(t.compensate->action == "write");
+    BOOST_TEST(json::serialize(t.compensate->with) == R"({"path":"a.txt","content":"undone"})");
+    BOOST_TEST(t.compensate->retry.max_attempts == 2);
+    BOOST_TEST(t.compensate->retry.backoff_ms == 50);
+    BOOST_TEST((t.compensate->timeout_ms == std::optional<std::int64_t>(30000)));
+    BOOST_TEST_REQUIRE(find(r, "unsupported_feature") != nullptr);
+
+    auto defaults = parse(head + "  compensation: {}\n" + tasks);
+    BOOST_TEST((defaults.partial->compensation.on_failure == compensation_spec::trigger::manual));
+    BOOST_TEST((defaults.partial->compensation.approval_mode == compensation_spec::approval::policy));
+
+    auto codes_of = [&](const std::string& compensate) {
+        return loop_codes(parse(head + tasks + "      compensate: " + compensate + "\n"));
+    };
+    BOOST_TEST(codes_of("{with: {}}") == "missing_field@10:spec.tasks[0].compensate.uses\n");
+    BOOST_TEST(codes_of("{uses: agent:undo}") == "invalid_uses@10:spec.tasks[0].compensate.uses\n");
+    BOOST_TEST(codes_of("{uses: action:write, retry: {maxAttempts: 21}}") ==
+               "out_of_range@10:spec.tasks[0].compensate.retry.maxAttempts\n");
+    BOOST_TEST(codes_of("{uses: action:write, retry: {backoffMs: 60001}}") ==
+               "out_of_range@10:spec.tasks[0].compensate.retry.backoffMs\n");
+    BOOST_TEST(codes_of("{uses: action:write, timeoutSeconds: 86401}") ==
+               "out_of_range@10:spec.tasks[0].compensate.timeoutSeconds\n");
+    BOOST_TEST(
+        codes_of("{uses: action:write, undo: true}").find("unknown_key@10:spec.tasks[0].compensate.undo") !=
+        std::string::npos);
+    BOOST_TEST(loop_codes(parse(head + "  compensation: {onFailure: sometimes}\n" + tasks)) ==
+               "invalid_value@5:spec.compensation.onFailure\n");
+    BOOST_TEST(loop_codes(parse(head + "  compensation: {approval: mutations}\n" + tasks)) ==
+               "invalid_value@5:spec.compensation.approval\n");
+}
+
+// Sub-workflows as the reference writes them (docs/CONTROL_FLOW.md, "Sub-workflows"): the
+// definitions and invocations are read and checked here; references, cycles and schemas are
+// the plan's.
+namespace {
+
+std::string with_subworkflow(const std::string& definition, const std::string& invocation = "") {
+    return "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: t}\nspec:\n"
+           "  actions:\n    assign: {kind: builtin.assign}\n  subworkflows:\n    summarize:\n" +
+           definition + "  tasks:\n    - id: summary\n      uses: workflow:summarize\n" + invocation;
+}
+
+const std::string definition =
+    "      version: 1.0.0\n      inputs: {style: short}\n"
+    "      inputSchema: {type: object}\n      outputSchema: {type: object}\n"
+    "      outputs: {result: \"${{ tasks.finish.output.output.result }}\"}\n"
+    "      tasks:\n        - {id: finish, uses: action:assign, with: {result: \"${{ inputs.message }}\"}}\n";
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_subworkflow_and_its_invocation_are_read) {
+    auto r = parse(with_subworkflow(definition,
+                                    "      needs: []\n      with: {message: durable}\n"
+                                    "      failure: continue\n"));
+    BOOST_TEST(loop_codes(r) == "");
+    BOOST_TEST_REQUIRE(r.partial.has_value());
+    BOOST_TEST_REQUIRE(r.partial->subworkflows.size() == 1u);
+    const subworkflow_spec& sw = r.partial->subworkflows[0];
+    BOOST_TEST(sw.name == "summarize");
+    BOOST_TEST(sw.version == "1.0.0");
+    BOOST_TEST(json::serialize(sw.inputs) == R"({"style":"short"})");
+    BOOST_TEST(json::serialize(sw.input_schema) == R"({"type":"object"})");
+    BOOST_TEST(json::serialize(sw.outputs) == R"({"result":"${{ tasks.finish.output.output.result }}"})");
+    BOOST_TEST_REQUIRE(sw.tasks.size() == 1u);
+    BOOST_TEST(sw.tasks[0].id == "finish");
+    BOOST_TEST(sw.tasks[0].action == "assign");
+    BOOST_TEST(r.partial->tasks.at(0).subworkflow == "summarize");
+    BOOST_TEST_REQUIRE(find(r, "unsupported_feature") != nullptr);
+}
+
+BOOST_AUTO_TEST_CASE(a_subworkflow_problem_is_reported_where_it_is_written) {
+    auto version = [](const std::string& v) {
+        std::string d = definition;
+        d.replace(d.find("1.0.0"), 5, v);
+        return loop_codes(parse(with_subworkflow(d)));
+    };
+    for (const char* ok : {"1.0.0", "0.1.2", "10.20.30", "1.0.0-rc.1", "1.0.0-alpha-1", "1.0.0+build.5"})
+        BOOST_TEST(version(ok) == "", ok);
+    for (const char* bad :
+         {"1.0", "1", "01.0.0", "1.0.0-", "1.0.0-01", "1.0.0+", "v1.0.0", "1.0.0.0", "a.b.c"})
+        BOOST_TEST(version(bad) == "invalid_value@9:spec.subworkflows.summarize.version\n", bad);
+
+    std::string no_schema = definition;
+    no_schema.erase(no_schema.find("      outputSchema"),
+                    std::string("      outputSchema: {type: object}\n").size());
+    BOOST_TEST(loop_codes(parse(with_subworkflow(no_schema))) ==
+               "missing_field@8:spec.subworkflows.summarize.outputSchema\n");
+    std::string text_schema = definition;
+    text_schema.replace(text_schema.find("{type: object}"), 14, "object");
+    BOOST_TEST(loop_codes(parse(with_subworkflow(text_schema))) ==
+               "invalid_type@11:spec.subworkflows.summarize.inputSchema\n");
+    // Its tasks are read as any task, at their own paths.
+    std::string bad_task = definition;
+    bad_task.replace(bad_task.find("id: finish"), 10, "id: Finish");
+    BOOST_TEST(loop_codes(parse(with_subworkflow(bad_task))) ==
+               "invalid_task_id@15:spec.subworkflows.summarize.tasks[0].id\n");
+
+    // The invocation takes needs, with and failure only.
+    BOOST_TEST(loop_codes(parse(with_subworkflow(definition, "      when: \"${{ inputs.go }}\"\n"))) ==
+               "invalid_invocation@19:spec.tasks[0].when\n");
+    BOOST_TEST(loop_codes(parse(with_subworkflow(definition, "      retry: {maxAttempts: 2}\n"))) ==
+               "invalid_invocation@19:spec.tasks[0].retry\n");
+    auto unnamed =
+        parse(with_subworkflow(definition)
+                  .replace(with_subworkflow(definition).find("workflow:summarize"), 18, "\"workflow:\""));
+    BOOST_TEST(loop_codes(unnamed) == "invalid_uses@18:spec.tasks[0].uses\n");
 }

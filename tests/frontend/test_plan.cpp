@@ -787,6 +787,86 @@ BOOST_AUTO_TEST_CASE(conditions_are_checked_at_compile_time) {
     BOOST_TEST(count_code(ds, "template_missing_path") == 1u, diag_text(ds));
 }
 
+// A bounded loop is a static graph (docs/CONTROL_FLOW.md, "Bounded loops"): every iteration is
+// a task of the plan, iteration k needs k-1, each is guarded by the loop's `while`, and the
+// aggregate keeps the task's id. The ids were computed outside agentctl from the bindings
+// {"loopIndex":k,"loopPrevious":...} (compact JSON, keys sorted).
+BOOST_AUTO_TEST_CASE(a_loop_compiles_to_every_iteration_and_an_aggregate) {
+    workflow wf = base_workflow();
+    action_spec assign;
+    assign.name = "assign";
+    assign.kind = action_kind::assign;
+    wf.actions.push_back(assign);
+    wf.tasks.push_back(make_task("setup"));
+    task_spec refine = make_task("refine", "assign", {"setup"});
+    refine.loop = loop_spec{3, "${{ vars.loopIndex < 2 }}", json::parse(R"({"value":"seed"})")};
+    refine.with =
+        json::parse(R"({"previous":"${{ vars.loopPrevious }}","iteration":"${{ vars.loopIndex }}"})");
+    wf.tasks.push_back(refine);
+    wf.tasks.push_back(make_task("after", "echo", {"refine"}));
+    plan p = must_compile(wf);
+
+    const std::vector<std::string> ids = {"refine--0000-ce12bbac409d", "refine--0001-d1e11b2f41fc",
+                                          "refine--0002-4f7df97973fa"};
+    BOOST_TEST(order_of(p) == (std::vector<std::string>{"setup", "refine--0000", "refine--0001",
+                                                        "refine--0002", "refine", "after"}));
+    for (std::uint32_t k = 0; k < 3; ++k) BOOST_TEST(p.task_id(1 + k) == ids[k]);
+    BOOST_TEST(!p.previous_iteration(1).has_value());
+    BOOST_TEST(p.previous_iteration(2).value_or(0) == 1u);
+    BOOST_TEST(!p.previous_iteration(4).has_value(), "the aggregate is no iteration");
+
+    const plan_task first = p.task(1);
+    BOOST_TEST((first.expansion == plan_task::expansion_t::loop));
+    BOOST_TEST(json::value(first.vars) == json::parse(R"({"loopIndex":0,"loopPrevious":{"value":"seed"}})"));
+    BOOST_TEST_REQUIRE(first.when.has_value());
+    BOOST_TEST(first.when->expression == "${{ vars.loopIndex < 2 }}");
+    BOOST_TEST(first.with_deferred, "with reads loopPrevious: rendered when the iteration starts");
+    const plan_task second = p.task(2);
+    BOOST_TEST(json::value(second.vars) == json::parse(R"({"loopIndex":1})"));
+    BOOST_TEST(json::value(second.vars_deferred) ==
+               json::parse(R"({"loopPrevious":"${{ tasks.)" + ids[0] + R"(.output }}"})"));
+    BOOST_TEST(p.output_referenced(2), "the next iteration reads it");
+    BOOST_TEST(needs_of(p, "refine") ==
+               (std::vector<std::string>{"refine--0000", "refine--0001", "refine--0002"}));
+    BOOST_TEST(needs_of(p, "after") == std::vector<std::string>{"refine"});
+
+    json::value doc = json::parse(plan_json(p));
+    const auto& tasks = doc.at("tasks");
+    BOOST_TEST(tasks.at("refine").at("uses").at("kind").as_string() == "loop_aggregate");
+    BOOST_TEST(json::serialize(tasks.at("refine").at("uses").at("name").at("children")) ==
+               "[\"" + ids[0] + "\",\"" + ids[1] + "\",\"" + ids[2] + "\"]");
+    BOOST_TEST(tasks.at("refine").at("expansion").at("maxIterations").as_int64() == 3);
+    BOOST_TEST(json::serialize(tasks.at(ids[1]).at("needs")) == R"(["setup",")" + ids[0] + R"("])");
+    std::string text = plan_text(p);
+    BOOST_TEST(text.find("refine  loop maxIterations 3 while ${{ vars.loopIndex < 2 }}") != std::string::npos,
+               text);
+    for (const auto& id : ids) BOOST_TEST(text.find("    " + id + "  loopIndex") != std::string::npos, text);
+}
+
+// `while` is checked as `when` is: its roots, its task references against needs, its paths;
+// `loop.output` is the reference's other name for `vars.loopPrevious`.
+BOOST_AUTO_TEST_CASE(a_loops_while_is_checked_like_a_condition) {
+    workflow wf = base_workflow();
+    task_spec ok = make_task("ok");
+    ok.loop = loop_spec{2, "${{ loop.output.exitCode != 1 }}", json::parse(R"({"exitCode":0})")};
+    wf.tasks = {ok};
+    must_compile(wf);
+    task_spec unknown = make_task("unknown");
+    unknown.loop = loop_spec{2, "${{ vars.nothing }}", nullptr};
+    task_spec unneeded = make_task("unneeded");
+    unneeded.loop = loop_spec{2, "${{ tasks.ok.output.iterations == 0 }}", nullptr};
+    wf.tasks = {ok, unknown, unneeded};
+    diagnostics ds = must_fail(wf);
+    BOOST_TEST(ds.items().size() == 2u, diag_text(ds));
+    const diagnostic* missing = find_code(ds, "template_missing_path");
+    BOOST_TEST_REQUIRE(missing, diag_text(ds));
+    BOOST_TEST(missing->path == "spec.tasks[1].loop.while");
+    BOOST_TEST(missing->help.find("vars.loopIndex") != std::string::npos, missing->help);
+    const diagnostic* need = find_code(ds, "template_missing_need");
+    BOOST_TEST_REQUIRE(need, diag_text(ds));
+    BOOST_TEST(need->path == "spec.tasks[2].loop.while");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(policy_rules)

@@ -2,11 +2,18 @@
 #include "harness.hpp"
 
 #include "../support/error_text.hpp"
+#include "exec/state_files.hpp"
 #include "journal/codec.hpp"
 
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/json/serialize.hpp>
+
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/mman.h>
+#include <sys/statfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -26,9 +33,58 @@ std::string stream_of(journal& j, const std::string& run, const std::string& tas
     return out;
 }
 
+// Pages of the file `path` in the page cache (mincore of a read-only mapping, which faults
+// nothing in).
+std::size_t resident_pages(const std::string& path, std::size_t size) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    BOOST_TEST_REQUIRE(fd >= 0);
+    void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    ::close(fd);
+    BOOST_TEST_REQUIRE(map != MAP_FAILED);
+    auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    std::vector<unsigned char> in((size + page - 1) / page);
+    BOOST_TEST_REQUIRE(::mincore(map, size, in.data()) == 0);
+    ::munmap(map, size);
+    return static_cast<std::size_t>(
+        std::count_if(in.begin(), in.end(), [](unsigned char c) { return c & 1; }));
+}
+
+// The temporary folder is on a file system whose clean pages can be dropped (not tmpfs,
+// whose pages are the files themselves).
+struct droppable_page_cache {
+    boost::test_tools::assertion_result operator()(boost::unit_test::test_unit_id) const {
+        temp_dir tmp;
+        struct statfs fs {};
+        if (::statfs(tmp.path().c_str(), &fs) == 0 && fs.f_type != TMPFS_MAGIC) return true;
+        boost::test_tools::assertion_result r(in_ci());
+        r.message() << "SKIPPED: the temporary folder is on tmpfs, whose pages cannot be dropped "
+                       "(CI=true makes it fail instead)";
+        return r;
+    }
+};
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(writing)
+
+// Synced files are clean at once: the drop beyond the kept bytes is certain, not up to the disk.
+BOOST_AUTO_TEST_CASE(stream_files_leave_the_page_cache_once_on_disk,
+                     *boost::unit_test::precondition(droppable_page_cache())) {
+    temp_dir tmp;
+    exec::unique_fd dir;
+    BOOST_TEST_REQUIRE(exec::open_directory(AT_FDCWD, tmp.path(), false, dir) == 0);
+    const std::string bytes(256 * 1024, 'x');
+    exec::cache_dropper dropper(2 * bytes.size());  // keeps the last two files
+    for (int i = 0; i < 5; ++i)
+        BOOST_TEST_REQUIRE(exec::write_file(dir.get(), std::to_string(i), bytes, true, &dropper) == 0);
+    for (int i = 0; i < 3; ++i) BOOST_TEST(resident_pages(tmp.file(std::to_string(i)), bytes.size()) == 0u);
+    for (int i = 0; i < 5; ++i) {  // and the bytes are all there
+        std::string back;
+        BOOST_TEST(
+            exec::read_file(dir.get(), std::to_string(i), [&](std::string_view b) { back.append(b); }) == 0);
+        BOOST_TEST((back == bytes));
+    }
+}
 
 BOOST_AUTO_TEST_CASE(records_read_back_exactly) {
     temp_dir tmp;

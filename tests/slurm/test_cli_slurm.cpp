@@ -386,8 +386,9 @@ BOOST_AUTO_TEST_CASE(the_environment_is_the_declared_names_plus_slurms_own) {
                             actions, "    - {id: env, uses: action:env}\n"));
     cli_test::command_options o;
     // agentctl's own variables, SLURM_* ones included, must not reach the task (or steer srun).
+    // With SLURM_JOB_ID set agentctl is inside an allocation: one job per task is then asked for.
     o.env = {"AGENTCTL_TEST_TOKEN=" + secret, "SLURM_JOB_ID=999999", "SLURM_MY_OWN=x", "OTHER=y"};
-    auto r = cli({"--output", "json", "run", "--backend", "slurm", wf}, o);
+    auto r = cli({"--output", "json", "run", "--backend", "slurm", "--slurm-dispatch", "job", wf}, o);
     BOOST_TEST_REQUIRE(r.exit_code == 0, r.out << r.err);
     json::value v = parse_json(r.out);
     const auto& t = task_of(v, "env");
@@ -410,9 +411,10 @@ BOOST_AUTO_TEST_CASE(the_environment_is_the_declared_names_plus_slurms_own) {
     BOOST_TEST(r.out.find(secret) == std::string::npos);
 
     // The second partition, by name.
-    auto r2 = cli({"--output", "json", "run", "--backend", "slurm", "--slurm-partition",
-                   cluster::get().partition2, "--slurm-cpus-per-task", "1", "--slurm-mem", "64", wf},
-                  o);
+    auto r2 =
+        cli({"--output", "json", "run", "--backend", "slurm", "--slurm-dispatch", "job", "--slurm-partition",
+             cluster::get().partition2, "--slurm-cpus-per-task", "1", "--slurm-mem", "64", wf},
+            o);
     BOOST_TEST_REQUIRE(r2.exit_code == 0, r2.out << r2.err);
     json::value v2 = parse_json(r2.out);
     std::string out2(task_of(v2, "env").at("stdout").as_string());
@@ -631,7 +633,8 @@ BOOST_AUTO_TEST_CASE(slurm_commands_missing_from_the_path_fail_closed) {
     auto wf = dir.write("wf.yaml", workflow(allow_probe, probe_action("ok", {"exit", "0"}),
                                             "    - {id: ok, uses: action:ok}\n"));
     // A PATH without Slurm: the probe is named by its absolute path, srun is looked up.
-    std::vector<std::string> env = {"PATH=" + dir.path(), "HOME=/root", "SLURM_CONF=" + cluster::get().conf};
+    std::vector<std::string> env = {"PATH=" + dir.path(), "HOME=/root", "SLURM_CONF=" + cluster::get().conf,
+                                    "AGENTCTL_STATE_DIR=" + cli_test::test_state_dir()};
     auto r = slurm_test::run({cli_test::agentctl_bin(), "--output", "json", "run", "--backend", "slurm", wf},
                              env, 60s);
     BOOST_TEST_REQUIRE((r.exited && r.code == 4), slurm_test::describe(r));
@@ -848,6 +851,190 @@ BOOST_AUTO_TEST_CASE(an_out_of_memory_kill_is_reported_as_such) {
     BOOST_TEST(big.at("slurm").at("state").as_string() == "OUT_OF_MEMORY");
     const auto& small = task_of(v, "small");
     BOOST_TEST(small.at("state").as_string() == "succeeded", small);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// Allocation mode (docs/WORKER.md): agentctl inside `salloc`, its tasks sent to one
+// `agentctl worker` step per node instead of being submitted as jobs. Every case runs agentctl
+// as salloc's command, exactly as a user does.
+BOOST_AUTO_TEST_SUITE(allocation_cli)
+
+namespace {
+
+// `salloc -N1 --exclusive -- agentctl ARGS...` with the fixture's SLURM_CONF.
+cli_test::command_result in_allocation(const std::vector<std::string>& args,
+                                       cli_test::command_options options = {}) {
+    std::vector<std::string> argv = {slurm_test::tool("salloc"), "--nodes=1", "--exclusive", "--quiet", "--",
+                                     cli_test::agentctl_bin()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    options.env.push_back("SLURM_CONF=" + cluster::get().conf);
+    if (options.bound == std::chrono::milliseconds(60000)) options.bound = 180s;
+    return cli_test::run(argv, options);
+}
+
+const std::string sh_action =
+    "    sh:\n      kind: builtin.shell.exec\n      command: /bin/sh\n      args: ['-c', '${{ vars.item "
+    "}}']\n";
+
+// Until no process of this machine carries `nonce` in its command line, at most `bound`.
+bool gone_within(const std::string& nonce, std::chrono::seconds bound) {
+    auto until = std::chrono::steady_clock::now() + bound;
+    while (!cli_test::processes_with(nonce).empty()) {
+        if (std::chrono::steady_clock::now() >= until) return false;
+        std::this_thread::sleep_for(50ms);
+    }
+    return true;
+}
+
+}  // namespace
+
+// The issue's deadlock: 30 tasks at --jobs 8 inside an exclusive allocation of the only node.
+// As jobs they would queue behind the allocation for ever; on the worker they all run.
+BOOST_AUTO_TEST_CASE(thirty_tasks_in_an_exclusive_allocation_run_on_the_worker) {
+    const auto& c = cluster::get();
+    cli_test::temp_dir dir;
+    std::string items;
+    for (int i = 0; i < 30; ++i)
+        items += (items.empty() ? "" : ", ") + yaml_quoted("echo task" + std::to_string(i));
+    std::string tasks =
+        "    - {id: many, uses: action:sh, foreach: {items: [" + items +
+        "]}}\n"
+        "    - {id: three, uses: action:sh, foreach: {items: ['printf out; printf err >&2; exit 3']}, "
+        "failure: continue}\n"
+        "    - {id: segv, uses: action:sh, foreach: {items: ['kill -SEGV $$']}, failure: continue}\n"
+        "    - {id: env, uses: action:sh, foreach: {items: ['env | sort']}}\n"
+        "    - {id: slow, uses: action:sh, foreach: {items: ['exec sleep 300']}, timeoutSeconds: 2, failure: "
+        "continue}\n";
+    std::string actions = sh_action;
+    actions.insert(actions.find("      args:"), "      env: {GREETING: {value: hello}}\n");
+    auto wf = dir.write(
+        "wf.yaml",
+        workflow("    processAllowlist: [sh]\n    environmentAllowlist: [GREETING]\n", actions, tasks));
+    auto r = in_allocation({"--output", "json", "run", "--backend", "slurm", "--jobs", "8", wf});
+    BOOST_TEST_REQUIRE(!r.timed_out, "the run did not end: " << r.out << r.err);
+    BOOST_TEST_REQUIRE(r.exit_code == 4, r.out << r.err);  // three, segv and slow failed
+    json::value v = parse_json(r.out);
+    const auto& all = v.at("data").at("tasks").as_object();
+    int many = 0;
+    for (const auto& [id, t] : all) {
+        if (id.find("--") == std::string::npos) continue;  // a foreach parent: nothing of its own ran
+        const auto& o = t.as_object();
+        BOOST_TEST(o.at("backend").as_string() == "slurm", id);
+        BOOST_TEST(o.at("slurm").at("node").as_string() == c.node, id);
+        // Not a job of its own: the worker's step ran it, contained as a local run contains it.
+        BOOST_TEST(!o.at("slurm").as_object().contains("jobId"), id);
+        BOOST_TEST(o.at("containment").as_string() != "slurm", id);
+        if (id.starts_with("many--")) {
+            ++many;
+            BOOST_TEST(o.at("state").as_string() == "succeeded", id);
+            BOOST_TEST(o.at("stdout").as_string().starts_with("task"), id);
+        }
+    }
+    BOOST_TEST(many == 30);
+    // Single tasks as one-item foreach: their ids carry the index and a digest.
+    auto only = [&](const std::string& prefix) -> const json::object& {
+        for (const auto& [id, t] : all)
+            if (id.starts_with(prefix + "--")) return t.as_object();
+        BOOST_FAIL("no task " << prefix);
+        return all.at(prefix).as_object();
+    };
+    const auto& three = only("three");
+    BOOST_TEST(three.at("exitCode").as_int64() == 3);
+    BOOST_TEST(three.at("stdout").as_string() == "out");
+    BOOST_TEST(three.at("stderr").as_string() == "err");
+    BOOST_TEST(error_code_of(three) == "exit_nonzero");
+    const auto& segv = only("segv");
+    BOOST_TEST(segv.at("signal").as_string() == "SIGSEGV");
+    BOOST_TEST(error_code_of(only("slow")) == "timeout");
+    // Exactly the declared environment, as locally: nothing of Slurm's or the worker's.
+    std::string env(only("env").at("stdout").as_string());
+    BOOST_TEST(env.find("GREETING=hello") != std::string::npos, env);
+    BOOST_TEST(env.find("SLURM_") == std::string::npos, env);
+    // No job was submitted for a task: the allocation is the only job, and it is gone.
+    auto left = my_active_jobs();
+    BOOST_TEST(left.empty(), names_of(left));
+}
+
+BOOST_AUTO_TEST_CASE(dispatch_job_and_worker_outside_an_allocation) {
+    cli_test::temp_dir dir;
+    auto wf =
+        dir.write("wf.yaml", workflow("    processAllowlist: [sh]\n", sh_action,
+                                      "    - {id: one, uses: action:sh, foreach: {items: ['true']}}\n"));
+    // Asked for workers with no allocation: refused before anything runs.
+    auto r = cli({"--output", "json", "run", "--backend", "slurm", "--slurm-dispatch", "worker", wf});
+    BOOST_TEST(r.exit_code == 4, r.out << r.err);
+    BOOST_TEST(r.out.find("needs a Slurm allocation") != std::string::npos, r.out);
+    BOOST_TEST(r.out.find("backend_unavailable") != std::string::npos, r.out);
+    auto bad = cli({"run", "--backend", "slurm", "--slurm-dispatch", "sometimes", wf});
+    BOOST_TEST(bad.exit_code == 2, bad.out << bad.err);
+}
+
+// SIGINT and a worker killed mid-task: the cancel goes through the worker, a lost worker
+// fails its task as worker_lost and the run goes on; nothing of the run is left.
+BOOST_AUTO_TEST_CASE(a_killed_worker_fails_its_task_as_worker_lost) {
+    cli_test::temp_dir dir;
+    std::string nonce = cli_test::make_nonce();
+    std::string tasks = "    - {id: victim, uses: action:sh, foreach: {items: ['sleep 300; : " + nonce +
+                        "']}, failure: continue}\n";
+    auto wf = dir.write("wf.yaml", workflow("    processAllowlist: [sh, sleep]\n", sh_action, tasks));
+    bool killed = false;
+    cli_test::command_options o;
+    o.poll = [&](pid_t) {
+        auto tasks = cli_test::processes_with(nonce);
+        if (tasks.empty()) return false;
+        // The task's parent is the worker.
+        std::ifstream stat("/proc/" + std::to_string(tasks[0]) + "/stat");
+        std::string line;
+        std::getline(stat, line);
+        std::istringstream rest(line.substr(line.rfind(')') + 2));
+        std::string state;
+        pid_t parent = 0;
+        rest >> state >> parent;
+        if (parent <= 1) return false;
+        ::kill(parent, SIGKILL);
+        killed = true;
+        return true;
+    };
+    o.bound = 120s;
+    auto r = in_allocation({"--output", "json", "run", "--backend", "slurm", wf}, o);
+    BOOST_TEST_REQUIRE(killed, "never saw the task running: " << r.out << r.err);
+    BOOST_TEST_REQUIRE(r.exit_code == 4, r.out << r.err);
+    json::value v = parse_json(r.out);
+    std::string codes;
+    for (const auto& [id, t] : v.at("data").at("tasks").as_object())
+        if (id.find("--") != std::string::npos) codes += error_code_of(t.as_object());
+    BOOST_TEST(codes == "worker_lost", r.out);
+    BOOST_TEST(gone_within(nonce, 10s), "the task outlived its worker");
+}
+
+// SIGKILL of agentctl: the watchdog kills srun, the worker sees its stdin close and kills its
+// tasks; nothing of the run is left within 5 s.
+BOOST_AUTO_TEST_CASE(sigkill_of_agentctl_leaves_nothing_on_the_node) {
+    cli_test::temp_dir dir;
+    std::string nonce = cli_test::make_nonce();
+    std::string items = yaml_quoted("sleep 301; : " + nonce) + ", " + yaml_quoted("sleep 302; : " + nonce);
+    auto wf = dir.write("wf.yaml",
+                        workflow("    processAllowlist: [sh]\n", sh_action,
+                                 "    - {id: long, uses: action:sh, foreach: {items: [" + items + "]}}\n"));
+    bool killed = false;
+    cli_test::command_options o;
+    o.poll = [&](pid_t) {
+        if (cli_test::processes_with(nonce).size() < 2) return false;
+        // agentctl itself, not salloc (whose command line names the workflow too).
+        for (pid_t p : cli_test::processes_with(dir.path() + "/wf.yaml")) {
+            std::ifstream cmdline("/proc/" + std::to_string(p) + "/cmdline");
+            std::string argv0;
+            std::getline(cmdline, argv0, '\0');
+            if (argv0 == cli_test::agentctl_bin()) ::kill(p, SIGKILL);
+        }
+        killed = true;
+        return true;
+    };
+    o.bound = 120s;
+    auto r = in_allocation({"run", "--backend", "slurm", "--jobs", "2", dir.path() + "/wf.yaml"}, o);
+    BOOST_TEST_REQUIRE(killed, "never saw both tasks running: " << r.out << r.err);
+    BOOST_TEST(gone_within(nonce, 5s), "tasks of the run still there 5 s after SIGKILL of agentctl");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -57,4 +57,16 @@ inline bool is_one_of(const std::string& name, const std::set<std::string>& name
            });
 }
 
+/// What pure C++ must not need: functions that reach the kernel, the environment or the clock,
+/// and the libraries that do (for a module's "objects call no system function" test).
+inline const std::set<std::string> system_functions = {
+    "getenv",  "secure_getenv", "setenv",  "clock_gettime",  "gettimeofday", "time",   "open",
+    "open64",  "openat",        "read",    "write",          "close",        "fopen",  "fread",
+    "fork",    "vfork",         "execve",  "posix_spawn",    "popen",        "system", "socket",
+    "connect", "kill",          "waitpid", "pthread_create", "stat",         "access", "poll",
+    "pipe",    "pipe2",         "ioctl"};
+inline const std::vector<std::string> system_parts = {
+    "boost::asio::",       "std::chrono::_V2::", "std::basic_ifstream",
+    "std::basic_ofstream", "std::filesystem::",  "std::thread"};
+
 }  // namespace agentctl::test

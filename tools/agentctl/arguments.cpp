@@ -47,7 +47,7 @@ std::optional<int> parse_backend(command_line& cl, const arguments& a) {
             return usage_error(cl, "--backend must be local or slurm, not \"" + a.value("backend") + "\"");
         cl.backend = *b;
     }
-    for (const char* name : {"partition", "account", "qos", "cpus-per-task", "mem"}) {
+    for (const char* name : {"dispatch", "partition", "account", "qos", "cpus-per-task", "mem"}) {
         std::string flag = std::string("slurm-") + name;
         if (!a.has(flag)) continue;
         if (cl.backend != backend_kind::slurm) return usage_error(cl, "--" + flag + " needs --backend slurm");

@@ -194,6 +194,8 @@ int run_resume(const command_line& cl, watchdog* watch);
 /// `agentctl parallel ARGS` (cmd_parallel.cpp): parses GNU parallel's command line itself.
 /// `argv`: agentctl's whole command line, for the journal. Returns parallel's exit status.
 int run_parallel(const std::vector<std::string>& args, std::vector<std::string> argv);
+/// `agentctl worker` (cmd_worker.cpp): the allocation worker; its exit status is serve_worker()'s.
+int run_worker(const std::vector<std::string>& args);
 /// `agentctl parallel --help`, and each of its option names with its value's placeholder
 /// ("" for a switch), for the completion scripts.
 std::string parallel_help();

@@ -40,6 +40,7 @@ const std::vector<command_info>& commands() {
         {"parallel", "[OPTIONS] COMMAND [::: VALUES]",
          "run COMMAND for each value, as GNU parallel does, as a journaled run"},
         {"version", "", "print the version", parse_version, run_version},
+        {"worker", "", "serve tasks of a driver on standard input and output (started by --backend slurm)"},
         {"help", "[COMMAND]", "print help, for one command with COMMAND"},
         {"completion", "bash|zsh", "print a shell completion script"},
     };
@@ -92,6 +93,12 @@ const std::vector<option_info>& options() {
          0,
          "local|slurm",
          "where process tasks run (default local; slurm: one srun job each)",
+         {"run", "doctor"}},
+        {"slurm-dispatch",
+         0,
+         "auto|worker|job",
+         "with --backend slurm: a worker per node of the allocation, or a job per task (default auto: "
+         "worker inside salloc/sbatch, job outside)",
          {"run", "doctor"}},
         {"slurm-partition",
          0,
@@ -361,6 +368,8 @@ int main(int argc, char** argv) {
     // GNU parallel's own grammar: everything after the word is its (cmd_parallel.cpp).
     if (argc >= 2 && std::string_view(argv[1]) == "parallel")
         return run_parallel({argv + 2, argv + argc}, {argv, argv + argc});
+    // Frames, not a command line for people: no global option applies (cmd_worker.cpp).
+    if (argc >= 2 && std::string_view(argv[1]) == "worker") return run_worker({argv + 2, argv + argc});
     command_line cl;
     cl.output = sniff_output(argc, argv);
     cl.argv.assign(argv, argv + argc);
@@ -404,6 +413,7 @@ int main(int argc, char** argv) {
     }
     if (cl.command == "parallel")
         return usage_error(cl, "give agentctl parallel's options after the word parallel");
+    if (cl.command == "worker") return usage_error(cl, "agentctl worker takes no options");
     if (auto refused = command->parse(cl, a)) return *refused;
     std::optional<agentctl::watchdog> watch;
     if (cl.wants_watchdog()) watch = start_watchdog(cl);

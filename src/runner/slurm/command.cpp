@@ -69,6 +69,33 @@ std::string env_name_error(std::string_view name) {
     return {};
 }
 
+argv_result worker_step_argv(const worker_step_request& r) {
+    argv_result out;
+    auto fail = [&out](std::string why) {
+        out.argv.clear();
+        out.error = std::move(why);
+        return out;
+    };
+    if (auto e = value_error("the srun path", r.srun); !e.empty()) return fail(e);
+    if (auto e = value_error("agentctl's path", r.agentctl); !e.empty()) return fail(e);
+    if (r.srun.front() != '/' || r.agentctl.front() != '/')
+        return fail("srun and agentctl must be absolute paths");
+    if (auto e = value_error("the node", r.node); !e.empty()) return fail(e);
+    if (auto e = value_error("the step name", r.name); !e.empty()) return fail(e);
+    if (r.job_id == 0) return fail("no allocation to run the worker in");
+    out.argv = {r.srun, "--jobid=" + std::to_string(r.job_id),
+                // Shares the node's CPUs with the allocation's other steps instead of claiming them:
+                // the tasks the worker starts are where they go.
+                "--overlap", "--nodes=1", "--ntasks=1", "--nodelist=" + r.node};
+    if (r.cpus > 0) out.argv.push_back("--cpus-per-task=" + std::to_string(r.cpus));
+    for (const char* fixed :
+         {"--mem=0", "--unbuffered", "--mpi=none", "--kill-on-bad-exit=1", "--quiet", "--export=NONE"})
+        out.argv.emplace_back(fixed);
+    out.argv.push_back("--job-name=" + r.name);
+    out.argv.insert(out.argv.end(), {"--", r.agentctl, "worker"});
+    return out;
+}
+
 std::optional<std::uint64_t> time_limit_minutes(std::optional<std::uint64_t> timeout_ms,
                                                 std::uint64_t grace_ms) {
     if (!timeout_ms) return std::nullopt;

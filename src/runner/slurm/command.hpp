@@ -54,6 +54,22 @@ struct argv_result {
 /// any flag value, a NUL in an argument, and an environment name env_name_error() refuses.
 argv_result srun_argv(const srun_request& request);
 
+/// One allocation worker's step (docs/WORKER.md, "One worker per node").
+struct worker_step_request {
+    std::string srun;          ///< absolute path of srun
+    std::uint64_t job_id = 0;  ///< the allocation
+    std::string node;          ///< the node it runs on
+    std::uint32_t cpus = 0;    ///< the allocation's CPUs on that node; 0: not passed
+    std::string name;          ///< the step's name (job_name() of "worker.NODE", the generation)
+    std::string agentctl;      ///< absolute path of this agentctl, the same file on the node
+};
+
+/// `SRUN --jobid=ID --overlap --nodes=1 --ntasks=1 --nodelist=NODE [--cpus-per-task=C]
+/// --mem=0 --unbuffered --mpi=none --kill-on-bad-exit=1 --quiet --export=NONE --job-name=NAME
+/// -- AGENTCTL worker`. Refuses a relative srun or agentctl, an empty node or name, and a
+/// control character in any of them.
+argv_result worker_step_argv(const worker_step_request& request);
+
 /// The --time minutes for an attempt: ceil((timeout + grace) / 1 min) + 1, so that agentctl's
 /// own deadline and kill path always come first; nullopt without a timeout (no --time: the
 /// partition's default applies; --time=0 would mean unlimited). At most 2^31 - 1.

@@ -7,8 +7,10 @@
 
 #include "exec/host.hpp"
 #include "runner/launch_control.hpp"
+#include "runner/slurm/allocation.hpp"
 #include "runner/slurm/classify.hpp"
 #include "runner/slurm/command.hpp"
+#include "runner/worker/launcher.hpp"
 
 #include <agentctl/watchdog.hpp>
 
@@ -526,6 +528,62 @@ private:
 
 std::unique_ptr<launcher> make_slurm_launcher(launch_context& ctx, slurm::tools tools) {
     return std::make_unique<slurm_launcher>(ctx, std::move(tools));
+}
+
+asio::awaitable<expected<std::unique_ptr<launcher>>> start_slurm_launcher(launch_context& ctx,
+                                                                          slurm::tools tools) {
+    const slurm_dispatch dispatch = ctx.settings.slurm.dispatch;
+    slurm::allocation_result a = slurm::read_allocation(ctx.settings.host_env);
+    // Outside an allocation, or asked for: one job per launch. Inside one, its jobs would be
+    // new jobs queued for the very nodes the allocation holds (docs/WORKER.md, "Why").
+    if (dispatch == slurm_dispatch::job ||
+        (dispatch == slurm_dispatch::automatic && !a.found && a.error.empty()))
+        co_return make_slurm_launcher(ctx, std::move(tools));
+    if (!a.error.empty())
+        co_return task_error{
+            error_code::backend_unavailable,
+            "the Slurm allocation agentctl runs in cannot be read: " + a.error + "; nothing was run"};
+    if (!a.found)
+        co_return task_error{
+            error_code::backend_unavailable,
+            "--slurm-dispatch worker needs a Slurm allocation: run agentctl inside salloc or "
+            "sbatch, or choose --slurm-dispatch job; nothing was run"};
+    auto self = exec::canonical_path("/proc/self/exe");
+    if (!self)
+        co_return task_error{error_code::backend_unavailable,
+                             "agentctl's own path cannot be read for its workers: " + self.error().message +
+                                 "; nothing was run"};
+    slurm::job_owner owner;
+    owner.host = exec::host_name();
+    owner.pid = exec::own_pid();
+    owner.start_time = exec::process_start_time(owner.pid).value_or("");
+    std::vector<worker_site> sites;
+    const slurm::allocation& alloc = *a.found;
+    for (std::size_t i = 0; i < alloc.nodes.size(); ++i) {
+        worker_site site;
+        site.label = alloc.nodes[i];
+        site.slots = alloc.cpus[i];
+        site.command = [&ctx, srun = tools.srun, agentctl = *self, owner, job = alloc.job_id,
+                        node = alloc.nodes[i],
+                        cpus = alloc.cpus[i]](std::uint32_t generation) -> expected<exec::channel_command> {
+            slurm::worker_step_request r;
+            r.srun = srun;
+            r.job_id = job;
+            r.node = node;
+            r.cpus = cpus;
+            r.agentctl = agentctl;
+            std::string error;
+            auto name = slurm::job_name(ctx.settings.run_id, owner, "worker." + node, generation, error);
+            if (!name) return task_error{error_code::backend_unavailable, error};
+            r.name = std::move(*name);
+            slurm::argv_result argv = slurm::worker_step_argv(r);
+            if (!argv) return task_error{error_code::backend_unavailable, argv.error};
+            return exec::channel_command{srun, std::move(argv.argv),
+                                         slurm::client_environment(ctx.settings.host_env, {})};
+        };
+        sites.push_back(std::move(site));
+    }
+    co_return co_await start_worker_launcher(ctx, std::move(sites), "slurm");
 }
 
 }  // namespace agentctl

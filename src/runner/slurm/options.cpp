@@ -33,6 +33,17 @@ std::optional<T> whole_number(std::string_view text) {
 }  // namespace
 
 std::string set_slurm_option(slurm_options& o, std::string_view name, std::string_view value) {
+    if (name == "dispatch") {
+        if (value == "auto")
+            o.dispatch = slurm_dispatch::automatic;
+        else if (value == "worker")
+            o.dispatch = slurm_dispatch::worker;
+        else if (value == "job")
+            o.dispatch = slurm_dispatch::job;
+        else
+            return "--slurm-dispatch must be auto, worker or job, not \"" + std::string(value) + "\"";
+        return {};
+    }
     if (name == "partition" || name == "account" || name == "qos") {
         if (auto e = text_error(name, value); !e.empty()) return e;
         if (name == "partition") {

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""The Slurm backend's allocation mode (docs/WORKER.md) against the local backend, in the same
+allocation and the same sitting: N x /bin/true at --jobs 8 through
+`agentctl run --backend slurm` (one `agentctl worker` step on the node, tasks sent over its
+stdio) and through `agentctl run` (local), in interleaved rounds (the order alternating, one
+warm-up round of each first). Target (issue 28): the worker's throughput at least 0.9x the
+local backend's, i.e. at most ~1 ms added per task.
+
+  AGENTCTL_SLURM_CPUS=8 tools/slurm-fixture run -- \\
+      salloc --nodes=1 --exclusive --quiet -- python3 bench/slurm_worker_bench.py BUILD [RUNS] [N]
+
+It must run inside the allocation (SLURM_JOB_ID set): that is where allocation mode applies.
+"""
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def timed(argv, cwd):
+    t0 = time.monotonic()
+    p = subprocess.run(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    wall = time.monotonic() - t0
+    if p.returncode != 0:
+        sys.exit(f"slurm-worker-bench: {' '.join(argv)} failed with status {p.returncode}: "
+                 f"{p.stderr.decode(errors='replace')[-500:]}")
+    return wall
+
+
+def main():
+    build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
+    runs = int(sys.argv[2]) if len(sys.argv) > 2 else 5
+    n = int(sys.argv[3]) if len(sys.argv) > 3 else 1000
+    if not os.environ.get("SLURM_JOB_ID"):
+        sys.exit("slurm-worker-bench: not inside an allocation: run it under salloc (see the header)")
+    work = tempfile.mkdtemp(prefix="agentctl-worker-bench.")
+    items = ", ".join(str(i) for i in range(n))
+    with open(os.path.join(work, "wf.yaml"), "w") as f:
+        f.write(f"""apiVersion: agentctl.dev/v1
+kind: Workflow
+metadata: {{name: worker-bench}}
+spec:
+  policy: {{processAllowlist: ["true"], approval: never}}
+  actions:
+    nothing: {{kind: builtin.shell.exec, command: /bin/true}}
+  tasks:
+    - {{id: t, uses: action:nothing, foreach: {{items: [{items}]}}}}
+""")
+    agentctl = os.path.join(build, "agentctl")
+    common = ["--no-journal", "--quiet", "--jobs", "8", "wf.yaml"]
+    commands = {
+        "local": [agentctl, "run"] + common,
+        "worker": [agentctl, "run", "--backend", "slurm"] + common,
+    }
+    for name, argv in commands.items():
+        print(f"{name} command: {' '.join(argv)}")
+        timed(argv, work)
+    t = {name: [] for name in commands}
+    for i in range(runs):
+        order = list(commands.items())
+        if i % 2:
+            order.reverse()
+        for name, argv in order:
+            wall = timed(argv, work)
+            t[name].append(wall)
+            print(f"round {i + 1} {name}: {wall:.3f} s", flush=True)
+    local, worker = statistics.median(t["local"]), statistics.median(t["worker"])
+    for name in commands:
+        xs = sorted(t[name])
+        med = statistics.median(xs)
+        print(f"{name}: median {med:.3f} s ({med / n * 1000:.2f} ms per task, {n / med:.0f} tasks/s); "
+              f"runs " + " ".join(f"{x:.3f}" for x in xs))
+    print(f"worker throughput / local throughput: {local / worker:.3f} (target >= 0.9); "
+          f"added per task: {(worker - local) / n * 1000:.2f} ms")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,262 @@
+// The driver's end of one worker connection (docs/WORKER.md, "The channel", "Failures").
+#include "runner/worker/client.hpp"
+
+#include "exec/client.hpp"
+#include "exec/host.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+namespace asio = boost::asio;
+namespace wp = agentctl::worker_protocol;
+using steady = std::chrono::steady_clock;
+
+namespace agentctl::worker {
+
+namespace {
+// Heartbeats the worker may miss before the driver takes it for lost (docs/WORKER.md).
+constexpr int missed_heartbeats = 3;
+}  // namespace
+
+client::client(asio::any_io_executor ex, std::string label, std::uint32_t slots)
+    : ex_(ex), label_(std::move(label)), slots_(slots), wake_(ex), tick_timer_(ex) {}
+
+std::uint32_t client::free_slots() const {
+    if (!usable()) return 0;
+    auto busy = static_cast<std::uint32_t>(running_.size());
+    std::uint32_t slots = slots_ ? slots_ : welcome_.cpus;
+    return slots > busy ? slots - busy : 0;
+}
+
+void client::spawn_owned(asio::awaitable<void> body) {
+    ++owned_;
+    asio::co_spawn(ex_, std::move(body), [self = shared_from_this()](std::exception_ptr e) {
+        --self->owned_;
+        if (e) self->lose("the connection's coroutine failed unexpectedly");
+        self->wake();
+    });
+}
+
+asio::awaitable<std::optional<std::string>> client::connect(exec::channel_command command, wp::hello hello,
+                                                            std::chrono::milliseconds bound) {
+    auto started = exec::channel::start(ex_, command);
+    if (!started) co_return started.error().message;
+    channel_ = std::move(*started);
+    digest_ = hello.build_digest;
+    heartbeat_ = std::chrono::milliseconds(hello.heartbeat_ms);
+    last_received_ = last_sent_ = steady::now();
+    std::string frame;
+    if (auto e = wp::append_hello(frame, hello)) co_return e->message;
+    send(std::move(frame));
+    spawn_owned(reader());
+    auto deadline = steady::now() + bound;
+    while (!connected_ && !refused_ && !lost_ && steady::now() < deadline) {
+        wake_.expires_at(deadline);
+        co_await wake_.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+    if (connected_ && !lost_) {
+        spawn_owned(ticker());
+        co_return std::nullopt;
+    }
+    std::string why = refused_ ? "refused: " + *refused_
+                      : lost_  ? lost_reason_
+                               : "no answer within " + std::to_string(bound.count() / 1000) + " s";
+    lose(why);
+    co_return why;
+}
+
+void client::send(std::string frame) {
+    if (!channel_ || lost_) return;
+    last_sent_ = steady::now();
+    channel_->send(std::move(frame));
+}
+
+void client::start_run(const wp::run_request& request, pending_run& p) {
+    running_.insert(request.tag);
+    waiting_[request.tag] = &p;
+    std::string frame;
+    if (auto e = wp::append_run(frame, request)) {
+        // Too large for a frame: nothing was sent; the launch reads the error from the result.
+        running_.erase(request.tag);
+        waiting_.erase(request.tag);
+        wp::run_result r;
+        r.tag = request.tag;
+        r.error_code = "argument_list_too_long";
+        r.error_message = "the request is too large for the worker protocol: " + e->message;
+        p.result = std::move(r);
+        return;
+    }
+    send(std::move(frame));
+}
+
+void client::cancel(std::uint64_t tag, wp::cancel_kind kind) {
+    if (!running_.count(tag)) return;
+    std::string frame;
+    wp::append_cancel(frame, {tag, kind});
+    send(std::move(frame));
+}
+
+void client::forget(std::uint64_t tag) {
+    waiting_.erase(tag);
+}
+
+void client::lose(const std::string& why) {
+    if (lost_) return;
+    lost_ = true;
+    lost_reason_ = why;
+    if (channel_) channel_->kill();
+    auto waiting = std::move(waiting_);
+    waiting_.clear();
+    for (auto& [tag, p] : waiting)
+        if (p->notify) p->notify();
+    tick_timer_.cancel();
+    wake();
+}
+
+void client::protocol_failure(const wp::protocol_error& e) {
+    lose("protocol error (" + std::string(wp::to_string(e.code)) + "): " + e.message);
+}
+
+asio::awaitable<void> client::reader() {
+    auto self = shared_from_this();
+    for (;;) {
+        std::string bytes = co_await channel_->read_some();
+        if (bytes.empty()) {
+            if (auto e = decoder_.finish()) {
+                protocol_failure(*e);
+            } else if (!closing_ || !running_.empty()) {
+                std::string said = channel_->stderr_tail();
+                lose("the worker's connection closed" +
+                     (said.empty() ? std::string() : " (it said: " + exec::excerpt(said) + ")"));
+            }
+            co_return;
+        }
+        last_received_ = steady::now();
+        decoder_.feed(bytes);
+        wp::frame f;
+        for (;;) {
+            auto s = decoder_.next(f);
+            if (s == wp::frame_decoder::status::need_more) break;
+            if (s == wp::frame_decoder::status::error) {
+                protocol_failure(*decoder_.error());
+                break;
+            }
+            handle(f);
+            if (lost_) break;
+        }
+        // After a loss the program is killed: read on until its end of stream.
+    }
+}
+
+void client::handle(const wp::frame& f) {
+    if (auto e = wp::check_arrival(wp::side::driver, connected_, f.type)) return protocol_failure(*e);
+    auto for_tag = [this](std::uint64_t tag) -> pending_run* {
+        if (!running_.count(tag)) {
+            protocol_failure({wp::protocol_errc::unexpected_message,
+                              "a frame for tag " + std::to_string(tag) + ", which is not running"});
+            return nullptr;
+        }
+        auto it = waiting_.find(tag);
+        return it == waiting_.end() ? &orphan_ : it->second;
+    };
+    switch (f.type) {
+        case wp::message_type::welcome: {
+            auto m = wp::decode_welcome(f.payload);
+            if (!m) return protocol_failure(m.error());
+            if (auto e = wp::check_welcome(*m, digest_)) return protocol_failure(*e);
+            welcome_ = std::move(*m);
+            connected_ = true;
+            decoder_.set_limit(wp::payload_limit);
+            wake();
+            return;
+        }
+        case wp::message_type::refuse: {
+            auto m = wp::decode_refuse(f.payload);
+            refused_ = m ? wp::error_of(*m).message : m.error().message;
+            wake();
+            return;
+        }
+        case wp::message_type::started: {
+            auto m = wp::decode_started(f.payload);
+            if (!m) return protocol_failure(m.error());
+            pending_run* p = for_tag(m->tag);
+            if (!p) return;
+            p->started = std::move(*m);
+            if (p->notify) p->notify();
+            return;
+        }
+        case wp::message_type::output: {
+            auto m = wp::decode_output(f.payload);
+            if (!m) return protocol_failure(m.error());
+            pending_run* p = for_tag(m->tag);
+            if (!p) return;
+            (m->stream == wp::stream_id::stdout_stream ? p->out : p->err) += m->bytes;
+            return;
+        }
+        case wp::message_type::result: {
+            auto m = wp::decode_result(f.payload);
+            if (!m) return protocol_failure(m.error());
+            pending_run* p = for_tag(m->tag);
+            if (!p) return;
+            if (p->out.size() != m->stdout_size || p->err.size() != m->stderr_size)
+                return protocol_failure({wp::protocol_errc::malformed_payload,
+                                         "the output of tag " + std::to_string(m->tag) +
+                                             " does not add up to the sizes its result gives"});
+            std::uint64_t tag = m->tag;
+            p->result = std::move(*m);
+            running_.erase(tag);
+            waiting_.erase(tag);
+            if (p->notify) p->notify();
+            orphan_ = pending_run{};
+            return;
+        }
+        default:
+            return;  // heartbeat: its arrival is what counts
+    }
+}
+
+asio::awaitable<void> client::ticker() {
+    auto self = shared_from_this();
+    while (!lost_ && !closing_) {
+        tick_timer_.expires_after(heartbeat_);
+        co_await tick_timer_.async_wait(asio::as_tuple(asio::use_awaitable));
+        if (lost_ || closing_) break;
+        auto now = steady::now();
+        if (now - last_received_ > missed_heartbeats * heartbeat_) {
+            lose("no frame from the worker for " + std::to_string(missed_heartbeats * heartbeat_.count()) +
+                 " ms");
+            break;
+        }
+        if (now - last_sent_ >= heartbeat_) {
+            std::string frame;
+            wp::append_heartbeat(frame, {++heartbeats_sent_});
+            send(std::move(frame));
+        }
+    }
+}
+
+asio::awaitable<void> client::close(std::chrono::milliseconds bound) {
+    auto self = shared_from_this();
+    closing_ = true;
+    tick_timer_.cancel();
+    if (!channel_) co_return;
+    channel_->close_input();
+    auto deadline = steady::now() + bound;
+    // The worker exits once its stdin is closed; its stdout ends with it, and the reader.
+    while (owned_ > 0 && steady::now() < deadline) {
+        wake_.expires_at(deadline);
+        co_await wake_.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+    if (owned_ > 0) channel_->kill();
+    while (owned_ > 0) {
+        wake_.expires_after(std::chrono::seconds(1));
+        co_await wake_.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+    // srun returns once the step has ended; the channel's destructor kills what is left.
+    auto ended = co_await channel_->wait_exit(std::chrono::milliseconds(5000));
+    (void)ended;
+    channel_.reset();
+}
+
+}  // namespace agentctl::worker

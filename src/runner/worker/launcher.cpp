@@ -1,0 +1,316 @@
+// isolation: process on allocation workers (docs/WORKER.md, "Dispatch", "What a launch is",
+// "Failures"). The allowlist, the executable and the environment are the driver's preflight's,
+// exactly as for a host process; the worker opens the cwd beneath the root on its node, and
+// applies the caps, the timeout and the kill ladder there.
+#include "runner/worker/launcher.hpp"
+
+#include "exec/host.hpp"
+#include "runner/launch_control.hpp"
+#include "runner/worker/client.hpp"
+
+#include <boost/asio/this_coro.hpp>
+
+#include <algorithm>
+#include <list>
+
+namespace asio = boost::asio;
+namespace wp = agentctl::worker_protocol;
+using namespace std::chrono_literals;
+
+namespace agentctl {
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+// How long a worker may take from its start to its welcome (srun creating the step included).
+constexpr auto connect_bound = 30s;
+// A lost worker is replaced at most this often per site and run, then the site is given up.
+constexpr std::uint32_t max_starts = 4;
+// Beyond a task's timeout and kill grace, how long the driver waits for its result before it
+// takes the worker for lost (the worker applies the timeout itself).
+constexpr auto result_backstop = 30s;
+// How long a worker may take to exit once its stdin is closed at the end of the run.
+constexpr auto close_bound = 10s;
+constexpr std::uint32_t heartbeat_ms = 1000;
+
+std::optional<error_code> code_named(const std::string& name) {
+    if (name.empty()) return std::nullopt;
+    return error_code_from_string(name).value_or(error_code::internal_error);
+}
+
+process_outcome local_outcome(wp::run_outcome o) {
+    switch (o) {
+        case wp::run_outcome::exited:
+            return process_outcome::exited;
+        case wp::run_outcome::timed_out:
+            return process_outcome::timed_out;
+        case wp::run_outcome::cancelled:
+            return process_outcome::cancelled;
+        case wp::run_outcome::output_limit_exceeded:
+            return process_outcome::output_limit_exceeded;
+        case wp::run_outcome::spawn_failed:
+            break;
+    }
+    return process_outcome::spawn_failed;
+}
+
+// The worker's result and output as the host executor would have given them.
+process_result local_result(wp::run_result& r, std::string out, std::string err) {
+    process_result p;
+    p.outcome = local_outcome(r.outcome);
+    if (r.exit_code) p.exit_code = static_cast<int>(*r.exit_code);
+    if (r.signal) p.signal = static_cast<int>(*r.signal);
+    p.core_dumped = r.core_dumped;
+    p.stdout_bytes = std::move(out);
+    p.stderr_bytes = std::move(err);
+    p.limit_stream = std::move(r.limit_stream);
+    p.limit_bytes = r.limit_bytes;
+    p.duration = std::chrono::microseconds(r.duration_us);
+    p.usage = resource_usage{r.user_us, r.system_us, r.max_rss_kib};
+    p.used = r.used == wp::used_containment::cgroup ? containment::cgroup : containment::process_group;
+    p.descendants_killed = r.descendants_killed;
+    p.error = code_named(r.error_code);
+    p.error_message = std::move(r.error_message);
+    return p;
+}
+
+struct site_state {
+    worker_site site;
+    std::shared_ptr<worker::client> worker;  ///< the current one (usable or lost)
+    std::uint32_t starts = 0;
+    std::string last_error;  ///< why its last worker was lost or could not start
+    bool starting = false;   ///< a launch is starting a new worker here
+};
+
+class worker_launcher final : public launcher {
+public:
+    worker_launcher(launch_context& ctx, std::vector<worker_site> sites, std::string backend)
+        : launcher(ctx), backend_(std::move(backend)) {
+        for (auto& s : sites) sites_.push_back(site_state{std::move(s), nullptr, 0, "", false});
+        hello_.build_digest = exec::build_digest() ? *exec::build_digest() : std::string();
+        hello_.run_id = ctx.settings.run_id;
+        hello_.heartbeat_ms = heartbeat_ms;
+    }
+
+    // Every site's first worker, together; the first failure fails them all.
+    asio::awaitable<std::optional<task_error>> start_all() {
+        if (!exec::build_digest())
+            co_return task_error{error_code::backend_unavailable,
+                                 "the worker protocol needs this agentctl's build digest: " +
+                                     exec::build_digest().error().message + "; nothing was run"};
+        std::optional<task_error> failed;
+        for (auto& s : sites_) {
+            if (auto why = co_await start(s)) {
+                failed = task_error{
+                    error_code::backend_unavailable,
+                    "the worker on " + s.site.label + " did not start: " + *why + "; nothing was run"};
+                break;
+            }
+        }
+        if (failed) co_await finish();
+        co_return failed;
+    }
+
+    asio::awaitable<launch_result> launch(const launch_request& request) override {
+        auto ctl = co_await launch_control::create();
+        launch_result out;
+        out.isolation = "process";
+        out.backend = backend_;
+        out.process.outcome = process_outcome::spawn_failed;
+        wp::run_request req;
+        if (auto error = build(request, req)) {
+            out.error = std::move(error);
+            out.command = req.executable;
+            co_return out;
+        }
+        out.command = req.executable;
+
+        // A worker with a free slot, or a wait for one.
+        std::shared_ptr<worker::client> w;
+        for (;;) {
+            w = pick();
+            if (w) break;
+            if (ctl->cancelled()) {
+                out.process.outcome = process_outcome::cancelled;
+                out.process.error_message = "cancelled before a worker was free";
+                co_return out;
+            }
+            if (site_state* s = restartable()) {
+                co_await start(*s);
+                continue;
+            }
+            if (!any_alive()) {
+                out.error = task_error{error_code::worker_lost, "no worker is left: " + last_errors()};
+                co_return out;
+            }
+            waiters_.push_back(ctl.get());
+            auto it = std::prev(waiters_.end());
+            co_await ctl->wait();
+            waiters_.erase(it);
+        }
+
+        worker::pending_run p;
+        p.notify = [weak = std::weak_ptr<launch_control>(ctl)] {
+            if (auto c = weak.lock()) c->notify();
+        };
+        req.tag = next_tag_++;
+        const plan_task& task = request.attempt->task();
+        auto grace = std::chrono::seconds(ctx_.compiled->kill_grace_seconds);
+        auto backstop = steady::now() + std::chrono::milliseconds(task.timeout_ms) + grace + result_backstop;
+        w->start_run(req, p);
+        bool reported = false, cancel_sent = false, terminal_sent = false;
+        for (;;) {
+            if (p.started && !reported) {
+                reported = true;
+                // The pid is on the worker's node: nothing this host could check or kill.
+                if (request.attempt->on_started) request.attempt->on_started(attempt_started{});
+            }
+            if (p.result || w->lost()) break;
+            if (ctl->cancelled() && !terminal_sent) {
+                bool terminal = ctl->terminal() || grace.count() == 0;
+                if (!cancel_sent || terminal)
+                    w->cancel(req.tag, terminal ? wp::cancel_kind::terminal : wp::cancel_kind::graceful);
+                cancel_sent = true;
+                terminal_sent = terminal;
+            }
+            if (steady::now() >= backstop) {
+                w->lose("no result for a task " + std::to_string(result_backstop.count()) +
+                        " s after its timeout and kill grace");
+                break;
+            }
+            co_await ctl->wait(backstop - steady::now());
+        }
+        w->forget(req.tag);
+        slot_freed();
+        out.slurm_node = w->label();  // the node as Slurm names it (the worker says its host name)
+        if (!p.result) {
+            // The worker is gone with the task: whether it had its effect is unknown.
+            out.process.outcome = ctl->cancelled() ? process_outcome::cancelled : process_outcome::exited;
+            out.containment = "worker";
+            out.error = task_error{error_code::worker_lost, "the worker on " + w->label() + " was lost (" +
+                                                                w->lost_reason() + ") while the task ran"};
+            co_return out;
+        }
+        out.process = local_result(*p.result, std::move(p.out), std::move(p.err));
+        out.containment = std::string(to_string(out.process.used));
+        co_return out;
+    }
+
+    // The end of the run: every worker's stdin closed, and each awaited until it has exited.
+    asio::awaitable<std::optional<task_error>> finish() override {
+        for (auto& s : sites_) {
+            if (!s.worker) continue;
+            auto w = std::move(s.worker);
+            co_await w->close(close_bound);
+        }
+        co_return std::nullopt;
+    }
+
+private:
+    // Starts a worker on `s`; nothing when it said welcome, else why not.
+    asio::awaitable<std::optional<std::string>> start(site_state& s) {
+        s.starting = true;
+        if (s.worker) {
+            auto old = std::move(s.worker);
+            co_await old->close(close_bound);
+        }
+        ++s.starts;
+        auto w = std::make_shared<worker::client>(ctx_.ex, s.site.label, s.site.slots);
+        auto command = s.site.command(s.starts);
+        std::optional<std::string> why;
+        if (command)
+            why = co_await w->connect(std::move(*command), hello_, connect_bound);
+        else
+            why = command.error().message;
+        s.worker = w;
+        s.starting = false;
+        if (why) s.last_error = *why;
+        slot_freed();  // its slots, or its failure, for whoever waits
+        co_return why;
+    }
+
+    std::shared_ptr<worker::client> pick() {
+        site_state* best = nullptr;
+        for (auto& s : sites_)
+            if (s.worker && s.worker->free_slots() > 0 &&
+                (!best || s.worker->free_slots() > best->worker->free_slots()))
+                best = &s;
+        return best ? best->worker : nullptr;
+    }
+
+    // A site whose worker was lost and may be replaced, with no one replacing it already.
+    site_state* restartable() {
+        for (auto& s : sites_)
+            if (!s.starting && s.worker && s.worker->lost() && s.starts < max_starts) {
+                if (s.last_error.empty()) s.last_error = s.worker->lost_reason();
+                return &s;
+            }
+        return nullptr;
+    }
+
+    bool any_alive() const {
+        return std::any_of(sites_.begin(), sites_.end(), [](const site_state& s) {
+            return s.starting || (s.worker && s.worker->usable());
+        });
+    }
+
+    std::string last_errors() const {
+        std::string list;
+        for (const auto& s : sites_) {
+            std::string why = s.worker && s.worker->lost() ? s.worker->lost_reason() : s.last_error;
+            list += (list.empty() ? "" : "; ") + s.site.label + ": " + why;
+        }
+        return list;
+    }
+
+    void slot_freed() {
+        for (launch_control* c : waiters_) c->notify();
+    }
+
+    std::optional<task_error> build(const launch_request& launch, wp::run_request& req) {
+        const attempt_request& request = *launch.attempt;
+        const action_spec& action = request.action();
+        const plan_task& task = request.task();
+        const prepared_action& prepared = ctx_.actions[task.action_index];
+        if (auto refused = allowlist_refusal(ctx_, action)) return refused;
+        if (prepared.executable.empty())
+            return task_error{error_code::executable_not_found, prepared.executable_error};
+        req.executable = prepared.executable;
+        req.argv.reserve(request.args.size() + launch.extra_args.size() + 1);
+        req.argv.push_back(action.command);
+        req.argv.insert(req.argv.end(), request.args.begin(), request.args.end());
+        req.argv.insert(req.argv.end(), launch.extra_args.begin(), launch.extra_args.end());
+        req.env = prepared.environment.entries;
+        req.workspace_root = ctx_.workspace.path();
+        req.cwd = request.cwd.value_or("");
+        req.stdin_data = launch.stdin_data;
+        req.stdout_limit = task.limits.stdout_bytes;
+        req.stderr_limit = task.limits.stderr_bytes;
+        req.combined_limit = task.limits.combined_bytes;
+        req.timeout_ms = static_cast<std::uint64_t>(task.timeout_ms);
+        req.kill_grace_ms = static_cast<std::uint64_t>(ctx_.compiled->kill_grace_seconds) * 1000;
+        req.drain_grace_ms = static_cast<std::uint64_t>(ctx_.settings.drain_grace.count());
+        req.containment = ctx_.settings.containment == containment_policy::process_group_only
+                              ? wp::containment_request::process_group_only
+                              : wp::containment_request::automatic;
+        return std::nullopt;
+    }
+
+    std::string backend_;
+    std::vector<site_state> sites_;
+    wp::hello hello_;
+    std::uint64_t next_tag_ = 1;
+    std::list<launch_control*> waiters_;  ///< launches waiting for a free slot
+};
+
+}  // namespace
+
+asio::awaitable<expected<std::unique_ptr<launcher>>> start_worker_launcher(launch_context& ctx,
+                                                                           std::vector<worker_site> sites,
+                                                                           std::string backend) {
+    auto l = std::make_unique<worker_launcher>(ctx, std::move(sites), std::move(backend));
+    if (auto failed = co_await l->start_all()) co_return std::move(*failed);
+    co_return std::unique_ptr<launcher>(std::move(l));
+}
+
+}  // namespace agentctl

@@ -1,0 +1,35 @@
+// isolation: process, on allocation workers (docs/WORKER.md): one `agentctl worker` per site,
+// started before the first task, each launch one `run` on the worker with the most free slots.
+#pragma once
+
+#include "exec/channel.hpp"
+#include "runner/launcher.hpp"
+
+#include <agentctl/error.hpp>
+
+#include <boost/asio/awaitable.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace agentctl {
+
+/// Where one worker runs, and the program that starts it there.
+struct worker_site {
+    std::string label;        ///< a node name, for messages and the report
+    std::uint32_t slots = 0;  ///< tasks at once on it; 0: the CPUs its worker reports
+    /// The program for the worker's `generation`-th start on this site (1, then 2, ... after
+    /// a lost worker is replaced), or why there is none.
+    std::function<expected<exec::channel_command>(std::uint32_t generation)> command;
+};
+
+/// Starts a worker on every site and waits until each said welcome with this build's digest.
+/// The error (backend_unavailable) names the site and what it said; then every worker
+/// started is stopped and nothing ran. `backend` is what launch results say ("slurm").
+boost::asio::awaitable<expected<std::unique_ptr<launcher>>> start_worker_launcher(
+    launch_context& ctx, std::vector<worker_site> sites, std::string backend);
+
+}  // namespace agentctl
