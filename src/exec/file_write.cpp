@@ -52,7 +52,8 @@ expected<directory> make_directories_beneath(const directory& root, std::string_
     if (!current) return file_error(root.path() + " cannot be opened: " + errno_text(errno));
     std::string prefix;
     std::string_view rest = relative;
-    for (std::string_view component = next_component(rest); !component.empty(); component = next_component(rest)) {
+    for (std::string_view component = next_component(rest); !component.empty();
+         component = next_component(rest)) {
         std::string part(component);
         if (part == "..")
             return task_error{error_code::path_not_allowed,

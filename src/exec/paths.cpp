@@ -183,7 +183,8 @@ int open_beneath_components(int root_fd, std::string_view relative, std::string&
         return -1;
     }
     std::string_view rest = relative;
-    for (std::string_view component = next_component(rest); !component.empty(); component = next_component(rest)) {
+    for (std::string_view component = next_component(rest); !component.empty();
+         component = next_component(rest)) {
         std::string part(component);
         struct stat st {};
         if (::fstatat(dir.get(), part.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
