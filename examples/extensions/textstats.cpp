@@ -12,8 +12,8 @@
 //
 //   --marker-dir DIR    write DIR/handshake or DIR/invoke when that mode starts, and the
 //                       request's effectId to DIR/effect-id
-//   --test-mode MODE    wrong-handshake | bad-json | wrong-effect-id | invalid-output | exit |
-//                       sleep | flood
+//   --test-mode MODE    wrong-handshake | nameless | bad-json | wrong-effect-id |
+//                       invalid-output | exit | sleep | flood
 //   --env NAME          count the value of the environment variable NAME instead of the
 //                       input, and print it on stderr (secret redaction tests)
 //
@@ -152,6 +152,7 @@ int handshake(const options& o) {
                    {"inputSchema", json::parse(input_schema)},
                    {"outputSchema", json::parse(output_schema)},
                    {"capabilities", json::parse(capabilities)}};
+    if (o.test_mode == "nameless") h.erase("name");
     if (o.test_mode == "wrong-handshake")
         h["outputSchema"].as_object()["properties"].as_object()["words"] = json::object{{"type", "string"}};
     print(h);

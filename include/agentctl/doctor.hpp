@@ -22,26 +22,41 @@ namespace agentctl {
 
 struct plan;
 
-/// One prerequisite of one process action.
+/// One prerequisite of one process action, in the reference's vocabulary.
 struct doctor_check {
-    std::string action;   ///< the action's name
-    std::string check;    ///< "executable" | "cwd" | "env" | "engine" | "backend"
+    std::string action;  ///< the action's name ("" for the workspace and the backend)
+    /// "process:ACTION:command" | "process:ACTION:script" | "process:ACTION:cwd" |
+    /// "process:ACTION:env:NAME" | "container:ACTION" | "workspace" | "backend:SUBJECT" |
+    /// "process:ACTION:backend"
+    std::string check;
     std::string subject;  ///< what was looked at: a path, a variable name, an engine
-    /// "ok" | "missing" | "unavailable" | "unchecked" | "weak" (usable, with a warning:
-    /// a secret too short to redact without destroying output)
+    /// "present" | "missing_or_not_executable" (command) | "missing_or_not_file" (script) |
+    /// "missing_or_denied" (cwd, workspace) | "missing" | "unavailable" | "unchecked" | "weak"
+    /// (usable, with a warning: a secret too short to redact without destroying output)
     std::string status;
-    std::string detail;   ///< why, for people; never a secret value
+    std::string detail;  ///< why, for people; never a secret value nor a file's content
     /// A failure of this check alone makes the report not ready (false for an engine that
     /// `runtime: auto` can do without, because another candidate has the image).
     bool blocking = true;
 
-    bool failed() const { return status == "missing" || status == "unavailable"; }
+    bool failed() const { return status.rfind("missing", 0) == 0 || status == "unavailable"; }
 };
+
+/// What `doctor` says it did not verify, whatever it found: a run alone shows these.
+inline constexpr std::string_view doctor_scope =
+    "local prerequisites only; doctor does not establish workflow execution readiness: what "
+    "helpers need themselves, modules, secret helpers' results and remote services are known "
+    "only when a run uses them";
 
 struct doctor_report {
     bool ready = true;        ///< no blocking check failed
+    std::string workflow;     ///< metadata.name
+    std::string plan_digest;  ///< the plan's
     std::string workspace;    ///< the canonical workspace root, when it exists
     std::vector<doctor_check> checks;  ///< per process action in plan order, then per check
+    /// What was not checked, by name (status "unchecked"): a script's own dependencies, the
+    /// modules of `python -m`, inline code.
+    std::vector<doctor_check> unverified;
 };
 
 struct doctor_options {

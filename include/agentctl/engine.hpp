@@ -96,6 +96,12 @@ struct run_settings {
     backend_kind backend = backend_kind::local;
     slurm_options slurm;  ///< backend slurm: resource options of every job
     std::chrono::milliseconds drain_grace{250};
+    /// `run --check`: a preview. Nothing with an effect runs and no approval is asked:
+    /// processes give `{status: requires_execution}`, builtin.write says what it would write,
+    /// builtin.read, assign and assert run (docs/DESIGN.md, "Files").
+    bool check = false;
+    /// `run --diff`: each builtin.write result carries its diff (else `diff` is null).
+    bool diff = false;
     /// With a journal: the run's record as the caller knows it (workflow source and path,
     /// argv, inputs, options); the engine fills in the run id, the digests, the task count and
     /// the owner. Not used when resuming (the run is recorded already).

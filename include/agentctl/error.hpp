@@ -149,6 +149,7 @@ enum class exit_status : int {
     policy = 3,       ///< policy or approval; also a resume refused because an effect is uncertain
     run_failed = 4,   ///< a task failed; isolation or backend unavailable
     persistence = 5,  ///< the journal is unreadable, corrupt, newer, or held by a live run
+    not_ready = 6,    ///< doctor: a prerequisite of the workflow is missing (the reference's 6)
     cancelled = 130,  ///< SIGINT, SIGTERM, --timeout-seconds
 };
 

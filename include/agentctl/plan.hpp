@@ -82,6 +82,9 @@ struct plan_task {
     std::optional<condition> when;
     output_limits limits;
     bool requires_approval = false;  ///< a process task under approval != never
+    /// The task's `outputSchema` (a child's: its declared task's): a run validates each
+    /// succeeded output against it (`output_invalid`). Aggregates have none.
+    std::optional<boost::json::value> output_schema;
     /// Aggregate and child template: the plan indices of the children, [first_child,
     /// first_child + child_count), in item order.
     std::uint32_t first_child = 0;

@@ -233,19 +233,13 @@ admission admit(const run_view& view, std::uint32_t index) {
                               (denied ? "policy.toolsDeny lists it" : "policy.toolsAllow does not list it") +
                               "); the task was not started"));
     }
-    // Their file I/O is not in this version yet (docs/COMPATIBILITY.md, "What is left"): one
-    // clear failure, before anything is touched, rather than a process runner refusing them.
-    if (action.kind == action_kind::read || action.kind == action_kind::write)
-        return record(failed_result(error_code::invalid_request,
-                                    std::string(to_string(action.kind)) +
-                                        " tasks do not run in this version of agentctl yet; the task was not "
-                                        "started (docs/COMPATIBILITY.md)"));
     if (action.kind == action_kind::assign) return record(assign_result(request.with));
     if (action.kind == action_kind::assert_that) return record(assert_result(request.with));
 
-    std::uint64_t reservation =
-        t.limits.combined_bytes * (action.kind == action_kind::extension_process ? 2 : 1);
-    if (p.budgets.max_process_output_bytes) {
+    std::uint64_t reservation = 0;  // what a process may print (a file action prints nothing)
+    if (action.is_process())
+        reservation = t.limits.combined_bytes * (action.kind == action_kind::extension_process ? 2 : 1);
+    if (p.budgets.max_process_output_bytes && reservation > 0) {
         std::uint64_t budget = *p.budgets.max_process_output_bytes;
         if (view.output_reserved + reservation > budget)
             return record(failed_result(error_code::budget_exceeded,
@@ -258,7 +252,7 @@ admission admit(const run_view& view, std::uint32_t index) {
     out.kind = admission::kind_t::start;
     out.request = std::move(request);
     out.reservation = reservation;
-    out.needs_approval = t.requires_approval;
+    out.needs_approval = t.requires_approval && !view.check;
     return out;
 }
 

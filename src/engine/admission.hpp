@@ -25,6 +25,7 @@ struct run_view {
     std::uint32_t job_slot = 1;
     /// An aggregate nothing reads is built without its items (false: tests of admission).
     bool release_unread_aggregates = false;
+    bool check = false;  ///< `run --check`: no approval is asked (nothing with an effect runs)
 };
 
 /// The decision for one ready task.

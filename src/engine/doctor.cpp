@@ -20,8 +20,11 @@ asio::awaitable<doctor_report> survey(const plan& p, doctor_options options) {
     settings.slurm = options.slurm;
     preflight_result r = co_await run_preflight(p, settings);
     doctor_report report;
+    report.workflow = p.workflow_name;
+    report.plan_digest = p.plan_digest;
     if (r.workspace) report.workspace = r.workspace->path();
     report.checks = std::move(r.checks);
+    report.unverified = std::move(r.unverified);
     for (const auto& c : report.checks) report.ready &= !(c.blocking && c.failed());
     co_return report;
 }

@@ -7,6 +7,7 @@
 
 #include "engine/admission.hpp"
 #include "engine/outcome.hpp"
+#include "engine/output_contract.hpp"
 #include "engine/recorder.hpp"
 #include "engine/task_group.hpp"
 #include "exec/host.hpp"
@@ -101,6 +102,8 @@ runner_settings settings_for_runner(const run_settings& s, const std::string& ru
     r.backend = s.backend;
     r.slurm = s.slurm;
     r.drain_grace = s.drain_grace;
+    r.check = s.check;
+    r.diff = s.diff;
     return r;
 }
 
@@ -115,6 +118,7 @@ public:
           with_(with),
           resume_(resume),
           tasks_(ex),
+          contracts_(p),
           wall_timer_(ex) {
         const std::uint32_t n = p.size();
         // Per task only a few bytes (state, outcome, flags); results are kept whole without a
@@ -148,6 +152,7 @@ public:
         view_.compiled = &plan_;
         view_.inputs = &plan_.inputs;
         view_.release_unread_aggregates = true;
+        view_.check = settings_.check;
         view_.state_of = [this](std::uint32_t i) -> std::optional<task_state> {
             if (state_[i] != node::done) return std::nullopt;
             return outcomes_[i].state;
@@ -222,7 +227,7 @@ private:
     enum class node : std::uint8_t { pending, running, done };
 
     asio::awaitable<void> run_tasks() {
-        if (!with_.approvals) {
+        if (!with_.approvals && !settings_.check) {
             auto needing = tasks_requiring_approval(plan_);
             if (!needing.empty()) {
                 report_.error = approval_required_error(plan_, needing);
@@ -420,9 +425,11 @@ private:
             result = co_await runner_->async_run(request, asio::use_awaitable);
             result.attempts = request.attempt;
             result.argv.clear();
-            result.argv.reserve(request.args.size() + 1);
-            result.argv.push_back(plan_.action_of(t).command);
-            result.argv.insert(result.argv.end(), request.args.begin(), request.args.end());
+            if (plan_.action_of(t).is_process()) {  // a built-in action has no command line
+                result.argv.reserve(request.args.size() + 1);
+                result.argv.push_back(plan_.action_of(t).command);
+                result.argv.insert(result.argv.end(), request.args.begin(), request.args.end());
+            }
             bool cancelled =
                 (co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none;
             if (cancelled || attempt >= static_cast<std::uint32_t>(t.retry.max_attempts) ||
@@ -501,6 +508,8 @@ private:
     // release dependants. `ran`: it comes from attempts (the last one's end is recorded here,
     // with the final).
     void record(std::uint32_t idx, task_result r, bool ran = false) {
+        // A preview's outputs are predictions: no outputSchema holds them (as in the reference).
+        if (!settings_.check) r = contracts_.check(idx, std::move(r));
         const plan_task& t = plan_.node(idx);
         state_[idx] = node::done;
         outcomes_[idx] = task_outcome{r.state, r.attempts, r.reused, decided_here(r)};
@@ -691,6 +700,7 @@ private:
     // Ready tasks in plan order (plan order is topological with declaration tie-breaks).
     std::priority_queue<std::uint32_t, std::vector<std::uint32_t>, std::greater<>> ready_;
     task_group<task_result> tasks_;  // the tasks in flight, one coroutine each
+    output_contracts contracts_;     // the tasks' outputSchemas, compiled as needed
     std::unordered_map<std::uint32_t, std::uint64_t> reservations_;
     std::vector<bool> slot_busy_;                               // by slot - 1: held by a running task
     std::unordered_map<std::uint32_t, std::uint32_t> slot_of_;  // running task -> its slot

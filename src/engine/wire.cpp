@@ -479,22 +479,30 @@ void write_run_report(json_writer& w, const plan& p, const run_report& report, c
 }
 
 void write_doctor_report(json_writer& w, const doctor_report& report) {
+    auto write_checks = [&w](std::string_view key, const std::vector<doctor_check>& checks) {
+        w.key(key);
+        w.begin_array();
+        for (const auto& c : checks) {
+            w.begin_object();
+            w.member("check", c.check);
+            w.member("status", c.status);
+            w.member("available", !c.failed() && c.status != "unchecked");
+            w.member("detail", c.detail);
+            w.member("action", c.action);
+            w.member("subject", c.subject);
+            w.member("blocking", c.blocking);
+            w.end_object();
+        }
+        w.end_array();
+    };
     w.begin_object();
     w.member("ready", report.ready);
+    w.member("workflow", report.workflow);
+    w.member("planDigest", report.plan_digest);
     w.member("workspace", report.workspace);
-    w.key("checks");
-    w.begin_array();
-    for (const auto& c : report.checks) {
-        w.begin_object();
-        w.member("action", c.action);
-        w.member("check", c.check);
-        w.member("subject", c.subject);
-        w.member("status", c.status);
-        w.member("detail", c.detail);
-        w.member("blocking", c.blocking);
-        w.end_object();
-    }
-    w.end_array();
+    write_checks("checks", report.checks);
+    write_checks("unverified", report.unverified);
+    w.member("scope", doctor_scope);
     w.end_object();
 }
 

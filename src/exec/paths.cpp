@@ -165,6 +165,16 @@ void redact(std::string& text, const std::vector<std::string>& secrets) {
 
 namespace exec {
 
+std::string_view next_component(std::string_view& rest) {
+    while (true) {
+        while (!rest.empty() && rest.front() == '/') rest.remove_prefix(1);
+        auto slash = rest.find('/');
+        std::string_view part = rest.substr(0, slash);
+        rest.remove_prefix(slash == std::string_view::npos ? rest.size() : slash);
+        if (part != ".") return part;
+    }
+}
+
 int open_beneath_components(int root_fd, std::string_view relative, std::string& error) {
     if (!check_relative(relative, error)) return -1;
     unique_fd dir(::openat(root_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC));
@@ -173,11 +183,9 @@ int open_beneath_components(int root_fd, std::string_view relative, std::string&
         return -1;
     }
     std::string_view rest = relative;
-    while (!rest.empty()) {
-        auto slash = rest.find('/');
-        std::string part(rest.substr(0, slash));
-        rest.remove_prefix(slash == std::string_view::npos ? rest.size() : slash + 1);
-        if (part.empty() || part == ".") continue;
+    for (std::string_view component = next_component(rest); !component.empty();
+         component = next_component(rest)) {
+        std::string part(component);
         struct stat st {};
         if (::fstatat(dir.get(), part.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
             error = describe_open_error(relative, errno);

@@ -1,4 +1,5 @@
-// Private helpers of paths.cpp that tests reach directly.
+// Private helpers of src/exec's path code (paths.cpp, workspace.cpp, file_write.cpp); tests
+// reach them directly.
 #pragma once
 
 #include <string>
@@ -9,5 +10,9 @@ namespace agentctl::exec {
 /// open_beneath() without openat2: one openat(O_NOFOLLOW) per component, refusing every
 /// symlink. Used where openat2 is missing (ENOSYS); exposed so that tests run it everywhere.
 int open_beneath_components(int root_fd, std::string_view relative, std::string& error);
+
+/// The next component of a path, taken off the front of `rest`; "" and "." components are
+/// skipped (a run of slashes is one separator). "" when none is left.
+std::string_view next_component(std::string_view& rest);
 
 }  // namespace agentctl::exec

@@ -1,6 +1,7 @@
 // Opening and reading beneath a directory fd (docs/DESIGN.md, "Workspace").
 #include "exec/workspace.hpp"
 
+#include "exec/paths.hpp"
 #include "exec/sys.hpp"
 
 #include <agentctl/process.hpp>
@@ -148,22 +149,13 @@ std::optional<std::string> relative_below(std::string_view path, std::string_vie
     bool path_absolute = !path.empty() && path.front() == '/';
     bool root_absolute = !root.empty() && root.front() == '/';
     if (path_absolute != root_absolute) return std::nullopt;
-    auto next = [](std::string_view& s) {
-        while (true) {
-            while (!s.empty() && s.front() == '/') s.remove_prefix(1);
-            auto slash = s.find('/');
-            std::string_view part = s.substr(0, slash);
-            s.remove_prefix(slash == std::string_view::npos ? s.size() : slash);
-            if (part != ".") return part;
-        }
-    };
     while (true) {
-        std::string_view r = next(root);
+        std::string_view r = next_component(root);
         if (r.empty()) break;
-        if (next(path) != r) return std::nullopt;
+        if (next_component(path) != r) return std::nullopt;
     }
     std::string rest;
-    for (std::string_view part = next(path); !part.empty(); part = next(path))
+    for (std::string_view part = next_component(path); !part.empty(); part = next_component(path))
         rest += (rest.empty() ? "" : "/") + std::string(part);
     if (rest.empty()) return std::nullopt;
     return rest;

@@ -1,4 +1,4 @@
-// The workspace root held open, and everything opened, read or checked beneath it.
+// The workspace root held open, and everything opened, read, checked or written beneath it.
 //
 // One containment implementation for every path a run uses: working directories, secret
 // files and their roots are opened with openat2(RESOLVE_BENEATH) relative to a directory fd
@@ -58,6 +58,19 @@ struct file_read {
 /// With `content == false` only checks that it could be read (opens it, reads nothing).
 file_read read_file_beneath(const directory& dir, std::string_view relative, std::size_t max_bytes,
                             bool content = true);
+
+/// Opens directory `relative` beneath `root` (relative, no "..", no symlink that leaves
+/// `root`; "" is `root` itself), first making each component that does not exist (mode 0777
+/// less the umask). The error (file_error; path_not_allowed for a way out of `root`) names
+/// the component. (file_write.cpp, as replace_file.)
+expected<directory> make_directories_beneath(const directory& root, std::string_view relative);
+
+/// Replaces file `name` (one component) in `dir` with `content`, all or nothing: a temporary
+/// file beside it (`.NAME.agentctl-RANDOM.tmp`, created exclusively, with the replaced file's
+/// permission bits, else 0666 less the umask) is written and fsynced, renamed over `name`,
+/// and `dir` is fsynced. On failure the temporary file is removed and `name` is as it was.
+/// The error (file_error) says which step failed.
+std::optional<task_error> replace_file(const directory& dir, std::string_view name, std::string_view content);
 
 /// The canonical path of an open fd (/proc/self/fd), for what a container engine binds.
 std::optional<std::string> path_of(int fd);

@@ -255,6 +255,7 @@ void compiler::fill_node(plan_task& n, std::size_t i, plan_task::kind_t kind) {
     n.when = t.when;
     n.vars = t.vars;
     n.vars_deferred = t.vars_deferred;
+    n.output_schema = spec.output_schema;
     if (t.action) {
         const action_spec& act = wf_.actions[*t.action];
         n.timeout_ms = act.timeout_ms.value_or(spec.timeout_ms.value_or(n.timeout_ms));

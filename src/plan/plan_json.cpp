@@ -8,7 +8,7 @@
 //   task:    id, uses{kind,name}, needs, with, vars? (children, and tasks with variables),
 //            timeoutSeconds,
 //            retry{maxAttempts,backoffMs,on}, failure, when?, limits{stdoutBytes,stderrBytes,
-//            combinedBytes}, requiresApproval, expansion?, args?, cwd?, deferred?
+//            combinedBytes}, requiresApproval, outputSchema?, expansion?, args?, cwd?, deferred?
 //   aggregate: id, uses, needs (its children), expansion{kind,count,maxIterations?}
 //            (a loop's: uses{kind: loop_aggregate, name{children,condition,action}})
 //   process: action, kind, tasks, isolation, command, args, cwd?, env[{name,source,secret?}],
@@ -144,6 +144,7 @@ void write_task(json_writer& w, const plan& p, const plan_task& t) {
     w.key("limits");
     write_limits(w, t.limits.stdout_bytes, t.limits.stderr_bytes, t.limits.combined_bytes);
     w.member("requiresApproval", t.requires_approval);
+    if (t.output_schema) w.member("outputSchema", *t.output_schema);
     if (t.kind == plan_task::kind_t::child) {
         w.key("expansion");
         w.begin_object();

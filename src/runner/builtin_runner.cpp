@@ -5,17 +5,33 @@
 #include "runner/completion.hpp"
 #include "runner/container/launcher.hpp"
 #include "runner/extension.hpp"
+#include "runner/file_actions.hpp"
 #include "runner/host/launcher.hpp"
 #include "runner/preflight.hpp"
 #include "runner/slurm/launcher.hpp"
 
 #include <agentctl/events.hpp>
 
+#include <boost/json/object.hpp>
+
 #include <array>
 
 namespace asio = boost::asio;
 
 namespace agentctl {
+
+namespace {
+
+// A process task under `run --check`: the reference's prediction, nothing run.
+task_result requires_execution() {
+    task_result r;
+    r.state = task_state::succeeded;
+    r.output = boost::json::object{
+        {"status", "requires_execution"}, {"changed", false}, {"predictability", "requires_execution"}};
+    return r;
+}
+
+}  // namespace
 
 struct builtin_runner::state {
     launch_context ctx;
@@ -24,6 +40,7 @@ struct builtin_runner::state {
     // Made by a preflight that passed: host or Slurm (isolation: process), and container.
     std::unique_ptr<launcher> process;
     std::unique_ptr<launcher> container;
+    artifact_ledger artifacts;
 
     asio::awaitable<std::optional<task_error>> prepare() {
         co_await accept_all_cancellation();
@@ -59,6 +76,9 @@ struct builtin_runner::state {
     asio::awaitable<task_result> attempt(const attempt_request& request) {
         co_await accept_all_cancellation();
         const action_spec& action = request.action();
+        if (action.kind == action_kind::read) co_return run_read(ctx, request);
+        if (action.kind == action_kind::write) co_return run_write(ctx, request, artifacts);
+        if (ctx.settings.check) co_return requires_execution();
         launcher* l = action.isolation == isolation_mode::container ? container.get() : process.get();
         if (!l) {
             task_result r;

@@ -52,16 +52,54 @@ task_error missing_commands_error(const std::vector<missing_command>& missing, c
     return task_error{error_code::executable_not_found, std::move(message)};
 }
 
+std::string_view basename_of(std::string_view path) {
+    auto slash = path.rfind('/');
+    return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+// Programs whose first operand is a script they run (docs/DESIGN.md, "Doctor").
+bool is_interpreter(std::string_view name) {
+    for (std::string_view prefix : {"python", "pypy"})
+        if (name.rfind(prefix, 0) == 0 &&
+            name.find_first_not_of("0123456789.", prefix.size()) == std::string_view::npos)
+            return true;
+    for (std::string_view known : {"node", "nodejs", "bash", "sh", "dash", "zsh", "ksh", "ruby", "perl",
+                                   "php", "Rscript", "pwsh", "lua", "tclsh"})
+        if (name == known) return true;
+    return false;
+}
+
+// What an interpreter's arguments run: a script file, a module (`-m`), inline code.
+struct script_argument {
+    enum class kind_t { none, script, module, inline_code };
+    kind_t kind = kind_t::none;
+    std::string text;
+};
+
+script_argument find_script(const std::string& command, const std::vector<std::string>& args) {
+    if (!is_interpreter(basename_of(command))) return {};
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::string& arg = args[i];
+        if (arg == "-m") return {script_argument::kind_t::module, i + 1 < args.size() ? args[i + 1] : ""};
+        if (arg == "-c" || arg == "-e" || arg == "--eval") return {script_argument::kind_t::inline_code, arg};
+        if (arg.empty() || arg.front() == '-') continue;
+        return {script_argument::kind_t::script, arg};
+    }
+    return {};
+}
+
 class preflight {
 public:
     preflight(const plan& p, const preflight_settings& s)
-        : plan_(p), settings_(s), report_(s.mode, result_.checks, result_.error) {
+        : plan_(p), settings_(s), report_(s.mode, result_.checks, result_.unverified, result_.error) {
         result_.actions.resize(p.actions.size());
         result_.containers.resize(p.actions.size());
     }
 
     asio::awaitable<preflight_result> run() {
         if (!open_workspace()) co_return std::move(result_);
+        // `run --check` runs no process: what they need is not looked for, no helper runs.
+        if (settings_.check && !survey()) co_return std::move(result_);
         // The backend before any environment: a run that cannot reach Slurm runs no secret
         // helper either.
         if (settings_.backend == backend_kind::slurm) {
@@ -77,6 +115,7 @@ public:
             const action_spec& a = plan_.actions[proc.action_index];
             prepared_action& prepared = result_.actions[proc.action_index];
             if (survey()) resolve_command(a, prepared);
+            check_script(a);
             check_cwd(a);
             if (survey()) {
                 // Doctor reports each action's checks together, engines included.
@@ -197,9 +236,67 @@ private:
         result_.warnings.push_back(d.items().front());
     }
 
+    // Survey: the script an interpreter is given (`python3 analyze.py`), beneath the action's
+    // cwd, is a regular file (looked at, never read); what it needs itself is not checked.
+    void check_script(const action_spec& a) {
+        if (!survey()) return;
+        script_argument arg = find_script(a.command, a.args);
+        if (arg.kind == script_argument::kind_t::module)
+            return report_.unverified(
+                a.name, "module",
+                "Python modules named by -m (" + arg.text + ") are not imported or checked");
+        if (arg.kind == script_argument::kind_t::inline_code)
+            return report_.unverified(a.name, "code", "inline code (" + arg.text + ") is not checked");
+        if (arg.kind == script_argument::kind_t::none) return;
+        if (a.isolation == isolation_mode::container)
+            return report_.unverified(a.name, "script", "the script " + arg.text + " runs inside the image");
+        if (arg.text.find("${{") != std::string::npos) {
+            add(a.name, "script", arg.text, "unchecked", "rendered per task");
+        } else if (auto why = script_problem(a, arg.text)) {
+            add(a.name, "script", arg.text, "missing", *why);
+        } else {
+            add(a.name, "script", arg.text, "ok", "a regular file (not read)");
+        }
+        report_.unverified(a.name, "script-dependencies",
+                           "what " + arg.text +
+                               " needs itself (its imports, helper-internal files and tools) is not checked");
+    }
+
+    // Why `script` (relative to the action's cwd, or absolute) is not a readable regular file.
+    std::optional<std::string> script_problem(const action_spec& a, const std::string& script) {
+        std::optional<exec::directory> base;
+        std::string relative = script;
+        if (!script.empty() && script.front() == '/') {
+            auto root = exec::directory::open("/");
+            if (!root) return "the root folder cannot be opened";
+            base = std::move(*root);
+            relative = script.substr(1);
+        } else {
+            if (!result_.workspace) return "the workspace root is missing";
+            std::string cwd = a.cwd ? *a.cwd : ".";
+            if (cwd.find("${{") != std::string::npos) return std::nullopt;  // said by the cwd check
+            auto dir = result_.workspace->open_beneath(cwd);
+            if (!dir) return "its folder: " + dir.error().message;
+            base = std::move(*dir);
+        }
+        exec::file_read r = exec::read_file_beneath(*base, relative, 0, /*content=*/false);
+        switch (r.problem) {
+            case exec::read_problem::none:
+                return std::nullopt;
+            case exec::read_problem::missing:
+                return "no such file beneath " + base->path();
+            case exec::read_problem::escapes:
+                return "it leads out of " + base->path();
+            case exec::read_problem::not_regular:
+                return "not a regular file";
+            default:
+                return "cannot be opened: " + r.detail;
+        }
+    }
+
     void check_cwd(const action_spec& a) {
-        if (!survey()) return;  // a run opens each task's cwd when the task starts
-        std::string cwd = a.cwd ? *a.cwd : ".";
+        if (!survey() || !a.cwd) return;  // a run opens each task's cwd when the task starts
+        std::string cwd = *a.cwd;
         if (cwd.find("${{") != std::string::npos) {
             add(a.name, "cwd", cwd, "unchecked", "rendered per task");
             return;
@@ -270,6 +367,24 @@ private:
 };
 
 }  // namespace
+
+std::string doctor_check_name(const std::string& action, std::string_view kind, const std::string& subject) {
+    if (kind == "executable") return "process:" + action + ":command";
+    if (kind == "env") return "process:" + action + ":env:" + subject;
+    if (kind == "engine") return "container:" + action;
+    if (kind == "cwd" && action.empty()) return "workspace";
+    if (kind == "backend" && action.empty()) return "backend:" + subject;
+    return "process:" + action + ":" + std::string(kind);
+}
+
+std::string doctor_status(std::string_view kind, std::string_view status) {
+    if (status == "ok") return "present";
+    if (status != "missing") return std::string(status);
+    if (kind == "executable") return "missing_or_not_executable";
+    if (kind == "script") return "missing_or_not_file";
+    if (kind == "cwd") return "missing_or_denied";
+    return "missing";
+}
 
 asio::awaitable<preflight_result> run_preflight(const plan& p, const preflight_settings& settings) {
     preflight pf(p, settings);

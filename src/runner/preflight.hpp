@@ -37,6 +37,7 @@ struct preflight_result {
     std::vector<std::optional<container::choice>> containers;
     std::optional<slurm::tools> slurm;  ///< backend slurm, strict: the commands, all checks passed
     std::vector<doctor_check> checks;  ///< survey: every check, per process action in plan order
+    std::vector<doctor_check> unverified;  ///< survey: what it does not check (doctor_report)
     std::optional<task_error> error;   ///< strict: what stops the run before any task starts
     std::vector<diagnostic> warnings;  ///< strict: what the run should say before it starts
 };

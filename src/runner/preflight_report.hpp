@@ -10,11 +10,17 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace agentctl {
 
 enum class preflight_mode { strict, survey };
+
+/// The reference's name of a check of `kind` ("process:ACTION:command", ...; doctor_check).
+std::string doctor_check_name(const std::string& action, std::string_view kind, const std::string& subject);
+/// The reference's status for a survey's `status` of a check of `kind`.
+std::string doctor_status(std::string_view kind, std::string_view status);
 
 /// What the runner would run with (base_dir, search_path, host_env, the backend and its
 /// options, containment for secret helpers), and how hard to look.
@@ -27,16 +33,27 @@ struct preflight_settings : runner_settings {
 /// slurm/preflight.hpp) write here too; the preflight (preflight.hpp) gathers them.
 class preflight_report {
 public:
-    /// `checks` and `error`: where the survey's checks and the run's first error go.
-    preflight_report(preflight_mode mode, std::vector<doctor_check>& checks, std::optional<task_error>& error)
-        : mode_(mode), checks_(checks), error_(error) {}
+    /// `checks`, `unverified` and `error`: where the survey's checks, what it leaves unchecked and
+    /// the run's first error go.
+    preflight_report(preflight_mode mode, std::vector<doctor_check>& checks,
+                     std::vector<doctor_check>& unverified, std::optional<task_error>& error)
+        : mode_(mode), checks_(checks), unverified_(unverified), error_(error) {}
     bool survey() const { return mode_ == preflight_mode::survey; }
-    /// One check's outcome (survey only: a run says only what stops it).
-    void check(std::string action, std::string check, std::string subject, std::string status,
+    /// One check's outcome (survey only: a run says only what stops it). `kind` is
+    /// "executable", "script", "cwd", "env", "engine" or "backend", `status` "ok", "missing",
+    /// "unavailable", "unchecked" or "weak": the report names them as the reference does
+    /// (doctor_check).
+    void check(std::string action, std::string_view kind, std::string subject, std::string_view status,
                std::string detail, bool blocking = true) {
+        if (!survey()) return;
+        checks_.push_back(doctor_check{action, doctor_check_name(action, kind, subject), std::move(subject),
+                                       doctor_status(kind, status), std::move(detail), blocking});
+    }
+    /// Something the survey does not verify (doctor_report::unverified).
+    void unverified(const std::string& action, std::string_view kind, std::string detail) {
         if (survey())
-            return checks_.push_back(doctor_check{std::move(action), std::move(check), std::move(subject),
-                                                  std::move(status), std::move(detail), blocking});
+            unverified_.push_back(doctor_check{action, doctor_check_name(action, kind, ""), "", "unchecked",
+                                               std::move(detail), false});
     }
     /// Strict: the run stops with `error`, unless an earlier one stopped it already.
     void stop(task_error error) {
@@ -48,6 +65,7 @@ public:
 private:
     preflight_mode mode_;
     std::vector<doctor_check>& checks_;
+    std::vector<doctor_check>& unverified_;
     std::optional<task_error>& error_;
 };
 

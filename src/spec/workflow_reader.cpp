@@ -75,6 +75,14 @@ bool is_identifier(std::string_view s) {
     return std::all_of(s.begin(), s.end(), [](char c) { return is_alpha(c) || is_digit(c) || c == '_'; });
 }
 
+// A sub-workflow's name: an identifier that may also hold `-`, as the reference's names do (it
+// turns `-` into `_` where a name prefixes memory keys).
+bool is_subworkflow_name(std::string_view s) {
+    if (s.empty() || !(is_alpha(s[0]) || s[0] == '_')) return false;
+    return std::all_of(s.begin(), s.end(),
+                       [](char c) { return is_alpha(c) || is_digit(c) || c == '_' || c == '-'; });
+}
+
 bool is_env_name(std::string_view s) {
     return s.size() <= max_env_name_bytes && is_identifier(s);
 }
@@ -931,6 +939,11 @@ void workflow_reader::read_uses(const place& p, task_spec& t) {
         unsupported(p, "uses: agent:");
         return;
     }
+    // `workflow:PACK.NAME` is a workflow a pack brings: a pack feature, not a sub-workflow.
+    if (s->rfind("workflow:", 0) == 0 && s->find('.') != std::string::npos) {
+        unsupported(p, "uses: workflow:PACK.NAME");
+        return;
+    }
     if (s->rfind("workflow:", 0) == 0 || *s == "router") {
         unsupported(p, *s == "router" ? "uses: router" : "uses: workflow:", true);
         return;
@@ -1226,9 +1239,9 @@ void workflow_reader::read_compensation(const place& p, compensation_spec& c) {
 // one another, cycles between definitions and the schemas' validity are the plan compiler's.
 void workflow_reader::read_subworkflow(const std::string& name, const place& p, subworkflow_spec& sw) {
     sw.name = name;
-    if (!is_identifier(name))
+    if (!is_subworkflow_name(name))
         r_.error(p, "invalid_value", "sub-workflow name \"" + name + "\" is not an identifier",
-                 "names match [A-Za-z_][A-Za-z0-9_]*");
+                 "names match [A-Za-z_][A-Za-z0-9_-]*");
     fields f(r_, p, {"version", "inputs", "inputSchema", "outputSchema", "outputs", "tasks"});
     if (!f.ok()) return;
     if (auto v = f.require("version")) {
@@ -1319,9 +1332,9 @@ void workflow_reader::read_task(const place& p, task_spec& t) {
         check_loop_alone(f, t);
     }
     if (auto v = f.get("compensate")) t.compensate = read_compensate(*v);
-    if (t.uses.rfind("workflow:", 0) == 0) {
+    if (t.uses.rfind("workflow:", 0) == 0 && t.uses.find('.') == std::string::npos) {
         t.subworkflow = t.uses.substr(9);
-        if (!is_identifier(t.subworkflow))
+        if (!is_subworkflow_name(t.subworkflow))
             if (auto v = f.get("uses"))
                 r_.error(*v, "invalid_uses", "uses \"" + t.uses + "\" does not name a sub-workflow",
                          "write uses: workflow:<name>, naming a key of spec.subworkflows");

@@ -202,21 +202,24 @@ BOOST_AUTO_TEST_CASE(a_capability_the_policy_denies_fails_the_task_unstarted) {
     BOOST_TEST((run3.admit("a").kind == admission::kind_t::start));
 }
 
-// builtin.read and builtin.write are accepted by check (their shapes, approval and capability
-// are known) but do not run yet: they fail unstarted, saying so, and touch nothing.
-BOOST_AUTO_TEST_CASE(file_actions_fail_unstarted_until_they_run) {
+// builtin.read and builtin.write go to the runner (which does their file I/O), reserving no
+// process output; a write asks for approval under `mutations`, except in a preview (--check).
+BOOST_AUTO_TEST_CASE(file_actions_start_in_the_runner) {
     plan p = compile_yaml(
-        "  policy: {approval: never, writableRoots: [out]}\n"
+        "  policy: {approval: mutations, writableRoots: [out]}\n"
+        "  runtime: {budgets: {maxProcessOutputBytes: 1}}\n"
         "  actions:\n    save: {kind: builtin.write}\n    load: {kind: builtin.read}\n"
         "  tasks:\n    - {id: w, uses: action:save, with: {path: out/a.txt, content: x}}\n"
         "    - {id: r, uses: action:load, with: {path: out/a.txt}}\n");
     fake_run run(p);
-    for (const char* id : {"w", "r"}) {
-        admission d = run.admit(id);
-        BOOST_TEST((d.kind == admission::kind_t::record));
-        BOOST_TEST((d.result.state == task_state::failed));
-        BOOST_TEST(d.result.error->code == "invalid_request");
-        BOOST_TEST(d.result.error->message.find("do not run in this version") != std::string::npos,
-                   d.result.error->message);
-    }
+    admission w = run.admit("w");
+    BOOST_TEST((w.kind == admission::kind_t::start));
+    BOOST_TEST(w.reservation == 0u);
+    BOOST_TEST(w.needs_approval);
+    BOOST_TEST(w.request.with.at("content") == "x");
+    admission r = run.admit("r");
+    BOOST_TEST((r.kind == admission::kind_t::start));
+    BOOST_TEST(!r.needs_approval);
+    run.view.check = true;
+    BOOST_TEST(!run.admit("w").needs_approval);
 }

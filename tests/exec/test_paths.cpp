@@ -20,7 +20,10 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 using namespace exec_test;
 using agentctl::process_outcome;
@@ -320,6 +323,26 @@ BOOST_AUTO_TEST_CASE(open_beneath_refuses_escapes) {
     BOOST_TEST(err.find("outside the workspace") != std::string::npos, err);
     agentctl::open_beneath(root.get(), "../x", err);
     BOOST_TEST(err.find("'..'") != std::string::npos, err);
+}
+
+// The component walk shared by the fallback opener, make_directories_beneath and
+// relative_below: runs of slashes are one separator, "." is no component, ".." is kept (the
+// callers refuse it).
+BOOST_AUTO_TEST_CASE(path_components) {
+    auto components = [](std::string_view path) {
+        std::vector<std::string> out;
+        for (auto part = agentctl::exec::next_component(path); !part.empty();
+             part = agentctl::exec::next_component(path))
+            out.emplace_back(part);
+        return out;
+    };
+    using list = std::vector<std::string>;
+    BOOST_TEST(components("") == list{});
+    BOOST_TEST(components("/././/") == list{});
+    BOOST_TEST(components("a") == list{"a"});
+    BOOST_TEST(components("/a//b/./c/") == (list{"a", "b", "c"}));
+    BOOST_TEST(components("a/../b") == (list{"a", "..", "b"}));
+    BOOST_TEST(components("./.hidden/..x") == (list{".hidden", "..x"}));
 }
 
 // T-FS-04: the directory is swapped for a symlink to / after it was opened: the child still

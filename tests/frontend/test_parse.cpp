@@ -1481,6 +1481,24 @@ BOOST_AUTO_TEST_CASE(a_subworkflow_and_its_invocation_are_read) {
     BOOST_TEST_REQUIRE(find(r, "unsupported_feature") != nullptr);
 }
 
+// Names as the reference writes them: `-` is part of a name (`live-agent`); a name that
+// starts with neither a letter nor `_` is not one.
+BOOST_AUTO_TEST_CASE(a_subworkflow_name_may_hold_hyphens) {
+    auto named = [](const std::string& name) {
+        std::string text = with_subworkflow(definition);
+        for (std::string word : {"    summarize:", "workflow:summarize"}) {
+            std::string renamed =
+                word.substr(0, word.find("summarize")) + name + word.substr(word.find("summarize") + 9);
+            text.replace(text.find(word), word.size(), renamed);
+        }
+        return loop_codes(parse(text));
+    };
+    for (const char* ok : {"live-agent", "summarize_2", "_private", "a-b-c"}) BOOST_TEST(named(ok) == "", ok);
+    BOOST_TEST(named("2nd") == "invalid_value@8:spec.subworkflows.2nd\ninvalid_uses@18:spec.tasks[0].uses\n");
+    BOOST_TEST(named("-lead") ==
+               "invalid_value@8:spec.subworkflows.-lead\ninvalid_uses@18:spec.tasks[0].uses\n");
+}
+
 BOOST_AUTO_TEST_CASE(a_subworkflow_problem_is_reported_where_it_is_written) {
     auto version = [](const std::string& v) {
         std::string d = definition;

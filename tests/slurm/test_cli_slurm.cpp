@@ -521,16 +521,15 @@ BOOST_AUTO_TEST_CASE(an_unknown_partition_fails_closed_and_doctor_says_so) {
     BOOST_TEST(my_active_jobs().size() == before);
 
     auto d = cli({"--output", "json", "doctor", "--backend", "slurm", "--slurm-partition", "nope", wf});
-    BOOST_TEST(d.exit_code == 4, d.out << d.err);
+    BOOST_TEST(d.exit_code == 6, d.out << d.err);
     json::value dv = parse_json(d.out);
     BOOST_TEST(!dv.at("data").at("ready").as_bool());
     std::map<std::string, std::string> backend;
     for (const auto& c : dv.at("data").at("checks").as_array())
-        if (c.at("check").as_string() == "backend")
-            backend[std::string(c.at("subject").as_string())] = std::string(c.at("status").as_string());
-    BOOST_TEST(backend["srun"] == "ok");
-    BOOST_TEST(backend["controller"] == "ok");
-    BOOST_TEST(backend["partition nope"] == "missing");
+        backend[std::string(c.at("check").as_string())] = std::string(c.at("status").as_string());
+    BOOST_TEST(backend["backend:srun"] == "present");
+    BOOST_TEST(backend["backend:controller"] == "present");
+    BOOST_TEST(backend["backend:partition nope"] == "missing");
 
     auto ready = cli({"--output", "json", "doctor", "--backend", "slurm", "--slurm-partition",
                       cluster::get().partition2, wf});
@@ -539,7 +538,7 @@ BOOST_AUTO_TEST_CASE(an_unknown_partition_fails_closed_and_doctor_says_so) {
     BOOST_TEST(rv.at("data").at("ready").as_bool());
     auto human = cli({"doctor", "--backend", "slurm", wf});
     BOOST_TEST(human.exit_code == 0, human.out << human.err);
-    BOOST_TEST(human.out.find("backend controller: ok") != std::string::npos, human.out);
+    BOOST_TEST(human.out.find("backend:controller: present") != std::string::npos, human.out);
 }
 
 BOOST_AUTO_TEST_CASE(container_actions_are_refused) {
@@ -558,11 +557,11 @@ BOOST_AUTO_TEST_CASE(container_actions_are_refused) {
     BOOST_TEST(message.find("isolation: container") != std::string::npos, message);
     BOOST_TEST(task_of(v, "boxed").at("state").as_string() == "skipped");
     auto d = cli({"--output", "json", "doctor", "--backend", "slurm", wf});
-    BOOST_TEST(d.exit_code == 4, d.out << d.err);
+    BOOST_TEST(d.exit_code == 6, d.out << d.err);
     bool refused = false;
     json::value dv = parse_json(d.out);
     for (const auto& c : dv.at("data").at("checks").as_array())
-        refused |= c.at("action").as_string() == "boxed" && c.at("check").as_string() == "backend" &&
+        refused |= c.at("check").as_string() == "process:boxed:backend" &&
                    c.at("status").as_string() == "unavailable";
     BOOST_TEST(refused, d.out);
 }
@@ -649,11 +648,12 @@ BOOST_AUTO_TEST_CASE(slurm_commands_missing_from_the_path_fail_closed) {
     BOOST_TEST(task_of(v, "ok").at("state").as_string() == "skipped");
     auto d = slurm_test::run(
         {cli_test::agentctl_bin(), "--output", "json", "doctor", "--backend", "slurm", wf}, env, 60s);
-    BOOST_TEST((d.exited && d.code == 4), slurm_test::describe(d));
+    BOOST_TEST((d.exited && d.code == 6), slurm_test::describe(d));
     json::value dv = parse_json(d.out);
     std::size_t missing = 0;
     for (const auto& c : dv.at("data").at("checks").as_array())
-        missing += c.at("check").as_string() == "backend" && c.at("status").as_string() == "missing";
+        missing +=
+            c.at("check").as_string().starts_with("backend:") && c.at("status").as_string() == "missing";
     BOOST_TEST(missing == 5u, d.out);
 }
 
@@ -675,7 +675,7 @@ BOOST_AUTO_TEST_CASE(a_stopped_controller_fails_closed) {
     BOOST_TEST(message.find("scontrol ping") != std::string::npos, message);
     BOOST_TEST(message.find("nothing was run") != std::string::npos, message);
     BOOST_TEST(task_of(v, "ok").at("state").as_string() == "skipped");
-    BOOST_TEST(d.exit_code == 4, d.out << d.err);
+    BOOST_TEST(d.exit_code == 6, d.out << d.err);
     bool down = false;
     json::value dv = parse_json(d.out);
     for (const auto& c : dv.at("data").at("checks").as_array())

@@ -47,6 +47,8 @@ struct command_line {
     std::optional<int> task_attempts;            ///< --retries: every task's attempts in all
     bool interactive = false;
     bool keep_going = false;
+    bool check = false;                          ///< run --check: a preview, nothing with an effect runs
+    bool diff = false;                           ///< run --diff: builtin.write results carry their diff
     bool show_output = false;                    ///< --show-output (also set by --tag)
     bool tag = false;                            ///< --tag
     backend_kind backend = backend_kind::local;  ///< --backend

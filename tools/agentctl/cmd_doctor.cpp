@@ -35,7 +35,8 @@ int run_doctor(const command_line& cl, watchdog*) {
     async_doctor(io.get_executor(), p, std::move(options), [&](doctor_report r) { report = std::move(r); });
     io.run();
 
-    exit_status result = report->ready ? exit_status::success : exit_status::run_failed;
+    // Not ready is the reference's exit 6.
+    exit_status result = report->ready ? exit_status::success : exit_status::not_ready;
     if (cl.output != output_format::human) {
         print_success(
             "DoctorResult", [&](json_writer& w) { write_doctor_report(w, *report); }, s.diags);
@@ -48,14 +49,17 @@ int run_doctor(const command_line& cl, watchdog*) {
         if (cl.quiet && !c.failed()) continue;
         std::string mark = c.failed()
                                ? (c.blocking ? paint(color, "1;31", "✗") : paint(color, "33", "-"))
-                               : (c.status == "ok" ? paint(color, "32", "✓") : paint(color, "33", "?"));
-        out += mark + " " + (c.action.empty() ? std::string("workflow") : c.action) + "  " + c.check + " " +
-               c.subject + ": " + c.status + " — " + c.detail + "\n";
+                               : (c.status == "present" ? paint(color, "32", "✓") : paint(color, "33", "?"));
+        out += mark + " " + c.check + ": " + c.status + " — " + c.detail + "\n";
     }
+    if (!cl.quiet)
+        for (const auto& c : report->unverified)
+            out += paint(color, "33", "?") + " " + c.check + ": " + c.status + " — " + c.detail + "\n";
     out += report->ready
                ? paint(color, "1;32", "ready") + ": every process action of " + p.workflow_name +
-                     " can run here\n"
+                     " has what it needs here\n"
                : paint(color, "1;31", "not ready") + ": " + p.workflow_name + " cannot run here as it is\n";
+    if (!cl.quiet) out += "execution readiness unverified (" + std::string(doctor_scope) + ")\n";
     fd_sink(STDOUT_FILENO).write(out);
     return status(result);
 }

@@ -116,6 +116,8 @@ command_line stored_options(const command_line& cl, const resume_plan& rp) {
     if (!cl.jobs)
         if (auto* j = o->if_contains("jobs"); j && j->is_int64()) r.jobs = static_cast<int>(j->as_int64());
     if (auto* k = o->if_contains("keepGoing"); k && k->is_bool()) r.keep_going = k->as_bool();
+    if (auto* c = o->if_contains("check"); c && c->is_bool()) r.check = c->as_bool();
+    if (auto* d = o->if_contains("diff"); d && d->is_bool()) r.diff = d->as_bool();
     // The run's --timeout-seconds bounds the resumed part too, counted from the resume.
     if (auto* t = o->if_contains("timeoutSeconds"); t && t->is_number())
         r.timeout_seconds = t->to_number<double>();

@@ -114,6 +114,8 @@ std::optional<int> parse_run(command_line& cl, const arguments& a) {
     if (auto refused = parse_workflow_file(cl, a)) return refused;
     cl.interactive = a.has("interactive");
     cl.keep_going = a.has("keep-going");
+    cl.check = a.has("check");
+    cl.diff = a.has("diff");
     cl.tag = a.has("tag");
     cl.show_output = a.has("show-output") || cl.tag;
     if (auto refused = parse_backend(cl, a)) return refused;
@@ -137,7 +139,9 @@ int run_run(const command_line& cl, watchdog* watch) {
         print_empty_expansions(cl, empty, s.diags);
     }
 
-    if (auto refusal = refuse_unapproved(s)) {
+    auto refusal = refuse_unapproved(s);
+    if (cl.check) refusal.reset();  // a preview has no effect to approve
+    if (refusal) {
         if (!cl.interactive) return print_failure(cl, refusal->message, refusal->status, refusal->diags);
         if (!::isatty(STDIN_FILENO) || !::isatty(STDERR_FILENO))
             return print_failure(cl, "--interactive needs a terminal on stdin and stderr; nothing was run",
@@ -191,6 +195,8 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
     run_settings settings;
     settings.jobs = cl.jobs;
     settings.keep_going = cl.keep_going;
+    settings.check = cl.check;
+    settings.diff = cl.diff;
     settings.base_dir = base_dir;
     settings.search_path = host.search_path;
     settings.host_env = host.lookup;

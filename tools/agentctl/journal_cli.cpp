@@ -213,6 +213,9 @@ journal_run run_record(const command_line& cl, const session& s, const std::stri
     json::object options;
     if (cl.jobs) options["jobs"] = *cl.jobs;
     options["keepGoing"] = cl.keep_going;
+    // A resumed preview stays a preview.
+    if (cl.check) options["check"] = true;
+    if (cl.diff) options["diff"] = true;
     options["backend"] = to_string(cl.backend);
     if (cl.backend == backend_kind::slurm) {
         json::object slurm;

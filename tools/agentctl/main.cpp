@@ -91,6 +91,8 @@ const std::vector<option_info>& options() {
          {"plan", "run"}},
         {"interactive", 0, "", "ask for approval on the terminal", {"run"}},
         {"keep-going", 0, "", "treat every task as failure: continue", {"run"}},
+        {"check", 0, "", "preview: run no process, write no file (reads still run)", {"run"}},
+        {"diff", 0, "", "show each builtin.write's diff in its result", {"run"}},
         {"show-output", 0, "", "print each finished task's stdout, whole, in order of completion", {"run"}},
         {"tag", 0, "", "with --show-output (implied): prefix each line with the task's item or id", {"run"}},
         {"backend",
