@@ -81,6 +81,7 @@ enum class error_code : std::uint8_t {
     // Scheduling.
     dependency_not_succeeded,
     condition_false,
+    route_not_selected,  ///< a router's decision did not name this task (docs/CONTROL_FLOW.md)
     condition_error,
     template_error,
     child_failed,

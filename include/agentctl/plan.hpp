@@ -55,7 +55,7 @@ struct plan_task {
     enum class expansion_t { none, foreach, matrix, loop };
     expansion_t expansion = expansion_t::none;  ///< child and aggregate: how the declared task expands
     std::uint32_t expansion_index = 0;          ///< child: 0-based item/cell index
-    std::uint32_t action_index = 0;             ///< into plan::actions; unused for aggregates
+    std::uint32_t action_index = 0;             ///< into plan::actions; unused for aggregates and routers
     /// Plan indices of the declared tasks (singles or aggregates) this one needs, all smaller
     /// than its own. An aggregate lists none: it needs its children, [first_child,
     /// first_child + child_count).
@@ -85,6 +85,12 @@ struct plan_task {
     /// The task's `outputSchema` (a child's: its declared task's): a run validates each
     /// succeeded output against it (`output_invalid`). Aggregates have none.
     std::optional<boost::json::value> output_schema;
+    /// A router (`uses: router`; docs/CONTROL_FLOW.md, "Routers"): no action, no `with`; when
+    /// admitted it records its decision `{selected, matched, destinations}` as its output.
+    std::optional<route_spec> route;
+    /// Ids of the routers this task is a destination of: it runs only if each one's decision
+    /// names its declared id (a child template's guards hold for all its children).
+    std::vector<std::string> route_guards;
     /// Aggregate and child template: the plan indices of the children, [first_child,
     /// first_child + child_count), in item order.
     std::uint32_t first_child = 0;

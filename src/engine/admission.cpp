@@ -166,6 +166,61 @@ task_result assert_result(const json::value& with) {
     return r;
 }
 
+namespace {
+
+// The first of the task's routers whose decision does not name it: the task is then
+// skipped with that decision as its output (the reference's record). A router that did not
+// succeed decided nothing: its dependants are skipped by their needs instead.
+std::optional<task_result> route_skip(const run_view& view, const plan_task& node) {
+    if (node.route_guards.empty()) return std::nullopt;
+    const plan& p = *view.compiled;
+    const std::string& declared = node.kind == plan_task::kind_t::child ? node.parent : node.id;
+    for (const auto& router : node.route_guards) {
+        auto i = p.find(router);
+        const task_result* decision = i ? view.result_of(*i) : nullptr;
+        if (!decision || decision->state != task_state::succeeded || !decision->output.is_object()) continue;
+        const json::object& o = decision->output.get_object();
+        const json::value* destinations = o.if_contains("destinations");
+        if (destinations && destinations->is_array()) {
+            const json::array& names = destinations->get_array();
+            if (std::find(names.begin(), names.end(), json::value(declared)) != names.end()) continue;
+        }
+        const json::value* selected = o.if_contains("selected");
+        const json::value* matched = o.if_contains("matched");
+        task_result r = skipped_result(error_code::route_not_selected,
+                                       "router \"" + router + "\" selected " +
+                                           (selected ? to_json(*selected) : std::string("null")) +
+                                           ", which does not route to \"" + declared + "\"");
+        r.output = json::object{{"reason", "route not selected"},
+                                {"route", json::object{{"router", router},
+                                                       {"selected", selected ? *selected : json::value()},
+                                                       {"matched", matched ? *matched : json::value()}}}};
+        return r;
+    }
+    return std::nullopt;
+}
+
+// A router's decision: the first case whose value is the selector's, as JSON values (1 and "1"
+// differ), else the default.
+task_result route_result(const route_spec& route, const json::value& selected) {
+    const route_case* taken = nullptr;
+    for (const auto& c : route.cases)
+        if (c.equals == selected) {
+            taken = &c;
+            break;
+        }
+    json::array destinations;
+    for (const auto& id : taken ? taken->tasks : route.otherwise) destinations.emplace_back(id);
+    task_result r;
+    r.state = task_state::succeeded;
+    r.attempts = 1;
+    r.output = json::object{
+        {"selected", selected}, {"matched", taken != nullptr}, {"destinations", std::move(destinations)}};
+    return r;
+}
+
+}  // namespace
+
 admission admit(const run_view& view, std::uint32_t index) {
     const plan& p = *view.compiled;
     const plan_task& node = p.node(index);
@@ -175,9 +230,14 @@ admission admit(const run_view& view, std::uint32_t index) {
         out.result = std::move(r);
         return std::move(out);
     };
-    // An aggregate lists every child with its state and output, failed ones included: one
-    // failed item must not hide its siblings' results.
-    if (node.kind == plan_task::kind_t::aggregate) return record(aggregate_result(view, index));
+    // An expanded destination a router did not take is skipped whole, its aggregate too, so
+    // that its dependants are skipped as a single task's would be.
+    if (node.kind == plan_task::kind_t::aggregate) {
+        if (auto skipped = route_skip(view, node)) return record(std::move(*skipped));
+        // An aggregate lists every child with its state and output, failed ones included: one
+        // failed item must not hide its siblings' results.
+        return record(aggregate_result(view, index));
+    }
     std::vector<std::uint32_t> needs = node.needs;
     if (auto previous = p.previous_iteration(index)) needs.push_back(*previous);
     for (auto need : needs) {
@@ -187,6 +247,7 @@ admission admit(const run_view& view, std::uint32_t index) {
                                          "dependency \"" + p.task_id(need) + "\" " +
                                              std::string(to_string(state.value_or(task_state::skipped)))));
     }
+    if (auto skipped = route_skip(view, node)) return record(std::move(*skipped));
     // A child is rendered here, once, as it is about to start.
     std::optional<plan_task> child;
     if (node.kind == plan_task::kind_t::child) child.emplace(p.task(index));
@@ -211,6 +272,16 @@ admission admit(const run_view& view, std::uint32_t index) {
                                                         {"result", false}}}};
             return record(std::move(r));
         }
+    }
+
+    if (t.route) {
+        std::string error;
+        render_context ctx = context_for(view, vars, nullptr);
+        auto selected = render(json::value(t.route->select), ctx, error);
+        if (!selected)
+            return record(
+                failed_result(error_code::template_error, "select \"" + t.route->select + "\": " + error));
+        return record(route_result(*t.route, *selected));
     }
 
     attempt_request request;

@@ -74,6 +74,7 @@ constexpr code_info table[] = {
     {error_code::file_error, "file_error"},
     {error_code::dependency_not_succeeded, "dependency_not_succeeded", none_ran},
     {error_code::condition_false, "condition_false", none_ran},
+    {error_code::route_not_selected, "route_not_selected", none_ran},
     {error_code::condition_error, "condition_error", none_ran},
     {error_code::template_error, "template_error", none_ran},
     {error_code::child_failed, "child_failed"},

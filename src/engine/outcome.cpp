@@ -172,7 +172,8 @@ task_result aggregate_result(const run_view& view, std::uint32_t index) {
 
 bool output_holds_streams(const plan& p, std::uint32_t index) {
     const plan_task& t = p.node(index);
-    return t.kind != plan_task::kind_t::aggregate && p.action_of(t).kind == action_kind::shell_exec;
+    return t.kind != plan_task::kind_t::aggregate && !t.route &&
+           p.action_of(t).kind == action_kind::shell_exec;
 }
 
 namespace {

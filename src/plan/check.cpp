@@ -57,8 +57,9 @@ bool is_one_of(std::string_view code, std::initializer_list<std::string_view> co
 
 // Findings that read every task's id.
 bool is_graph_code(std::string_view code) {
-    return is_one_of(code, {"duplicate_task_id", "unknown_need", "dependency_cycle", "template_unknown_task",
-                            "template_missing_need"});
+    return is_one_of(
+        code, {"duplicate_task_id", "unknown_need", "dependency_cycle", "template_unknown_task",
+               "template_missing_need", "unknown_route_destination", "route_destination_without_router"});
 }
 
 // Findings that read input values or budgets (rendering and expansion).
@@ -86,6 +87,7 @@ public:
             if (owner.substr(0, 11) == "spec.tasks[" &&
                 (p == owner || (field_of(p, owner) == "id" && d.code != "invalid_task_id")))
                 ids_ = true;
+            if (owner.substr(0, 11) == "spec.tasks[" && field_of(p, owner) == "needs") needs_ = true;
             errors_.push_back(p);
         }
     }
@@ -98,6 +100,8 @@ public:
         if (is_graph_code(finding.code) && ids_) return true;
         if (is_policy_code(finding.code) && policy_) return true;
         if (is_data_code(finding.code) && data_) return true;
+        // Whether a destination needs its router is read from that other task's needs.
+        if (finding.code == "route_destination_without_router" && needs_) return true;
         std::string_view owner = owner_of(f);
         const bool task = owner.substr(0, 11) == "spec.tasks[";
         for (const auto& e : errors_) {
@@ -114,7 +118,7 @@ public:
 
 private:
     std::vector<std::string> errors_;
-    bool whole_ = false, policy_ = false, data_ = false, ids_ = false;
+    bool whole_ = false, policy_ = false, data_ = false, ids_ = false, needs_ = false;
 };
 
 compile_result check_unsorted(const parse_result& parsed, const compile_options& options) {

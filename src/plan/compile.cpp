@@ -3,10 +3,10 @@
 //
 // Steps, each reporting every problem it finds before the next runs:
 //   inputs -> policy rules -> extension schemas -> task ids, actions, needs -> cycles ->
-//   template syntax and roots -> expansion sizes and budgets -> nodes (singles with their
-//   rendered `with`/args/cwd; for an expanded task its children's template and its
-//   aggregate, every child rendered once to check it) -> deterministic topological order ->
-//   processes -> digest.
+//   template syntax and roots -> routes' destinations -> expansion sizes and budgets ->
+//   nodes (singles with their rendered `with`/args/cwd; for an expanded task its children's
+//   template and its aggregate, every child rendered once to check it) -> deterministic
+//   topological order -> processes -> digest.
 // Tasks are first generated in "declaration order" (each expanded task's children in item
 // order, then its aggregate); that position is the tie-breaker of the topological sort.
 #include "plan/compiler.hpp"
@@ -73,7 +73,7 @@ void compiler::list_processes() {
         if (seen[t.declared_index]) continue;
         seen[t.declared_index] = true;
         std::uint32_t a = t.action_index;
-        if (process_of[a] != none)
+        if (!t.route && process_of[a] != none)
             out_.processes[process_of[a]].tasks.push_back(wf_.tasks[t.declared_index].id);
     }
 }
@@ -131,6 +131,7 @@ compile_result compiler::run() {
         parse_task_templates(i);
         prepare_expansion(i);
     }
+    check_routes();
     check_task_output_paths();
     if (check_budgets()) generate();
     check_outputs();

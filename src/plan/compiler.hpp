@@ -106,6 +106,8 @@ struct declared_task {
     std::vector<site> with_sites;
     std::vector<site> when_sites;
     std::optional<condition> when;
+    std::vector<site> select_sites;         ///< a router's `select`
+    std::vector<std::string> route_guards;  ///< routers naming this task among their destinations
     bool templates_ok = true;  ///< with/when parsed and use allowed roots only
     bool with_deferred = false;
     bool argv_deferred = false;
@@ -166,6 +168,7 @@ private:
     void render_node(plan_task& n, std::size_t i, const boost::json::value& vars);
     void order();
     void check_outputs();
+    void check_routes();
     void mark_referenced_outputs();
     void warn_about_approval();
     void list_processes();

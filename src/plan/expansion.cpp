@@ -248,7 +248,9 @@ void compiler::fill_node(plan_task& n, std::size_t i, plan_task::kind_t kind) {
     if (t.expansion == declared_task::expansion_t::matrix) n.expansion = plan_task::expansion_t::matrix;
     if (t.expansion == declared_task::expansion_t::loop) n.expansion = plan_task::expansion_t::loop;
     n.timeout_ms = wf_.runtime.default_timeout_ms;
+    n.route_guards = t.route_guards;  // an expanded destination: its children and its aggregate
     if (kind == plan_task::kind_t::aggregate) return;
+    if (!t.action) n.route = spec.route;
     n.needs.reserve(t.needs.size());
     for (auto d : t.needs) n.needs.push_back(tasks_[d].result_node);
     n.retry = spec.retry;

@@ -91,11 +91,41 @@ void write_task(json_writer& w, const plan& p, const plan_task& t) {
         w.member("condition", iteration.when ? iteration.when->expression : std::string());
         w.member("action", p.actions[t.action_index].name);
         w.end_object();
+    } else if (t.route) {
+        // As the reference writes it: uses.name holds the selector, the cases and the default.
+        w.member("kind", "router");
+        w.key("name");
+        w.begin_object();
+        w.member("select", t.route->select);
+        w.key("cases");
+        w.begin_array();
+        for (const auto& c : t.route->cases) {
+            w.begin_object();
+            w.key("equals");
+            w.value(c.equals);
+            w.key("tasks");
+            write_strings(w, c.tasks);
+            w.end_object();
+        }
+        w.end_array();
+        w.key("default");
+        write_strings(w, t.route->otherwise);
+        w.end_object();
     } else {
         w.member("kind", "action");
         w.member("name", p.actions[t.action_index].name);
     }
     w.end_object();
+    if (!t.route_guards.empty()) {
+        w.key("routeGuards");
+        w.begin_array();
+        for (const auto& router : t.route_guards) {
+            w.begin_object();
+            w.member("router", router);
+            w.end_object();
+        }
+        w.end_array();
+    }
     w.key("needs");
     w.begin_array();
     for (auto n : t.needs) w.string(p.task_id(n));
@@ -152,6 +182,10 @@ void write_task(json_writer& w, const plan& p, const plan_task& t) {
         w.member("parent", t.parent);
         w.member("index", static_cast<std::uint64_t>(t.expansion_index));
         w.end_object();
+    }
+    if (t.route) {  // a pure node: no action, so no argv
+        w.end_object();
+        return;
     }
     // Deferred argv shows the action's template text; rendered argv shows the values.
     const action_spec& act = p.actions[t.action_index];

@@ -209,6 +209,19 @@ std::string loop_lines(const plan& p, const plan_task& aggregate, const std::str
     return out;
 }
 
+// A router: its selector, each case's destinations, then the default's.
+std::string route_text(const route_spec& r) {
+    std::string out = "router " + r.select;
+    for (const auto& c : r.cases) out += "  " + to_json(c.equals) + " -> " + join(c.tasks, ", ");
+    out += "  default -> " + (r.otherwise.empty() ? std::string("(none)") : join(r.otherwise, ", "));
+    return out;
+}
+
+// The routers a destination waits for: it runs only where their decisions name it.
+std::string guards_text(const plan_task& t) {
+    return t.route_guards.empty() ? std::string() : "  routed by " + join(t.route_guards, ", ");
+}
+
 }  // namespace
 
 std::string plan_text(const plan& p, std::string_view workspace) {
@@ -248,7 +261,13 @@ std::string plan_text(const plan& p, std::string_view workspace) {
         if (t.kind == plan_task::kind_t::child) continue;
         std::string id = t.id;
         if (id.size() < width) id.append(width - id.size(), ' ');
-        const std::string uses = "action:" + p.actions[t.action_index].name;
+        if (t.route) {
+            // A pure node: no timeout, retry or argv to show.
+            out += "  " + id + "  " + route_text(*t.route) + needs_text(p, t.needs) +
+                   (t.when ? "  when " + t.when->expression : std::string()) + "\n";
+            continue;
+        }
+        const std::string uses = "action:" + p.actions[t.action_index].name + guards_text(t);
         if (t.kind == plan_task::kind_t::single) {
             out += "  " + id + "  " + uses + needs_text(p, t.needs) + task_details(p, t, true) + "\n";
             continue;

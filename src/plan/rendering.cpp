@@ -235,6 +235,19 @@ void compiler::parse_task_templates(std::size_t i) {
             ok = check_task_refs(t.when_sites, i, "") && ok;
         }
     }
+    // A router's `select` reads what its condition could: the reader made sure it is one whole
+    // `${{ path }}`, so its value keeps its JSON type when rendered.
+    if (spec.route) {
+        const std::string path = task_path(i) + ".route.select";
+        if (parse_site(spec.route->select, path, t.select_sites)) {
+            ok = check_roots(t.select_sites, {.inputs = true, .vars = true, .tasks = true},
+                             "a router's `select`") &&
+                 ok;
+            ok = check_task_refs(t.select_sites, i, "") && ok;
+        } else {
+            ok = false;
+        }
+    }
     t.templates_ok = t.templates_ok && ok && compile_value(t.with, t.with_compiled);
     t.with_deferred = any_root(t.with_sites, template_root::tasks) || reads_deferred_var(t.with_sites, i);
 
@@ -311,6 +324,7 @@ void compiler::render_node(plan_task& n, std::size_t i, const boost::json::value
     bool ok = check_sites(t.with_sites, ctx, i, n.id);
     ok = check_sites(t.when_sites, ctx, i, n.id) && ok && t.templates_ok;
     ok = check_sites(t.vars_sites, ctx, i, n.id) && ok;
+    ok = check_sites(t.select_sites, ctx, i, n.id) && ok;
     if (t.with_deferred || !ok) {
         n.with = t.with;
         n.with_deferred = t.with_deferred;
@@ -376,6 +390,46 @@ void compiler::render_node(plan_task& n, std::size_t i, const boost::json::value
             return;
         }
         n.cwd = std::move(*r);
+    }
+}
+
+// Every destination of a router is a declared task that needs the router (so it is admitted
+// after the decision); each one gets a guard naming the router.
+void compiler::check_routes() {
+    for (std::uint32_t r = 0; r < wf_.tasks.size(); ++r) {
+        const task_spec& router = wf_.tasks[r];
+        if (tasks_[r].skip || !router.route) continue;
+        auto guard = [&](const std::string& id, const std::string& path) {
+            auto it = declared_ids_.find(id);
+            if (it == declared_ids_.end()) {
+                std::vector<std::string_view> names;
+                for (const auto& t : wf_.tasks) names.push_back(t.id);
+                std::string hint = nearest(id, names);
+                error("unknown_route_destination", path,
+                      "router `" + router.id + "` routes to `" + id + "`, which is not a task id",
+                      hint.empty() ? "list ids of tasks declared in spec.tasks"
+                                   : "did you mean `" + hint + "`?");
+                return;
+            }
+            declared_task& d = tasks_[it->second];
+            if (std::find(d.needs.begin(), d.needs.end(), r) == d.needs.end()) {
+                error("route_destination_without_router", path,
+                      "task `" + id + "` is a destination of router `" + router.id + "` but does not need it",
+                      "add `" + router.id + "` to the needs of `" + id +
+                          "`: a destination waits for the router's decision");
+                return;
+            }
+            d.route_guards.push_back(router.id);
+        };
+        const std::string base = task_path(r) + ".route.";
+        for (std::size_t k = 0; k < router.route->cases.size(); ++k) {
+            const auto& destinations = router.route->cases[k].tasks;
+            for (std::size_t j = 0; j < destinations.size(); ++j)
+                guard(destinations[j],
+                      base + "cases[" + std::to_string(k) + "].tasks[" + std::to_string(j) + "]");
+        }
+        for (std::size_t j = 0; j < router.route->otherwise.size(); ++j)
+            guard(router.route->otherwise[j], base + "default[" + std::to_string(j) + "]");
     }
 }
 

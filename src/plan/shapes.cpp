@@ -173,9 +173,20 @@ void compiler::check_task_output_paths(const std::vector<site>& sites) {
         if (it == declared_ids_.end()) continue;  // a child of an expansion, or unknown (reported)
         const std::size_t x = it->second;
         const declared_task& t = tasks_[x];
-        if (t.skip || !t.action) continue;
-        const action_spec& a = wf_.actions[*t.action];
         const task_spec& spec = wf_.tasks[x];
+        if (t.skip || (!t.action && !spec.route)) continue;
+        const std::string base = "tasks." + spec.id + ".output";
+        if (!t.action) {  // a router: its decision
+            shape decision = shape::object({{"selected", shape{}},
+                                            {"matched", shape::scalar()},
+                                            {"destinations", shape::array(shape::scalar())}});
+            std::string why = absent(decision, s.ref.path, 2, base);
+            if (!why.empty() && first_time("shape|" + s.path + "|" + s.ref.text))
+                error("template_missing_path", s.path, "`${{ " + s.ref.text + " }}` can never exist: " + why,
+                      "a router's output is {selected, matched, destinations} (docs/CONTROL_FLOW.md)");
+            continue;
+        }
+        const action_spec& a = wf_.actions[*t.action];
         shape runs = action_shape(a, t.with, spec.output_schema);
         if (t.expansion != declared_task::expansion_t::none) {
             // A loop's iteration may have been skipped by its `while` (the skipped output instead),
@@ -189,9 +200,16 @@ void compiler::check_task_output_paths(const std::vector<site>& sites) {
             runs = loop ? shape::object({{"iterations", shape::scalar()}, {"items", std::move(items)}})
                         : shape::object({{"items", std::move(items)}});
         }
-        const std::string base = "tasks." + spec.id + ".output";
         std::string why = absent(runs, s.ref.path, 2, base);
         if (why.empty()) continue;
+        // A destination of a router has the route's skipped output when it is not selected.
+        if (!t.route_guards.empty()) {
+            shape skipped = shape::object({{"reason", shape::scalar()},
+                                           {"route", shape::object({{"router", shape::scalar()},
+                                                                    {"selected", shape{}},
+                                                                    {"matched", shape::scalar()}})}});
+            if (absent(skipped, s.ref.path, 2, base).empty()) continue;
+        }
         // A task whose condition may be false has the skipped output instead.
         if (spec.when) {
             shape skipped =
@@ -224,6 +242,7 @@ void compiler::check_task_output_paths() {
         check_task_output_paths(t.with_sites);
         check_task_output_paths(t.when_sites);
         check_task_output_paths(t.vars_sites);
+        check_task_output_paths(t.select_sites);
         if (t.action && actions_[*t.action].templated) check_task_output_paths(actions_[*t.action].sites);
     }
 }

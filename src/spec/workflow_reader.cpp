@@ -44,8 +44,8 @@ bool steers_engine(std::string_view name) {
 
 // The reference's features this engine does not run (docs/COMPATIBILITY.md), by where they
 // are written. Model, agent, protocol, memory, tool and pack features are out of scope; the
-// control flow of routers, sub-workflows and compensation is not run yet (each is read and
-// checked, then still reported here until the plan compiles it). Loops run.
+// control flow of sub-workflows and compensation is not run yet (each is read and checked,
+// then still reported here until the plan compiles it). Loops and routers run.
 constexpr std::array<std::string_view, 8> agent_spec_keys = {"providers",  "agents",   "tools", "memory",
                                                              "mcpServers", "a2aPeers", "packs", "packTrust"};
 constexpr std::array<std::string_view, 2> control_flow_spec_keys = {"subworkflows", "compensation"};
@@ -55,7 +55,7 @@ constexpr std::array<std::string_view, 6> agent_action_kinds = {"builtin.memory.
                                                                 "builtin.long_term_memory.write",
                                                                 "mcp.call",
                                                                 "a2a.delegate"};
-constexpr std::array<std::string_view, 2> control_flow_task_keys = {"route", "compensate"};
+constexpr std::array<std::string_view, 1> control_flow_task_keys = {"compensate"};
 
 template <std::size_t N>
 bool is_one_of(std::string_view s, const std::array<std::string_view, N>& list) {
@@ -250,8 +250,8 @@ void workflow_reader::report_unsupported() {
             "builtin.read and builtin.write actions; run the rest with the reference implementation";
     }
     if (!control.empty()) {
-        message += std::string(message.empty() ? "" : "; ") + "routers, sub-workflows and compensation (" +
-                   control + ") are not supported yet";
+        message += std::string(message.empty() ? "" : "; ") + "sub-workflows and compensation (" + control +
+                   ") are not supported yet";
         if (help.empty())
             help = "express the flow with needs, when, foreach, matrix and loop, or run it elsewhere";
     }
@@ -944,8 +944,9 @@ void workflow_reader::read_uses(const place& p, task_spec& t) {
         unsupported(p, "uses: workflow:PACK.NAME");
         return;
     }
-    if (s->rfind("workflow:", 0) == 0 || *s == "router") {
-        unsupported(p, *s == "router" ? "uses: router" : "uses: workflow:", true);
+    if (*s == "router") return;  // a pure node: its `route` is read with the task
+    if (s->rfind("workflow:", 0) == 0) {
+        unsupported(p, "uses: workflow:", true);
         return;
     }
     r_.error(p, "invalid_uses", "uses \"" + *s + "\" is not of the form action:<name>",

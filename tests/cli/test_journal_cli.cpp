@@ -1566,3 +1566,72 @@ BOOST_AUTO_TEST_CASE(a_loop_killed_mid_iteration_resumes_at_that_iteration) {
     BOOST_TEST(loop.at("iterations").as_int64() == 3, json::serialize(loop));
     BOOST_TEST(loop.at("items").at(3).at("state").as_string() == "skipped");
 }
+
+// A routed run (docs/CONTROL_FLOW.md, "Routers") SIGKILLed while the selected destination
+// runs, then resumed: the decision is taken over from the journal (the router does not decide
+// again), the interrupted destination runs again with --rerun-uncertain, the destination not
+// taken stays skipped with the route's record and never runs, and the run goes on to its end.
+BOOST_AUTO_TEST_CASE(a_routed_run_killed_in_its_destination_resumes_with_the_same_decision) {
+    temp_dir dir;
+    std::string db = dir.path() + "/j.db";
+    std::string marker = dir.path() + "/marker";
+    std::string started = dir.path() + "/started";
+    std::string nonce = make_nonce();
+    // Each task appends its name; `work`, the first time only, says it started and then waits
+    // to be killed.
+    std::string wf =
+        dir.write("wf.yaml",
+                  "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: routing}\nspec:\n"
+                  "  policy: {processAllowlist: [sh], approval: never}\n"
+                  "  inputs: {lane: work}\n"
+                  "  actions:\n"
+                  "    assign: {kind: builtin.assign}\n"
+                  "    step: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo $0 >> " +
+                      marker + "; if [ $0 = work ] && [ ! -e " + started + " ]; then echo x > " + started +
+                      "; exec " + probe_bin() + " sleep 60 --nonce " + nonce +
+                      "; fi', '${{ with.name }}']}\n"
+                      "  tasks:\n"
+                      "    - {id: decide, uses: action:assign, with: {lane: \"${{ inputs.lane }}\"}}\n"
+                      "    - id: route\n      uses: router\n      needs: [decide]\n"
+                      "      route:\n        select: \"${{ tasks.decide.output.output.lane }}\"\n"
+                      "        cases: [{equals: work, tasks: [work]}]\n        default: [other]\n"
+                      "    - {id: work, uses: action:step, needs: [route], with: {name: work}}\n"
+                      "    - {id: other, uses: action:step, needs: [route], with: {name: other}}\n"
+                      "    - {id: after, uses: action:step, needs: [work], with: {name: after}}\n");
+    command_options o;
+    o.bound = 60s;
+    bool killed = false;
+    o.poll = [&](pid_t pid) {
+        if (!fs::exists(started) || processes_with(nonce).empty()) return false;
+        ::kill(pid, SIGKILL);
+        killed = true;
+        return true;
+    };
+    auto first = agentctl({"run", wf, "--db", db}, o);
+    BOOST_TEST_REQUIRE(killed, "the routed destination never started");
+    BOOST_TEST(first.signal == SIGKILL);
+    for (auto until = std::chrono::steady_clock::now() + 10s;
+         !processes_with(nonce).empty() && std::chrono::steady_clock::now() < until;)
+        std::this_thread::sleep_for(10ms);  // the watchdog ends the killed run's programs
+    BOOST_TEST_REQUIRE(processes_with(nonce).empty());
+    BOOST_TEST(read_file(marker) == "work\n");
+
+    std::string id = newest_run(db);
+    auto dry = agentctl({"resume", id, "--db", db, "--dry-run"});
+    BOOST_TEST(dry.exit_code == 3, dry.err);
+    BOOST_TEST(dry.out.find("uncertain   work") != std::string::npos, dry.out);
+    auto r = agentctl({"--output", "json", "resume", id, "--db", db, "--rerun-uncertain"});
+    BOOST_TEST(r.exit_code == 0, r.err);
+    BOOST_TEST(read_file(marker) == "work\nwork\nafter\n", "a task ran twice, or the one not taken ran");
+    auto v = parse_json(r.out);
+    const auto& d = v.at("data");
+    const auto& reused = d.at("resume").at("reused").as_array();
+    BOOST_TEST(json::serialize(reused) == R"(["decide","route"])", json::serialize(d.at("resume")));
+    const auto& tasks = d.at("tasks");
+    BOOST_TEST(tasks.at("route").at("output") ==
+                   json::parse(R"({"selected":"work","matched":true,"destinations":["work"]})"),
+               json::serialize(tasks.at("route")));
+    BOOST_TEST(tasks.at("other").at("state").as_string() == "skipped");
+    BOOST_TEST(tasks.at("other").at("output").at("reason").as_string() == "route not selected");
+    BOOST_TEST(tasks.at("after").at("state").as_string() == "succeeded");
+}

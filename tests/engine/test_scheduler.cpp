@@ -758,3 +758,255 @@ BOOST_AUTO_TEST_CASE(cancelling_a_loop_cancels_its_running_iteration_and_the_res
     BOOST_TEST(fake.attempts.count(p.task_id(2)) == 0u, "an iteration started after the cancel");
     BOOST_TEST(result_of(p, r, "poll").state == task_state::cancelled);
 }
+
+// A router (docs/CONTROL_FLOW.md, "Routers") as the reference's examples/v1/router.yaml has it:
+// its decision is its output; the destination it names runs (still checking its own `when`);
+// the one it does not name is skipped with the route's record, and so is what depends on it.
+BOOST_AUTO_TEST_CASE(a_router_runs_the_destination_it_selects_and_skips_the_others) {
+    auto routed = [](const std::string& selected) {
+        return compile_text(std::string(header) + "  inputs: {selected: " + selected + R"(}
+  outputs:
+    selected: "${{ tasks.route.output.selected }}"
+    ship: "${{ tasks.ship.output }}"
+    hold: "${{ tasks.hold.output }}"
+  tasks:
+    - {id: decide, uses: action:assign, with: {route: "${{ inputs.selected }}"}}
+    - id: route
+      uses: router
+      needs: [decide]
+      route:
+        select: "${{ tasks.decide.output.output.route }}"
+        cases:
+          - {equals: ship, tasks: [ship]}
+          - {equals: 1, tasks: [numeric]}
+        default: [hold]
+    - {id: ship, uses: action:assign, needs: [route], vars: {enabled: true}, when: "${{ vars.enabled == true }}", with: {result: shipped}}
+    - {id: numeric, uses: action:run, needs: [route]}
+    - {id: hold, uses: action:assign, needs: [route], with: {result: held}}
+    - {id: after-hold, uses: action:run, needs: [hold]}
+)");
+    };
+    {
+        plan p = routed("ship");
+        asio::io_context io;
+        fake_runner fake(io);
+        run_collaborators with;
+        with.runner = &fake;
+        run_report r = run_plan(io, p, {}, with);
+        BOOST_TEST(r.state == run_state::succeeded);
+        const task_result& route = result_of(p, r, "route");
+        BOOST_TEST(route.state == task_state::succeeded);
+        BOOST_TEST(route.output ==
+                   json::parse(R"({"selected":"ship","matched":true,"destinations":["ship"]})"));
+        BOOST_TEST(result_of(p, r, "ship").output.at("output").at("result").as_string() == "shipped");
+        const task_result& hold = result_of(p, r, "hold");
+        BOOST_TEST(hold.state == task_state::skipped);
+        BOOST_TEST_REQUIRE(hold.error.has_value());
+        BOOST_TEST(hold.error->code == error_code::route_not_selected);
+        BOOST_TEST(
+            hold.output ==
+            json::parse(
+                R"({"reason":"route not selected","route":{"router":"route","selected":"ship","matched":true}})"));
+        BOOST_TEST(result_of(p, r, "numeric").state == task_state::skipped);
+        const task_result& after = result_of(p, r, "after-hold");
+        BOOST_TEST(after.state == task_state::skipped);
+        BOOST_TEST(after.error->code == error_code::dependency_not_succeeded);
+        BOOST_TEST(fake.attempts.empty(), "no process ran: numeric and after-hold were skipped");
+        // The reference's asserted result of examples/v1/router.yaml.
+        BOOST_TEST(r.output.at("selected").as_string() == "ship");
+        BOOST_TEST(r.output.at("ship").at("output").at("result").as_string() == "shipped");
+        BOOST_TEST(r.output.at("hold").at("reason").as_string() == "route not selected");
+        BOOST_TEST(r.output.at("hold").at("route").at("router").as_string() == "route");
+    }
+    {
+        // No case matches: the default runs; matched is false.
+        plan p = routed("other");
+        asio::io_context io;
+        fake_runner fake(io);
+        run_collaborators with;
+        with.runner = &fake;
+        run_report r = run_plan(io, p, {}, with);
+        BOOST_TEST(r.state == run_state::succeeded);
+        BOOST_TEST(result_of(p, r, "route").output ==
+                   json::parse(R"({"selected":"other","matched":false,"destinations":["hold"]})"));
+        BOOST_TEST(result_of(p, r, "hold").output.at("output").at("result").as_string() == "held");
+        BOOST_TEST(result_of(p, r, "ship").error->code == error_code::route_not_selected);
+        BOOST_TEST(result_of(p, r, "after-hold").state == task_state::succeeded);
+    }
+    {
+        // Cases compare JSON values: the number 1 takes the `1` case, the string "1" does not.
+        for (const auto& [selected, destination] : {std::pair{"1", "numeric"}, std::pair{"\"1\"", "hold"}}) {
+            plan p = routed(selected);
+            asio::io_context io;
+            fake_runner fake(io);
+            run_collaborators with;
+            with.runner = &fake;
+            run_report r = run_plan(io, p, {}, with);
+            BOOST_TEST(
+                result_of(p, r, "route").output.at("destinations") == json::array{json::value(destination)},
+                selected);
+            BOOST_TEST(result_of(p, r, destination).state == task_state::succeeded, selected);
+        }
+    }
+}
+
+// A selected destination still checks its own `when`; with no match and no default every
+// destination is skipped.
+BOOST_AUTO_TEST_CASE(a_router_without_a_match_runs_no_destination) {
+    auto routed = [](const std::string& select, const std::string& when) {
+        return compile_text(std::string(header) + R"(  inputs: {lane: slow, empty: {}}
+  tasks:
+    - id: route
+      uses: router
+      route:
+        select: ")" + select +
+                            R"("
+        cases:
+          - {equals: slow, tasks: [slow]}
+          - {equals: fast, tasks: [fast]}
+    - {id: slow, uses: action:run, needs: [route], when: ")" +
+                            when + R"("}
+    - {id: fast, uses: action:run, needs: [route]}
+)");
+    };
+    {
+        plan p = routed("${{ inputs.lane }}", "${{ inputs.lane == \\\"never\\\" }}");
+        asio::io_context io;
+        fake_runner fake(io);
+        run_collaborators with;
+        with.runner = &fake;
+        run_report r = run_plan(io, p, {}, with);
+        BOOST_TEST(r.state == run_state::succeeded);
+        const task_result& slow = result_of(p, r, "slow");
+        BOOST_TEST(slow.state == task_state::skipped);
+        BOOST_TEST(slow.error->code == error_code::condition_false, "selected, then its own when is false");
+        BOOST_TEST(result_of(p, r, "fast").error->code == error_code::route_not_selected);
+    }
+    {
+        plan p = routed("${{ inputs.empty }}", "${{ inputs.lane == \\\"slow\\\" }}");
+        asio::io_context io;
+        fake_runner fake(io);
+        run_collaborators with;
+        with.runner = &fake;
+        run_report r = run_plan(io, p, {}, with);
+        BOOST_TEST(r.state == run_state::succeeded);
+        BOOST_TEST(result_of(p, r, "route").output ==
+                   json::parse(R"({"selected":{},"matched":false,"destinations":[]})"));
+        BOOST_TEST(result_of(p, r, "slow").error->code == error_code::route_not_selected);
+        BOOST_TEST(result_of(p, r, "fast").error->code == error_code::route_not_selected);
+        BOOST_TEST(fake.attempts.empty());
+    }
+}
+
+// A foreach routed to: every child waits for the decision. Selected, its children run (as
+// many at once as --jobs allows); not selected, every child and its aggregate are skipped with
+// the route's record, and a task that needs the foreach is skipped too.
+BOOST_AUTO_TEST_CASE(a_route_into_a_foreach_runs_or_skips_every_child) {
+    auto routed = [](const std::string& lane) {
+        return compile_text(std::string(header) + "  inputs: {lane: " + lane + R"(}
+  tasks:
+    - id: route
+      uses: router
+      route:
+        select: "${{ inputs.lane }}"
+        cases: [{equals: wide, tasks: [fan]}]
+        default: [narrow]
+    - {id: fan, uses: action:templated, needs: [route], foreach: {items: [a, b, c]}, with: {x: "1"}}
+    - {id: narrow, uses: action:run, needs: [route]}
+    - {id: after, uses: action:run, needs: [fan]}
+)");
+    };
+    {
+        plan p = routed("wide");
+        asio::io_context io;
+        fake_runner fake(io);
+        run_settings o;
+        o.jobs = 3;
+        run_collaborators with;
+        with.runner = &fake;
+        run_report r = run_plan(io, p, o, with);
+        BOOST_TEST(r.state == run_state::succeeded);
+        BOOST_TEST(fake.peak == 3, "the children run side by side");
+        for (std::uint32_t c = 0; c < 3; ++c)
+            BOOST_TEST(r.tasks[*p.find("fan") - 3 + c].state == task_state::succeeded);
+        BOOST_TEST(result_of(p, r, "fan").state == task_state::succeeded);
+        BOOST_TEST(result_of(p, r, "narrow").error->code == error_code::route_not_selected);
+        BOOST_TEST(result_of(p, r, "after").state == task_state::succeeded);
+    }
+    {
+        plan p = routed("thin");
+        asio::io_context io;
+        fake_runner fake(io);
+        run_collaborators with;
+        with.runner = &fake;
+        run_report r = run_plan(io, p, {}, with);
+        BOOST_TEST(r.state == run_state::succeeded);
+        for (std::uint32_t c = 0; c < 3; ++c) {
+            const task_result& child = r.tasks[*p.find("fan") - 3 + c];
+            BOOST_TEST(child.state == task_state::skipped);
+            BOOST_TEST(child.error->code == error_code::route_not_selected);
+            BOOST_TEST(child.output.at("route").at("selected").as_string() == "thin");
+        }
+        const task_result& fan = result_of(p, r, "fan");
+        BOOST_TEST(fan.state == task_state::skipped);
+        BOOST_TEST(fan.error->code == error_code::route_not_selected);
+        BOOST_TEST(result_of(p, r, "narrow").state == task_state::succeeded);
+        BOOST_TEST(result_of(p, r, "after").error->code == error_code::dependency_not_succeeded);
+        BOOST_TEST(fake.attempts.size() == 1u, "only narrow ran");
+    }
+}
+
+// Failure policies and cancellation pass through a router as through any task: a failed
+// destination under `failure: stop` stops the run; cancelling while the selected destination
+// runs cancels it, and the router's decision stays recorded.
+BOOST_AUTO_TEST_CASE(a_routed_run_honours_failure_policies_and_cancellation) {
+    plan p = compile_text(std::string(header) + R"(  tasks:
+    - id: route
+      uses: router
+      route:
+        select: "${{ inputs.lane }}"
+        cases: [{equals: go, tasks: [work]}]
+    - {id: work, uses: action:run, needs: [route]}
+    - {id: later, uses: action:run, needs: [work]}
+  inputs: {lane: go}
+)");
+    {
+        asio::io_context io;
+        fake_runner fake(io);
+        fake.behaviours[p.task_id(*p.find("work"))] =
+            behaviour{.states = {task_state::failed}, .exit_code = 1};
+        run_collaborators with;
+        with.runner = &fake;
+        run_report r = run_plan(io, p, {}, with);
+        BOOST_TEST(r.state == run_state::failed);
+        BOOST_TEST(result_of(p, r, "route").state == task_state::succeeded);
+        BOOST_TEST(result_of(p, r, "work").state == task_state::failed);
+        BOOST_TEST(result_of(p, r, "later").state != task_state::succeeded);
+    }
+    {
+        asio::io_context io;
+        fake_runner fake(io);
+        const std::string work = p.task_id(*p.find("work"));
+        fake.behaviours[work] = {1ms, {}, 0, true};  // hangs until cancelled
+        run_collaborators with;
+        with.runner = &fake;
+        asio::steady_timer poll(io);
+        std::function<void()> cancel_once_running;
+        run_report r = run_plan(io, p, {}, with, [&](asio::cancellation_signal& c) {
+            cancel_once_running = [&] {
+                poll.expires_after(1ms);
+                poll.async_wait([&](auto) {
+                    if (fake.running == 1 && fake.attempts.count(work))
+                        c.emit(asio::cancellation_type::total);
+                    else
+                        cancel_once_running();
+                });
+            };
+            cancel_once_running();
+        });
+        BOOST_TEST(r.state == run_state::cancelled);
+        BOOST_TEST(result_of(p, r, "route").output.at("destinations") == json::parse(R"(["work"])"));
+        BOOST_TEST(result_of(p, r, "work").state == task_state::cancelled);
+        BOOST_TEST(result_of(p, r, "later").state == task_state::cancelled);
+    }
+}

@@ -880,6 +880,68 @@ BOOST_AUTO_TEST_CASE(a_loops_while_is_checked_like_a_condition) {
     BOOST_TEST(need->path == "spec.tasks[2].loop.while");
 }
 
+// A router (docs/CONTROL_FLOW.md, "Routers") is a pure node: no action, its decision read by
+// the tasks it guards (so kept), each destination carrying a guard that names it; the plan
+// JSON writes it as the reference does (uses.kind router, routeGuards).
+BOOST_AUTO_TEST_CASE(a_router_compiles_to_a_pure_node_that_guards_its_destinations) {
+    auto parsed = parse_workflow(R"(apiVersion: agentctl.dev/v1
+kind: Workflow
+metadata: {name: t}
+spec:
+  policy: {processAllowlist: [echo], approval: never}
+  actions:
+    assign: {kind: builtin.assign}
+    say: {kind: builtin.shell.exec, command: echo, args: ["${{ vars.item }}"]}
+  tasks:
+    - {id: decide, uses: action:assign, with: {route: ship}}
+    - id: route
+      uses: router
+      needs: [decide]
+      route:
+        select: "${{ tasks.decide.output.output.route }}"
+        cases:
+          - {equals: ship, tasks: [ship]}
+          - {equals: 1, tasks: [fan]}
+        default: [hold]
+    - {id: ship, uses: action:assign, needs: [route]}
+    - {id: fan, uses: action:say, needs: [route], foreach: {items: [a, b]}}
+    - {id: hold, uses: action:assign, needs: [route]}
+)",
+                                 "wf.yaml");
+    BOOST_TEST_REQUIRE(parsed.document.has_value(), diag_text(parsed.diags));
+    plan p = must_compile(*parsed.document);
+    const plan_task router = task_of(p, "route");
+    BOOST_TEST_REQUIRE(router.route.has_value());
+    BOOST_TEST(router.route->cases.at(1).equals == json::value(1));
+    BOOST_TEST(p.output_referenced(*p.find("route")), "its guards read the decision");
+    BOOST_TEST(needs_of(p, "route") == std::vector<std::string>{"decide"});
+    BOOST_TEST(task_of(p, "ship").route_guards == std::vector<std::string>{"route"});
+    BOOST_TEST(task_of(p, "hold").route_guards == std::vector<std::string>{"route"});
+    BOOST_TEST(task_of(p, "fan").route_guards == std::vector<std::string>{"route"});
+    BOOST_TEST(p.task(*p.find("fan") - 2).route_guards == std::vector<std::string>{"route"}, "every child");
+    BOOST_TEST(task_of(p, "decide").route_guards.empty());
+    BOOST_TEST(p.processes.size() == 1u);
+    BOOST_TEST(p.processes[0].tasks == std::vector<std::string>{"fan"}, "a router is no process");
+
+    json::value doc = json::parse(plan_json(p));
+    const auto& tasks = doc.at("tasks");
+    BOOST_TEST(tasks.at("route").at("uses").at("kind").as_string() == "router");
+    BOOST_TEST(
+        tasks.at("route").at("uses").at("name") ==
+        json::parse(
+            R"({"select":"${{ tasks.decide.output.output.route }}","cases":[{"equals":"ship","tasks":["ship"]},{"equals":1,"tasks":["fan"]}],"default":["hold"]})"));
+    BOOST_TEST(!tasks.at("route").as_object().contains("args"));
+    BOOST_TEST(tasks.at("ship").at("routeGuards") == json::parse(R"([{"router":"route"}])"));
+    BOOST_TEST(tasks.at("fan").at("routeGuards") == json::parse(R"([{"router":"route"}])"));
+    BOOST_TEST(!tasks.at("decide").as_object().contains("routeGuards"));
+    std::string text = plan_text(p);
+    BOOST_TEST(
+        text.find("route   router ${{ tasks.decide.output.output.route }}  \"ship\" -> ship  1 -> fan  "
+                  "default -> hold  needs decide") != std::string::npos,
+        text);
+    BOOST_TEST(text.find("action:assign  routed by route  needs route") != std::string::npos, text);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(policy_rules)
