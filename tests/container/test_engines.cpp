@@ -275,7 +275,10 @@ BOOST_DATA_TEST_CASE(a_timeout_with_grace_sends_sigterm_first, bdata::make(engin
     BOOST_TEST(out.task("polite").state == task_state::timed_out, message_of(out.task("polite")));
     BOOST_TEST(out.task("stubborn").state == task_state::timed_out, message_of(out.task("stubborn")));
     // The polite one ended on SIGTERM (exit 0), well before the grace; the other needed SIGKILL.
-    BOOST_TEST(out.task("polite").duration_ms < 2000u + 2500u);
+    // Compared with each other, not with a wall-clock bound: under load the engines' stop and
+    // removal add seconds to both alike (4.8-5.0 s for the polite one at load 21), while the
+    // grace still separates them by about 3 s.
+    BOOST_TEST(out.task("polite").duration_ms + 1000u < out.task("stubborn").duration_ms);
     BOOST_TEST(out.task("stubborn").duration_ms >= 2000u + 2900u);
     BOOST_TEST(out.task("stubborn").duration_ms < 2000u + 3000u + 12000u);
     require_no_containers_left(out);

@@ -753,7 +753,7 @@ BOOST_AUTO_TEST_CASE(sources_include_nothing_impure) {
     const fs::path dir = fs::path(root) / "src" / "runner" / "slurm";
     BOOST_TEST_REQUIRE(fs::is_directory(dir), dir.string());
     const std::set<std::string> pure = {"job", "command", "classify", "allocation"};
-    // Only these standard headers and the module's own.
+    // Only these standard headers, the module's own and runner/lines.hpp.
     const std::set<std::string> allowed = {"algorithm",   "array",      "charconv", "climits",
                                            "cstdint",     "functional", "optional", "string",
                                            "string_view", "utility",    "vector"};
@@ -776,6 +776,8 @@ BOOST_AUTO_TEST_CASE(sources_include_nothing_impure) {
                 const std::string header = m[2].str();
                 bool own = m[1] == "\"" && header.rfind("runner/slurm/", 0) == 0 &&
                            pure.count(fs::path(header).stem().string());
+                // The backends' line splitter, itself only <string_view>.
+                own = own || (m[1] == "\"" && header == "runner/lines.hpp");
                 BOOST_TEST((own || (m[1] == "<" && allowed.count(header))),
                            e.path().filename().string() << ":" << number << ": includes " << header);
             }

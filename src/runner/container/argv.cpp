@@ -2,6 +2,7 @@
 #include "runner/container/argv.hpp"
 
 #include "exec/client.hpp"
+#include "runner/lines.hpp"
 #include "spec/engine_variables.hpp"
 
 #include <algorithm>
@@ -234,9 +235,7 @@ std::vector<std::string> run_argv(const engine& e, const action_spec& action, co
 container_events parse_events(std::string_view output) {
     container_events ev;
     while (!output.empty()) {
-        auto nl = output.find('\n');
-        auto line = words(output.substr(0, nl));
-        output = nl == std::string_view::npos ? std::string_view() : output.substr(nl + 1);
+        auto line = words(next_line(output));
         if (line.empty()) continue;
         ev.known = true;
         std::string_view action = line[0];
@@ -307,10 +306,7 @@ std::vector<std::string> dead_owner_containers(std::string_view ps_output, std::
                                                const start_time_reader& start_time_of) {
     std::vector<std::string> dead;
     while (!ps_output.empty()) {
-        auto nl = ps_output.find('\n');
-        std::string_view line = ps_output.substr(0, nl);
-        ps_output = nl == std::string_view::npos ? std::string_view() : ps_output.substr(nl + 1);
-        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        std::string_view line = next_line(ps_output);
         // A name holds no space; the label value is the rest of the line.
         auto space = line.find(' ');
         if (space == 0 || space == std::string_view::npos) continue;
@@ -382,10 +378,8 @@ std::vector<std::string> run_list_argv(std::string_view run_label, std::string_v
 std::vector<std::string> names_in(std::string_view text) {
     std::vector<std::string> names;
     while (!text.empty()) {
-        auto nl = text.find('\n');
-        std::string_view line = text.substr(0, nl);
+        std::string_view line = next_line(text);
         if (!line.empty()) names.emplace_back(line);
-        text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
     }
     return names;
 }

@@ -1,6 +1,8 @@
 // Telling the program's own end from Slurm's: docs/SLURM.md, section 5.
 #include "runner/slurm/classify.hpp"
 
+#include "runner/lines.hpp"
+
 #include <charconv>
 
 namespace agentctl::slurm {
@@ -43,10 +45,7 @@ stderr_markers scan_stderr(std::string_view tail) {
         if (telling.empty()) telling = line;
     };
     while (!tail.empty()) {
-        auto nl = tail.find('\n');
-        std::string_view line = tail.substr(0, nl);
-        tail = nl == std::string_view::npos ? std::string_view() : tail.substr(nl + 1);
-        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        std::string_view line = next_line(tail);
         if (!from_slurm(line)) continue;
         if (contains(line, "*** ") && contains(line, " CANCELLED AT ")) {
             if (contains(line, "DUE TO TIME LIMIT")) {

@@ -1,6 +1,8 @@
 // srun and the controller calls around it, as argument vectors.
 #include "runner/slurm/command.hpp"
 
+#include "runner/lines.hpp"
+
 #include <algorithm>
 
 namespace agentctl::slurm {
@@ -273,9 +275,7 @@ std::vector<std::string> sinfo_partitions(std::string_view sinfo) {
 
 std::optional<std::string> default_partition(std::string_view output) {
     while (!output.empty()) {
-        auto nl = output.find('\n');
-        std::string_view line = output.substr(0, nl);
-        output = nl == std::string_view::npos ? std::string_view() : output.substr(nl + 1);
+        std::string_view line = next_line(output);
         auto bar = line.find('|');
         if (bar == std::string_view::npos || bar < 2) continue;  // a name, then '*'
         if (line[bar - 1] == '*') return std::string(line.substr(0, bar - 1));
@@ -298,10 +298,7 @@ std::vector<std::string> split_partitions(std::string_view partition) {
 partition_status parse_partition(std::string_view output, std::string_view partition) {
     partition_status st;
     while (!output.empty()) {
-        auto nl = output.find('\n');
-        std::string_view line = output.substr(0, nl);
-        output = nl == std::string_view::npos ? std::string_view() : output.substr(nl + 1);
-        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        std::string_view line = next_line(output);
         auto bar = line.find('|');
         if (bar == std::string_view::npos) continue;
         std::string_view name = line.substr(0, bar);

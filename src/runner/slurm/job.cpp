@@ -1,6 +1,8 @@
 // Job names, states and the squeue/scontrol parsers.
 #include "runner/slurm/job.hpp"
 
+#include "runner/lines.hpp"
+
 #include <algorithm>
 #include <array>
 #include <charconv>
@@ -212,10 +214,7 @@ bool is_active(job_state s) {
 std::vector<queue_entry> parse_squeue(std::string_view output) {
     std::vector<queue_entry> entries;
     while (!output.empty()) {
-        auto nl = output.find('\n');
-        std::string_view line = output.substr(0, nl);
-        output = nl == std::string_view::npos ? std::string_view() : output.substr(nl + 1);
-        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        std::string_view line = next_line(output);
         // id|state|reason|nodes|name: the first four fields hold no '|', the name may.
         std::array<std::string_view, 4> field;
         bool ok = true;
@@ -317,9 +316,7 @@ std::vector<job_record> parse_scontrol_jobs(std::string_view output) {
     };
     std::vector<job_record> records;
     while (!output.empty()) {
-        auto nl = output.find('\n');
-        std::string_view line = output.substr(0, nl);
-        output = nl == std::string_view::npos ? std::string_view() : output.substr(nl + 1);
+        std::string_view line = next_line(output);
         job_record r;
         while (!line.empty()) {
             auto start = line.find_first_not_of(" \t\r");
