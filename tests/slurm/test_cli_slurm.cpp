@@ -887,6 +887,23 @@ bool gone_within(const std::string& nonce, std::chrono::seconds bound) {
     return true;
 }
 
+// SIGKILL to the worker running the task whose command line carries `nonce` (the task's
+// parent); false while no such task runs yet.
+bool kill_the_worker_of(const std::string& nonce) {
+    auto tasks = cli_test::processes_with(nonce);
+    if (tasks.empty()) return false;
+    std::ifstream stat("/proc/" + std::to_string(tasks[0]) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    std::istringstream rest(line.substr(line.rfind(')') + 2));
+    std::string state;
+    pid_t parent = 0;
+    rest >> state >> parent;
+    if (parent <= 1) return false;
+    ::kill(parent, SIGKILL);
+    return true;
+}
+
 }  // namespace
 
 // The deadlock: 30 tasks at --jobs 8 inside an exclusive allocation of the only node.
@@ -981,18 +998,7 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_fails_its_task_as_worker_lost) {
     bool killed = false;
     cli_test::command_options o;
     o.poll = [&](pid_t) {
-        auto tasks = cli_test::processes_with(nonce);
-        if (tasks.empty()) return false;
-        // The task's parent is the worker.
-        std::ifstream stat("/proc/" + std::to_string(tasks[0]) + "/stat");
-        std::string line;
-        std::getline(stat, line);
-        std::istringstream rest(line.substr(line.rfind(')') + 2));
-        std::string state;
-        pid_t parent = 0;
-        rest >> state >> parent;
-        if (parent <= 1) return false;
-        ::kill(parent, SIGKILL);
+        if (!kill_the_worker_of(nonce)) return false;
         killed = true;
         return true;
     };
@@ -1136,17 +1142,7 @@ BOOST_AUTO_TEST_CASE(a_lost_workers_attempt_is_uncertain_for_resume) {
     bool killed = false;
     cli_test::command_options o;
     o.poll = [&](pid_t) {
-        auto tasks = cli_test::processes_with(nonce);
-        if (tasks.empty()) return false;
-        std::ifstream stat("/proc/" + std::to_string(tasks[0]) + "/stat");
-        std::string line;
-        std::getline(stat, line);
-        std::istringstream rest(line.substr(line.rfind(')') + 2));
-        std::string state;
-        pid_t parent = 0;
-        rest >> state >> parent;
-        if (parent <= 1) return false;
-        ::kill(parent, SIGKILL);  // the worker
+        if (!kill_the_worker_of(nonce)) return false;
         killed = true;
         return true;
     };
