@@ -10,9 +10,20 @@ local backend's, i.e. at most ~1 ms added per task.
       salloc --nodes=1 --exclusive --quiet -- python3 bench/slurm_worker_bench.py BUILD [RUNS] [N]
 
 It must run inside the allocation (SLURM_JOB_ID set): that is where allocation mode applies.
+
+  AGENTCTL_SLURM_CPUS=8 tools/slurm-fixture run -- \\
+      python3 bench/slurm_worker_bench.py BUILD --scale 10000,100000
+
+runs each size once with `--slurm-nodes 1` from outside an allocation (agentctl asks for the
+node itself), journaled, and reports agentctl's peak RSS (wait4's ru_maxrss) and the Slurm
+client commands it started: every srun, squeue, scancel, scontrol, sinfo and salloc is run
+through a logging shim put first on agentctl's PATH, so the count is exact (each command is
+one or a few RPCs to the controller). Targets: the largest run's RSS within 32 MiB of the
+smallest's, fewer than 50 calls.
 """
 
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -30,13 +41,7 @@ def timed(argv, cwd):
     return wall
 
 
-def main():
-    build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
-    runs = int(sys.argv[2]) if len(sys.argv) > 2 else 5
-    n = int(sys.argv[3]) if len(sys.argv) > 3 else 1000
-    if not os.environ.get("SLURM_JOB_ID"):
-        sys.exit("slurm-worker-bench: not inside an allocation: run it under salloc (see the header)")
-    work = tempfile.mkdtemp(prefix="agentctl-worker-bench.")
+def workflow(work, n):
     items = ", ".join(str(i) for i in range(n))
     with open(os.path.join(work, "wf.yaml"), "w") as f:
         f.write(f"""apiVersion: agentctl.dev/v1
@@ -47,8 +52,60 @@ spec:
   actions:
     nothing: {{kind: builtin.shell.exec, command: /bin/true}}
   tasks:
-    - {{id: t, uses: action:nothing, foreach: {{items: [{items}]}}}}
+    - {{id: t, uses: action:nothing, foreach: {{items: [{items}], maxItems: {max(n, 10000)}}}}}
 """)
+
+
+def scale(build, sizes):
+    agentctl = os.path.join(build, "agentctl")
+    work = tempfile.mkdtemp(prefix="agentctl-worker-scale.")
+    shims = os.path.join(work, "shims")
+    os.mkdir(shims)
+    log = os.path.join(work, "calls.log")
+    for tool in ["srun", "squeue", "scancel", "scontrol", "sinfo", "salloc"]:
+        real = shutil.which(tool)
+        if not real:
+            sys.exit(f"slurm-worker-bench: {tool} not found")
+        path = os.path.join(shims, tool)
+        with open(path, "w") as f:
+            f.write(f'#!/bin/sh\necho "{tool} $*" >> {log}\nexec {real} "$@"\n')
+        os.chmod(path, 0o755)
+    env = dict(os.environ, PATH=shims + ":" + os.environ.get("PATH", "/usr/bin:/bin"))
+    env.pop("SLURM_JOB_ID", None)
+    rss = {}
+    for n in sizes:
+        workflow(work, n)
+        open(log, "w").close()
+        argv = [agentctl, "run", "--quiet", "--backend", "slurm", "--slurm-nodes", "1", "--jobs", "8",
+                "--db", os.path.join(work, f"journal-{n}.db"), "wf.yaml"]
+        print(f"scale command: {' '.join(argv)}", flush=True)
+        t0 = time.monotonic()
+        p = subprocess.Popen(argv, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(p.pid, 0)
+        wall = time.monotonic() - t0
+        err = p.stderr.read().decode(errors="replace")
+        if os.waitstatus_to_exitcode(status) != 0:
+            sys.exit(f"slurm-worker-bench: {n} tasks failed: {err[-500:]}")
+        calls = [line.split()[0] for line in open(log) if line.strip()]
+        by_tool = {t: calls.count(t) for t in sorted(set(calls))}
+        rss[n] = usage.ru_maxrss / 1024
+        print(f"scale {n}: {wall:.1f} s, peak RSS {rss[n]:.1f} MiB, Slurm calls {len(calls)} {by_tool}",
+              flush=True)
+    low, high = min(sizes), max(sizes)
+    print(f"scale RSS growth {low} -> {high}: {rss[high] - rss[low]:.1f} MiB (target <= 32)")
+
+
+def main():
+    if len(sys.argv) > 3 and sys.argv[2] == "--scale":
+        scale(os.path.abspath(sys.argv[1]), [int(x) for x in sys.argv[3].split(",")])
+        return
+    build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
+    runs = int(sys.argv[2]) if len(sys.argv) > 2 else 5
+    n = int(sys.argv[3]) if len(sys.argv) > 3 else 1000
+    if not os.environ.get("SLURM_JOB_ID"):
+        sys.exit("slurm-worker-bench: not inside an allocation: run it under salloc (see the header)")
+    work = tempfile.mkdtemp(prefix="agentctl-worker-bench.")
+    workflow(work, n)
     agentctl = os.path.join(build, "agentctl")
     common = ["--no-journal", "--quiet", "--jobs", "8", "wf.yaml"]
     commands = {

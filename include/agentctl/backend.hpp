@@ -35,11 +35,15 @@ struct slurm_options {
     std::string qos;                             ///< --qos
     std::optional<std::uint32_t> cpus_per_task;  ///< --cpus-per-task, >= 1
     std::optional<std::uint64_t> mem_mib;        ///< --mem in MiB, >= 1
+    /// --slurm-nodes: outside an allocation, ask for this many whole nodes (salloc) and run
+    /// their workers; 0: do not ask (docs/WORKER.md, "Asking for nodes").
+    std::uint32_t nodes = 0;
+    std::string time;  ///< --slurm-time: the time limit of that allocation, Slurm's syntax
 };
 
 /// Sets the option called `name` ("dispatch", "partition", "account", "qos", "cpus-per-task",
-/// "mem": the command line's `--slurm-NAME`) from its text. Returns why the value is refused (empty, a
-/// control character, not a whole number >= 1), or an empty string when it was set.
+/// "mem", "nodes", "time": the command line's `--slurm-NAME`) from its text. Returns why the value is refused
+/// (empty, a control character, not a whole number >= 1), or an empty string when it was set.
 std::string set_slurm_option(slurm_options& options, std::string_view name, std::string_view value);
 
 /// Why `options` cannot be used, or empty (what set_slurm_option checks, for options made

@@ -46,6 +46,8 @@ struct task_result {
     std::string backend = "local";  ///< where the last attempt ran: "local" | "slurm"
     std::optional<std::uint64_t> slurm_job_id;  ///< slurm: the last attempt's job, once squeue listed it
     std::string slurm_node;                     ///< slurm: the node it ran on, as squeue printed it
+    /// slurm, allocation mode: the worker that ran it, "worker.NODE:N" (its step's job name ends so)
+    std::string slurm_worker;
     std::string slurm_state;  ///< slurm: the job's final state ("COMPLETED", "NODE_FAIL", ...), if seen
     std::uint32_t descendants_killed = 0;
     resource_usage usage;

@@ -39,6 +39,7 @@ task_result without_streams(const task_result& r, bool in_place) {
     out.backend = r.backend;
     out.slurm_job_id = r.slurm_job_id;
     out.slurm_node = r.slurm_node;
+    out.slurm_worker = r.slurm_worker;
     out.slurm_state = r.slurm_state;
     out.descendants_killed = r.descendants_killed;
     out.usage = r.usage;

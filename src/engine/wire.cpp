@@ -71,6 +71,7 @@ void write_backend(json_writer& w, const task_result& r) {
     w.begin_object();
     if (r.slurm_job_id) w.member("jobId", *r.slurm_job_id);
     if (!r.slurm_node.empty()) w.member("node", r.slurm_node);
+    if (!r.slurm_worker.empty()) w.member("worker", r.slurm_worker);
     if (!r.slurm_state.empty()) w.member("state", r.slurm_state);
     w.end_object();
 }

@@ -175,6 +175,7 @@ std::string encode_result(const task_result& r) {
         if (r.backend != "local") w.member("backend", r.backend);
         if (r.slurm_job_id) w.member("slurm_job_id", *r.slurm_job_id);
         if (!r.slurm_node.empty()) w.member("slurm_node", r.slurm_node);
+        if (!r.slurm_worker.empty()) w.member("slurm_worker", r.slurm_worker);
         if (!r.slurm_state.empty()) w.member("slurm_state", r.slurm_state);
         if (!r.engine.empty()) w.member("engine", r.engine);
         if (!r.containment.empty()) w.member("containment", r.containment);
@@ -279,6 +280,7 @@ bool decode_result(std::string_view text, task_result& r) {
     if (o.contains("backend")) r.backend = string_at(o, "backend");
     if (o.contains("slurm_job_id")) r.slurm_job_id = uint_at(o, "slurm_job_id");
     r.slurm_node = string_at(o, "slurm_node");
+    r.slurm_worker = string_at(o, "slurm_worker");
     r.slurm_state = string_at(o, "slurm_state");
     r.engine = string_at(o, "engine");
     r.containment = string_at(o, "containment");

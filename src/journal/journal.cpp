@@ -22,6 +22,8 @@ using journal_detail::statement;
 bool journal_attempt::uncertain() const {
     if (!end) return true;
     if (cleanup_failed) return true;
+    // The worker went with the task: whether the task had its effect is unknown.
+    if (end->error && end->error->code == error_code::worker_lost) return true;
     if (end->state == task_state::timed_out) return true;
     if (end->state != task_state::cancelled) return false;
     // Cancelled before its process or container existed: on this host the handle is recorded

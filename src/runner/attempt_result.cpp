@@ -40,6 +40,7 @@ task_result to_task_result(launch_result r, const resolved_environment& env, std
     t.backend = r.backend;
     t.slurm_job_id = r.slurm_job_id;
     t.slurm_node = r.slurm_node;
+    t.slurm_worker = r.slurm_worker;
     t.slurm_state = r.slurm_state;
     t.exit_code = p.exit_code;
     t.signal = p.signal;

@@ -72,6 +72,7 @@ struct launch_result {
     std::string backend = "local";              ///< "local" | "slurm"
     std::optional<std::uint64_t> slurm_job_id;  ///< slurm: the job, once squeue listed it
     std::string slurm_node;                     ///< slurm: the node, as squeue printed it
+    std::string slurm_worker;                   ///< slurm, allocation mode: "worker.NODE:N"
     std::string slurm_state;                    ///< slurm: the job state last seen (final once confirmed)
 };
 

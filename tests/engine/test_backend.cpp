@@ -50,7 +50,12 @@ BOOST_AUTO_TEST_CASE(slurm_options_are_checked) {
                                                           {"mem", "0"},
                                                           {"mem", "10G"},
                                                           {"mem", "18446744073709551616"},
-                                                          {"time", "5"}}) {
+                                                          {"nodes", "0"},
+                                                          {"nodes", "two"},
+                                                          {"nodes", "65537"},
+                                                          {"time", ""},
+                                                          {"time", "soon"},
+                                                          {"gpus", "1"}}) {
         slurm_options before = o;
         std::string why = set_slurm_option(o, name, value);
         BOOST_TEST(!why.empty(), name << "=" << value << " was accepted");
@@ -65,6 +70,15 @@ BOOST_AUTO_TEST_CASE(slurm_options_are_checked) {
     bad.partition = "a\x01";
     BOOST_TEST(!slurm_options_error(bad).empty());
     BOOST_TEST(slurm_options_error(slurm_options{}).empty());
+    // --slurm-time belongs to --slurm-nodes, which asks for workers, not a job per task.
+    bad = {};
+    BOOST_TEST(set_slurm_option(bad, "time", "1:00:00").empty());
+    BOOST_TEST(!slurm_options_error(bad).empty());
+    BOOST_TEST(set_slurm_option(bad, "nodes", "2").empty());
+    BOOST_TEST(slurm_options_error(bad).empty());
+    BOOST_TEST(bad.nodes == 2u);
+    bad.dispatch = slurm_dispatch::job;
+    BOOST_TEST(!slurm_options_error(bad).empty());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -140,4 +140,57 @@ BOOST_AUTO_TEST_CASE(a_worker_step_is_one_overlapping_task_on_its_node) {
     BOOST_TEST(refused(bad));
 }
 
+BOOST_AUTO_TEST_CASE(an_allocation_asked_for_is_whole_nodes_found_by_its_name) {
+    salloc_request r;
+    r.salloc = "/usr/bin/salloc";
+    r.name = "agentctl:run-1:host:10:20:allocation:1";
+    r.nodes = 2;
+    auto argv = salloc_argv(r);
+    BOOST_TEST_REQUIRE(bool(argv), argv.error);
+    BOOST_TEST(argv.argv == (names{"/usr/bin/salloc", "--no-shell", "--quiet", "--nodes=2", "--exclusive",
+                                   "--job-name=agentctl:run-1:host:10:20:allocation:1"}));
+    r.time = "1:00:00";
+    r.partition = "batch";
+    r.qos = "short";
+    BOOST_TEST(salloc_argv(r).argv ==
+               (names{"/usr/bin/salloc", "--no-shell", "--quiet", "--nodes=2", "--exclusive",
+                      "--job-name=agentctl:run-1:host:10:20:allocation:1", "--time=1:00:00",
+                      "--partition=batch", "--qos=short"}));
+    auto refused = [](salloc_request q) { return !salloc_argv(q) && salloc_argv(q).argv.empty(); };
+    auto bad = r;
+    bad.salloc = "salloc";
+    BOOST_TEST(refused(bad));
+    bad = r;
+    bad.nodes = 0;
+    BOOST_TEST(refused(bad));
+    bad = r;
+    bad.name = "";
+    BOOST_TEST(refused(bad));
+    bad = r;
+    bad.account = "a\n--uid=0";
+    BOOST_TEST(refused(bad));
+}
+
+// `scontrol show job -d -o` as the fixture printed it (trimmed), and two node groups.
+BOOST_AUTO_TEST_CASE(the_granted_nodes_and_their_cpus_come_from_scontrol_detail) {
+    auto one = read_allocation_detail(
+        6,
+        "JobId=6 JobName=x NodeList=localhost NumNodes=1 NumCPUs=8 JOB_GRES=(null)   Nodes=localhost "
+        "CPU_IDs=0-7 Mem=0 GRES= MinCPUsNode=1 WorkDir=/tmp Power=\n");
+    BOOST_TEST_REQUIRE(one.found.has_value(), one.error);
+    BOOST_TEST(one.found->job_id == 6u);
+    BOOST_TEST(one.found->nodes == names{"localhost"});
+    BOOST_TEST(one.found->cpus == (std::vector<std::uint32_t>{8}));
+    auto two = read_allocation_detail(7,
+                                      "JobId=7 Nodes=n[01-02] CPU_IDs=0-3,8-11 Mem=0 GRES= Nodes=n03 "
+                                      "CPU_IDs=5 Mem=0");
+    BOOST_TEST_REQUIRE(two.found.has_value(), two.error);
+    BOOST_TEST(two.found->nodes == (names{"n01", "n02", "n03"}));
+    BOOST_TEST(two.found->cpus == (std::vector<std::uint32_t>{8, 8, 1}));
+    BOOST_TEST(!read_allocation_detail(8, "JobId=8 NodeList=n1 NumCPUs=8").found);
+    BOOST_TEST(!read_allocation_detail(8, "Nodes=n1 CPU_IDs=7-3").found);
+    BOOST_TEST(!read_allocation_detail(8, "CPU_IDs=0-3").found);
+    BOOST_TEST(read_allocation_detail(8, "Nodes=n[1 CPU_IDs=0").error.find("scontrol show job -d 8") == 0u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

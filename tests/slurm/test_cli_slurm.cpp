@@ -888,6 +888,23 @@ bool gone_within(const std::string& nonce, std::chrono::seconds bound) {
     return true;
 }
 
+// SIGKILL to the worker running the task whose command line carries `nonce` (the task's
+// parent); false while no such task runs yet.
+bool kill_the_worker_of(const std::string& nonce) {
+    auto tasks = cli_test::processes_with(nonce);
+    if (tasks.empty()) return false;
+    std::ifstream stat("/proc/" + std::to_string(tasks[0]) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    std::istringstream rest(line.substr(line.rfind(')') + 2));
+    std::string state;
+    pid_t parent = 0;
+    rest >> state >> parent;
+    if (parent <= 1) return false;
+    ::kill(parent, SIGKILL);
+    return true;
+}
+
 }  // namespace
 
 // The deadlock: 30 tasks at --jobs 8 inside an exclusive allocation of the only node.
@@ -982,18 +999,7 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_fails_its_task_as_worker_lost) {
     bool killed = false;
     cli_test::command_options o;
     o.poll = [&](pid_t) {
-        auto tasks = cli_test::processes_with(nonce);
-        if (tasks.empty()) return false;
-        // The task's parent is the worker.
-        std::ifstream stat("/proc/" + std::to_string(tasks[0]) + "/stat");
-        std::string line;
-        std::getline(stat, line);
-        std::istringstream rest(line.substr(line.rfind(')') + 2));
-        std::string state;
-        pid_t parent = 0;
-        rest >> state >> parent;
-        if (parent <= 1) return false;
-        ::kill(parent, SIGKILL);
+        if (!kill_the_worker_of(nonce)) return false;
         killed = true;
         return true;
     };
@@ -1036,6 +1042,142 @@ BOOST_AUTO_TEST_CASE(sigkill_of_agentctl_leaves_nothing_on_the_node) {
     auto r = in_allocation({"run", "--backend", "slurm", "--jobs", "2", dir.path() + "/wf.yaml"}, o);
     BOOST_TEST_REQUIRE(killed, "never saw both tasks running: " << r.out << r.err);
     BOOST_TEST(gone_within(nonce, 5s), "tasks of the run still there 5 s after SIGKILL of agentctl");
+}
+
+// --slurm-nodes outside an allocation (docs/WORKER.md, "Asking for nodes"): agentctl asks for
+// the node itself, runs the tasks on its worker and releases it; a request that cannot be
+// granted fails closed.
+BOOST_AUTO_TEST_CASE(asked_for_nodes_run_the_tasks_and_are_released) {
+    const auto& c = cluster::get();
+    cli_test::temp_dir dir;
+    auto wf = dir.write("wf.yaml", workflow("    processAllowlist: [sh]\n", sh_action,
+                                            "    - {id: two, uses: action:sh, foreach: {items: ['echo a', "
+                                            "'echo b']}}\n"));
+    auto r = cli({"--output", "json", "run", "--backend", "slurm", "--slurm-nodes", "1", "--slurm-time", "5",
+                  "--jobs", "2", wf});
+    BOOST_TEST_REQUIRE(r.exit_code == 0, r.out << r.err);
+    json::value v = parse_json(r.out);
+    int ran = 0;
+    for (const auto& [id, t] : v.at("data").at("tasks").as_object()) {
+        if (id.find("--") == std::string::npos) continue;
+        ++ran;
+        const auto& o = t.as_object();
+        BOOST_TEST(o.at("slurm").at("node").as_string() == c.node, id);
+        BOOST_TEST(o.at("slurm").at("worker").as_string() == "worker." + c.node + ":1", id);
+        BOOST_TEST(!o.at("slurm").as_object().contains("jobId"), id);
+    }
+    BOOST_TEST(ran == 2);
+    // The allocation was released before agentctl returned.
+    auto left = my_active_jobs();
+    BOOST_TEST(left.empty(), names_of(left));
+
+    // A request salloc refuses (a time it cannot read): exit 4, nothing ran, nothing left.
+    auto refused = cli(
+        {"--output", "json", "run", "--backend", "slurm", "--slurm-nodes", "1", "--slurm-time", "1-2-3", wf});
+    BOOST_TEST(refused.exit_code == 4, refused.out << refused.err);
+    BOOST_TEST(refused.out.find("backend_unavailable") != std::string::npos, refused.out);
+    BOOST_TEST(refused.out.find("no Slurm allocation for this run: salloc") != std::string::npos,
+               refused.out);
+    BOOST_TEST(refused.out.find("Invalid --time") != std::string::npos, refused.out);
+    BOOST_TEST(refused.out.find("\"succeeded\"") == std::string::npos, refused.out);
+    left = my_active_jobs();
+    BOOST_TEST(left.empty(), names_of(left));
+    // Inside an allocation, asking for another is refused before salloc.
+    auto inside = in_allocation({"run", "--backend", "slurm", "--slurm-nodes", "1", wf});
+    BOOST_TEST(inside.exit_code == 4, inside.out << inside.err);
+    BOOST_TEST(inside.err.find("already runs inside one") != std::string::npos, inside.err);
+    // Options that do not go together are usage errors.
+    BOOST_TEST(cli({"run", "--backend", "slurm", "--slurm-time", "5", wf}).exit_code == 2);
+    BOOST_TEST(
+        cli({"run", "--backend", "slurm", "--slurm-nodes", "1", "--slurm-dispatch", "job", wf}).exit_code ==
+        2);
+    BOOST_TEST(cli({"run", "--backend", "slurm", "--slurm-nodes", "0", wf}).exit_code == 2);
+    BOOST_TEST(
+        cli({"run", "--backend", "slurm", "--slurm-nodes", "1", "--slurm-time", "soon", wf}).exit_code == 2);
+}
+
+// SIGKILL of agentctl while the tasks run on the allocation it asked for: its watchdog cancels
+// the allocation; no process of the run is left after 5 s and the allocation leaves squeue.
+BOOST_AUTO_TEST_CASE(sigkill_of_agentctl_cancels_the_allocation_it_asked_for) {
+    cli_test::temp_dir dir;
+    std::string nonce = cli_test::make_nonce();
+    std::string items = yaml_quoted("sleep 301; : " + nonce) + ", " + yaml_quoted("sleep 302; : " + nonce);
+    auto wf = dir.write("wf.yaml",
+                        workflow("    processAllowlist: [sh]\n", sh_action,
+                                 "    - {id: long, uses: action:sh, foreach: {items: [" + items + "]}}\n"));
+    pid_t owner = 0;
+    cli_test::command_options o;
+    o.poll = [&](pid_t pid) {
+        if (cli_test::processes_with(nonce).size() < 2) return false;
+        owner = pid;
+        ::kill(pid, SIGKILL);
+        return true;
+    };
+    o.bound = 120s;
+    auto r = cli({"run", "--backend", "slurm", "--slurm-nodes", "1", "--jobs", "2", wf}, o);
+    BOOST_TEST_REQUIRE(owner != 0, "never saw both tasks running: " << r.out << r.err);
+    BOOST_TEST(r.signal == SIGKILL);
+    BOOST_TEST(gone_within(nonce, 5s), "tasks of the run still there 5 s after SIGKILL of agentctl");
+    // scancel by the watchdog, then Slurm's own end of the job (measured about 3 s).
+    auto until = std::chrono::steady_clock::now() + 30s;
+    while (!active_jobs_of(owner).empty() && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(100ms);
+    auto left = active_jobs_of(owner);
+    BOOST_TEST(left.empty(), "the allocation outlived agentctl:" << names_of(left));
+}
+
+// A worker killed mid-task: the attempt ends worker_lost, the journal says where it ran, and
+// resume takes it for uncertain (it may have had its effect): refused, then run again with
+// --rerun-uncertain on a new allocation.
+BOOST_AUTO_TEST_CASE(a_lost_workers_attempt_is_uncertain_for_resume) {
+    const auto& c = cluster::get();
+    cli_test::temp_dir dir;
+    std::string nonce = cli_test::make_nonce();
+    std::string mark = dir.path() + "/started";
+    std::string script =
+        "if [ -e " + mark + " ]; then echo again; else touch " + mark + "; sleep 300; : " + nonce + "; fi";
+    auto wf = dir.write("wf.yaml", workflow("    processAllowlist: [sh]\n", sh_action,
+                                            "    - {id: once, uses: action:sh, foreach: {items: [" +
+                                                yaml_quoted(script) + "]}}\n"));
+    std::string db = dir.path() + "/journal.db";
+    bool killed = false;
+    cli_test::command_options o;
+    o.poll = [&](pid_t) {
+        if (!kill_the_worker_of(nonce)) return false;
+        killed = true;
+        return true;
+    };
+    o.bound = 120s;
+    auto r = cli({"--output", "json", "run", "--backend", "slurm", "--slurm-nodes", "1", "--db", db, wf}, o);
+    BOOST_TEST_REQUIRE(killed, "never saw the task running: " << r.out << r.err);
+    BOOST_TEST_REQUIRE(r.exit_code == 4, r.out << r.err);
+    json::value v = parse_json(r.out);
+    std::string run_id(v.at("data").at("runId").as_string());
+    std::string task;
+    for (const auto& [id, t] : v.at("data").at("tasks").as_object())
+        if (id.find("--") != std::string::npos) task = id;
+    BOOST_TEST(error_code_of(v.at("data").at("tasks").at(task).as_object()) == "worker_lost");
+    BOOST_TEST(gone_within(nonce, 10s), "the task outlived its worker");
+
+    auto show = cli({"--output", "json", "runs", "show", run_id, "--task", task, "--db", db});
+    BOOST_TEST_REQUIRE(show.exit_code == 0, show.out << show.err);
+    json::value shown = parse_json(show.out);
+    const auto& attempt = shown.at("data").at("attempts").at(0).as_object();
+    BOOST_TEST(attempt.at("node").as_string() == c.node);
+    BOOST_TEST(attempt.at("worker").as_string() == "worker." + c.node + ":1");
+    BOOST_TEST(attempt.at("uncertain").as_bool());
+
+    auto refused = cli({"--output", "json", "resume", run_id, "--db", db});
+    BOOST_TEST(refused.exit_code == 3, refused.out << refused.err);
+    BOOST_TEST(refused.err.find("resume_uncertain") != std::string::npos, refused.err);
+    auto again = cli({"--output", "json", "resume", run_id, "--db", db, "--rerun-uncertain"});
+    BOOST_TEST_REQUIRE(again.exit_code == 0, again.out << again.err);
+    json::value resumed = parse_json(again.out);
+    const auto& rerun = resumed.at("data").at("tasks").at(task).as_object();
+    BOOST_TEST(rerun.at("stdout").as_string() == "again\n");
+    BOOST_TEST(rerun.at("slurm").at("node").as_string() == c.node);
+    auto left = my_active_jobs();
+    BOOST_TEST(left.empty(), names_of(left));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

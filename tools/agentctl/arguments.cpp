@@ -47,13 +47,15 @@ std::optional<int> parse_backend(command_line& cl, const arguments& a) {
             return usage_error(cl, "--backend must be local or slurm, not \"" + a.value("backend") + "\"");
         cl.backend = *b;
     }
-    for (const char* name : {"dispatch", "partition", "account", "qos", "cpus-per-task", "mem"}) {
+    for (const char* name :
+         {"dispatch", "partition", "account", "qos", "cpus-per-task", "mem", "nodes", "time"}) {
         std::string flag = std::string("slurm-") + name;
         if (!a.has(flag)) continue;
         if (cl.backend != backend_kind::slurm) return usage_error(cl, "--" + flag + " needs --backend slurm");
         std::string why = set_slurm_option(cl.slurm, name, a.value(flag));
         if (!why.empty()) return usage_error(cl, why);
     }
+    if (std::string why = slurm_options_error(cl.slurm); !why.empty()) return usage_error(cl, why);
     return std::nullopt;
 }
 

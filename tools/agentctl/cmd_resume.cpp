@@ -136,6 +136,11 @@ command_line stored_options(const command_line& cl, const resume_plan& rp) {
             r.slurm.cpus_per_task = c->to_number<std::uint32_t>();
         if (auto* m = so.if_contains("memMiB"); m && m->is_number())
             r.slurm.mem_mib = m->to_number<std::uint64_t>();
+        // The run's dispatch and the nodes it asked for: a resume asks for them again.
+        for (const char* k : {"dispatch", "time"})
+            if (std::string t = text(k); !t.empty()) set_slurm_option(r.slurm, k, t);
+        if (auto* n = so.if_contains("nodes"); n && n->is_number())
+            set_slurm_option(r.slurm, "nodes", std::to_string(n->to_number<std::uint32_t>()));
     }
     return r;
 }

@@ -299,6 +299,9 @@ void write_attempt(json_writer& w, const journal_attempt& a) {
         w.null();
     w.member("uncertain", a.uncertain());
     w.member("backend", a.intent.backend);
+    // Where it ran (Slurm): recorded with its end.
+    if (a.end && !a.end->slurm_node.empty()) w.member("node", a.end->slurm_node);
+    if (a.end && !a.end->slurm_worker.empty()) w.member("worker", a.end->slurm_worker);
     w.key("argv");
     w.begin_array();
     for (const auto& s : a.intent.argv) w.string(s);
@@ -426,7 +429,9 @@ int show_task(const command_line& cl, journal& db, const journal_run& run, const
         out += "  attempt " + std::to_string(a.intent.attempt) + " (segment " + std::to_string(a.segment) +
                ", " + utc_text(a.intent_ms) +
                "): " + (a.end ? std::string(to_string(a.end->state)) : "no end recorded") +
-               (a.uncertain() ? ", uncertain" : "") + "\n";
+               (a.uncertain() ? ", uncertain" : "") +
+               (a.end && !a.end->slurm_node.empty() ? ", node " + a.end->slurm_node : "") +
+               (a.end && !a.end->slurm_worker.empty() ? ", " + a.end->slurm_worker : "") + "\n";
     }
     standard_output().write(out);
     return status(exit_status::success);

@@ -224,6 +224,10 @@ journal_run run_record(const command_line& cl, const session& s, const std::stri
         if (!cl.slurm.qos.empty()) slurm["qos"] = cl.slurm.qos;
         if (cl.slurm.cpus_per_task) slurm["cpusPerTask"] = *cl.slurm.cpus_per_task;
         if (cl.slurm.mem_mib) slurm["memMiB"] = *cl.slurm.mem_mib;
+        if (cl.slurm.dispatch != slurm_dispatch::automatic)
+            slurm["dispatch"] = cl.slurm.dispatch == slurm_dispatch::worker ? "worker" : "job";
+        if (cl.slurm.nodes > 0) slurm["nodes"] = cl.slurm.nodes;
+        if (!cl.slurm.time.empty()) slurm["time"] = cl.slurm.time;
         options["slurm"] = std::move(slurm);
     }
     if (cl.timeout_seconds) options["timeoutSeconds"] = *cl.timeout_seconds;

@@ -182,3 +182,60 @@ allocation_result read_allocation(const std::function<std::optional<std::string>
 }
 
 }  // namespace agentctl::slurm
+
+namespace agentctl::slurm {
+namespace {
+
+// "0-3,8,10-11" -> 7; nothing when an item is not a number or an ascending range.
+std::optional<std::uint64_t> count_ids(std::string_view list) {
+    std::uint64_t n = 0;
+    bool ok = for_each_item(list, [&](std::string_view item) {
+        std::size_t dash = item.find('-');
+        auto a = whole_number(item.substr(0, dash));
+        auto b = dash == std::string_view::npos ? a : whole_number(item.substr(dash + 1));
+        if (!a || !b || *b < *a || *b - *a >= max_hostlist_hosts) return false;
+        n += *b - *a + 1;
+        return true;
+    });
+    if (!ok || n == 0) return std::nullopt;
+    return n;
+}
+
+}  // namespace
+
+allocation_result read_allocation_detail(std::uint64_t job_id, std::string_view text) {
+    allocation_result out;
+    allocation a;
+    a.job_id = job_id;
+    std::string why;
+    std::vector<std::string> group;  // the hosts of the last Nodes= word
+    for (std::size_t start = 0; start < text.size() && why.empty();) {
+        std::size_t end = text.find_first_of(" \n", start);
+        if (end == std::string_view::npos) end = text.size();
+        std::string_view word = text.substr(start, end - start);
+        start = end + 1;
+        if (word.substr(0, 6) == "Nodes=") {
+            auto hosts = expand_hostlist(word.substr(6));
+            if (!hosts) why = hosts.error;
+            group = std::move(hosts.hosts);
+        } else if (word.substr(0, 8) == "CPU_IDs=") {
+            auto n = count_ids(word.substr(8));
+            if (group.empty() || !n || *n > UINT32_MAX)
+                why = "cannot read \"" + std::string(word) + "\" after the node list";
+            for (auto& h : group) {
+                a.nodes.push_back(std::move(h));
+                a.cpus.push_back(static_cast<std::uint32_t>(n.value_or(0)));
+            }
+            group.clear();
+        }
+    }
+    if (why.empty() && a.nodes.empty()) why = "it names no node with its CPUs (Nodes= CPU_IDs=)";
+    if (!why.empty()) {
+        out.error = "scontrol show job -d " + std::to_string(job_id) + ": " + why;
+        return out;
+    }
+    out.found = std::move(a);
+    return out;
+}
+
+}  // namespace agentctl::slurm

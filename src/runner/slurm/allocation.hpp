@@ -56,4 +56,8 @@ struct allocation_result {
 /// list and the CPU counts must be there and agree in length.
 allocation_result read_allocation(const std::function<std::optional<std::string>(std::string_view)>& env);
 
+/// Reads the nodes and the CPUs of each from `scontrol show job -d -o` of job `job_id`: its
+/// `Nodes=HOSTLIST CPU_IDs=LIST` pairs, in order (each CPU id or range counts its CPUs).
+allocation_result read_allocation_detail(std::uint64_t job_id, std::string_view scontrol_text);
+
 }  // namespace agentctl::slurm

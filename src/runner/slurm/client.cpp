@@ -49,12 +49,13 @@ expected<std::string> find_tool(std::string_view name, std::string_view search_p
 }
 
 asio::awaitable<process_result> call(std::vector<std::string> argv, std::vector<std::string> env,
-                                     bool cancellable, std::uint64_t output_limit) {
+                                     bool cancellable, std::uint64_t output_limit,
+                                     std::chrono::milliseconds timeout) {
     exec::client_call c;
     c.executable = argv.front();
     c.args.assign(std::make_move_iterator(argv.begin() + 1), std::make_move_iterator(argv.end()));
     c.env = std::move(env);
-    c.timeout = call_timeout;
+    c.timeout = timeout;
     c.output_limit = output_limit;
     co_return co_await exec::call_client(std::move(c), cancellable);
 }

@@ -37,11 +37,12 @@ inline constexpr std::string_view tool_names[] = {"srun", "squeue", "scancel", "
 /// Resolves one command in `search_path` (a bare name, as for a host executable).
 expected<std::string> find_tool(std::string_view name, std::string_view search_path);
 
-/// Runs `argv` (argv[0] absolute) with exactly `env`, bounded by call_timeout and
+/// Runs `argv` (argv[0] absolute) with exactly `env`, bounded by `timeout` and
 /// `output_limit` per stream, in its own process group. Not cancellable unless `cancellable`.
 boost::asio::awaitable<process_result> call(std::vector<std::string> argv, std::vector<std::string> env,
                                             bool cancellable = false,
-                                            std::uint64_t output_limit = default_output_limit);
+                                            std::uint64_t output_limit = default_output_limit,
+                                            std::chrono::milliseconds timeout = call_timeout);
 
 /// "exit status 1", "no answer within 15 s", ... for a call with `output_limit`.
 std::string describe(const process_result& r, std::uint64_t output_limit = default_output_limit);

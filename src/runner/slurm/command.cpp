@@ -98,6 +98,34 @@ argv_result worker_step_argv(const worker_step_request& r) {
     return out;
 }
 
+argv_result salloc_argv(const salloc_request& r) {
+    argv_result out;
+    auto fail = [&out](std::string why) {
+        out.argv.clear();
+        out.error = std::move(why);
+        return out;
+    };
+    if (auto e = value_error("the salloc path", r.salloc); !e.empty()) return fail(e);
+    if (r.salloc.front() != '/') return fail("the salloc path is not absolute: " + r.salloc);
+    if (auto e = value_error("the allocation's name", r.name); !e.empty()) return fail(e);
+    if (r.nodes == 0) return fail("an allocation needs at least one node");
+    out.argv = {r.salloc,      "--no-shell",          "--quiet", "--nodes=" + std::to_string(r.nodes),
+                "--exclusive", "--job-name=" + r.name};
+    for (auto [flag, value] : {std::pair<std::string_view, const std::string*>{"time", &r.time},
+                               {"partition", &r.partition},
+                               {"account", &r.account},
+                               {"qos", &r.qos}}) {
+        if (value->empty()) continue;
+        if (has_control(*value)) return fail("--" + std::string(flag) + " holds a control character");
+        out.argv.push_back("--" + std::string(flag) + "=" + *value);
+    }
+    return out;
+}
+
+std::vector<std::string> scontrol_show_job_detail(std::string_view scontrol, std::uint64_t job_id) {
+    return {std::string(scontrol), "show", "job", "-d", "-o", std::to_string(job_id)};
+}
+
 std::optional<std::uint64_t> time_limit_minutes(std::optional<std::uint64_t> timeout_ms,
                                                 std::uint64_t grace_ms) {
     if (!timeout_ms) return std::nullopt;

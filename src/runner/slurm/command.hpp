@@ -70,6 +70,24 @@ struct worker_step_request {
 /// control character in any of them.
 argv_result worker_step_argv(const worker_step_request& request);
 
+/// The allocation agentctl asks for with --slurm-nodes (docs/WORKER.md, "Asking for nodes").
+struct salloc_request {
+    std::string salloc;                   ///< absolute path of salloc
+    std::string name;                     ///< the job's name (job_name() of "allocation"), how it is found
+    std::uint32_t nodes = 0;              ///< >= 1
+    std::string time;                     ///< --time, Slurm's syntax; empty: the partition's default
+    std::string partition, account, qos;  ///< passed when not empty
+};
+
+/// `SALLOC --no-shell --quiet --nodes=N --exclusive --job-name=NAME [--time=T]
+/// [--partition=P] [--account=A] [--qos=Q]`: whole nodes (a worker uses all of a node's CPUs),
+/// no shell (salloc returns once granted; the allocation lives until scancel or its time
+/// limit). Refuses a relative salloc, no nodes, an empty name and control characters.
+argv_result salloc_argv(const salloc_request& request);
+
+/// `scontrol show job -d -o ID`: with the CPUs of each node (`Nodes=H CPU_IDs=0-7`).
+std::vector<std::string> scontrol_show_job_detail(std::string_view scontrol, std::uint64_t job_id);
+
 /// The --time minutes for an attempt: ceil((timeout + grace) / 1 min) + 1, so that agentctl's
 /// own deadline and kill path always come first; nullopt without a timeout (no --time: the
 /// partition's default applies; --time=0 would mean unlimited). At most 2^31 - 1.

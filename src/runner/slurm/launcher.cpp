@@ -122,9 +122,7 @@ class slurm_launcher final : public launcher {
 public:
     slurm_launcher(launch_context& ctx, slurm::tools tools)
         : launcher(ctx), tools_(std::move(tools)), poll_timer_(ctx.ex), finish_wake_(ctx.ex) {
-        owner_.host = exec::host_name();
-        owner_.pid = exec::own_pid();
-        owner_.start_time = exec::process_start_time(owner_.pid).value_or("");
+        owner_ = this_job_owner();
     }
 
     asio::awaitable<launch_result> launch(const launch_request& request) override {
@@ -530,14 +528,30 @@ std::unique_ptr<launcher> make_slurm_launcher(launch_context& ctx, slurm::tools 
     return std::make_unique<slurm_launcher>(ctx, std::move(tools));
 }
 
+slurm::job_owner this_job_owner() {
+    slurm::job_owner owner;
+    owner.host = exec::host_name();
+    owner.pid = exec::own_pid();
+    owner.start_time = exec::process_start_time(owner.pid).value_or("");
+    return owner;
+}
+
 asio::awaitable<expected<std::unique_ptr<launcher>>> start_slurm_launcher(launch_context& ctx,
                                                                           slurm::tools tools) {
-    const slurm_dispatch dispatch = ctx.settings.slurm.dispatch;
+    const slurm_options& o = ctx.settings.slurm;
     slurm::allocation_result a = slurm::read_allocation(ctx.settings.host_env);
+    if (o.nodes > 0) {
+        // Asking for nodes inside an allocation would queue a second one behind the first.
+        if (a.found || !a.error.empty())
+            co_return task_error{error_code::backend_unavailable,
+                                 "--slurm-nodes asks for an allocation, but agentctl already runs inside one "
+                                 "(SLURM_JOB_ID is set): leave --slurm-nodes out to use it; nothing was run"};
+        co_return co_await start_requested_allocation(ctx, std::move(tools));
+    }
     // Outside an allocation, or asked for: one job per launch. Inside one, its jobs would be
     // new jobs queued for the very nodes the allocation holds (docs/WORKER.md, "Why").
-    if (dispatch == slurm_dispatch::job ||
-        (dispatch == slurm_dispatch::automatic && !a.found && a.error.empty()))
+    if (o.dispatch == slurm_dispatch::job ||
+        (o.dispatch == slurm_dispatch::automatic && !a.found && a.error.empty()))
         co_return make_slurm_launcher(ctx, std::move(tools));
     if (!a.error.empty())
         co_return task_error{
@@ -547,18 +561,19 @@ asio::awaitable<expected<std::unique_ptr<launcher>>> start_slurm_launcher(launch
         co_return task_error{
             error_code::backend_unavailable,
             "--slurm-dispatch worker needs a Slurm allocation: run agentctl inside salloc or "
-            "sbatch, or choose --slurm-dispatch job; nothing was run"};
+            "sbatch, ask for one with --slurm-nodes, or choose --slurm-dispatch job; nothing was run"};
+    co_return co_await start_allocation_workers(ctx, tools, *a.found);
+}
+
+asio::awaitable<expected<std::unique_ptr<launcher>>> start_allocation_workers(
+    launch_context& ctx, const slurm::tools& tools, const slurm::allocation& alloc) {
     auto self = exec::canonical_path("/proc/self/exe");
     if (!self)
         co_return task_error{error_code::backend_unavailable,
                              "agentctl's own path cannot be read for its workers: " + self.error().message +
                                  "; nothing was run"};
-    slurm::job_owner owner;
-    owner.host = exec::host_name();
-    owner.pid = exec::own_pid();
-    owner.start_time = exec::process_start_time(owner.pid).value_or("");
+    slurm::job_owner owner = this_job_owner();
     std::vector<worker_site> sites;
-    const slurm::allocation& alloc = *a.found;
     for (std::size_t i = 0; i < alloc.nodes.size(); ++i) {
         worker_site site;
         site.label = alloc.nodes[i];

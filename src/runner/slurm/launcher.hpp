@@ -2,6 +2,7 @@
 #pragma once
 
 #include "runner/launcher.hpp"
+#include "runner/slurm/allocation.hpp"
 #include "runner/slurm/client.hpp"
 
 #include <boost/asio/awaitable.hpp>
@@ -19,5 +20,21 @@ std::unique_ptr<launcher> make_slurm_launcher(launch_context& ctx, slurm::tools 
 /// error (backend_unavailable) says why nothing can run.
 boost::asio::awaitable<expected<std::unique_ptr<launcher>>> start_slurm_launcher(launch_context& ctx,
                                                                                  slurm::tools tools);
+
+/// Starts one worker step per node of `allocation` (a job of this cluster that agentctl may
+/// start steps in) and waits for each welcome; backend_unavailable when one cannot start.
+boost::asio::awaitable<expected<std::unique_ptr<launcher>>> start_allocation_workers(
+    launch_context& ctx, const slurm::tools& tools, const slurm::allocation& allocation);
+
+/// --slurm-nodes (docs/WORKER.md, "Asking for nodes"): asks for the nodes (salloc --no-shell,
+/// waiting in the queue until granted or cancelled), tells the watchdog to cancel the
+/// allocation if agentctl dies, and starts its workers. The launcher releases the allocation
+/// in finish() (scancel, confirmed gone). Any failure releases it at once and is
+/// backend_unavailable: nothing was run.
+boost::asio::awaitable<expected<std::unique_ptr<launcher>>> start_requested_allocation(launch_context& ctx,
+                                                                                       slurm::tools tools);
+
+/// This process as the owner its job names carry.
+slurm::job_owner this_job_owner();
 
 }  // namespace agentctl

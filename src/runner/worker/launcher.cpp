@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <list>
+#include <tuple>
+#include <utility>
 
 namespace asio = boost::asio;
 namespace wp = agentctl::worker_protocol;
@@ -127,8 +129,9 @@ public:
 
         // A worker with a free slot, or a wait for one.
         std::shared_ptr<worker::client> w;
+        std::uint32_t generation = 0;
         for (;;) {
-            w = pick();
+            std::tie(w, generation) = pick();
             if (w) break;
             if (ctl->cancelled()) {
                 out.process.outcome = process_outcome::cancelled;
@@ -183,6 +186,7 @@ public:
         w->forget(req.tag);
         slot_freed();
         out.slurm_node = w->label();  // the node as Slurm names it (the worker says its host name)
+        out.slurm_worker = "worker." + w->label() + ":" + std::to_string(generation);
         if (!p.result) {
             // The worker is gone with the task: whether it had its effect is unknown.
             out.process.outcome = ctl->cancelled() ? process_outcome::cancelled : process_outcome::exited;
@@ -229,13 +233,15 @@ private:
         co_return why;
     }
 
-    std::shared_ptr<worker::client> pick() {
+    // The worker with the most free slots, and its generation on its site.
+    std::pair<std::shared_ptr<worker::client>, std::uint32_t> pick() {
         site_state* best = nullptr;
         for (auto& s : sites_)
             if (s.worker && s.worker->free_slots() > 0 &&
                 (!best || s.worker->free_slots() > best->worker->free_slots()))
                 best = &s;
-        return best ? best->worker : nullptr;
+        if (!best) return {nullptr, 0};
+        return {best->worker, best->starts};
     }
 
     // A site whose worker was lost and may be replaced, with no one replacing it already.
