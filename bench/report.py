@@ -152,6 +152,14 @@ def section(results, chart_rel="docs/bench/performance.png", results_rel="docs/b
         "epoll in one loop: the fastest an engine-like runner goes here); \"× C\" is its median over the "
         f"runner's, in the same group, so higher is better. All data: [`{results_rel}`]({results_rel}).")
     out.append("")
+    rows = [r for g in results["groups"] for r in g.get("runners", []) if "spread_pct" in r]
+    wide = [r for r in rows if r["spread_pct"] > 20]
+    if wide:
+        out.append(
+            f"**{len(wide)} of the {len(rows)} rows below spread more than 20 %**: the machine was "
+            "not quiet enough for those figures to be relied on alone; read them with their spread, "
+            "and rerun `bench/run` on a quieter machine before quoting one.")
+        out.append("")
     out.append(f"![Throughput relative to the C limit]({chart_rel})")
     out.append("")
     out.append("### Targets")
@@ -249,7 +257,8 @@ def section(results, chart_rel="docs/bench/performance.png", results_rel="docs/b
     out.append("Reproduce with `bench/run` (full run, builds a release build in `build-bench/`, writes "
                "`bench/results/<UTC time>.json` and a chart, and regenerates this section) or "
                "`bench/run --quick` for a smoke run; `bench/report.py RESULTS.json` rebuilds this section "
-               "from a results file.")
+               "from a results file. Earlier sittings, each with its machine and data: "
+               "[`docs/bench/HISTORY.md`](docs/bench/HISTORY.md).")
     out.append("")
     return "\n".join(out)
 
