@@ -1143,7 +1143,10 @@ BOOST_AUTO_TEST_CASE(a_lost_workers_attempt_is_uncertain_for_resume) {
     bool killed = false;
     cli_test::command_options o;
     o.poll = [&](pid_t) {
-        if (!kill_the_worker_of(nonce)) return false;
+        // The script's command line carries the nonce from the moment sh starts, before it
+        // has touched the mark: killing the worker then (a loaded machine gets there) kills
+        // the task before the mark exists, and the resumed attempt sleeps into its timeout.
+        if (!fs::exists(mark) || !kill_the_worker_of(nonce)) return false;
         killed = true;
         return true;
     };
