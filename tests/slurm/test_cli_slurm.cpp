@@ -1183,4 +1183,61 @@ BOOST_AUTO_TEST_CASE(a_lost_workers_attempt_is_uncertain_for_resume) {
     BOOST_TEST(left.empty(), names_of(left));
 }
 
+// A node set DOWN mid-run (issue 28, item 6): Slurm ends the allocation on it (NODE_FAIL) and
+// the worker step with it. The running attempt ends worker_lost; a new worker cannot start in
+// an allocation that is gone, so the tasks not started yet end backend_unavailable (nothing of
+// them ran) and the run ends, exit 4, instead of waiting for a worker. The fixture has one
+// node, so "the run goes on on the other workers" is left to a_killed_worker_fails_its_task...
+BOOST_AUTO_TEST_CASE(a_node_set_down_ends_its_attempts_and_the_run) {
+    const auto& c = cluster::get();
+    cli_test::temp_dir dir;
+    std::string nonce = cli_test::make_nonce();
+    std::string mark = dir.path() + "/started";
+    std::string items = yaml_quoted("touch " + mark + "; sleep 300; : " + nonce) + ", 'echo b', 'echo c'";
+    auto wf = dir.write("wf.yaml", workflow("    processAllowlist: [sh]\n", sh_action,
+                                            "    - {id: item, uses: action:sh, foreach: {items: [" + items +
+                                                "]}, failure: continue}\n"));
+    bool downed = false;
+    std::string down_said;
+    cli_test::command_options o;
+    o.poll = [&](pid_t) {
+        if (!fs::exists(mark) || cli_test::processes_with(nonce).empty()) return false;
+        auto down = slurm_test::run({slurm_test::tool("scontrol"), "update", "nodename=" + c.node, "state=down",
+                                     "reason=agentctl-node-down-test"},
+                                    slurm_test::client_env(), 20s);
+        downed = down.exited && down.code == 0;
+        down_said = slurm_test::describe(down);
+        return true;
+    };
+    o.bound = 150s;
+    // --jobs 1: the echo items start only after the first one, on a node that is down by then.
+    auto r = cli({"--output", "json", "run", "--backend", "slurm", "--slurm-nodes", "1", "--jobs", "1", wf}, o);
+    // Cleanup first: the node back to service (ReturnToService=2 may have done it already).
+    slurm_test::run({slurm_test::tool("scontrol"), "update", "nodename=" + c.node, "state=resume"},
+                    slurm_test::client_env(), 20s);
+    wait_node_idle();
+    BOOST_TEST_REQUIRE(downed, "the node could not be set down: " << down_said << r.out << r.err);
+    BOOST_TEST_REQUIRE(!r.timed_out, "the run did not end: " << r.out << r.err);
+    BOOST_TEST_REQUIRE(r.exit_code == 4, r.out << r.err);
+    json::value v = parse_json(r.out);
+    std::map<std::string, std::string> codes;  // by the item's command
+    for (const auto& [id, t] : v.at("data").at("tasks").as_object()) {
+        if (id.find("--") == std::string::npos) continue;
+        const auto& task = t.as_object();
+        std::string code = error_code_of(task);
+        if (id.starts_with("item--0-")) {
+            BOOST_TEST(code == "worker_lost", id << ": " << task);
+            BOOST_TEST(task.at("slurm").at("node").as_string() == c.node, task);
+        } else {
+            BOOST_TEST(code == "backend_unavailable", id << ": " << task);
+            BOOST_TEST(task.at("stdout").as_string() == "", task);
+        }
+        codes[id] = code;
+    }
+    BOOST_TEST(codes.size() == 3u, r.out);
+    BOOST_TEST(gone_within(nonce, 10s), "the task outlived its node");
+    auto left = my_active_jobs();
+    BOOST_TEST(left.empty(), names_of(left));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
