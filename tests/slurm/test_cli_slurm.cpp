@@ -1240,4 +1240,71 @@ BOOST_AUTO_TEST_CASE(a_node_set_down_ends_its_attempts_and_the_run) {
     BOOST_TEST(left.empty(), names_of(left));
 }
 
+// --slurm-nodes more than the partition has: Slurm keeps the request pending for ever
+// (PartitionNodeLimit). One squeue after a few seconds says why, and the run ends: exit 4,
+// backend_unavailable, nothing run, the request withdrawn.
+BOOST_AUTO_TEST_CASE(an_allocation_that_can_never_be_granted_ends_the_run) {
+    cli_test::temp_dir dir;
+    auto wf = dir.write("wf.yaml", workflow("    processAllowlist: [sh]\n", sh_action,
+                                            "    - {id: one, uses: action:sh, foreach: {items: ['echo a']}}\n"));
+    auto r = cli({"--output", "json", "run", "--backend", "slurm", "--slurm-nodes", "3", wf});
+    BOOST_TEST_REQUIRE(!r.timed_out, "the run waited: " << r.out << r.err);
+    BOOST_TEST(r.exit_code == 4, r.out << r.err);
+    BOOST_TEST(r.out.find("backend_unavailable") != std::string::npos, r.out);
+    BOOST_TEST(r.out.find("PartitionNodeLimit") != std::string::npos, r.out);
+    BOOST_TEST(r.out.find("\"succeeded\"") == std::string::npos, r.out);
+    auto left = my_active_jobs();
+    BOOST_TEST(left.empty(), names_of(left));
+}
+
+// A request that waits for a node another job holds: after a few seconds a warning says so
+// with Slurm's reason (slurm_allocation_pending); SIGINT then withdraws the request.
+BOOST_AUTO_TEST_CASE(a_pending_allocation_is_said_and_sigint_withdraws_it) {
+    cli_test::temp_dir dir;
+    std::string holder = "agentctl-test-holder-" + cli_test::make_nonce();
+    auto held = slurm_test::run({slurm_test::tool("salloc"), "--no-shell", "--quiet", "--nodes=1", "--exclusive",
+                                 "--time=5", "--job-name=" + holder},
+                                slurm_test::client_env(), 60s);
+    BOOST_TEST_REQUIRE((held.exited && held.code == 0), "salloc: " << slurm_test::describe(held));
+    auto wf = dir.write("wf.yaml", workflow("    processAllowlist: [sh]\n", sh_action,
+                                            "    - {id: one, uses: action:sh, foreach: {items: ['echo a']}}\n"));
+    // agentctl's stderr to a file, to see the warning while it waits.
+    std::string err_file = dir.path() + "/stderr";
+    bool interrupted = false;
+    cli_test::command_options o;
+    o.env.push_back("SLURM_CONF=" + cluster::get().conf);
+    o.bound = 120s;
+    o.poll = [&](pid_t pid) {
+        std::ifstream in(err_file);
+        std::string said((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        if (said.find("slurm_allocation_pending") == std::string::npos) return false;
+        ::kill(pid, SIGINT);
+        interrupted = true;
+        return true;
+    };
+    auto r = cli_test::run({"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>\"$ERR\"", cli_test::agentctl_bin(), "run",
+                            "--backend", "slurm", "--slurm-nodes", "1", wf},
+                           [&] {
+                               auto with = o;
+                               with.env.push_back("ERR=" + err_file);
+                               return with;
+                           }());
+    std::ifstream in(err_file);
+    std::string err((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // Release the holder before any check can stop the case.
+    slurm_test::run({cluster::get().scancel, "--name=" + holder}, slurm_test::client_env(), 30s);
+    BOOST_TEST_REQUIRE(interrupted, "no pending warning: " << r.out << err);
+    BOOST_TEST(!r.timed_out);
+    BOOST_TEST(r.exit_code != 0, r.out << err);
+    // With Slurm's reason: the node is held (Resources; Priority behind another pending job).
+    BOOST_TEST(err.find("is still pending after 5 s (") != std::string::npos, err);
+    BOOST_TEST(err.find("s ()") == std::string::npos, err);
+    BOOST_TEST(r.out.find("echo a") == std::string::npos, r.out);
+    // Nothing of the run is left in the queue (the holder is being cancelled: not ours).
+    std::vector<queue_entry> ours;
+    for (auto& e : my_active_jobs())
+        if (e.name != holder) ours.push_back(e);
+    BOOST_TEST(ours.empty(), names_of(ours));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
