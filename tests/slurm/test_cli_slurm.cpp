@@ -1183,6 +1183,36 @@ BOOST_AUTO_TEST_CASE(a_lost_workers_attempt_is_uncertain_for_resume) {
     BOOST_TEST(left.empty(), names_of(left));
 }
 
+// agentctl parallel --slurm-nodes: the jobs run on the worker of the node it asked for (not as
+// Slurm jobs: SLURM_JOB_ID is not in their environment), and the allocation is released.
+BOOST_AUTO_TEST_CASE(parallel_asks_for_nodes_and_runs_on_their_workers) {
+    cli_test::temp_dir dir;
+    cli_test::command_options o;
+    o.cwd = dir.path();
+    auto r = cli({"parallel", "--backend", "slurm", "--slurm-nodes", "1", "--slurm-time", "5", "-k", "--shell",
+                  "echo {} job=${SLURM_JOB_ID:-none}", ":::", "a", "b"},
+                 o);
+    BOOST_TEST_REQUIRE(r.exit_code == 0, r.out << r.err);
+    BOOST_TEST(r.out == "a job=none\nb job=none\n", r.out);
+    auto left = my_active_jobs();
+    BOOST_TEST(left.empty(), names_of(left));
+    // Checked as for run: usage errors (parallel's 255) before anything is asked for.
+    BOOST_TEST(cli({"parallel", "--backend", "slurm", "--slurm-time", "5", "echo", ":::", "a"}, o).exit_code == 255);
+    BOOST_TEST(cli({"parallel", "--backend", "slurm", "--slurm-nodes", "1", "--slurm-dispatch", "job", "echo",
+                    ":::", "a"},
+                   o)
+                   .exit_code == 255);
+    BOOST_TEST(cli({"parallel", "--slurm-nodes", "1", "echo", ":::", "a"}, o).exit_code == 255);
+    // More nodes than the cluster has: the run fails before any job (parallel's 255 for an
+    // error that is not a job's), nothing left.
+    auto refused = cli({"parallel", "--backend", "slurm", "--slurm-nodes", "3", "echo", ":::", "a"}, o);
+    BOOST_TEST(refused.exit_code == 255, refused.out << refused.err);
+    BOOST_TEST(refused.out.empty(), refused.out);
+    BOOST_TEST(refused.err.find("PartitionNodeLimit") != std::string::npos, refused.err);
+    left = my_active_jobs();
+    BOOST_TEST(left.empty(), names_of(left));
+}
+
 // A node set DOWN mid-run (issue 28, item 6): Slurm ends the allocation on it (NODE_FAIL) and
 // the worker step with it. The running attempt ends worker_lost; a new worker cannot start in
 // an allocation that is gone, so the tasks not started yet end backend_unavailable (nothing of
