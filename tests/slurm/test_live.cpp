@@ -322,7 +322,7 @@ BOOST_AUTO_TEST_CASE(environment_is_the_declared_names_plus_slurms) {
     BOOST_TEST(problems.empty(), problems);
     BOOST_TEST(!names.count("UNSET_ONE"));
     if (auto d = differences_from_the_usual(names, declared); !d.empty())
-        BOOST_TEST_MESSAGE("Slurm's own variables differ from the usual set:" << d);
+        slurm_test::record_difference(d);
     BOOST_TEST(seen["FOO"] == secret);
     BOOST_TEST(seen["EMPTY"] == "");
     BOOST_TEST(seen["SLURM_JOB_NAME"] == name_of(req));
@@ -339,7 +339,7 @@ BOOST_AUTO_TEST_CASE(environment_is_the_declared_names_plus_slurms) {
     std::string bare_problems = environment_problems(bare_names, {}, {});
     BOOST_TEST(bare_problems.empty(), bare_problems);
     if (auto d = differences_from_the_usual(bare_names, {}); !d.empty())
-        BOOST_TEST_MESSAGE("Slurm's own variables differ from the usual set:" << d);
+        slurm_test::record_difference(d);
     BOOST_TEST(bare_seen["SLURM_JOB_NAME"] == name_of(bare));
     BOOST_TEST(bare_seen["SLURM_JOB_PARTITION"] == cluster::get().partition);
 }
