@@ -1189,15 +1189,16 @@ BOOST_AUTO_TEST_CASE(parallel_asks_for_nodes_and_runs_on_their_workers) {
     cli_test::temp_dir dir;
     cli_test::command_options o;
     o.cwd = dir.path();
-    auto r = cli({"parallel", "--backend", "slurm", "--slurm-nodes", "1", "--slurm-time", "5", "-k", "--shell",
-                  "echo {} job=${SLURM_JOB_ID:-none}", ":::", "a", "b"},
+    auto r = cli({"parallel", "--backend", "slurm", "--slurm-nodes", "1", "--slurm-time", "5", "-k",
+                  "--shell", "echo {} job=${SLURM_JOB_ID:-none}", ":::", "a", "b"},
                  o);
     BOOST_TEST_REQUIRE(r.exit_code == 0, r.out << r.err);
     BOOST_TEST(r.out == "a job=none\nb job=none\n", r.out);
     auto left = my_active_jobs();
     BOOST_TEST(left.empty(), names_of(left));
     // Checked as for run: usage errors (parallel's 255) before anything is asked for.
-    BOOST_TEST(cli({"parallel", "--backend", "slurm", "--slurm-time", "5", "echo", ":::", "a"}, o).exit_code == 255);
+    BOOST_TEST(
+        cli({"parallel", "--backend", "slurm", "--slurm-time", "5", "echo", ":::", "a"}, o).exit_code == 255);
     BOOST_TEST(cli({"parallel", "--backend", "slurm", "--slurm-nodes", "1", "--slurm-dispatch", "job", "echo",
                     ":::", "a"},
                    o)
@@ -1232,8 +1233,8 @@ BOOST_AUTO_TEST_CASE(a_node_set_down_ends_its_attempts_and_the_run) {
     cli_test::command_options o;
     o.poll = [&](pid_t) {
         if (!fs::exists(mark) || cli_test::processes_with(nonce).empty()) return false;
-        auto down = slurm_test::run({slurm_test::tool("scontrol"), "update", "nodename=" + c.node, "state=down",
-                                     "reason=agentctl-node-down-test"},
+        auto down = slurm_test::run({slurm_test::tool("scontrol"), "update", "nodename=" + c.node,
+                                     "state=down", "reason=agentctl-node-down-test"},
                                     slurm_test::client_env(), 20s);
         downed = down.exited && down.code == 0;
         down_said = slurm_test::describe(down);
@@ -1241,7 +1242,8 @@ BOOST_AUTO_TEST_CASE(a_node_set_down_ends_its_attempts_and_the_run) {
     };
     o.bound = 150s;
     // --jobs 1: the echo items start only after the first one, on a node that is down by then.
-    auto r = cli({"--output", "json", "run", "--backend", "slurm", "--slurm-nodes", "1", "--jobs", "1", wf}, o);
+    auto r =
+        cli({"--output", "json", "run", "--backend", "slurm", "--slurm-nodes", "1", "--jobs", "1", wf}, o);
     // Cleanup first: the node back to service (ReturnToService=2 may have done it already).
     slurm_test::run({slurm_test::tool("scontrol"), "update", "nodename=" + c.node, "state=resume"},
                     slurm_test::client_env(), 20s);
@@ -1261,7 +1263,8 @@ BOOST_AUTO_TEST_CASE(a_node_set_down_ends_its_attempts_and_the_run) {
         } else {
             BOOST_TEST(code == "backend_unavailable", id << ": " << task);
             if (task.contains("error"))
-                BOOST_TEST(task.at("error").at("message").as_string().starts_with("no worker is left: "), task);
+                BOOST_TEST(task.at("error").at("message").as_string().starts_with("no worker is left: "),
+                           task);
             BOOST_TEST(task.at("stdout").as_string() == "", task);
         }
         codes[id] = code;
@@ -1277,8 +1280,9 @@ BOOST_AUTO_TEST_CASE(a_node_set_down_ends_its_attempts_and_the_run) {
 // backend_unavailable, nothing run, the request withdrawn.
 BOOST_AUTO_TEST_CASE(an_allocation_that_can_never_be_granted_ends_the_run) {
     cli_test::temp_dir dir;
-    auto wf = dir.write("wf.yaml", workflow("    processAllowlist: [sh]\n", sh_action,
-                                            "    - {id: one, uses: action:sh, foreach: {items: ['echo a']}}\n"));
+    auto wf =
+        dir.write("wf.yaml", workflow("    processAllowlist: [sh]\n", sh_action,
+                                      "    - {id: one, uses: action:sh, foreach: {items: ['echo a']}}\n"));
     auto r = cli({"--output", "json", "run", "--backend", "slurm", "--slurm-nodes", "3", wf});
     BOOST_TEST_REQUIRE(!r.timed_out, "the run waited: " << r.out << r.err);
     BOOST_TEST(r.exit_code == 4, r.out << r.err);
@@ -1295,12 +1299,13 @@ BOOST_AUTO_TEST_CASE(an_allocation_that_can_never_be_granted_ends_the_run) {
 BOOST_AUTO_TEST_CASE(a_pending_allocation_is_said_and_sigint_withdraws_it) {
     cli_test::temp_dir dir;
     std::string holder = "agentctl-test-holder-" + cli_test::make_nonce();
-    auto held = slurm_test::run({slurm_test::tool("salloc"), "--no-shell", "--quiet", "--nodes=1", "--exclusive",
-                                 "--time=5", "--job-name=" + holder},
+    auto held = slurm_test::run({slurm_test::tool("salloc"), "--no-shell", "--quiet", "--nodes=1",
+                                 "--exclusive", "--time=5", "--job-name=" + holder},
                                 slurm_test::client_env(), 60s);
     BOOST_TEST_REQUIRE((held.exited && held.code == 0), "salloc: " << slurm_test::describe(held));
-    auto wf = dir.write("wf.yaml", workflow("    processAllowlist: [sh]\n", sh_action,
-                                            "    - {id: one, uses: action:sh, foreach: {items: ['echo a']}}\n"));
+    auto wf =
+        dir.write("wf.yaml", workflow("    processAllowlist: [sh]\n", sh_action,
+                                      "    - {id: one, uses: action:sh, foreach: {items: ['echo a']}}\n"));
     // agentctl's stderr to a file, to see the warning while it waits.
     std::string err_file = dir.path() + "/stderr";
     bool interrupted = false;

@@ -156,8 +156,8 @@ private:
             d.path = "--slurm-nodes";
             d.message = "the Slurm allocation of this run (salloc --nodes=" +
                         std::to_string(ctx_.settings.slurm.nodes) + ", job " + name_ +
-                        ") is still pending after " + std::to_string(pending_notice.count()) + " s (" + reason +
-                        "); nothing runs until it is granted";
+                        ") is still pending after " + std::to_string(pending_notice.count()) + " s (" +
+                        reason + "); nothing runs until it is granted";
             d.help = "SIGINT (Ctrl-C) withdraws the request";
             run_event e;
             e.kind = run_event::kind_t::warning;
