@@ -119,6 +119,7 @@ builtin_runner::builtin_runner(asio::any_io_executor ex, const plan& p, runner_s
     state_->ctx.watch = watch;
     state_->ctx.actions.resize(p.actions.size());
     state_->events = events;
+    state_->ctx.events = events;
 }
 
 builtin_runner::~builtin_runner() = default;

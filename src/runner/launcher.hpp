@@ -24,6 +24,8 @@
 
 namespace agentctl {
 
+class event_sink;
+
 class watchdog;
 struct extension_cache;  // runner/extension.cpp: compiled extension schemas
 
@@ -41,6 +43,7 @@ struct launch_context {
     const plan* compiled = nullptr;
     runner_settings settings;
     watchdog* watch = nullptr;                    ///< told of engines and Slurm jobs; may be null
+    event_sink* events = nullptr;                 ///< for warnings before the first task; may be null
     exec::directory workspace;                    ///< the canonical workspace root, held open
     std::vector<prepared_action> actions;         ///< per action, from the strict preflight
     std::shared_ptr<extension_cache> extensions;  ///< made by the first extension.process attempt

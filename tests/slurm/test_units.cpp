@@ -449,6 +449,15 @@ BOOST_AUTO_TEST_CASE(job_states) {
     BOOST_TEST((parse_job_state(to_string(job_state::resv_del_hold)) == job_state::resv_del_hold));
 }
 
+// The pending reasons that end a --slurm-nodes request at once; every other one is waited for.
+BOOST_AUTO_TEST_CASE(pending_reasons_never_granted) {
+    for (const char* r : {"PartitionNodeLimit", "PartitionConfig", "PartitionTimeLimit"})
+        BOOST_TEST(never_granted(r), r);
+    for (const char* r :
+         {"Resources", "Priority", "None", "ReqNodeNotAvail", "BeginTime", "", "partitionnodelimit"})
+        BOOST_TEST(!never_granted(r), r);
+}
+
 BOOST_AUTO_TEST_CASE(squeue_parsing) {
     // As squeue printed it (pending jobs have no node list); plus lines to skip.
     const std::string out =

@@ -93,6 +93,11 @@ const std::vector<parallel_option>& parallel_options() {
         {{"--slurm-qos"}, "Q", "with --backend slurm: the quality of service"},
         {{"--slurm-cpus-per-task"}, "N", "with --backend slurm: CPUs of each job"},
         {{"--slurm-mem"}, "MIB", "with --backend slurm: memory of each job, in MiB"},
+        {{"--slurm-nodes"},
+         "N",
+         "with --backend slurm outside an allocation: ask for N whole nodes (salloc), run the jobs on "
+         "their workers, release them at the end"},
+        {{"--slurm-time"}, "T", "with --slurm-nodes: the allocation's time limit (Slurm's --time)"},
         {{"--db"}, "PATH", "the journal database (default: journal.db in agentctl's state folder)"},
         {{"--no-journal"}, "", "record nothing (no resume)"},
         {{"--color"}, "auto|always|never", "colour of agentctl's own messages on a terminal"},
@@ -427,6 +432,8 @@ std::string parse(const std::vector<std::string>& args, parallel_command& pc) {
     if (pc.tag && !pc.request.tagstring) pc.request.tagstring = "{}";
     if (pc.slurm_given && pc.cl.backend != backend_kind::slurm)
         return "--slurm-* options need --backend slurm";
+    // As for run: --slurm-time without --slurm-nodes, --slurm-nodes with --slurm-dispatch job.
+    if (std::string why = slurm_options_error(pc.cl.slurm); !why.empty()) return why;
     if (pc.request.command.empty() && !pc.request.shell && !pc.help)
         return "no command: each input line is then a command line, which needs a shell: add --shell "
                "(agentctl parallel --shell < jobs.txt)";

@@ -192,6 +192,10 @@ std::string_view to_string(job_state s) {
     return "UNKNOWN";
 }
 
+bool never_granted(std::string_view reason) {
+    return reason == "PartitionNodeLimit" || reason == "PartitionConfig" || reason == "PartitionTimeLimit";
+}
+
 bool is_active(job_state s) {
     switch (s) {
         case job_state::completed:

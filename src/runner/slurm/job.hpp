@@ -94,6 +94,11 @@ std::string_view to_string(job_state s);
 /// that a job is gone. COMPLETING is active: the program may still run.
 bool is_active(job_state s);
 
+/// A pending job's reason (squeue's %r) that no wait can satisfy: the request exceeds what
+/// its partition is configured to give (more nodes, a longer time), so it would pend until an
+/// administrator changes the partition (docs/SLURM.md, section 13).
+bool never_granted(std::string_view reason);
+
 /// The squeue format every query of ours uses: no field but the last (the name) can hold '|'.
 inline constexpr std::string_view squeue_format = "%i|%T|%r|%N|%j";
 

@@ -5,11 +5,21 @@
 #include "runner/slurm/launcher.hpp"
 
 #include "exec/client.hpp"
+#include "runner/completion.hpp"
 #include "runner/slurm/command.hpp"
 
+#include <agentctl/events.hpp>
 #include <agentctl/watchdog.hpp>
 
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
 #include <algorithm>
+#include <tuple>
+#include <variant>
 
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
@@ -21,6 +31,9 @@ namespace {
 constexpr auto grant_bound = std::chrono::hours(24);
 // The allocation must be shown gone within this after scancel; else a cleanup failure.
 constexpr auto release_bound = 30s;
+// How long salloc may wait before one squeue says why (docs/SLURM.md, section 13): a request
+// that fits is granted within a scheduler pass or two (1-3 s measured).
+constexpr auto pending_notice = 5s;
 
 class requested_allocation {
 public:
@@ -52,8 +65,16 @@ public:
             w->announce_slurm({tools_.scancel, env_});
             w->announce_slurm_name(name_);
         }
-        process_result granted =
-            co_await slurm::call(std::move(argv.argv), env_, true, slurm::default_output_limit, grant_bound);
+        using namespace asio::experimental::awaitable_operators;
+        auto waited = co_await (wait_for_grant(std::move(argv.argv)) || watch_pending());
+        if (waited.index() == 1)
+            co_return fail(std::get<1>(waited).empty()
+                               ? "the run was cancelled while salloc waited"
+                               : "salloc --nodes=" + std::to_string(o.nodes) + " stays pending (" +
+                                     std::get<1>(waited) +
+                                     "): the partition can never grant it (ask for fewer nodes or "
+                                     "less time, or another --slurm-partition); the request was withdrawn");
+        process_result& granted = std::get<0>(waited);
         if (granted.outcome != process_outcome::exited || granted.exit_code != 0)
             co_return fail("salloc --nodes=" + std::to_string(o.nodes) + ": " +
                            exec::describe_call(granted, grant_bound, slurm::default_output_limit) + ": " +
@@ -101,6 +122,53 @@ public:
     }
 
 private:
+    // salloc until it returns. Each side of `||` runs as a coroutine of its own, which accepts
+    // only terminal cancellation unless told otherwise: the run's first SIGINT is a total one.
+    asio::awaitable<process_result> wait_for_grant(std::vector<std::string> argv) {
+        co_await accept_all_cancellation();
+        co_return co_await slurm::call(std::move(argv), env_, true, slurm::default_output_limit, grant_bound);
+    }
+
+    // Once salloc has waited pending_notice: one squeue of the request's name (never a poll
+    // loop: the controller is shared). A reason no wait can satisfy is returned, which ends
+    // the wait; any other is said once as a warning (slurm_allocation_pending) and salloc goes
+    // on waiting. Returns only then, or empty when cancelled; salloc's return cancels it.
+    asio::awaitable<std::string> watch_pending() {
+        co_await accept_all_cancellation();
+        asio::steady_timer timer(co_await asio::this_coro::executor, pending_notice);
+        auto waited = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+        if (std::get<0>(waited)) co_return std::string();  // cancelled: salloc returned, or the run
+
+        slurm::listing l = co_await slurm::list_by_names(tools_.squeue, names(), env_);
+        // Granted meanwhile (salloc about to return), or not listed: nothing to say.
+        bool pending = false;
+        std::string reason;
+        for (const auto& e : l.entries)
+            if (e.state == slurm::job_state::pending) {
+                pending = true;
+                reason = e.reason;
+            }
+        if (pending && slurm::never_granted(reason)) co_return reason;
+        if (pending && ctx_.events) {
+            diagnostic d;
+            d.code = "slurm_allocation_pending";
+            d.level = severity::warning;
+            d.path = "--slurm-nodes";
+            d.message = "the Slurm allocation of this run (salloc --nodes=" +
+                        std::to_string(ctx_.settings.slurm.nodes) + ", job " + name_ +
+                        ") is still pending after " + std::to_string(pending_notice.count()) + " s (" +
+                        reason + "); nothing runs until it is granted";
+            d.help = "SIGINT (Ctrl-C) withdraws the request";
+            run_event e;
+            e.kind = run_event::kind_t::warning;
+            e.warning = &d;
+            ctx_.events->on_event(e);
+        }
+        timer.expires_at(asio::steady_timer::time_point::max());
+        co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+        co_return std::string();
+    }
+
     // A named vector: g++ 12 miscompiles a braced list held across a co_await.
     std::vector<std::string> names() const { return {name_}; }
     task_error fail(std::string why) const {

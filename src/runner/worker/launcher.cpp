@@ -143,7 +143,10 @@ public:
                 continue;
             }
             if (!any_alive()) {
-                out.error = task_error{error_code::worker_lost, "no worker is left: " + last_errors()};
+                // Nothing of this task ran: the backend is gone (a node set DOWN ends the
+                // allocation with it), not this task's worker (docs/WORKER.md, "Failures").
+                out.error = task_error{error_code::backend_unavailable,
+                                       "no worker is left: " + last_errors() + "; the task was not run"};
                 co_return out;
             }
             waiters_.push_back(ctl.get());
