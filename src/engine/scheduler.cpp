@@ -246,11 +246,15 @@ private:
             co_return;
         }
         arm_wall_time_budget();
+        // A runner that queues attempts itself takes some ahead of --jobs; it keeps at most
+        // jobs_ running (docs/WORKER.md, "Pipelining"). Each taken attempt holds a job slot.
+        window_ = jobs_ + std::clamp(runner_->dispatch_ahead(jobs_), 0, limits::max_concurrency);
+        slot_busy_.assign(static_cast<std::size_t>(window_), false);
 
         std::size_t total = plan_.size();
         while (finished_ < total) {
             bool held = false;
-            while (!stopping() && tasks_.size() < static_cast<std::size_t>(jobs_) && !ready_.empty()) {
+            while (!stopping() && tasks_.size() < static_cast<std::size_t>(window_) && !ready_.empty()) {
                 if (with_.gate && !with_.gate->open()) {
                     held = true;
                     break;
@@ -373,7 +377,7 @@ private:
     }
 
     // GNU parallel's {%}: the lowest slot no running task holds (docs/DESIGN.md, "Job slots").
-    // Only called while a slot is free (fewer than jobs_ tasks run).
+    // Only called while a slot is free (fewer than window_ tasks run).
     std::uint32_t lowest_free_slot() const {
         auto it = std::find(slot_busy_.begin(), slot_busy_.end(), false);
         return static_cast<std::uint32_t>(it - slot_busy_.begin()) + 1;
@@ -685,6 +689,7 @@ private:
     std::optional<run_recorder> recorder_;  ///< with a journal
     run_view view_;
     int jobs_ = 1;
+    int window_ = 1;  ///< jobs_ and what the runner takes ahead: tasks handed to it at once
 
     // Per task (plan index).
     std::vector<task_result> results_;                     // every final result, without a journal only
