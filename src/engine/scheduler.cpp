@@ -247,9 +247,16 @@ private:
         }
         arm_wall_time_budget();
         // A runner that queues attempts itself takes some ahead of --jobs; it keeps at most
-        // jobs_ running (docs/WORKER.md, "Pipelining"). Each taken attempt holds a job slot.
-        window_ = jobs_ + std::clamp(runner_->dispatch_ahead(jobs_), 0, limits::max_concurrency);
-        slot_busy_.assign(static_cast<std::size_t>(window_), false);
+        // jobs_ running (docs/WORKER.md, "Pipelining"). Not when args are rendered at dispatch
+        // (vars.jobSlot among them): a slot must stay within 1..--jobs and name a running task.
+        bool deferred = std::any_of(plan_.nodes.begin(), plan_.nodes.end(),
+                                    [](const plan_task& t) { return t.argv_deferred; });
+        if (!deferred) {
+            window_ = jobs_ + std::clamp(runner_->dispatch_ahead(jobs_), 0, limits::max_concurrency);
+            slot_busy_.assign(static_cast<std::size_t>(window_), false);
+        } else {
+            window_ = jobs_;
+        }
 
         std::size_t total = plan_.size();
         while (finished_ < total) {
