@@ -251,7 +251,7 @@ private:
         if (tasks_.count(m->tag) || queued_tags_.count(m->tag))
             return protocol_error({wp::protocol_errc::unexpected_message,
                                    "a run with tag " + std::to_string(m->tag) + ", which is not finished"});
-        if (slots_ == 0 || tasks_.size() < slots_) return start(std::move(*m));
+        if (queue_.empty() && (slots_ == 0 || tasks_.size() < slots_)) return start(std::move(*m));
         queued_tags_.insert(m->tag);
         queue_.push_back(std::move(*m));
     }
