@@ -38,7 +38,7 @@ constexpr std::uint32_t heartbeat_ms = 1000;
 // round trip through srun (docs/SLURM.md, section 13: tens of milliseconds at worst, while a
 // slot frees every few milliseconds), few enough that little waits on a worker that may be
 // lost (a queued run is then sent to another worker: it never started).
-constexpr std::uint32_t ahead_per_slot = 2;
+constexpr std::uint32_t ahead_per_slot = 4;
 
 std::optional<error_code> code_named(const std::string& name) {
     if (name.empty()) return std::nullopt;
