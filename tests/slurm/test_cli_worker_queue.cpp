@@ -100,7 +100,8 @@ BOOST_AUTO_TEST_CASE(queued_runs_of_a_lost_worker_run_on_its_replacement) {
                                    "--task", std::string(id), "--db", db},
                                   {});
         BOOST_TEST_REQUIRE(show.exit_code == 0, show.out << show.err);
-        const auto& attempts = json::parse(show.out).at("data").at("attempts").as_array();
+        json::value shown = json::parse(show.out);
+        const auto& attempts = shown.at("data").at("attempts").as_array();
         BOOST_TEST(attempts.size() == 1u, show.out);
         const auto& attempt = attempts.at(0).as_object();
         BOOST_TEST(attempt.at("uncertain").as_bool() == was_lost, show.out);
