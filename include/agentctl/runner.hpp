@@ -57,6 +57,13 @@ public:
                                                                                    this, std::move(ex));
     }
 
+    /// Called once after a successful prepare with the run's job count: how many attempts
+    /// beyond `jobs` the scheduler may hand over at once, because the runner itself keeps at
+    /// most `jobs` of them running and holds the others queued until one ends (allocation
+    /// workers, docs/WORKER.md, "Pipelining"). An attempt reports its start (on_started)
+    /// only when it leaves that queue. The default, 0, is what every local backend needs.
+    virtual int dispatch_ahead(int jobs);
+
 private:
     // What implementations override. The handler is called exactly once, never from inside
     // the call.

@@ -246,11 +246,22 @@ private:
             co_return;
         }
         arm_wall_time_budget();
+        // A runner that queues attempts itself takes some ahead of --jobs; it keeps at most
+        // jobs_ running (docs/WORKER.md, "Pipelining"). Not when args are rendered at dispatch
+        // (vars.jobSlot among them): a slot must stay within 1..--jobs and name a running task.
+        bool deferred = std::any_of(plan_.nodes.begin(), plan_.nodes.end(),
+                                    [](const plan_task& t) { return t.argv_deferred; });
+        if (!deferred) {
+            window_ = jobs_ + std::clamp(runner_->dispatch_ahead(jobs_), 0, limits::max_concurrency);
+            slot_busy_.assign(static_cast<std::size_t>(window_), false);
+        } else {
+            window_ = jobs_;
+        }
 
         std::size_t total = plan_.size();
         while (finished_ < total) {
             bool held = false;
-            while (!stopping() && tasks_.size() < static_cast<std::size_t>(jobs_) && !ready_.empty()) {
+            while (!stopping() && tasks_.size() < static_cast<std::size_t>(window_) && !ready_.empty()) {
                 if (with_.gate && !with_.gate->open()) {
                     held = true;
                     break;
@@ -373,7 +384,7 @@ private:
     }
 
     // GNU parallel's {%}: the lowest slot no running task holds (docs/DESIGN.md, "Job slots").
-    // Only called while a slot is free (fewer than jobs_ tasks run).
+    // Only called while a slot is free (fewer than window_ tasks run).
     std::uint32_t lowest_free_slot() const {
         auto it = std::find(slot_busy_.begin(), slot_busy_.end(), false);
         return static_cast<std::uint32_t>(it - slot_busy_.begin()) + 1;
@@ -685,6 +696,7 @@ private:
     std::optional<run_recorder> recorder_;  ///< with a journal
     run_view view_;
     int jobs_ = 1;
+    int window_ = 1;  ///< jobs_ and what the runner takes ahead: tasks handed to it at once
 
     // Per task (plan index).
     std::vector<task_result> results_;                     // every final result, without a journal only

@@ -25,9 +25,12 @@
 #include <sched.h>
 #include <sys/prctl.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <deque>
 #include <map>
 #include <memory>
+#include <set>
 
 namespace agentctl {
 namespace {
@@ -181,6 +184,8 @@ private:
                 return on_run(f.payload);
             case wp::message_type::cancel:
                 return on_cancel(f.payload);
+            case wp::message_type::slots:
+                return on_slots(f.payload);
             case wp::message_type::heartbeat: {
                 auto m = wp::decode_heartbeat(f.payload);
                 if (!m) protocol_error(m.error());
@@ -237,12 +242,43 @@ private:
 
     // ---- tasks
 
+    // A run starts now while fewer than the driver's slot count are running, else waits in the
+    // queue (docs/WORKER.md, "Pipelining"): the driver sends runs ahead so that a slot freed
+    // here is refilled without a round trip through srun.
     void on_run(const std::string& payload) {
         auto m = wp::decode_run(payload);
         if (!m) return protocol_error(m.error());
-        if (tasks_.count(m->tag))
+        if (tasks_.count(m->tag) || queued_tags_.count(m->tag))
             return protocol_error({wp::protocol_errc::unexpected_message,
-                                   "a run with tag " + std::to_string(m->tag) + ", which is running"});
+                                   "a run with tag " + std::to_string(m->tag) + ", which is not finished"});
+        if (queue_.empty() && (slots_ == 0 || tasks_.size() < slots_)) return start(std::move(*m));
+        queued_tags_.insert(m->tag);
+        queue_.push_back(std::move(*m));
+    }
+
+    void on_slots(const std::string& payload) {
+        auto m = wp::decode_slots(payload);
+        if (!m) return protocol_error(m.error());
+        slots_ = m->count;
+        start_queued();
+    }
+
+    // Starts queued runs while there is room. A start may finish at once (a cwd that is not
+    // there), which calls back here: `starting_` keeps that from nesting.
+    void start_queued() {
+        if (starting_) return;
+        starting_ = true;
+        while (!stopping_ && !queue_.empty() && (slots_ == 0 || tasks_.size() < slots_)) {
+            wp::run_request m = std::move(queue_.front());
+            queue_.pop_front();
+            queued_tags_.erase(m.tag);
+            start(std::move(m));
+        }
+        starting_ = false;
+    }
+
+    void start(wp::run_request run) {
+        wp::run_request* m = &run;
         const std::uint64_t tag = m->tag;
         auto& t = *tasks_.emplace(tag, std::make_unique<task>()).first->second;
         process_request req;
@@ -282,6 +318,7 @@ private:
                           asio::bind_cancellation_slot(t.cancel.slot(), [this, tag](process_result r) {
                               tasks_.erase(tag);
                               finished(tag, std::move(r));
+                              start_queued();
                           }));
     }
 
@@ -321,6 +358,17 @@ private:
     void on_cancel(const std::string& payload) {
         auto m = wp::decode_cancel(payload);
         if (!m) return protocol_error(m.error());
+        if (queued_tags_.erase(m->tag)) {
+            // Never started: it leaves the queue, and its result says so (no `started` before it).
+            auto q = std::find_if(queue_.begin(), queue_.end(),
+                                  [&](const wp::run_request& r) { return r.tag == m->tag; });
+            if (q != queue_.end()) queue_.erase(q);
+            process_result r;
+            r.outcome = process_outcome::cancelled;
+            r.error_message = "cancelled while it waited in the worker's queue: it never started";
+            finished(m->tag, std::move(r));
+            return;
+        }
         auto it = tasks_.find(m->tag);
         if (it == tasks_.end()) return;  // its result crossed the cancel on the wire
         it->second->cancel.emit(m->kind == wp::cancel_kind::terminal ? asio::cancellation_type::terminal
@@ -399,6 +447,9 @@ private:
         in_.close(ignored);
         signals_.cancel(ignored);
         ticker_.cancel();
+        // Queued runs never started: they are dropped, with nothing to kill.
+        queue_.clear();
+        queued_tags_.clear();
         for (auto& [tag, t] : tasks_) t->cancel.emit(asio::cancellation_type::terminal);
         if (flush_output) {
             close_when_flushed_ = true;
@@ -423,7 +474,11 @@ private:
     steady::time_point last_sent_ = steady::now();
     std::optional<exec::directory> root_;  ///< the last run's workspace root, kept open for the next
     std::string root_name_;                ///< as the driver named it
-    std::map<std::uint64_t, std::unique_ptr<task>> tasks_;
+    std::map<std::uint64_t, std::unique_ptr<task>> tasks_;  ///< started, not finished
+    std::deque<wp::run_request> queue_;                       ///< received, not started yet
+    std::set<std::uint64_t> queued_tags_;                     ///< the tags in queue_
+    std::uint32_t slots_ = 0;                                 ///< from `slots`; 0: no limit yet
+    bool starting_ = false;
     std::string pending_;
     std::string in_flight_;
     bool writing_ = false;

@@ -28,8 +28,11 @@ bool journal_attempt::uncertain() const {
     if (end->state != task_state::cancelled) return false;
     // Cancelled before its process or container existed: on this host the handle is recorded
     // as soon as one does (a container's name before it is created), ahead of the end, so an
-    // end without one ran nothing. A Slurm job's id is known only once squeue lists it, and a
-    // pure action records no handle: there the missing handle proves nothing.
+    // end without one ran nothing. So on an allocation worker, whose `started` is recorded as
+    // the handle: a run cancelled in the worker's queue never started (docs/WORKER.md,
+    // "Pipelining"). A Slurm job's id is known only once squeue lists it, and a pure action
+    // records no handle: there the missing handle proves nothing.
+    if (!end->slurm_worker.empty()) return handle.has_value();
     return handle.has_value() || end->isolation.empty() || end->backend != "local";
 }
 

@@ -146,6 +146,10 @@ void builtin_runner::async_run_impl(const attempt_request& request,
     });
 }
 
+int builtin_runner::dispatch_ahead(int jobs) {
+    return state_->process ? state_->process->dispatch_ahead(jobs) : 0;
+}
+
 // The run's leftover containers and Slurm jobs are swept before the run reports.
 void builtin_runner::async_finish_impl(
     asio::any_io_executor, asio::any_completion_handler<void(std::optional<task_error>)> handler) {

@@ -27,6 +27,8 @@ public:
     /// Containers that dead owners left on the engines this run uses, removed by the prepare.
     std::vector<swept_container> take_leftovers();
 
+    int dispatch_ahead(int jobs) override;
+
 private:
     void async_prepare_impl(
         boost::asio::any_io_executor ex,

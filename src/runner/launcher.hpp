@@ -94,6 +94,9 @@ public:
     /// Default: nothing.
     virtual boost::asio::awaitable<std::optional<task_error>> finish();
 
+    /// task_runner::dispatch_ahead for the launches of this launcher. Default: 0.
+    virtual int dispatch_ahead(int /*jobs*/) { return 0; }
+
 protected:
     explicit launcher(launch_context& ctx) : ctx_(ctx) {}
     launch_context& ctx_;

@@ -12,6 +12,10 @@ void task_runner::async_prepare_impl(asio::any_io_executor ex,
     post_result(ex, std::move(handler), std::optional<task_error>{});
 }
 
+int task_runner::dispatch_ahead(int) {
+    return 0;
+}
+
 void task_runner::async_finish_impl(asio::any_io_executor ex,
                                     asio::any_completion_handler<void(std::optional<task_error>)> handler) {
     post_result(ex, std::move(handler), std::optional<task_error>{});

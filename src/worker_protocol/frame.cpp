@@ -39,6 +39,8 @@ std::string_view to_string(message_type t) {
             return "result";
         case message_type::heartbeat:
             return "heartbeat";
+        case message_type::slots:
+            return "slots";
     }
     return "unknown";
 }

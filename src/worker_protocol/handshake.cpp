@@ -152,7 +152,8 @@ std::optional<protocol_error> check_arrival(side receiver, bool handshake_done, 
     bool allowed = false;
     if (receiver == side::worker)
         allowed =
-            handshake_done ? (type == t::run || type == t::cancel || type == t::heartbeat) : type == t::hello;
+            handshake_done ? (type == t::run || type == t::cancel || type == t::heartbeat || type == t::slots)
+                       : type == t::hello;
     else
         allowed = handshake_done
                       ? (type == t::started || type == t::output || type == t::result || type == t::heartbeat)

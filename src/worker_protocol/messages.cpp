@@ -59,6 +59,7 @@ constexpr auto result_fields = [](auto& io, auto& m) {
     io(m.stderr_size);
 };
 constexpr auto heartbeat_fields = [](auto& io, auto& m) { io(m.sequence); };
+constexpr auto slots_fields = [](auto& io, auto& m) { io(m.count); };
 
 // Fails the reader with `what` unless `ok` (the first problem is the one reported).
 void require(payload_reader& r, bool ok, const std::string& what) {
@@ -162,6 +163,17 @@ std::optional<protocol_error> append_heartbeat(std::string& out, const heartbeat
 decoded<heartbeat> decode_heartbeat(std::string_view payload) {
     return detail::decode_message<heartbeat>(payload, "heartbeat", heartbeat_fields,
                                              failing_only<heartbeat>([](payload_reader&, const auto&) {}));
+}
+
+std::optional<protocol_error> append_slots(std::string& out, const slots_limit& m) {
+    return append(out, message_type::slots, m, slots_fields);
+}
+
+decoded<slots_limit> decode_slots(std::string_view payload) {
+    return detail::decode_message<slots_limit>(
+        payload, "slots", slots_fields, failing_only<slots_limit>([](payload_reader& r, const slots_limit& m) {
+            require(r, m.count >= 1, "a slot count of 0");
+        }));
 }
 
 }  // namespace agentctl::worker_protocol

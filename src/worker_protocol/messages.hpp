@@ -114,6 +114,13 @@ struct run_result {
     std::uint64_t stderr_size = 0;
 };
 
+/// driver -> worker (protocol 2): start at most `count` runs at once; a run beyond them waits
+/// in the worker's queue, in arrival order, until one ends (docs/WORKER.md, "Pipelining").
+/// Until the first one, every run starts when it arrives.
+struct slots_limit {
+    std::uint32_t count = 1;  ///< >= 1
+};
+
 /// Both ways, when a direction has been idle for the heartbeat interval.
 struct heartbeat {
     std::uint64_t sequence = 0;
@@ -126,6 +133,7 @@ std::optional<protocol_error> append_cancel(std::string& out, const cancel_reque
 std::optional<protocol_error> append_started(std::string& out, const started_note& m);
 std::optional<protocol_error> append_result(std::string& out, const run_result& m);
 std::optional<protocol_error> append_heartbeat(std::string& out, const heartbeat& m);
+std::optional<protocol_error> append_slots(std::string& out, const slots_limit& m);
 
 /// Appends `bytes` of one stream as output frames of at most output_chunk_limit bytes each
 /// (none for no bytes).
@@ -140,5 +148,7 @@ decoded<started_note> decode_started(std::string_view payload);
 decoded<output_chunk> decode_output(std::string_view payload);
 decoded<run_result> decode_result(std::string_view payload);
 decoded<heartbeat> decode_heartbeat(std::string_view payload);
+/// A count of 0 is malformed.
+decoded<slots_limit> decode_slots(std::string_view payload);
 
 }  // namespace agentctl::worker_protocol

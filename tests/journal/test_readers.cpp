@@ -135,15 +135,18 @@ BOOST_AUTO_TEST_CASE(list_newest_first_with_counts) {
 // What resume must refuse over: an intent without an end, a timeout, a cancellation of a
 // process that was started (its handle recorded) or of a Slurm job, a cleanup failure. Not: a
 // non-zero exit, a spawn failure, a task that later succeeded, or a local attempt cancelled
-// before its process was spawned (no handle: a Ctrl-C that came first).
+// before its process was spawned (no handle: a Ctrl-C that came first), nor an allocation
+// worker's attempt cancelled while it waited in the worker's queue (docs/WORKER.md,
+// "Pipelining": the worker's `started` is its handle).
 BOOST_AUTO_TEST_CASE(uncertain_attempts) {
     temp_dir tmp;
     std::string path = tmp.file("journal.db");
     {
         writer_env env(open_or_fail(path, journal_access::write));
-        env.writer->record_run(make_run("run-1", 10));
-        for (std::uint32_t i = 0; i < 10; ++i) env.writer->record_intent(make_intent(i));
+        env.writer->record_run(make_run("run-1", 12));
+        for (std::uint32_t i = 0; i < 12; ++i) env.writer->record_intent(make_intent(i));
         env.writer->record_handle(attempt_handle{4, 1, 4004, 1, "", "", "", ""});
+        env.writer->record_handle(attempt_handle{11, 1, std::nullopt, std::nullopt, "", "", "", ""});
         env.writer->record_intent(make_intent(7, 2));
         // 0: intent only.
         env.writer->record_end(make_end(1, 1, make_result(task_state::succeeded, "")));
@@ -161,6 +164,10 @@ BOOST_AUTO_TEST_CASE(uncertain_attempts) {
         auto on_slurm = make_result(task_state::cancelled, "");
         on_slurm.backend = "slurm";
         env.writer->record_end(make_end(9, 1, on_slurm));  // no job id listed yet
+        auto on_worker = on_slurm;
+        on_worker.slurm_worker = "worker.node1:1";
+        env.writer->record_end(make_end(10, 1, on_worker));  // cancelled in the worker's queue
+        env.writer->record_end(make_end(11, 1, on_worker));  // cancelled once started
         BOOST_TEST_REQUIRE(!env.close().has_value());
     }
     journal j = open_or_fail(path, journal_access::read);
@@ -168,7 +175,7 @@ BOOST_AUTO_TEST_CASE(uncertain_attempts) {
     BOOST_TEST_REQUIRE(u.has_value());
     std::vector<std::uint32_t> tasks;
     for (const auto& a : *u) tasks.push_back(a.intent.task_index);
-    BOOST_TEST(tasks == (std::vector<std::uint32_t>{0, 2, 4, 6, 9}), boost::test_tools::per_element());
+    BOOST_TEST(tasks == (std::vector<std::uint32_t>{0, 2, 4, 6, 9, 11}), boost::test_tools::per_element());
     BOOST_TEST(!(*u)[0].end.has_value());
     BOOST_TEST((*u)[1].end->state == task_state::timed_out);
     BOOST_TEST((*u)[3].cleanup_failed);

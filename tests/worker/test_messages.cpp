@@ -164,6 +164,13 @@ BOOST_AUTO_TEST_CASE(cancel_started_heartbeat_round_trip) {
     BOOST_TEST_REQUIRE(bool(h));
     BOOST_TEST(h->sequence == ~std::uint64_t(0));
 
+    auto slots = decode_slots(
+        payload_of(message_type::slots, [](std::string& out) { return append_slots(out, slots_limit{8}); }));
+    BOOST_TEST_REQUIRE(bool(slots));
+    BOOST_TEST(slots->count == 8u);
+    BOOST_TEST(!decode_slots(
+        payload_of(message_type::slots, [](std::string& out) { return append_slots(out, slots_limit{0}); })));
+
     // Out of range.
     std::string bad_kind = payload_of(message_type::cancel, [](std::string& out) {
         return append_cancel(out, cancel_request{1, cancel_kind{7}});

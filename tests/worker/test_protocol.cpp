@@ -486,7 +486,7 @@ BOOST_AUTO_TEST_CASE(refusals_carry_their_reason_back) {
 BOOST_AUTO_TEST_CASE(each_side_receives_only_its_messages) {
     using t = message_type;
     const std::set<t> worker_before = {t::hello};
-    const std::set<t> worker_after = {t::run, t::cancel, t::heartbeat};
+    const std::set<t> worker_after = {t::run, t::cancel, t::heartbeat, t::slots};
     const std::set<t> driver_before = {t::welcome, t::refuse};
     const std::set<t> driver_after = {t::started, t::output, t::result, t::heartbeat};
     for (std::uint8_t i = 1; i <= last_message_type; ++i) {

@@ -5,6 +5,7 @@
 #include "json/sha256.hpp"
 #include "worker_protocol/messages.hpp"
 
+#include <boost/algorithm/string/join.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <fcntl.h>
@@ -440,6 +441,91 @@ BOOST_AUTO_TEST_CASE(closing_stdin_kills_every_task_tree) {
     // The worker waited for the trees before it exited: nothing of them is left.
     for (auto& [pid, start] : processes)
         BOOST_TEST(live_start_time(pid) != start, "pid " << pid << " survived");
+}
+
+std::string slots_frame(std::uint32_t count) {
+    std::string frame;
+    BOOST_TEST_REQUIRE(!wp::append_slots(frame, {count}));
+    return frame;
+}
+
+// Pipelining (docs/WORKER.md): beyond its slot count a run waits in the worker's queue and
+// starts, in arrival order, when a running one ends; `started` says when.
+BOOST_AUTO_TEST_CASE(runs_beyond_the_slots_wait_in_the_queue) {
+    scratch s;
+    worker_process w;
+    w.hello(file_digest(agentctl_bin()));
+    w.welcome();
+    w.send(slots_frame(1));
+    sleeper first = start_sleeper(w, s, 1);
+    w.send(run_frame(shell(2, s.dir, "touch second")));
+    w.send(run_frame(shell(3, s.dir, "test -e second && touch third")));
+    w.send(cancel_frame(1, wp::cancel_kind::terminal));
+    // The frames in the order they came: "started 1", ..., up to the result of 3.
+    std::vector<std::string> order;
+    for (bool done = false; !done;) {
+        auto f = w.next();
+        BOOST_TEST_REQUIRE(f.has_value(), "the stream ended early; stderr: " << w.stderr_text());
+        if (f->type == wp::message_type::started) {
+            order.push_back("started " + std::to_string(wp::decode_started(f->payload)->tag));
+        } else if (f->type == wp::message_type::result) {
+            auto r = wp::decode_result(f->payload);
+            BOOST_TEST_REQUIRE(bool(r));
+            order.push_back("result " + std::to_string(r->tag));
+            if (r->tag == 3) {
+                BOOST_TEST(r->exit_code.value_or(99) == 0u);  // 2 ran before 3
+                done = true;
+            }
+        }
+    }
+    std::vector<std::string> expected = {"started 1", "result 1", "started 2", "result 2", "started 3", "result 3"};
+    BOOST_TEST(order == expected, boost::algorithm::join(order, ", "));
+    BOOST_TEST(live_start_time(first.pid) != first.start);
+    w.close_input();
+    BOOST_TEST(w.wait() == 0, w.stderr_text());
+}
+
+// A cancel of a queued run drops it: its result says cancelled, with no `started` before it,
+// and it never runs.
+BOOST_AUTO_TEST_CASE(a_queued_run_cancelled_never_starts) {
+    scratch s;
+    worker_process w;
+    w.hello(file_digest(agentctl_bin()));
+    w.welcome();
+    w.send(slots_frame(1));
+    sleeper first = start_sleeper(w, s, 1);
+    w.send(run_frame(shell(2, s.dir, "touch ran")));
+    w.send(cancel_frame(2, wp::cancel_kind::graceful));
+    std::map<std::uint64_t, task_frames> others;
+    task_frames second = until_result(w, 2, &others);
+    BOOST_TEST(!second.started.has_value());
+    BOOST_TEST(int(second.result.outcome) == int(wp::run_outcome::cancelled));
+    BOOST_TEST(second.result.error_message.find("never started") != std::string::npos);
+    // Task 1 still runs; once it ends the queue is empty: nothing else starts.
+    w.send(cancel_frame(1, wp::cancel_kind::terminal));
+    task_frames one = until_result(w, 1);
+    BOOST_TEST(int(one.result.outcome) == int(wp::run_outcome::cancelled));
+    w.close_input();
+    BOOST_TEST(w.wait() == 0, w.stderr_text());
+    BOOST_TEST(!fs::exists(s.dir / "ran"));
+    BOOST_TEST(live_start_time(first.pid) != first.start);
+}
+
+// The connection ends with runs queued: they are dropped, never started, and the running
+// task's tree is killed as always.
+BOOST_AUTO_TEST_CASE(closing_stdin_drops_the_queue) {
+    scratch s;
+    worker_process w;
+    w.hello(file_digest(agentctl_bin()));
+    w.welcome();
+    w.send(slots_frame(1));
+    sleeper first = start_sleeper(w, s, 1);
+    for (std::uint64_t tag = 2; tag <= 4; ++tag)
+        w.send(run_frame(shell(tag, s.dir, "touch ran" + std::to_string(tag))));
+    w.close_input();
+    BOOST_TEST(w.wait() == 3, w.stderr_text());
+    for (int tag = 2; tag <= 4; ++tag) BOOST_TEST(!fs::exists(s.dir / ("ran" + std::to_string(tag))));
+    BOOST_TEST(live_start_time(first.pid) != first.start);
 }
 
 BOOST_AUTO_TEST_CASE(sigterm_kills_every_task_tree) {

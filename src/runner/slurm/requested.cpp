@@ -199,6 +199,8 @@ public:
         co_return co_await workers_->launch(request);
     }
 
+    int dispatch_ahead(int jobs) override { return workers_->dispatch_ahead(jobs); }
+
     asio::awaitable<std::optional<task_error>> finish() override {
         auto workers = co_await workers_->finish();
         auto released = co_await allocation_->release();

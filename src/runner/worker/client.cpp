@@ -8,6 +8,8 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <algorithm>
+
 namespace asio = boost::asio;
 namespace wp = agentctl::worker_protocol;
 using steady = std::chrono::steady_clock;
@@ -25,8 +27,16 @@ client::client(asio::any_io_executor ex, std::string label, std::uint32_t slots)
 std::uint32_t client::free_slots() const {
     if (!usable()) return 0;
     auto busy = static_cast<std::uint32_t>(running_.size());
-    std::uint32_t slots = slots_ ? slots_ : welcome_.cpus;
-    return slots > busy ? slots - busy : 0;
+    std::uint32_t room = limit_ ? limit_ + ahead_ : slots();
+    return room > busy ? room - busy : 0;
+}
+
+void client::set_limit(std::uint32_t limit, std::uint32_t ahead) {
+    limit_ = std::max<std::uint32_t>(limit, 1);
+    ahead_ = ahead;
+    std::string frame;
+    wp::append_slots(frame, {limit_});
+    send(std::move(frame));
 }
 
 void client::spawn_owned(asio::awaitable<void> body) {

@@ -49,7 +49,14 @@ public:
     bool lost() const { return lost_; }
     /// Why the connection was lost.
     const std::string& lost_reason() const { return lost_reason_; }
+    /// Runs it may be sent now: its slots, or its limit and the runs sent ahead of it, less
+    /// the runs sent and not answered.
     std::uint32_t free_slots() const;
+    /// The tasks it may run at once: the slots it was made with, else the CPUs it reported.
+    std::uint32_t slots() const { return slots_ ? slots_ : welcome_.cpus; }
+    /// Tells the worker to run at most `limit` tasks at once (a `slots` message) and lets
+    /// `ahead` more runs wait in its queue (docs/WORKER.md, "Pipelining").
+    void set_limit(std::uint32_t limit, std::uint32_t ahead);
 
     /// Sends a run; its frames go to `p` (which must stay registered until its result, the
     /// loss of the connection or forget()).
@@ -78,6 +85,8 @@ private:
     boost::asio::any_io_executor ex_;
     std::string label_;
     std::uint32_t slots_ = 0;
+    std::uint32_t limit_ = 0;  ///< from set_limit; 0: none sent, its slots bound what is sent
+    std::uint32_t ahead_ = 0;
     std::unique_ptr<exec::channel> channel_;
     std::string digest_;
     std::chrono::milliseconds heartbeat_{1000};

@@ -1,0 +1,116 @@
+// Runs sent ahead to an allocation worker (docs/WORKER.md, "Pipelining"), through the real
+// CLI inside `salloc`: a worker lost with runs still in its queue ends only its started task as
+// worker_lost; the queued ones never started, so they run on its replacement and are not
+// uncertain for resume. Kept apart from test_cli_slurm.cpp so that the two files change
+// independently; the small helpers below are that file's, in short.
+#include "../cli/command.hpp"
+#include "spawn.hpp"
+
+#include <boost/json.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace json = boost::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string slurm_conf() {
+    const char* conf = std::getenv("SLURM_CONF");
+    BOOST_TEST_REQUIRE(conf != nullptr, "SLURM_CONF is not set: run this suite through tools/slurm-fixture");
+    return conf;
+}
+
+// `salloc -N1 --exclusive -- agentctl ARGS...` with the fixture's SLURM_CONF.
+cli_test::command_result in_allocation(const std::vector<std::string>& args, cli_test::command_options options) {
+    std::vector<std::string> argv = {slurm_test::tool("salloc"), "--nodes=1", "--exclusive", "--quiet", "--",
+                                     cli_test::agentctl_bin()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    options.env.push_back("SLURM_CONF=" + slurm_conf());
+    return cli_test::run(argv, options);
+}
+
+// SIGKILL to the parent (the worker) of the task whose command line carries `nonce`; false
+// while no such task runs yet.
+bool kill_the_worker_of(const std::string& nonce) {
+    auto tasks = cli_test::processes_with(nonce);
+    if (tasks.empty()) return false;
+    std::ifstream stat("/proc/" + std::to_string(tasks[0]) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    std::istringstream rest(line.substr(line.rfind(')') + 2));
+    std::string state;
+    pid_t parent = 0;
+    rest >> state >> parent;
+    if (parent <= 1) return false;
+    ::kill(parent, SIGKILL);
+    return true;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(worker_queue_cli)
+
+// --jobs 1: the worker runs one task and holds the next four in its queue. The first task is
+// killed with its worker; the queued ones had not started: they run on the worker that
+// replaces it (generation 2) and succeed, and only the first is uncertain in the journal.
+BOOST_AUTO_TEST_CASE(queued_runs_of_a_lost_worker_run_on_its_replacement) {
+    cli_test::temp_dir dir;
+    std::string nonce = cli_test::make_nonce();
+    std::string items = json::serialize(json::value("sleep 300; : " + nonce));
+    for (int i = 1; i <= 4; ++i) items += ", " + json::serialize(json::value("touch q" + std::to_string(i)));
+    auto wf = dir.write("wf.yaml",
+                        "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: queue}\nspec:\n"
+                        "  policy:\n    approval: never\n    processAllowlist: [sh]\n"
+                        "  actions:\n    sh:\n      kind: builtin.shell.exec\n      command: /bin/sh\n"
+                        "      args: ['-c', '${{ vars.item }}']\n"
+                        "  tasks:\n    - {id: t, uses: action:sh, foreach: {items: [" + items +
+                            "]}, failure: continue}\n");
+    std::string db = dir.path() + "/journal.db";
+    bool killed = false;
+    cli_test::command_options o;
+    o.cwd = dir.path();
+    o.poll = [&](pid_t) {
+        if (!kill_the_worker_of(nonce)) return false;
+        killed = true;
+        return true;
+    };
+    o.bound = 120s;
+    auto r = in_allocation({"--output", "json", "run", "--db", db, "--jobs", "1", "--backend", "slurm", wf}, o);
+    BOOST_TEST_REQUIRE(killed, "never saw the task running: " << r.out << r.err);
+    json::value v = json::parse(r.out);
+    std::string run_id(v.at("data").at("runId").as_string());
+    int lost = 0, succeeded = 0;
+    for (const auto& [id, t] : v.at("data").at("tasks").as_object()) {
+        if (id.find("--") == std::string::npos) continue;
+        const auto& task = t.as_object();
+        bool was_lost = task.contains("error") && task.at("error").at("code") == "worker_lost";
+        lost += was_lost;
+        succeeded += task.at("state") == "succeeded";
+        // The journal: the started one is uncertain, on the first worker; the queued ones ran
+        // once, on the second, and are not.
+        auto show = cli_test::run({cli_test::agentctl_bin(), "--output", "json", "runs", "show", run_id,
+                                   "--task", std::string(id), "--db", db},
+                                  {});
+        BOOST_TEST_REQUIRE(show.exit_code == 0, show.out << show.err);
+        json::value shown = json::parse(show.out);
+        const auto& attempts = shown.at("data").at("attempts").as_array();
+        BOOST_TEST(attempts.size() == 1u, show.out);
+        const auto& attempt = attempts.at(0).as_object();
+        BOOST_TEST(attempt.at("uncertain").as_bool() == was_lost, show.out);
+        std::string worker(attempt.at("worker").as_string());
+        BOOST_TEST(worker.substr(worker.size() - 2) == (was_lost ? ":1" : ":2"), show.out);
+    }
+    BOOST_TEST(lost == 1, r.out);
+    BOOST_TEST(succeeded == 4, r.out);
+    for (int i = 1; i <= 4; ++i) BOOST_TEST(std::filesystem::exists(dir.path() + "/q" + std::to_string(i)));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
