@@ -266,7 +266,7 @@ task_result subworkflow_aggregate(const run_view& view, const plan_task& t) {
                                                            (n == 1 ? " task" : " tasks") + " of workflow:" +
                                                            t.subworkflow->name + " failed");
     }
-    json::value vars = json::object();
+    json::value vars = json::value(t.vars);  // the workflow's variables: the outputs may read them
     return subworkflow_result(view, t, vars);
 }
 
