@@ -245,18 +245,21 @@ task_result subworkflow_result(const run_view& view, const plan_task& t, const j
     return r;
 }
 
-// The aggregate waits for its boundary (needs[0]) and every task of the invocation. A boundary
+// The aggregate waits for its boundary and every task of the invocation. A boundary
 // that did not succeed means the invocation never started: skipped, as a task whose needs did
 // not. A task inside that failed fails the invocation (counted once, as a foreach child's); one
 // skipped by its own condition or route does not.
 task_result subworkflow_aggregate(const run_view& view, const plan_task& t) {
     const plan& p = *view.compiled;
     std::size_t failed = 0;
-    for (std::size_t k = 0; k < t.needs.size(); ++k) {
-        std::optional<task_state> state = view.state_of(t.needs[k]);
-        if (k == 0 && state != task_state::succeeded)
+    for (auto need : t.needs) {
+        std::optional<task_state> state = view.state_of(need);
+        const plan_task& n = p.node(need);
+        const bool boundary = n.subworkflow && n.subworkflow->role == plan_subworkflow::role_t::input &&
+                              n.subworkflow->invocation == t.subworkflow->invocation;
+        if (boundary && state != task_state::succeeded)
             return skipped_result(error_code::dependency_not_succeeded,
-                                  "dependency \"" + p.task_id(t.needs[k]) + "\" " +
+                                  "dependency \"" + p.task_id(need) + "\" " +
                                       std::string(to_string(state.value_or(task_state::skipped))));
         if (state && is_failure(*state)) ++failed;
     }

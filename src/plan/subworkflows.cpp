@@ -165,8 +165,9 @@ private:
         task_spec t = local;
         if (!s) return t;
         t.id = s->prefix + "--" + local.id;
+        // The boundary last, so that needs[j] still names the document's j-th need.
         for (auto& n : t.needs) n = local_id(s, n);
-        t.needs.insert(t.needs.begin(), s->boundary);
+        t.needs.push_back(s->boundary);
         rewrite_value(t.with, *s);
         rewrite_object(t.vars, *s);
         if (t.when) *t.when = rewrite_text(*t.when, *s);
