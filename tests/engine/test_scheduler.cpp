@@ -917,7 +917,7 @@ const char* summarize_definition = R"(  subworkflows:
       tasks:
         - {id: prepare, uses: action:assign, with: {value: "${{ inputs.message }}"}}
         - {id: check, uses: action:run, needs: [prepare]}
-        - {id: finish, uses: action:assign, needs: [check], with: {result: "${{ tasks.prepare.output.output.value }}"}}
+        - {id: finish, uses: action:assign, needs: [prepare, check], with: {result: "${{ tasks.prepare.output.output.value }}"}}
 )";
 
 BOOST_AUTO_TEST_CASE(a_subworkflow_runs_its_tasks_between_its_boundary_and_its_aggregate) {
