@@ -43,8 +43,8 @@ struct plan_subworkflow {
         aggregate,  ///< keeps the invocation's id: the definition's outputs over its tasks
     };
     role_t role = role_t::input;
-    std::string name;     ///< the definition (a key of spec.subworkflows)
-    std::string version;  ///< its semantic version
+    std::string name;        ///< the definition (a key of spec.subworkflows)
+    std::string version;     ///< its semantic version
     std::string invocation;  ///< the invoking task's namespaced id (the aggregate's)
     /// Aggregate: the namespaced ids of the invocation's own tasks, in declaration order (a
     /// nested invocation by its aggregate's id).

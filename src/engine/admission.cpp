@@ -266,8 +266,8 @@ task_result subworkflow_aggregate(const run_view& view, const plan_task& t) {
     if (failed > 0) {
         const std::size_t n = t.subworkflow->children.size();
         return failed_result(error_code::child_failed, std::to_string(failed) + " of " + std::to_string(n) +
-                                                           (n == 1 ? " task" : " tasks") + " of workflow:" +
-                                                           t.subworkflow->name + " failed");
+                                                           (n == 1 ? " task" : " tasks") +
+                                                           " of workflow:" + t.subworkflow->name + " failed");
     }
     json::value vars = json::value(t.vars);  // the workflow's variables: the outputs may read them
     return subworkflow_result(view, t, vars);

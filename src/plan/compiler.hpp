@@ -128,9 +128,9 @@ struct flat_workflow {
     const workflow* source = nullptr;  ///< the document as written
     workflow wf;                       ///< its copy with the flat tasks
     struct node {
-        std::string path;                         ///< where the task is written in the document
-        std::optional<plan_subworkflow> role;     ///< a boundary or an aggregate
-        std::optional<std::uint32_t> boundary;    ///< an aggregate: its boundary's flat index
+        std::string path;                       ///< where the task is written in the document
+        std::optional<plan_subworkflow> role;   ///< a boundary or an aggregate
+        std::optional<std::uint32_t> boundary;  ///< an aggregate: its boundary's flat index
     };
     std::vector<node> nodes;  ///< parallel to wf.tasks
 };

@@ -272,8 +272,9 @@ std::string plan_text(const plan& p, std::string_view workspace) {
             const plan_subworkflow& sw = *t.subworkflow;
             const bool input = sw.role == plan_subworkflow::role_t::input;
             out += "  " + id + "  workflow:" + sw.name + " " + sw.version +
-                   (input ? " inputs" : " outputs of " + std::to_string(sw.children.size()) +
-                                            (sw.children.size() == 1 ? " task" : " tasks")) +
+                   (input ? " inputs"
+                          : " outputs of " + std::to_string(sw.children.size()) +
+                                (sw.children.size() == 1 ? " task" : " tasks")) +
                    guards_text(t) + needs_text(p, t.needs) +
                    (t.failure == failure_mode::continue_run ? "  failure continue" : "") +
                    (t.with_deferred ? "  with (at run time) " : "  with ") + short_json(t.with) + "\n";

@@ -46,8 +46,8 @@ std::string rewrite_expression(std::string_view e, const scope& s) {
         }
         const bool starts = i == 0 || !is_path_char(e[i - 1]);
         auto word = [&](std::string_view w) {
-            return starts && e.substr(i, w.size()) == w && (i + w.size() == e.size() || !is_path_char(e[i + w.size()]) ||
-                                                            e[i + w.size()] == '.');
+            return starts && e.substr(i, w.size()) == w &&
+                   (i + w.size() == e.size() || !is_path_char(e[i + w.size()]) || e[i + w.size()] == '.');
         };
         if (word("inputs")) {
             out += "tasks." + s.boundary + ".output";
@@ -115,7 +115,8 @@ std::string boundary_digest(const subworkflow_spec& d) {
 
 class flattener {
 public:
-    flattener(const workflow& wf, diagnostics& diags, flat_workflow& out) : wf_(wf), diags_(diags), out_(out) {}
+    flattener(const workflow& wf, diagnostics& diags, flat_workflow& out)
+        : wf_(wf), diags_(diags), out_(out) {}
 
     void run() {
         for (const auto& d : wf_.subworkflows) check_definition(d);
@@ -198,7 +199,8 @@ private:
         }
     }
 
-    void invoke(const task_spec& local, const std::string& path, const scope* s, std::vector<std::string>& stack) {
+    void invoke(const task_spec& local, const std::string& path, const scope* s,
+                std::vector<std::string>& stack) {
         // What stands for the invocation whatever happens: its aggregate, keeping its id, so
         // that the tasks needing it are not reported as well.
         task_spec aggregate = renamed(local, s);
@@ -286,7 +288,8 @@ private:
 
 bool has_subworkflows(const workflow& wf) {
     if (!wf.subworkflows.empty()) return true;
-    return std::any_of(wf.tasks.begin(), wf.tasks.end(), [](const task_spec& t) { return !t.subworkflow.empty(); });
+    return std::any_of(wf.tasks.begin(), wf.tasks.end(),
+                       [](const task_spec& t) { return !t.subworkflow.empty(); });
 }
 
 void flatten_subworkflows(const workflow& wf, diagnostics& diags, flat_workflow& out) {

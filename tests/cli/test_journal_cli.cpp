@@ -1667,11 +1667,13 @@ BOOST_AUTO_TEST_CASE(a_subworkflow_killed_in_one_of_its_tasks_resumes_inside_it)
                       "      tasks:\n"
                       "        - {id: first, uses: action:step, with: {name: first}}\n"
                       "        - {id: work, uses: action:step, needs: [first], with: {name: work}}\n"
-                      "        - {id: last, uses: action:assign, needs: [work], with: {label: \"${{ inputs.label }}\"}}\n"
+                      "        - {id: last, uses: action:assign, needs: [work], with: {label: \"${{ "
+                      "inputs.label }}\"}}\n"
                       "  tasks:\n"
                       "    - {id: before, uses: action:step, with: {name: before}}\n"
                       "    - {id: call, uses: workflow:pipeline, needs: [before], with: {label: done}}\n"
-                      "    - {id: after, uses: action:step, needs: [call], with: {name: \"${{ tasks.call.output.result }}\"}}\n");
+                      "    - {id: after, uses: action:step, needs: [call], with: {name: \"${{ "
+                      "tasks.call.output.result }}\"}}\n");
     command_options o;
     o.bound = 60s;
     bool killed = false;
@@ -1696,7 +1698,8 @@ BOOST_AUTO_TEST_CASE(a_subworkflow_killed_in_one_of_its_tasks_resumes_inside_it)
     BOOST_TEST(dry.out.find("uncertain   call--work") != std::string::npos, dry.out);
     auto r = agentctl({"--output", "json", "resume", id, "--db", db, "--rerun-uncertain"});
     BOOST_TEST(r.exit_code == 0, r.err);
-    BOOST_TEST(read_file(marker) == "before\nfirst\nwork\nwork\ndone\n", "a task ran twice, or one did not run");
+    BOOST_TEST(read_file(marker) == "before\nfirst\nwork\nwork\ndone\n",
+               "a task ran twice, or one did not run");
     auto v = parse_json(r.out);
     const auto& d = v.at("data");
     const auto& reused = d.at("resume").at("reused").as_array();

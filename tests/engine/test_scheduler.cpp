@@ -922,9 +922,11 @@ const char* summarize_definition = R"(  subworkflows:
 
 BOOST_AUTO_TEST_CASE(a_subworkflow_runs_its_tasks_between_its_boundary_and_its_aggregate) {
     auto invoked = [](const std::string& message) {
-        return compile_text(std::string(header) + summarize_definition + R"(  outputs: {result: "${{ tasks.summary.output.result }}"}
+        return compile_text(std::string(header) + summarize_definition +
+                            R"(  outputs: {result: "${{ tasks.summary.output.result }}"}
   tasks:
-    - {id: summary, uses: workflow:summarize, with: {message: )" + message + R"(}}
+    - {id: summary, uses: workflow:summarize, with: {message: )" +
+                            message + R"(}}
     - {id: after, uses: action:run, needs: [summary]}
 )");
     };

@@ -1010,9 +1010,12 @@ BOOST_AUTO_TEST_CASE(a_subworkflow_is_flattened_into_namespaced_tasks) {
                json::parse(R"({"result":"${{ tasks.summary--prepare.output.output.value }}"})"));
     const plan_task aggregate = task_of(p, "summary");
     BOOST_TEST_REQUIRE(aggregate.subworkflow.has_value());
-    BOOST_TEST(aggregate.subworkflow->children == (std::vector<std::string>{"summary--prepare", "summary--finish"}));
-    BOOST_TEST(needs_of(p, "summary") == (std::vector<std::string>{boundary, "summary--prepare", "summary--finish"}));
-    BOOST_TEST(aggregate.with == json::parse(R"({"result":"${{ tasks.summary--finish.output.output.result }}"})"));
+    BOOST_TEST(aggregate.subworkflow->children ==
+               (std::vector<std::string>{"summary--prepare", "summary--finish"}));
+    BOOST_TEST(needs_of(p, "summary") ==
+               (std::vector<std::string>{boundary, "summary--prepare", "summary--finish"}));
+    BOOST_TEST(aggregate.with ==
+               json::parse(R"({"result":"${{ tasks.summary--finish.output.output.result }}"})"));
     BOOST_TEST(p.processes.empty(), "the boundary and the aggregate are no processes");
 
     json::value doc = json::parse(plan_json(p));
@@ -1027,8 +1030,9 @@ BOOST_AUTO_TEST_CASE(a_subworkflow_is_flattened_into_namespaced_tasks) {
     BOOST_TEST(text.find(boundary + "  workflow:summarize 1.0.0 inputs  with {\"message\":\"durable\"}") !=
                    std::string::npos,
                text);
-    BOOST_TEST(text.find("workflow:summarize 1.0.0 outputs of 2 tasks  needs " + boundary) != std::string::npos,
-               text);
+    BOOST_TEST(
+        text.find("workflow:summarize 1.0.0 outputs of 2 tasks  needs " + boundary) != std::string::npos,
+        text);
 }
 
 // Nested invocations expand recursively (`outer--inner--t`); one definition invoked twice gets
@@ -1063,7 +1067,8 @@ spec:
     - {id: one, uses: workflow:outer, needs: [start], with: {lane: a}}
     - {id: two, uses: workflow:outer, with: {lane: b}}
 )");
-    for (std::string_view id : {"one--pick", "one--call", "one--call--t", "two--call--t", "two"}) BOOST_TEST(p.find(id).has_value(), id);
+    for (std::string_view id : {"one--pick", "one--call", "one--call--t", "two--call--t", "two"})
+        BOOST_TEST(p.find(id).has_value(), id);
     // The digests: sha256("outer@1.0.0") and sha256("inner@2.0.0"), computed outside agentctl.
     const std::string outer_in = "one--inputs-bce86493";
     BOOST_TEST(needs_of(p, outer_in) == std::vector<std::string>{"start"}, "the invocation's needs");
@@ -1108,10 +1113,12 @@ BOOST_AUTO_TEST_CASE(subworkflow_problems_are_reported_where_they_are_written) {
     // A local task whose namespaced id is the boundary's.
     ds = check_text(replaced("id: prepare,", "id: inputs-4d45e657,"));
     BOOST_TEST(count_code(ds, "duplicate_task_id") == 1u, diag_text(ds));
-    BOOST_TEST(find_code(ds, "duplicate_task_id")->path.rfind("spec.subworkflows.summarize.tasks[0]", 0) == 0u,
-               diag_text(ds));
+    BOOST_TEST(
+        find_code(ds, "duplicate_task_id")->path.rfind("spec.subworkflows.summarize.tasks[0]", 0) == 0u,
+        diag_text(ds));
     // A namespaced id that collides with a task of the caller.
-    text = replaced("  tasks:\n    - {id: summary,", "  tasks:\n    - {id: summary--prepare, uses: action:assign}\n    - {id: summary,");
+    text = replaced("  tasks:\n    - {id: summary,",
+                    "  tasks:\n    - {id: summary--prepare, uses: action:assign}\n    - {id: summary,");
     ds = check_text(text);
     BOOST_TEST(count_code(ds, "duplicate_task_id") == 1u, diag_text(ds));
     // Definitions that invoke one another (a -> b -> a): once, where the cycle closes.
