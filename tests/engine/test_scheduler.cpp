@@ -982,6 +982,28 @@ BOOST_AUTO_TEST_CASE(a_subworkflow_runs_its_tasks_between_its_boundary_and_its_a
     }
 }
 
+// The aggregate's output is checked against outputSchema as a task's output is: a definition
+// whose outputs do not match fails its invocation (output_invalid), its output kept.
+BOOST_AUTO_TEST_CASE(a_subworkflow_whose_outputs_break_its_schema_fails) {
+    std::string definition = summarize_definition;
+    const std::string from = "tasks.finish.output.output.result";
+    definition.replace(definition.find(from), from.size(), "tasks.finish.output.output");
+    plan p = compile_text(std::string(header) + definition + R"(  tasks:
+    - {id: summary, uses: workflow:summarize, with: {message: hi}}
+)");
+    asio::io_context io;
+    fake_runner fake(io);
+    run_collaborators with;
+    with.runner = &fake;
+    run_report r = run_plan(io, p, {}, with);
+    BOOST_TEST(r.state == run_state::failed);
+    const task_result& aggregate = result_of(p, r, "summary");
+    BOOST_TEST(aggregate.state == task_state::failed);
+    BOOST_TEST_REQUIRE(aggregate.error.has_value());
+    BOOST_TEST(aggregate.error->code == error_code::output_invalid);
+    BOOST_TEST(aggregate.output == json::parse(R"({"result":{"result":"hi"}})"));
+}
+
 // An invocation that a router does not take is skipped whole: its boundary and aggregate with
 // the route's record, the tasks inside because the boundary did not succeed.
 BOOST_AUTO_TEST_CASE(a_subworkflow_not_routed_to_is_skipped_whole) {
