@@ -34,6 +34,23 @@ struct output_limits {
     std::uint64_t combined_bytes = limits::default_combined_limit_bytes;
 };
 
+/// What a sub-workflow's synthetic node is (docs/CONTROL_FLOW.md, "Sub-workflows"). Both run
+/// no process: their output is their rendered `with`, checked against their `output_schema`
+/// (the definition's inputSchema or outputSchema).
+struct plan_subworkflow {
+    enum class role_t {
+        input,      ///< `INVOCATION--inputs-H`: the definition's inputs under the invocation's `with`
+        aggregate,  ///< keeps the invocation's id: the definition's outputs over its tasks
+    };
+    role_t role = role_t::input;
+    std::string name;        ///< the definition (a key of spec.subworkflows)
+    std::string version;     ///< its semantic version
+    std::string invocation;  ///< the invoking task's namespaced id (the aggregate's)
+    /// Aggregate: the namespaced ids of the invocation's own tasks, in declaration order (a
+    /// nested invocation by its aggregate's id).
+    std::vector<std::string> children;
+};
+
 /// One node of the plan: a task, or what every child of a foreach/matrix/loop shares.
 ///
 /// The plan stores singles, aggregates and one *child template* per expanded task, never the
@@ -91,6 +108,8 @@ struct plan_task {
     /// Ids of the routers this task is a destination of: it runs only if each one's decision
     /// names its declared id (a child template's guards hold for all its children).
     std::vector<std::string> route_guards;
+    /// A sub-workflow's input boundary or aggregate (a single node without an action).
+    std::optional<plan_subworkflow> subworkflow;
     /// Aggregate and child template: the plan indices of the children, [first_child,
     /// first_child + child_count), in item order.
     std::uint32_t first_child = 0;

@@ -174,7 +174,10 @@ namespace {
 std::optional<task_result> route_skip(const run_view& view, const plan_task& node) {
     if (node.route_guards.empty()) return std::nullopt;
     const plan& p = *view.compiled;
-    const std::string& declared = node.kind == plan_task::kind_t::child ? node.parent : node.id;
+    // A sub-workflow's boundary is guarded for its invocation.
+    const std::string& declared = node.kind == plan_task::kind_t::child ? node.parent
+                                  : node.subworkflow                    ? node.subworkflow->invocation
+                                                                        : node.id;
     for (const auto& router : node.route_guards) {
         auto i = p.find(router);
         const task_result* decision = i ? view.result_of(*i) : nullptr;
@@ -219,6 +222,57 @@ task_result route_result(const route_spec& route, const json::value& selected) {
     return r;
 }
 
+// A sub-workflow's pure nodes (docs/CONTROL_FLOW.md, "Sub-workflows"): the output is the
+// node's `with` rendered (the boundary: the inputs; the aggregate: the definition's outputs);
+// its schema is checked when it is recorded, as any task's outputSchema.
+task_result subworkflow_result(const run_view& view, const plan_task& t, const json::value& vars) {
+    json::value output = t.with;
+    if (t.with_deferred) {
+        std::string error;
+        render_context ctx = context_for(view, vars, nullptr);
+        auto rendered = render(t.with, ctx, error);
+        if (!rendered)
+            return failed_result(error_code::template_error,
+                                 t.subworkflow->role == plan_subworkflow::role_t::input
+                                     ? "sub-workflow inputs: " + error
+                                     : "sub-workflow outputs: " + error);
+        output = std::move(*rendered);
+    }
+    task_result r;
+    r.state = task_state::succeeded;
+    r.attempts = 1;
+    r.output = std::move(output);
+    return r;
+}
+
+// The aggregate waits for its boundary and every task of the invocation. A boundary
+// that did not succeed means the invocation never started: skipped, as a task whose needs did
+// not. A task inside that failed fails the invocation (counted once, as a foreach child's); one
+// skipped by its own condition or route does not.
+task_result subworkflow_aggregate(const run_view& view, const plan_task& t) {
+    const plan& p = *view.compiled;
+    std::size_t failed = 0;
+    for (auto need : t.needs) {
+        std::optional<task_state> state = view.state_of(need);
+        const plan_task& n = p.node(need);
+        const bool boundary = n.subworkflow && n.subworkflow->role == plan_subworkflow::role_t::input &&
+                              n.subworkflow->invocation == t.subworkflow->invocation;
+        if (boundary && state != task_state::succeeded)
+            return skipped_result(error_code::dependency_not_succeeded,
+                                  "dependency \"" + p.task_id(need) + "\" " +
+                                      std::string(to_string(state.value_or(task_state::skipped))));
+        if (state && is_failure(*state)) ++failed;
+    }
+    if (failed > 0) {
+        const std::size_t n = t.subworkflow->children.size();
+        return failed_result(error_code::child_failed, std::to_string(failed) + " of " + std::to_string(n) +
+                                                           (n == 1 ? " task" : " tasks") +
+                                                           " of workflow:" + t.subworkflow->name + " failed");
+    }
+    json::value vars = json::value(t.vars);  // the workflow's variables: the outputs may read them
+    return subworkflow_result(view, t, vars);
+}
+
 }  // namespace
 
 admission admit(const run_view& view, std::uint32_t index) {
@@ -237,6 +291,10 @@ admission admit(const run_view& view, std::uint32_t index) {
         // An aggregate lists every child with its state and output, failed ones included: one
         // failed item must not hide its siblings' results.
         return record(aggregate_result(view, index));
+    }
+    if (node.subworkflow && node.subworkflow->role == plan_subworkflow::role_t::aggregate) {
+        if (auto skipped = route_skip(view, node)) return record(std::move(*skipped));
+        return record(subworkflow_aggregate(view, node));
     }
     std::vector<std::uint32_t> needs = node.needs;
     if (auto previous = p.previous_iteration(index)) needs.push_back(*previous);
@@ -274,6 +332,7 @@ admission admit(const run_view& view, std::uint32_t index) {
         }
     }
 
+    if (t.subworkflow) return record(subworkflow_result(view, t, vars));
     if (t.route) {
         std::string error;
         render_context ctx = context_for(view, vars, nullptr);

@@ -173,7 +173,7 @@ task_result aggregate_result(const run_view& view, std::uint32_t index) {
 
 bool output_holds_streams(const plan& p, std::uint32_t index) {
     const plan_task& t = p.node(index);
-    return t.kind != plan_task::kind_t::aggregate && !t.route &&
+    return t.kind != plan_task::kind_t::aggregate && !t.route && !t.subworkflow &&
            p.action_of(t).kind == action_kind::shell_exec;
 }
 

@@ -525,10 +525,10 @@ private:
         state_[idx] = node::done;
         outcomes_[idx] = task_outcome{r.state, r.attempts, r.reused, decided_here(r)};
         ++finished_;
-        // An aggregate that failed because a child did is that child's failure, counted once; a
-        // loop's that hit its bound failed on its own.
+        // An aggregate (a sub-workflow's too) that failed because a child did is that child's
+        // failure, counted once; a loop's that hit its bound failed on its own.
         const bool own_failure =
-            is_failure(r.state) && (t.kind != plan_task::kind_t::aggregate ||
+            is_failure(r.state) && ((t.kind != plan_task::kind_t::aggregate && !t.subworkflow) ||
                                     (r.error && r.error->code != error_code::child_failed));
         if (own_failure) ++failures_;
         if (own_failure && t.failure == failure_mode::stop && !settings_.keep_going) {

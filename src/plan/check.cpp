@@ -81,6 +81,8 @@ public:
                 d.code == "unsupported_feature")
                 whole_ = true;
             if (inside(p, "spec.policy")) policy_ = true;
+            // A definition is flattened into tasks: what is wrong in it shows everywhere.
+            if (inside(p, "spec.subworkflows")) subworkflows_ = true;
             if (inside(p, "spec.inputs") || inside(p, "spec.runtime.budgets")) data_ = true;
             std::string_view owner = owner_of(p);
             // An invalid task id is kept as written; a missing one leaves the task unnamed.
@@ -100,6 +102,9 @@ public:
         if (is_graph_code(finding.code) && ids_) return true;
         if (is_policy_code(finding.code) && policy_) return true;
         if (is_data_code(finding.code) && data_) return true;
+        if (subworkflows_ && (is_graph_code(finding.code) || inside(f, "spec.subworkflows") ||
+                              finding.code == "unknown_subworkflow"))
+            return true;
         // Whether a destination needs its router is read from that other task's needs.
         if (finding.code == "route_destination_without_router" && needs_) return true;
         std::string_view owner = owner_of(f);
@@ -118,7 +123,7 @@ public:
 
 private:
     std::vector<std::string> errors_;
-    bool whole_ = false, policy_ = false, data_ = false, ids_ = false, needs_ = false;
+    bool whole_ = false, policy_ = false, data_ = false, ids_ = false, needs_ = false, subworkflows_ = false;
 };
 
 compile_result check_unsorted(const parse_result& parsed, const compile_options& options) {

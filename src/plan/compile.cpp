@@ -73,7 +73,7 @@ void compiler::list_processes() {
         if (seen[t.declared_index]) continue;
         seen[t.declared_index] = true;
         std::uint32_t a = t.action_index;
-        if (!t.route && process_of[a] != none)
+        if (!t.route && !t.subworkflow && process_of[a] != none)
             out_.processes[process_of[a]].tasks.push_back(wf_.tasks[t.declared_index].id);
     }
 }
@@ -120,7 +120,9 @@ compile_result compiler::run() {
 
     merge_inputs();
     policy::check_policy(wf_, diags_);
-    check_schemas(wf_, diags_);
+    // A flat workflow's tasks are checked where they are written: the document's here, the
+    // definitions' by the flattener.
+    check_schemas(flat_ ? *flat_->source : wf_, diags_);
     index_tasks();
     find_cycles();
     parse_action_templates();
@@ -149,7 +151,13 @@ compile_result compiler::run() {
 
 compile_result compile(const workflow& wf, const compile_options& options) {
     try {
-        return plan_compiler::compiler(wf, options).run();
+        if (!plan_compiler::has_subworkflows(wf)) return plan_compiler::compiler(wf, options).run();
+        diagnostics found;
+        plan_compiler::flat_workflow flat;
+        plan_compiler::flatten_subworkflows(wf, found, flat);
+        plan_compiler::compiler c(flat.wf, options, &flat);
+        c.diags().append(found);
+        return c.run();
     } catch (const std::exception& e) {
         // Only allocation failures are expected here; they must not escape the front end.
         compile_result r;

@@ -123,12 +123,40 @@ struct declared_task {
     std::uint32_t template_node = 0;  ///< expanded: its children's template (into nodes_)
 };
 
+/// A workflow whose sub-workflow invocations are flattened into tasks (subworkflows.cpp).
+struct flat_workflow {
+    const workflow* source = nullptr;  ///< the document as written
+    workflow wf;                       ///< its copy with the flat tasks
+    struct node {
+        std::string path;                       ///< where the task is written in the document
+        std::optional<plan_subworkflow> role;   ///< a boundary or an aggregate
+        std::optional<std::uint32_t> boundary;  ///< an aggregate: its boundary's flat index
+    };
+    std::vector<node> nodes;  ///< parallel to wf.tasks
+};
+
+/// Whether `wf` declares or invokes a sub-workflow.
+bool has_subworkflows(const workflow& wf);
+/// Flattens every invocation (docs/CONTROL_FLOW.md, "Sub-workflows"), checking the definitions:
+/// unknown ones, cycles between them, their schemas.
+void flatten_subworkflows(const workflow& wf, diagnostics& diags, flat_workflow& out);
+
 class compiler {
 public:
-    compiler(const workflow& wf, const compile_options& options) : wf_(wf), options_(options) {}
+    compiler(const workflow& wf, const compile_options& options, const flat_workflow* flat = nullptr)
+        : wf_(wf), options_(options), flat_(flat) {}
     compile_result run();
+    diagnostics& diags() { return diags_; }
 
 private:
+    /// Where task `i` is written: `spec.tasks[i]`, or inside a sub-workflow's definition.
+    std::string task_path(std::size_t i) const {
+        return flat_ ? flat_->nodes[i].path : plan_compiler::task_path(i);
+    }
+    const plan_subworkflow* subworkflow_of(std::size_t i) const {
+        return flat_ && flat_->nodes[i].role ? &*flat_->nodes[i].role : nullptr;
+    }
+
     void error(std::string code, const std::string& path, std::string message, std::string help = {}) {
         diags_.error(std::move(code), path, std::move(message), std::move(help), wf_.where(path));
     }
@@ -175,6 +203,7 @@ private:
 
     const workflow& wf_;
     const compile_options& options_;
+    const flat_workflow* flat_ = nullptr;
     diagnostics diags_;
     plan out_;
     boost::json::value inputs_;  ///< merged, an object

@@ -251,6 +251,7 @@ void compiler::fill_node(plan_task& n, std::size_t i, plan_task::kind_t kind) {
     n.route_guards = t.route_guards;  // an expanded destination: its children and its aggregate
     if (kind == plan_task::kind_t::aggregate) return;
     if (!t.action) n.route = spec.route;
+    if (const plan_subworkflow* role = subworkflow_of(i)) n.subworkflow = *role;
     n.needs.reserve(t.needs.size());
     for (auto d : t.needs) n.needs.push_back(tasks_[d].result_node);
     n.retry = spec.retry;

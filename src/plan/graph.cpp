@@ -29,7 +29,8 @@ void compiler::index_tasks() {
         declared_task& t = tasks_[i];
         if (auto it = action_ids_.find(spec.action); it != action_ids_.end()) {
             t.action = it->second;
-        } else if (spec.uses != "router") {  // a router is a pure node, without an action
+        } else if (spec.uses != "router" && spec.subworkflow.empty()) {
+            // A router and a sub-workflow's boundary and aggregate are pure nodes, without an action.
             std::string hint = nearest(spec.action, action_names);
             error("unknown_action", task_path(i) + ".uses",
                   "task `" + spec.id + "` uses `" + spec.uses + "`, but spec.actions has no `" + spec.action +
@@ -227,9 +228,10 @@ void compiler::mark_referenced_outputs() {
         mark_declared(t.select_sites);
         if (t.action && actions_[*t.action].templated) mark_declared(actions_[*t.action].sites);
     }
-    // A router's decision is read by the tasks it guards when they are admitted.
+    // A router's decision is read by the tasks it guards when they are admitted; a
+    // sub-workflow's boundary and aggregate are its data flow (and the aggregate its result).
     for (auto& n : out_.nodes)
-        if (n.kind != plan_task::kind_t::child && (declared[n.declared_index] || n.route))
+        if (n.kind != plan_task::kind_t::child && (declared[n.declared_index] || n.route || n.subworkflow))
             n.output_referenced = true;
     for (const auto& id : output_refs_) {
         auto i = out_.find(id);

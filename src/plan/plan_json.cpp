@@ -11,6 +11,8 @@
 //            combinedBytes}, requiresApproval, outputSchema?, expansion?, args?, cwd?, deferred?
 //   aggregate: id, uses, needs (its children), expansion{kind,count,maxIterations?}
 //            (a loop's: uses{kind: loop_aggregate, name{children,condition,action}})
+//   sub-workflow boundary and aggregate: as a task, uses{kind: subworkflow_input |
+//            subworkflow_aggregate, name{name,version,children (aggregate)}}, without argv
 //   process: action, kind, tasks, isolation, command, args, cwd?, env[{name,source,secret?}],
 //            timeoutSeconds?, limits, container?{image,runtime,engines,memoryLimitBytes,
 //            cpuLimitMillis,pidsLimit,controls}, extension?{protocolVersion,idempotency,
@@ -90,6 +92,20 @@ void write_task(json_writer& w, const plan& p, const plan_task& t) {
         w.end_array();
         w.member("condition", iteration.when ? iteration.when->expression : std::string());
         w.member("action", p.actions[t.action_index].name);
+        w.end_object();
+    } else if (t.subworkflow) {
+        // As the reference writes it: uses.name holds the definition, its version and (the
+        // aggregate's) the invocation's own tasks.
+        const bool input = t.subworkflow->role == plan_subworkflow::role_t::input;
+        w.member("kind", input ? "subworkflow_input" : "subworkflow_aggregate");
+        w.key("name");
+        w.begin_object();
+        w.member("name", t.subworkflow->name);
+        w.member("version", t.subworkflow->version);
+        if (!input) {
+            w.key("children");
+            write_strings(w, t.subworkflow->children);
+        }
         w.end_object();
     } else if (t.route) {
         // As the reference writes it: uses.name holds the selector, the cases and the default.
@@ -184,6 +200,17 @@ void write_task(json_writer& w, const plan& p, const plan_task& t) {
         w.end_object();
     }
     if (t.route) {  // a pure node: no action, so no argv
+        w.end_object();
+        return;
+    }
+    if (t.subworkflow) {  // a pure node: no action, so no argv
+        if (t.with_deferred || !t.vars_deferred.empty()) {
+            w.key("deferred");
+            w.begin_array();
+            if (!t.vars_deferred.empty()) w.string("vars");
+            if (t.with_deferred) w.string("with");
+            w.end_array();
+        }
         w.end_object();
         return;
     }

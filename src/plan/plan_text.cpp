@@ -267,6 +267,19 @@ std::string plan_text(const plan& p, std::string_view workspace) {
                    (t.when ? "  when " + t.when->expression : std::string()) + "\n";
             continue;
         }
+        if (t.subworkflow) {
+            // A pure node: the boundary shows what it passes, the aggregate what it returns.
+            const plan_subworkflow& sw = *t.subworkflow;
+            const bool input = sw.role == plan_subworkflow::role_t::input;
+            out += "  " + id + "  workflow:" + sw.name + " " + sw.version +
+                   (input ? " inputs"
+                          : " outputs of " + std::to_string(sw.children.size()) +
+                                (sw.children.size() == 1 ? " task" : " tasks")) +
+                   guards_text(t) + needs_text(p, t.needs) +
+                   (t.failure == failure_mode::continue_run ? "  failure continue" : "") +
+                   (t.with_deferred ? "  with (at run time) " : "  with ") + short_json(t.with) + "\n";
+            continue;
+        }
         const std::string uses = "action:" + p.actions[t.action_index].name + guards_text(t);
         if (t.kind == plan_task::kind_t::single) {
             out += "  " + id + "  " + uses + needs_text(p, t.needs) + task_details(p, t, true) + "\n";

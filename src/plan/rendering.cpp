@@ -411,7 +411,12 @@ void compiler::check_routes() {
                                    : "did you mean `" + hint + "`?");
                 return;
             }
-            declared_task& d = tasks_[it->second];
+            // A sub-workflow invocation waits for the router through its input boundary, which
+            // holds the invocation's needs; the boundary is guarded too, so that its tasks are
+            // skipped with it.
+            std::optional<std::uint32_t> boundary = flat_ ? flat_->nodes[it->second].boundary : std::nullopt;
+            declared_task& d = tasks_[boundary.value_or(it->second)];
+            if (boundary) tasks_[it->second].route_guards.push_back(router.id);
             if (std::find(d.needs.begin(), d.needs.end(), r) == d.needs.end()) {
                 error("route_destination_without_router", path,
                       "task `" + id + "` is a destination of router `" + router.id + "` but does not need it",

@@ -44,11 +44,11 @@ bool steers_engine(std::string_view name) {
 
 // The reference's features this engine does not run (docs/COMPATIBILITY.md), by where they
 // are written. Model, agent, protocol, memory, tool and pack features are out of scope; the
-// control flow of sub-workflows and compensation is not run yet (each is read and checked,
-// then still reported here until the plan compiles it). Loops and routers run.
+// control flow of compensation is not run yet (it is read and checked, then still reported
+// here until the plan compiles it). Loops, routers and sub-workflows run.
 constexpr std::array<std::string_view, 8> agent_spec_keys = {"providers",  "agents",   "tools", "memory",
                                                              "mcpServers", "a2aPeers", "packs", "packTrust"};
-constexpr std::array<std::string_view, 2> control_flow_spec_keys = {"subworkflows", "compensation"};
+constexpr std::array<std::string_view, 1> control_flow_spec_keys = {"compensation"};
 constexpr std::array<std::string_view, 6> agent_action_kinds = {"builtin.memory.read",
                                                                 "builtin.memory.write",
                                                                 "builtin.long_term_memory.read",
@@ -945,10 +945,7 @@ void workflow_reader::read_uses(const place& p, task_spec& t) {
         return;
     }
     if (*s == "router") return;  // a pure node: its `route` is read with the task
-    if (s->rfind("workflow:", 0) == 0) {
-        unsupported(p, "uses: workflow:", true);
-        return;
-    }
+    if (s->rfind("workflow:", 0) == 0) return;  // a sub-workflow: read with the task, run by the plan
     r_.error(p, "invalid_uses", "uses \"" + *s + "\" is not of the form action:<name>",
              "write uses: action:<name>, naming a key of spec.actions");
 }

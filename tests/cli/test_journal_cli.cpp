@@ -1635,3 +1635,85 @@ BOOST_AUTO_TEST_CASE(a_routed_run_killed_in_its_destination_resumes_with_the_sam
     BOOST_TEST(tasks.at("other").at("output").at("reason").as_string() == "route not selected");
     BOOST_TEST(tasks.at("after").at("state").as_string() == "succeeded");
 }
+
+// A sub-workflow (docs/CONTROL_FLOW.md, "Sub-workflows") SIGKILLed while one of its tasks runs,
+// then resumed: the tasks that succeeded (before it, the input boundary, the sub-workflow's
+// first task) are taken over and never run again, the interrupted one runs again with
+// --rerun-uncertain, and the rest of the sub-workflow, its aggregate and what needs it run.
+BOOST_AUTO_TEST_CASE(a_subworkflow_killed_in_one_of_its_tasks_resumes_inside_it) {
+    temp_dir dir;
+    std::string db = dir.path() + "/j.db";
+    std::string marker = dir.path() + "/marker";
+    std::string started = dir.path() + "/started";
+    std::string nonce = make_nonce();
+    // Each task appends its name; `work`, the first time only, says it started and then waits
+    // to be killed.
+    std::string wf =
+        dir.write("wf.yaml",
+                  "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: nested}\nspec:\n"
+                  "  policy: {processAllowlist: [sh], approval: never}\n"
+                  "  actions:\n"
+                  "    assign: {kind: builtin.assign}\n"
+                  "    step: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo $0 >> " +
+                      marker + "; if [ $0 = work ] && [ ! -e " + started + " ]; then echo x > " + started +
+                      "; exec " + probe_bin() + " sleep 60 --nonce " + nonce +
+                      "; fi', '${{ with.name }}']}\n"
+                      "  subworkflows:\n"
+                      "    pipeline:\n"
+                      "      version: 1.0.0\n"
+                      "      inputSchema: {type: object, required: [label]}\n"
+                      "      outputSchema: {type: object, required: [result]}\n"
+                      "      outputs: {result: \"${{ tasks.last.output.output.label }}\"}\n"
+                      "      tasks:\n"
+                      "        - {id: first, uses: action:step, with: {name: first}}\n"
+                      "        - {id: work, uses: action:step, needs: [first], with: {name: work}}\n"
+                      "        - {id: last, uses: action:assign, needs: [work], with: {label: \"${{ "
+                      "inputs.label }}\"}}\n"
+                      "  tasks:\n"
+                      "    - {id: before, uses: action:step, with: {name: before}}\n"
+                      "    - {id: call, uses: workflow:pipeline, needs: [before], with: {label: done}}\n"
+                      "    - {id: after, uses: action:step, needs: [call], with: {name: \"${{ "
+                      "tasks.call.output.result }}\"}}\n");
+    command_options o;
+    o.bound = 60s;
+    bool killed = false;
+    o.poll = [&](pid_t pid) {
+        if (!fs::exists(started) || processes_with(nonce).empty()) return false;
+        ::kill(pid, SIGKILL);
+        killed = true;
+        return true;
+    };
+    auto first = agentctl({"run", wf, "--db", db}, o);
+    BOOST_TEST_REQUIRE(killed, "the sub-workflow's task never started");
+    BOOST_TEST(first.signal == SIGKILL);
+    for (auto until = std::chrono::steady_clock::now() + 10s;
+         !processes_with(nonce).empty() && std::chrono::steady_clock::now() < until;)
+        std::this_thread::sleep_for(10ms);  // the watchdog ends the killed run's programs
+    BOOST_TEST_REQUIRE(processes_with(nonce).empty());
+    BOOST_TEST(read_file(marker) == "before\nfirst\nwork\n");
+
+    std::string id = newest_run(db);
+    auto dry = agentctl({"resume", id, "--db", db, "--dry-run"});
+    BOOST_TEST(dry.exit_code == 3, dry.err);
+    BOOST_TEST(dry.out.find("uncertain   call--work") != std::string::npos, dry.out);
+    auto r = agentctl({"--output", "json", "resume", id, "--db", db, "--rerun-uncertain"});
+    BOOST_TEST(r.exit_code == 0, r.err);
+    BOOST_TEST(read_file(marker) == "before\nfirst\nwork\nwork\ndone\n",
+               "a task ran twice, or one did not run");
+    auto v = parse_json(r.out);
+    const auto& d = v.at("data");
+    const auto& reused = d.at("resume").at("reused").as_array();
+    BOOST_TEST(json::serialize(reused) == R"(["before","call--inputs-b5737603","call--first"])",
+               json::serialize(d.at("resume")));
+    const auto& tasks = d.at("tasks");
+    BOOST_TEST(tasks.at("call").at("output") == json::parse(R"({"result":"done"})"),
+               json::serialize(tasks.at("call")));
+    BOOST_TEST(tasks.at("call--last").at("state").as_string() == "succeeded");
+    BOOST_TEST(tasks.at("after").at("state").as_string() == "succeeded");
+
+    // `runs show` names every task of the sub-workflow by its namespaced id.
+    auto shown = agentctl({"--output", "json", "runs", "show", id, "--db", db});
+    BOOST_TEST(shown.exit_code == 0, shown.err);
+    for (std::string_view task : {"call--inputs-b5737603", "call--first", "call--work", "call--last", "call"})
+        BOOST_TEST(shown.out.find("\"" + std::string(task) + "\"") != std::string::npos, task);
+}

@@ -898,6 +898,137 @@ BOOST_AUTO_TEST_CASE(a_router_without_a_match_runs_no_destination) {
     }
 }
 
+// A sub-workflow (docs/CONTROL_FLOW.md, "Sub-workflows") as the reference's
+// examples/v1/subworkflow.yaml has it: the boundary's output is the invocation's input, the
+// tasks inside read it, the aggregate's output is the definition's outputs, and no process
+// runs for the boundary or the aggregate.
+const char* summarize_definition = R"(  subworkflows:
+    summarize:
+      version: 1.0.0
+      inputSchema:
+        type: object
+        required: [message]
+        properties: {message: {type: string}}
+      outputSchema:
+        type: object
+        required: [result]
+        properties: {result: {type: string}}
+      outputs: {result: "${{ tasks.finish.output.output.result }}"}
+      tasks:
+        - {id: prepare, uses: action:assign, with: {value: "${{ inputs.message }}"}}
+        - {id: check, uses: action:run, needs: [prepare]}
+        - {id: finish, uses: action:assign, needs: [prepare, check], with: {result: "${{ tasks.prepare.output.output.value }}"}}
+)";
+
+BOOST_AUTO_TEST_CASE(a_subworkflow_runs_its_tasks_between_its_boundary_and_its_aggregate) {
+    auto invoked = [](const std::string& message) {
+        return compile_text(std::string(header) + summarize_definition +
+                            R"(  outputs: {result: "${{ tasks.summary.output.result }}"}
+  tasks:
+    - {id: summary, uses: workflow:summarize, with: {message: )" +
+                            message + R"(}}
+    - {id: after, uses: action:run, needs: [summary]}
+)");
+    };
+    {
+        plan p = invoked("durable");
+        asio::io_context io;
+        fake_runner fake(io);
+        run_collaborators with;
+        with.runner = &fake;
+        run_report r = run_plan(io, p, {}, with);
+        BOOST_TEST(r.state == run_state::succeeded);
+        BOOST_TEST(r.output.at("result").as_string() == "durable");
+        BOOST_TEST(r.tasks.size() == 6u);
+        const std::string boundary = "summary--inputs-4d45e657";
+        BOOST_TEST(result_of(p, r, boundary).output == json::parse(R"({"message":"durable"})"));
+        BOOST_TEST(result_of(p, r, "summary").output == json::parse(R"({"result":"durable"})"));
+        BOOST_TEST(fake.dispatched == (std::vector<std::string>{"summary--check", "after"}),
+                   "the boundary and the aggregate run no process");
+    }
+    {
+        // The input does not match inputSchema: the boundary fails, nothing inside runs, and the
+        // aggregate is skipped as a task whose needs did not succeed.
+        plan p = invoked("7");
+        asio::io_context io;
+        fake_runner fake(io);
+        run_collaborators with;
+        with.runner = &fake;
+        run_report r = run_plan(io, p, {}, with);
+        BOOST_TEST(r.state == run_state::failed);
+        const task_result& boundary = result_of(p, r, "summary--inputs-4d45e657");
+        BOOST_TEST(boundary.state == task_state::failed);
+        BOOST_TEST(boundary.error->code == error_code::output_invalid);
+        BOOST_TEST(fake.attempts.empty());
+    }
+    {
+        // A task inside fails: the aggregate fails with child_failed (one failure, counted once)
+        // and what needs the invocation is skipped.
+        plan p = invoked("durable");
+        asio::io_context io;
+        fake_runner fake(io);
+        fake.behaviours["summary--check"] = behaviour{.states = {task_state::failed}, .exit_code = 1};
+        run_collaborators with;
+        with.runner = &fake;
+        run_settings o;
+        o.keep_going = true;
+        run_report r = run_plan(io, p, o, with);
+        BOOST_TEST(r.state == run_state::failed);
+        BOOST_TEST(result_of(p, r, "summary--finish").error->code == error_code::dependency_not_succeeded);
+        const task_result& aggregate = result_of(p, r, "summary");
+        BOOST_TEST(aggregate.state == task_state::failed);
+        BOOST_TEST(aggregate.error->code == error_code::child_failed);
+        BOOST_TEST(result_of(p, r, "after").state == task_state::skipped);
+    }
+}
+
+// The aggregate's output is checked against outputSchema as a task's output is: a definition
+// whose outputs do not match fails its invocation (output_invalid), its output kept.
+BOOST_AUTO_TEST_CASE(a_subworkflow_whose_outputs_break_its_schema_fails) {
+    std::string definition = summarize_definition;
+    const std::string from = "tasks.finish.output.output.result";
+    definition.replace(definition.find(from), from.size(), "tasks.finish.output.output");
+    plan p = compile_text(std::string(header) + definition + R"(  tasks:
+    - {id: summary, uses: workflow:summarize, with: {message: hi}}
+)");
+    asio::io_context io;
+    fake_runner fake(io);
+    run_collaborators with;
+    with.runner = &fake;
+    run_report r = run_plan(io, p, {}, with);
+    BOOST_TEST(r.state == run_state::failed);
+    const task_result& aggregate = result_of(p, r, "summary");
+    BOOST_TEST(aggregate.state == task_state::failed);
+    BOOST_TEST_REQUIRE(aggregate.error.has_value());
+    BOOST_TEST(aggregate.error->code == error_code::output_invalid);
+    BOOST_TEST(aggregate.output == json::parse(R"({"result":{"result":"hi"}})"));
+}
+
+// An invocation that a router does not take is skipped whole: its boundary and aggregate with
+// the route's record, the tasks inside because the boundary did not succeed.
+BOOST_AUTO_TEST_CASE(a_subworkflow_not_routed_to_is_skipped_whole) {
+    plan p = compile_text(std::string(header) + summarize_definition + R"(  tasks:
+    - id: route
+      uses: router
+      route: {select: "${{ inputs.lane }}", cases: [{equals: sub, tasks: [summary]}], default: [other]}
+    - {id: summary, uses: workflow:summarize, needs: [route], with: {message: hi}}
+    - {id: other, uses: action:run, needs: [route]}
+  inputs: {lane: plain}
+)");
+    asio::io_context io;
+    fake_runner fake(io);
+    run_collaborators with;
+    with.runner = &fake;
+    run_report r = run_plan(io, p, {}, with);
+    BOOST_TEST(r.state == run_state::succeeded);
+    BOOST_TEST(result_of(p, r, "summary--inputs-4d45e657").error->code == error_code::route_not_selected);
+    BOOST_TEST(result_of(p, r, "summary--prepare").error->code == error_code::dependency_not_succeeded);
+    const task_result& aggregate = result_of(p, r, "summary");
+    BOOST_TEST(aggregate.error->code == error_code::route_not_selected);
+    BOOST_TEST(aggregate.output.at("reason").as_string() == "route not selected");
+    BOOST_TEST(fake.dispatched == std::vector<std::string>{"other"});
+}
+
 // A foreach routed to: every child waits for the decision. Selected, its children run (as
 // many at once as --jobs allows); not selected, every child and its aggregate are skipped with
 // the route's record, and a task that needs the foreach is skipped too.

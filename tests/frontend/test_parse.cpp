@@ -850,19 +850,18 @@ BOOST_AUTO_TEST_CASE(uses_forms) {
     BOOST_TEST(uses("noop") == "invalid_uses");
     BOOST_TEST(uses("actions:noop") == "invalid_uses");
     BOOST_TEST(uses("agent:x") == "unsupported_feature");
-    BOOST_TEST(uses("workflow:x") == "unsupported_feature");
+    BOOST_TEST(uses("workflow:x") == "ok");  // a sub-workflow: whether `x` exists is the plan's
+    BOOST_TEST(uses("workflow:pack.x") == "unsupported_feature");
     BOOST_TEST(uses("router") == "missing_field");  // a router needs its `route`
     auto agent = parse(minimal.substr(0, minimal.find("uses:")) + "uses: agent:x\n");
     BOOST_TEST_REQUIRE(find(agent, "unsupported_feature"));
     BOOST_TEST(find(agent, "unsupported_feature")->message.find("runs process workflows only") !=
                std::string::npos);
-    // Routers run (docs/CONTROL_FLOW.md): `uses: router` is no unsupported feature.
+    // Routers and sub-workflows run (docs/CONTROL_FLOW.md): neither is an unsupported feature.
     auto router = parse(minimal.substr(0, minimal.find("uses:")) + "uses: router\n");
     BOOST_TEST(!find(router, "unsupported_feature"));
     auto invocation = parse(minimal.substr(0, minimal.find("uses:")) + "uses: workflow:x\n");
-    BOOST_TEST_REQUIRE(find(invocation, "unsupported_feature"));
-    BOOST_TEST(find(invocation, "unsupported_feature")->message.find("not supported yet") !=
-               std::string::npos);
+    BOOST_TEST(!find(invocation, "unsupported_feature"));
 }
 
 BOOST_AUTO_TEST_CASE(commands) {
@@ -1448,7 +1447,7 @@ BOOST_AUTO_TEST_CASE(compensation_is_read_with_its_bounds) {
 
 // Sub-workflows as the reference writes them (docs/CONTROL_FLOW.md, "Sub-workflows"): the
 // definitions and invocations are read and checked here; references, cycles and schemas are
-// the plan's.
+// the plan's (test_plan).
 namespace {
 
 std::string with_subworkflow(const std::string& definition, const std::string& invocation = "") {
@@ -1470,9 +1469,10 @@ BOOST_AUTO_TEST_CASE(a_subworkflow_and_its_invocation_are_read) {
                                     "      needs: []\n      with: {message: durable}\n"
                                     "      failure: continue\n"));
     BOOST_TEST(loop_codes(r) == "");
-    BOOST_TEST_REQUIRE(r.partial.has_value());
-    BOOST_TEST_REQUIRE(r.partial->subworkflows.size() == 1u);
-    const subworkflow_spec& sw = r.partial->subworkflows[0];
+    BOOST_TEST(find(r, "unsupported_feature") == nullptr, "sub-workflows run");
+    BOOST_TEST_REQUIRE(r.document.has_value());
+    BOOST_TEST_REQUIRE(r.document->subworkflows.size() == 1u);
+    const subworkflow_spec& sw = r.document->subworkflows[0];
     BOOST_TEST(sw.name == "summarize");
     BOOST_TEST(sw.version == "1.0.0");
     BOOST_TEST(json::serialize(sw.inputs) == R"({"style":"short"})");
@@ -1481,8 +1481,7 @@ BOOST_AUTO_TEST_CASE(a_subworkflow_and_its_invocation_are_read) {
     BOOST_TEST_REQUIRE(sw.tasks.size() == 1u);
     BOOST_TEST(sw.tasks[0].id == "finish");
     BOOST_TEST(sw.tasks[0].action == "assign");
-    BOOST_TEST(r.partial->tasks.at(0).subworkflow == "summarize");
-    BOOST_TEST_REQUIRE(find(r, "unsupported_feature") != nullptr);
+    BOOST_TEST(r.document->tasks.at(0).subworkflow == "summarize");
 }
 
 // Names as the reference writes them: `-` is part of a name (`live-agent`); a name that

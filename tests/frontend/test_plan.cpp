@@ -942,6 +942,215 @@ spec:
     BOOST_TEST(text.find("action:assign  routed by route  needs route") != std::string::npos, text);
 }
 
+// The reference's examples/v1/subworkflow.yaml, written again here: a sub-workflow with its
+// schemas, invoked once.
+const char* const summarize_workflow = R"(apiVersion: agentctl.dev/v1
+kind: Workflow
+metadata: {name: t}
+spec:
+  inputs: {message: durable}
+  outputs: {result: "${{ tasks.summary.output.result }}"}
+  policy: {approval: never}
+  actions:
+    assign: {kind: builtin.assign}
+  subworkflows:
+    summarize:
+      version: 1.0.0
+      inputSchema:
+        type: object
+        required: [message]
+        properties: {message: {type: string}}
+      outputSchema: {type: object, required: [result]}
+      outputs: {result: "${{ tasks.finish.output.output.result }}"}
+      tasks:
+        - {id: prepare, uses: action:assign, with: {value: "${{ inputs.message }}"}}
+        - id: finish
+          uses: action:assign
+          needs: [prepare]
+          when: "${{ inputs.message != \"skip\" }}"
+          with: {result: "${{ tasks.prepare.output.output.value }}"}
+  tasks:
+    - {id: summary, uses: workflow:summarize, with: {message: "${{ inputs.message }}"}}
+)";
+
+plan compile_text(const std::string& text) {
+    auto parsed = parse_workflow(text, "wf.yaml");
+    BOOST_TEST_REQUIRE(parsed.document.has_value(), diag_text(parsed.diags));
+    return must_compile(*parsed.document);
+}
+
+diagnostics check_text(const std::string& text) {
+    auto r = check_document(parse_workflow(text, "wf.yaml"));
+    BOOST_TEST(!r.compiled.has_value());
+    return std::move(r.diags);
+}
+
+// A sub-workflow (docs/CONTROL_FLOW.md, "Sub-workflows") is flattened into the static graph:
+// an input boundary `summary--inputs-H` (H: the first 8 hex digits of sha256("summarize@1.0.0"),
+// computed outside agentctl), each local task under `summary--`, its templates renamed, and the
+// aggregate keeping the invocation's id; the plan JSON writes them as the reference does.
+BOOST_AUTO_TEST_CASE(a_subworkflow_is_flattened_into_namespaced_tasks) {
+    plan p = compile_text(summarize_workflow);
+    const std::string boundary = "summary--inputs-4d45e657";
+    BOOST_TEST(order_of(p) ==
+               (std::vector<std::string>{boundary, "summary--prepare", "summary--finish", "summary"}));
+    const plan_task input = task_of(p, boundary);
+    BOOST_TEST_REQUIRE(input.subworkflow.has_value());
+    BOOST_TEST((input.subworkflow->role == plan_subworkflow::role_t::input));
+    BOOST_TEST(input.with == json::parse(R"({"message":"durable"})"), "rendered at compile time");
+    BOOST_TEST(input.output_schema.has_value(), "the inputSchema checks the boundary's output");
+    const plan_task prepare = task_of(p, "summary--prepare");
+    BOOST_TEST(needs_of(p, "summary--prepare") == std::vector<std::string>{boundary});
+    BOOST_TEST(prepare.with == json::parse(R"({"value":"${{ tasks.)" + boundary + R"(.output.message }}"})"));
+    const plan_task finish = task_of(p, "summary--finish");
+    BOOST_TEST(needs_of(p, "summary--finish") == (std::vector<std::string>{"summary--prepare", boundary}));
+    BOOST_TEST_REQUIRE(finish.when.has_value());
+    BOOST_TEST(finish.when->expression == "${{ tasks." + boundary + ".output.message != \"skip\" }}");
+    BOOST_TEST(finish.with ==
+               json::parse(R"({"result":"${{ tasks.summary--prepare.output.output.value }}"})"));
+    const plan_task aggregate = task_of(p, "summary");
+    BOOST_TEST_REQUIRE(aggregate.subworkflow.has_value());
+    BOOST_TEST(aggregate.subworkflow->children ==
+               (std::vector<std::string>{"summary--prepare", "summary--finish"}));
+    BOOST_TEST(needs_of(p, "summary") ==
+               (std::vector<std::string>{boundary, "summary--prepare", "summary--finish"}));
+    BOOST_TEST(aggregate.with ==
+               json::parse(R"({"result":"${{ tasks.summary--finish.output.output.result }}"})"));
+    BOOST_TEST(p.processes.empty(), "the boundary and the aggregate are no processes");
+
+    json::value doc = json::parse(plan_json(p));
+    const auto& tasks = doc.at("tasks");
+    BOOST_TEST(tasks.at("summary").at("uses") ==
+               json::parse(R"({"kind":"subworkflow_aggregate","name":{"name":"summarize","version":"1.0.0",)"
+                           R"("children":["summary--prepare","summary--finish"]}})"));
+    BOOST_TEST(tasks.at(boundary).at("uses") ==
+               json::parse(R"({"kind":"subworkflow_input","name":{"name":"summarize","version":"1.0.0"}})"));
+    BOOST_TEST(!tasks.at("summary").as_object().contains("args"));
+    std::string text = plan_text(p);
+    BOOST_TEST(text.find(boundary + "  workflow:summarize 1.0.0 inputs  with {\"message\":\"durable\"}") !=
+                   std::string::npos,
+               text);
+    BOOST_TEST(
+        text.find("workflow:summarize 1.0.0 outputs of 2 tasks  needs " + boundary) != std::string::npos,
+        text);
+}
+
+// Nested invocations expand recursively (`outer--inner--t`); one definition invoked twice gets
+// two namespaces; an invocation's needs become its boundary's, and a router inside routes to
+// the renamed tasks.
+BOOST_AUTO_TEST_CASE(nested_subworkflows_get_nested_namespaces) {
+    plan p = compile_text(R"(apiVersion: agentctl.dev/v1
+kind: Workflow
+metadata: {name: t}
+spec:
+  policy: {approval: never}
+  actions:
+    assign: {kind: builtin.assign}
+  subworkflows:
+    inner:
+      version: 2.0.0
+      inputSchema: {type: object}
+      outputSchema: {type: object}
+      outputs: {got: "${{ inputs.value }}"}
+      tasks:
+        - {id: t, uses: action:assign, with: {value: "${{ inputs.value }}"}}
+    outer:
+      version: 1.0.0
+      inputSchema: {type: object}
+      outputSchema: {type: object}
+      outputs: {inner: "${{ tasks.call.output.got }}"}
+      tasks:
+        - {id: pick, uses: router, route: {select: "${{ inputs.lane }}", cases: [{equals: a, tasks: [call]}]}}
+        - {id: call, uses: workflow:inner, needs: [pick], with: {value: "${{ inputs.lane }}"}}
+  tasks:
+    - {id: start, uses: action:assign}
+    - {id: one, uses: workflow:outer, needs: [start], with: {lane: a}}
+    - {id: two, uses: workflow:outer, with: {lane: b}}
+)");
+    for (std::string_view id : {"one--pick", "one--call", "one--call--t", "two--call--t", "two"})
+        BOOST_TEST(p.find(id).has_value(), id);
+    // The digests: sha256("outer@1.0.0") and sha256("inner@2.0.0"), computed outside agentctl.
+    const std::string outer_in = "one--inputs-bce86493";
+    BOOST_TEST(needs_of(p, outer_in) == std::vector<std::string>{"start"}, "the invocation's needs");
+    const plan_task t = task_of(p, "one--call--t");
+    BOOST_TEST(t.with == json::parse(R"({"value":"${{ tasks.one--call--inputs-c9f69299.output.value }}"})"));
+    const plan_task pick = task_of(p, "one--pick");
+    BOOST_TEST_REQUIRE(pick.route.has_value());
+    BOOST_TEST(pick.route->cases.at(0).tasks == std::vector<std::string>{"one--call"});
+    // The inner invocation is a destination: it and its boundary are guarded by the router.
+    BOOST_TEST(task_of(p, "one--call").route_guards == std::vector<std::string>{"one--pick"});
+    const std::string inner_boundary = "one--call--inputs-c9f69299";
+    BOOST_TEST(needs_of(p, "one--call--t") == std::vector<std::string>{inner_boundary});
+    BOOST_TEST(task_of(p, inner_boundary).route_guards == std::vector<std::string>{"one--pick"});
+    BOOST_TEST(needs_of(p, inner_boundary) == (std::vector<std::string>{"one--pick", outer_in}));
+}
+
+// Check-time diagnostics of sub-workflows, each at the place written in the document.
+BOOST_AUTO_TEST_CASE(subworkflow_problems_are_reported_where_they_are_written) {
+    auto one = [](const diagnostics& ds) {
+        BOOST_TEST(ds.items().size() == 1u, diag_text(ds));
+        return ds.items().empty() ? std::string() : ds.items()[0].code + " @" + ds.items()[0].path;
+    };
+    std::string text = summarize_workflow;
+    auto replaced = [&](std::string_view from, std::string_view to) {
+        std::string t = text;
+        auto at = t.find(from);
+        BOOST_TEST_REQUIRE(at != std::string::npos, from);
+        return t.replace(at, from.size(), to);
+    };
+    // An unknown definition: located, with the name it may have meant.
+    diagnostics ds = check_text(replaced("uses: workflow:summarize", "uses: workflow:summarise"));
+    BOOST_TEST(one(ds) == "unknown_subworkflow @spec.tasks[0].uses");
+    BOOST_TEST(ds.items().at(0).help.find("workflow:summarize") != std::string::npos);
+    BOOST_TEST(ds.items().at(0).location.line == 27u);
+    // A schema that is no JSON Schema.
+    ds = check_text(replaced("outputSchema: {type: object, required: [result]}",
+                             "outputSchema: {type: 12, required: [result]}"));
+    BOOST_TEST(one(ds).rfind("invalid_schema @spec.subworkflows.summarize.outputSchema", 0) == 0u, one(ds));
+    // A local need that names no local task (not even a task of the caller).
+    ds = check_text(replaced("needs: [prepare]", "needs: [prepare, summary]"));
+    BOOST_TEST(one(ds) == "unknown_need @spec.subworkflows.summarize.tasks[1].needs[1]");
+    // A local task whose namespaced id is the boundary's.
+    ds = check_text(replaced("id: prepare,", "id: inputs-4d45e657,"));
+    BOOST_TEST(count_code(ds, "duplicate_task_id") == 1u, diag_text(ds));
+    BOOST_TEST(
+        find_code(ds, "duplicate_task_id")->path.rfind("spec.subworkflows.summarize.tasks[0]", 0) == 0u,
+        diag_text(ds));
+    // A namespaced id that collides with a task of the caller.
+    text = replaced("  tasks:\n    - {id: summary,",
+                    "  tasks:\n    - {id: summary--prepare, uses: action:assign}\n    - {id: summary,");
+    ds = check_text(text);
+    BOOST_TEST(count_code(ds, "duplicate_task_id") == 1u, diag_text(ds));
+    // Definitions that invoke one another (a -> b -> a): once, where the cycle closes.
+    std::string cycle = R"(apiVersion: agentctl.dev/v1
+kind: Workflow
+metadata: {name: t}
+spec:
+  policy: {approval: never}
+  actions:
+    assign: {kind: builtin.assign}
+  subworkflows:
+    a:
+      version: 1.0.0
+      inputSchema: {type: object}
+      outputSchema: {type: object}
+      tasks:
+        - {id: x, uses: action:assign}
+        - {id: b, uses: workflow:b}
+    b:
+      version: 1.0.0
+      inputSchema: {type: object}
+      outputSchema: {type: object}
+      tasks:
+        - {id: a, uses: workflow:a}
+  tasks:
+    - {id: top, uses: workflow:a}
+)";
+    ds = check_text(cycle);
+    BOOST_TEST(one(ds) == "dependency_cycle @spec.subworkflows.b.tasks[0].uses");
+    BOOST_TEST(ds.items().at(0).message.find("a -> b -> a") != std::string::npos, ds.items().at(0).message);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(policy_rules)
