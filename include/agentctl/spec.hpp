@@ -303,6 +303,14 @@ struct compensation_spec {
     approval approval_mode = approval::policy;
 };
 
+/// What makes a workflow a compensation run's (docs/CONTROL_FLOW.md, "Compensation"): the
+/// run it undoes and, for each of its tasks (in order), the source task it undoes. Set by
+/// compensation_workflow(), never read from a document.
+struct compensation_origin {
+    std::string source_run_id;
+    std::vector<std::string> source_task_ids;  ///< parallel to workflow::tasks
+};
+
 struct task_spec {
     std::string id;   ///< [a-z0-9_-]+, unique
     std::string uses; ///< as written, e.g. "action:status"
@@ -365,6 +373,7 @@ struct workflow {
     boost::json::object outputs;       ///< name -> value (templates allowed)
     boost::json::object vars;          ///< spec.vars (may read `inputs.`)
     compensation_spec compensation;    ///< spec.compensation
+    std::optional<compensation_origin> compensation_of;  ///< a compensation run's workflow
     std::vector<subworkflow_spec> subworkflows;  ///< spec.subworkflows, in document order
     std::vector<std::string> vars_files;  ///< spec.varsFiles, relative to the workflow's folder
     /// The variables files of spec.varsFiles, then of each task's varsFiles, as read by

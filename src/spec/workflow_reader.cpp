@@ -44,18 +44,17 @@ bool steers_engine(std::string_view name) {
 
 // The reference's features this engine does not run (docs/COMPATIBILITY.md), by where they
 // are written. Model, agent, protocol, memory, tool and pack features are out of scope; the
-// control flow of sub-workflows and compensation is not run yet (each is read and checked,
-// then still reported here until the plan compiles it). Loops and routers run.
+// control flow of sub-workflows is not run yet (read and checked, then still reported here
+// until the plan compiles it). Loops, routers and compensation run.
 constexpr std::array<std::string_view, 8> agent_spec_keys = {"providers",  "agents",   "tools", "memory",
                                                              "mcpServers", "a2aPeers", "packs", "packTrust"};
-constexpr std::array<std::string_view, 2> control_flow_spec_keys = {"subworkflows", "compensation"};
+constexpr std::array<std::string_view, 1> control_flow_spec_keys = {"subworkflows"};
 constexpr std::array<std::string_view, 6> agent_action_kinds = {"builtin.memory.read",
                                                                 "builtin.memory.write",
                                                                 "builtin.long_term_memory.read",
                                                                 "builtin.long_term_memory.write",
                                                                 "mcp.call",
                                                                 "a2a.delegate"};
-constexpr std::array<std::string_view, 1> control_flow_task_keys = {"compensate"};
 
 template <std::size_t N>
 bool is_one_of(std::string_view s, const std::array<std::string_view, N>& list) {
@@ -250,7 +249,7 @@ void workflow_reader::report_unsupported() {
             "builtin.read and builtin.write actions; run the rest with the reference implementation";
     }
     if (!control.empty()) {
-        message += std::string(message.empty() ? "" : "; ") + "sub-workflows and compensation (" + control +
+        message += std::string(message.empty() ? "" : "; ") + "sub-workflows (" + control +
                    ") are not supported yet";
         if (help.empty())
             help = "express the flow with needs, when, foreach, matrix and loop, or run it elsewhere";
@@ -1292,8 +1291,6 @@ void workflow_reader::read_task(const place& p, task_spec& t) {
               "matrix", "vars", "varsFiles", "outputSchema", "memoryWrites", "loop", "route", "compensate"});
     if (!f.ok()) return;
     if (auto v = f.get("memoryWrites")) unsupported(*v, "memoryWrites");
-    for (auto key : control_flow_task_keys)
-        if (auto v = f.get(key)) unsupported(*v, std::string(key), true);
     if (auto v = f.get("vars")) t.vars = read_vars(*v);
     if (auto v = f.get("varsFiles")) t.vars_files = read_vars_files(*v);
     if (auto v = f.get("outputSchema")) {
