@@ -19,8 +19,6 @@ namespace json = boost::json;
 namespace agentctl {
 namespace {
 
-constexpr std::string_view task_prefix = "compensate-";
-
 bool mutates(action_kind k) {
     return k == action_kind::shell_exec || k == action_kind::extension_process || k == action_kind::write;
 }
@@ -66,10 +64,6 @@ std::string compensation_run_id(std::string_view source, std::uint32_t n) {
     return std::string(source) + "-compensation-" + std::to_string(n);
 }
 
-std::string compensation_task_id(std::string_view source_task_id) {
-    return std::string(task_prefix) + std::string(source_task_id);
-}
-
 std::optional<compensation_request> recorded_compensation(const journal_run& run) {
     boost::system::error_code ec;
     json::value v = json::parse(run.options_json, ec);
@@ -107,44 +101,6 @@ std::string compensation_options_json(const compensation_request& request) {
                    {"jobs", 1},
                    {"keepGoing", true}};
     return json::serialize(o);
-}
-
-workflow compensation_workflow(const workflow& source, const compensation_request& request, diagnostics& diags) {
-    workflow wf = source;
-    wf.tasks.clear();
-    wf.outputs.clear();
-    wf.subworkflows.clear();
-    wf.compensation = {};
-    // One undo at a time, each one whatever became of the others.
-    wf.runtime.max_concurrency = 1;
-    if (source.compensation.approval_mode == compensation_spec::approval::always)
-        wf.policy.approval = approval_mode::always;
-    if (source.compensation.approval_mode == compensation_spec::approval::never)
-        wf.policy.approval = approval_mode::never;
-    compensation_origin origin{request.source_run_id, {}};
-    for (const auto& item : request.items) {
-        auto declared = std::find_if(source.tasks.begin(), source.tasks.end(),
-                                     [&](const task_spec& t) { return t.id == item.declared_task_id; });
-        if (declared == source.tasks.end() || !declared->compensate) {
-            diags.error("compensation_mismatch", "spec.tasks",
-                        "the compensation run undoes task `" + item.source_task_id + "`, but the workflow has no task `" +
-                            item.declared_task_id + "` with `compensate`");
-            continue;
-        }
-        const compensate_spec& c = *declared->compensate;
-        task_spec t;
-        t.id = compensation_task_id(item.source_task_id);
-        t.uses = "action:" + c.action;
-        t.action = c.action;
-        t.with = item.with;
-        t.retry = c.retry;
-        t.timeout_ms = c.timeout_ms;
-        t.failure = failure_mode::continue_run;
-        wf.tasks.push_back(std::move(t));
-        origin.source_task_ids.push_back(item.source_task_id);
-    }
-    wf.compensation_of = std::move(origin);
-    return wf;
 }
 
 journal_result<std::vector<compensated_effect>> compensated_effects(journal& db, std::string_view source_run_id) {

@@ -4,6 +4,8 @@
 // through their needs).
 #include "compiler.hpp"
 
+#include <agentctl/compensation.hpp>
+
 #include <algorithm>
 
 namespace agentctl::plan_compiler {
@@ -77,3 +79,49 @@ void compiler::check_compensation(std::size_t i) {
 }
 
 }  // namespace agentctl::plan_compiler
+
+namespace agentctl {
+
+std::string compensation_task_id(std::string_view source_task_id) {
+    return "compensate-" + std::string(source_task_id);
+}
+
+workflow compensation_workflow(const workflow& source, const compensation_request& request, diagnostics& diags) {
+    workflow wf = source;
+    wf.tasks.clear();
+    wf.outputs.clear();
+    wf.subworkflows.clear();
+    wf.compensation = {};
+    // One undo at a time, each one whatever became of the others.
+    wf.runtime.max_concurrency = 1;
+    if (source.compensation.approval_mode == compensation_spec::approval::always)
+        wf.policy.approval = approval_mode::always;
+    if (source.compensation.approval_mode == compensation_spec::approval::never)
+        wf.policy.approval = approval_mode::never;
+    compensation_origin origin{request.source_run_id, {}};
+    for (const auto& item : request.items) {
+        auto declared = std::find_if(source.tasks.begin(), source.tasks.end(),
+                                     [&](const task_spec& t) { return t.id == item.declared_task_id; });
+        if (declared == source.tasks.end() || !declared->compensate) {
+            diags.error("compensation_mismatch", "spec.tasks",
+                        "the compensation run undoes task `" + item.source_task_id + "`, but the workflow has no task `" +
+                            item.declared_task_id + "` with `compensate`");
+            continue;
+        }
+        const compensate_spec& c = *declared->compensate;
+        task_spec t;
+        t.id = compensation_task_id(item.source_task_id);
+        t.uses = "action:" + c.action;
+        t.action = c.action;
+        t.with = item.with;
+        t.retry = c.retry;
+        t.timeout_ms = c.timeout_ms;
+        t.failure = failure_mode::continue_run;
+        wf.tasks.push_back(std::move(t));
+        origin.source_task_ids.push_back(item.source_task_id);
+    }
+    wf.compensation_of = std::move(origin);
+    return wf;
+}
+
+}  // namespace agentctl

@@ -6,6 +6,7 @@
 
 #include <agentctl/compensation.hpp>
 #include <agentctl/resume.hpp>
+#include <agentctl/version.hpp>
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
