@@ -204,7 +204,7 @@ const command_info* find_command(std::string_view name) {
 
 // Completion: the commands; each command's options and their values (a placeholder `a|b|c`
 // lists them; FILE, PATH and DIR are files; --task and --attempt the run's, from `runs show`;
-// --limit and --keep a few counts); files for FILE operands; run ids for `resume` and `runs
+// --limit and --keep a few counts); files for FILE operands; run ids for `resume`, `compensate` and `runs
 // show`, from `agentctl runs` (of the --db given on the line).
 std::string completion_script(std::string_view shell) {
     std::vector<std::pair<std::string, std::string>> all;  // every option form and its value
@@ -233,7 +233,7 @@ std::string completion_script(std::string_view shell) {
     value_cases += "    --limit) COMPREPLY=($(compgen -W \"10 50 100 1000\" -- \"$cur\")); return ;;\n";
     value_cases += "    --keep) COMPREPLY=($(compgen -W \"0 10 20 50 100\" -- \"$cur\")); return ;;\n";
     value_cases +=
-        "    --task) [ \"$command\" = runs ] && COMPREPLY=($(compgen -W \"$(_agentctl_tasks "
+        "    --task) case $command in runs|compensate) ;; *) return ;; esac; COMPREPLY=($(compgen -W \"$(_agentctl_tasks "
         "\"${COMP_WORDS[0]}\" "
         "\"$run\" \"$db\")\" -- \"$cur\")); return ;;\n";
     value_cases +=
@@ -285,7 +285,7 @@ std::string completion_script(std::string_view shell) {
                "         if [ -z \"$first\" ]; then first=$w; elif [ -z \"$run\" ]; then run=$w; fi ;;\n"
                "    esac\n"
                "  done\n"
-               "  [ \"$command\" = resume ] && run=$first\n"
+               "  case $command in resume|compensate) run=$first ;; esac\n"
                "  case $prev in\n" +
                value_cases +
                "  esac\n"
@@ -305,9 +305,9 @@ std::string completion_script(std::string_view shell) {
                "\" -- \"$cur\")) ;;\n"
                "    completion:0:*) COMPREPLY=($(compgen -W \"bash zsh\" -- \"$cur\")) ;;\n"
                "    runs:0:*) COMPREPLY=($(compgen -W \"list show gc\" -- \"$cur\")) ;;\n"
-               "    runs:1:show|resume:0:*) COMPREPLY=($(compgen -W \"$(_agentctl_run_ids "
+               "    runs:1:show|resume:0:*|compensate:0:*) COMPREPLY=($(compgen -W \"$(_agentctl_run_ids "
                "\"${COMP_WORDS[0]}\" \"$db\")\" -- \"$cur\")) ;;\n"
-               "    runs:*|resume:*|version:*|help:*|completion:*) COMPREPLY=() ;;\n"
+               "    runs:*|resume:*|compensate:*|version:*|help:*|completion:*) COMPREPLY=() ;;\n"
                "    *) COMPREPLY=($(compgen -f -- \"$cur\")) ;;\n"
                "  esac\n"
                "}\n"
