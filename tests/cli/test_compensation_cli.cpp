@@ -214,7 +214,8 @@ BOOST_AUTO_TEST_CASE(a_compensation_killed_mid_undo_is_finished_by_resume) {
     command_options o;
     bool killed = false;
     o.poll = [&](pid_t pid) {
-        if (processes_with(nonce).empty()) return false;  // a's undo is not asleep yet
+        // a's undo has passed its gate and sleeps (its shell and the probe carry the nonce).
+        if (!fs::exists(gate) || processes_with(nonce).size() < 2) return false;
         ::kill(pid, SIGKILL);
         killed = true;
         return true;
