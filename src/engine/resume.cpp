@@ -203,6 +203,17 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
         return rp;
     }
 
+    // A task whose effect a compensation run undid is never reused: it runs again
+    // (docs/CONTROL_FLOW.md, "Compensation").
+    std::unordered_map<std::string, std::string> compensated;  // task id -> compensation run
+    if (auto undone = compensated_effects(db, rp.run.run_id)) {
+        for (const auto& u : *undone) compensated.emplace(u.source_task_id, u.compensation_run_id);
+    } else {
+        rp.journal_code = undone.error().code;
+        refuse(rp, exit_status::persistence, undone.error().message);
+        return rp;
+    }
+
     rp.state.final_from_attempt.assign(n, 0);
     rp.decisions.resize(n);
     std::vector<bool> runs(n, false);
@@ -247,6 +258,11 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
             d = {resume_action::run,
                  f ? "never started (" + std::string(to_string(f->state)) + ")" : "never started"};
         }
+        if (d.action == resume_action::reuse && !compensated.empty())
+            if (auto it = compensated.find(p.task_id(i)); it != compensated.end()) {
+                d = {resume_action::run, "its effect was compensated by run " + it->second + "; it runs again"};
+                rp.state.final_from_attempt[i] = 0;
+            }
         // Dependants of anything that runs again run (the scheduler decides the same way).
         if (d.action == resume_action::reuse || d.action == resume_action::keep_failed) {
             std::vector<std::uint32_t> needs = t.needs;

@@ -134,6 +134,11 @@ BOOST_AUTO_TEST_CASE(compensate_plans_runs_links_and_does_not_repeat) {
     BOOST_TEST(noop.exit_code == 0, noop.err);
     BOOST_TEST(noop.out.find("nothing to compensate") != std::string::npos, noop.out);
 
+    // A resume of the source never reuses the compensated task: it runs again.
+    auto dry = agentctl({"resume", id, "--db", db, "--dry-run", "--retry-failed"});
+    BOOST_TEST(dry.out.find("provision: its effect was compensated by run " + comp_id) != std::string::npos,
+               dry.out);
+
     // A compensation run is not compensated itself; an unknown run is a journal error.
     BOOST_TEST(agentctl({"compensate", comp_id, "--db", db}).exit_code == 2);
     BOOST_TEST(agentctl({"compensate", "run-nope", "--db", db}).exit_code == 5);
