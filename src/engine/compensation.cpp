@@ -151,6 +151,19 @@ compensation_plan prepare_compensation(journal& db, std::string_view source_run_
         return refuse(exit_status::policy, "run " + src + " has not ended: nothing was compensated");
     }
 
+    // A preview (`run --check`) had no effect to undo.
+    {
+        boost::system::error_code ec;
+        json::value options = json::parse(cp.source.options_json, ec);
+        const json::object* o = ec ? nullptr : options.if_object();
+        const json::value* check = o ? o->if_contains("check") : nullptr;
+        if (check && check->is_bool() && check->get_bool()) {
+            cp.diags.error("source_is_preview", "", "run " + src + " was a preview (run --check): it had no effect",
+                           "compensate a run that ran");
+            return refuse(exit_status::usage, "run " + src + " was a preview: there is nothing to compensate");
+        }
+    }
+
     // The source plan, compiled again exactly as it was run.
     auto request = recorded_request(cp.source);
     if (!request) return refuse(exit_status::persistence, "the inputs of run " + src + " cannot be read");
