@@ -78,18 +78,18 @@ BOOST_AUTO_TEST_CASE(plans_without_compensation_are_unchanged) {
 
 BOOST_AUTO_TEST_CASE(a_compensation_needs_a_declared_action_with_an_effect) {
     BOOST_TEST(codes(compile_with("{uses: action:check, with: {that: true}}")) ==
-               "compensation_without_effect@13:spec.tasks[2].compensate.uses\n");
-    BOOST_TEST(codes(compile_with("{uses: action:undo}")) == "unknown_action@13:spec.tasks[2].compensate.uses\n");
+               "compensation_without_effect@21:spec.tasks[2].compensate.uses\n");
+    BOOST_TEST(codes(compile_with("{uses: action:undo}")) == "unknown_action@21:spec.tasks[2].compensate.uses\n");
 }
 
 BOOST_AUTO_TEST_CASE(a_compensation_that_reads_a_task_that_may_not_have_run_is_refused) {
     // `other` is not needed by `second`: it may not have run (or not yet) when `second` did.
     BOOST_TEST(codes(compile_with("{uses: action:write, with: {path: \"${{ tasks.other.output.path }}\"}}")) ==
-               "compensation_reads_unrun_task@13:spec.tasks[2].compensate.with.path\n");
+               "compensation_reads_unrun_task@21:spec.tasks[2].compensate.with.path\n");
     BOOST_TEST(codes(compile_with("{uses: action:write, with: {path: \"${{ tasks.nope.output.path }}\"}}")) ==
-               "template_unknown_task@13:spec.tasks[2].compensate.with.path\n");
+               "template_unknown_task@21:spec.tasks[2].compensate.with.path\n");
     BOOST_TEST(codes(compile_with("{uses: action:write, with: {path: \"${{ with.x }}\"}}")) ==
-               "template_unknown_root@13:spec.tasks[2].compensate.with.path\n");
+               "template_unknown_root@21:spec.tasks[2].compensate.with.path\n");
     BOOST_TEST(codes(compile_with("{uses: action:write, with: {path: \"${{ tasks.first }}\"}}")).find(
                    "spec.tasks[2].compensate.with.path") != std::string::npos);
 }
