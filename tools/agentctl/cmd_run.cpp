@@ -116,12 +116,17 @@ namespace {
 // was cancelled), compensate it as `agentctl compensate RUN` does. The run's status stays the
 // exit status; a compensation that cannot start says why on stderr.
 int compensate_after_failure(const command_line& cl, watchdog* watch, int code) {
-    if (code != status(exit_status::run_failed)) return code;
+    // The watchdog outlived the run for its compensation: without one, it is done now.
+    auto done = [&] {
+        if (watch) watch->clean_exit();
+        return code;
+    };
+    if (code != status(exit_status::run_failed)) return done();
     int failed = 0;
     auto db = open_journal(cl, journal_access::write, failed);
-    if (!db) return code;
+    if (!db) return done();
     auto run = db->load_run(cl.new_run_id);
-    if (!run || run->state != journal_run_state::failed) return code;
+    if (!run || run->state != journal_run_state::failed) return done();
     command_line ccl = cl;
     ccl.new_run_id.clear();
     compensation_plan cp = prepare_compensation(*db, cl.new_run_id, std::nullopt, owner_alive_here);
@@ -130,11 +135,11 @@ int compensate_after_failure(const command_line& cl, watchdog* watch, int code) 
         loud.output = output_format::human;
         print_failure(loud, "automatic compensation of run " + cl.new_run_id + ": " + cp.message, cp.status,
                       cp.diags);
-        return code;
+        return done();
     }
-    if (!cp.executable()) return code;
+    if (!cp.executable()) return done();
     start_compensation(ccl, watch, std::move(db), cp);
-    return code;
+    return done();
 }
 
 }  // namespace
@@ -204,7 +209,9 @@ int run_run(const command_line& cl, watchdog* watch) {
     // before it starts, so that its compensation finds it when it ends failed.
     const bool automatic = db && !cl.check && p.compensation.on_failure == compensation_spec::trigger::automatic;
     command_line rcl = cl;
-    if (automatic) rcl.new_run_id = new_run_id();
+    if (automatic) {
+        rcl.new_run_id = new_run_id();
+    }
     int code = execute_run(rcl, watch, p, diags, *base, std::move(db), std::move(swept), std::move(record), nullptr);
     if (!automatic) return code;
     return compensate_after_failure(rcl, watch, code);
@@ -359,7 +366,9 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
     out_queue.drain();
     err_queue.drain();
     redirect_standard_streams(nullptr, nullptr);
-    if (watch) watch->clean_exit();
+    // A `run` given its id beforehand is one with `onFailure: automatic`: the watchdog also
+    // watches its compensation, and compensate_after_failure() ends it.
+    if (watch && !(cl.command == "run" && !cl.new_run_id.empty())) watch->clean_exit();
     print_leftovers_human(cl, leftovers, &swept.dead_owners);
     if (reader_gone) {
         print_failure(cl, "the reader of agentctl's output went away (EPIPE); the run was cancelled",
