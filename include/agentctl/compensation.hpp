@@ -39,12 +39,12 @@ struct compensation_block {
 /// What `agentctl compensate RUN [--plan]` would do.
 struct compensation_plan {
     journal_run source;
-    compensation_spec settings;    ///< the source workflow's spec.compensation
-    std::string run_id;            ///< the compensation run's id, when there is something to run
-    compensation_request request;  ///< the undos, in the order they run
-    std::vector<std::string> actions;           ///< each undo's action, parallel to request.items
-    std::vector<compensated_effect> already;    ///< undone by earlier compensation runs
-    std::vector<compensation_block> blocked;    ///< uncertain effects: nothing runs while any is left
+    compensation_spec settings;               ///< the source workflow's spec.compensation
+    std::string run_id;                       ///< the compensation run's id, when there is something to run
+    compensation_request request;             ///< the undos, in the order they run
+    std::vector<std::string> actions;         ///< each undo's action, parallel to request.items
+    std::vector<compensated_effect> already;  ///< undone by earlier compensation runs
+    std::vector<compensation_block> blocked;  ///< uncertain effects: nothing runs while any is left
     diagnostics diags;
     exit_status status = exit_status::success;
     std::string message;  ///< the refusal
@@ -75,15 +75,18 @@ std::string compensation_options_json(const compensation_request& request);
 /// (exit 3); a compensation run still running or interrupted refuses it
 /// (`compensation_in_progress`: resume that run). Synchronous; journal reads only.
 compensation_plan prepare_compensation(journal& db, std::string_view source_run_id,
-                                       const std::optional<std::string>& only_task, const owner_alive_fn& alive);
+                                       const std::optional<std::string>& only_task,
+                                       const owner_alive_fn& alive);
 
 /// Every source effect the compensation runs of `source_run_id` undid, in run then plan order.
-journal_result<std::vector<compensated_effect>> compensated_effects(journal& db, std::string_view source_run_id);
+journal_result<std::vector<compensated_effect>> compensated_effects(journal& db,
+                                                                    std::string_view source_run_id);
 
 /// The compensation run's document: the source's actions, policy and inputs, with one task per
 /// undo (`compensate-ID`, `failure: continue`, in the given order, one at a time) and no
 /// outputs; `approval: always | never` of spec.compensation replaces the policy's approval.
 /// An item naming no declared task with `compensate` is an error in `diags`.
-workflow compensation_workflow(const workflow& source, const compensation_request& request, diagnostics& diags);
+workflow compensation_workflow(const workflow& source, const compensation_request& request,
+                               diagnostics& diags);
 
 }  // namespace agentctl

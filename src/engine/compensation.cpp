@@ -81,7 +81,8 @@ std::optional<compensation_request> recorded_compensation(const journal_run& run
             const json::object* xo = x.if_object();
             if (!xo) continue;
             compensation_request::item item;
-            if (const auto* s = xo->if_contains("sourceTaskId"); s && s->is_string()) item.source_task_id = s->get_string();
+            if (const auto* s = xo->if_contains("sourceTaskId"); s && s->is_string())
+                item.source_task_id = s->get_string();
             if (const auto* s = xo->if_contains("declaredTaskId"); s && s->is_string())
                 item.declared_task_id = s->get_string();
             if (const auto* w = xo->if_contains("with")) item.with = *w;
@@ -93,23 +94,26 @@ std::optional<compensation_request> recorded_compensation(const journal_run& run
 std::string compensation_options_json(const compensation_request& request) {
     json::array items;
     for (const auto& i : request.items)
-        items.push_back(
-            json::object{{"sourceTaskId", i.source_task_id}, {"declaredTaskId", i.declared_task_id}, {"with", i.with}});
-    json::object o{{"mode", "compensation"},
-                   {"sourceRunId", request.source_run_id},
-                   {"compensation", json::object{{"sourceRunId", request.source_run_id}, {"items", std::move(items)}}},
-                   {"jobs", 1},
-                   {"keepGoing", true}};
+        items.push_back(json::object{
+            {"sourceTaskId", i.source_task_id}, {"declaredTaskId", i.declared_task_id}, {"with", i.with}});
+    json::object o{
+        {"mode", "compensation"},
+        {"sourceRunId", request.source_run_id},
+        {"compensation", json::object{{"sourceRunId", request.source_run_id}, {"items", std::move(items)}}},
+        {"jobs", 1},
+        {"keepGoing", true}};
     return json::serialize(o);
 }
 
-journal_result<std::vector<compensated_effect>> compensated_effects(journal& db, std::string_view source_run_id) {
+journal_result<std::vector<compensated_effect>> compensated_effects(journal& db,
+                                                                    std::string_view source_run_id) {
     auto runs = linked_runs(db, source_run_id);
     if (!runs) return runs.error();
     std::vector<compensated_effect> out;
     for (const auto& l : *runs) {
         std::map<std::string, std::string> source_of;
-        for (const auto& i : l.request.items) source_of[compensation_task_id(i.source_task_id)] = i.source_task_id;
+        for (const auto& i : l.request.items)
+            source_of[compensation_task_id(i.source_task_id)] = i.source_task_id;
         auto error = db.for_each_result(l.run.run_id, false, [&](journal_task_result& r) {
             auto it = source_of.find(r.task_id);
             if (it == source_of.end() || r.result.state != task_state::succeeded) return true;
@@ -123,7 +127,8 @@ journal_result<std::vector<compensated_effect>> compensated_effects(journal& db,
 }
 
 compensation_plan prepare_compensation(journal& db, std::string_view source_run_id,
-                                       const std::optional<std::string>& only_task, const owner_alive_fn& alive) {
+                                       const std::optional<std::string>& only_task,
+                                       const owner_alive_fn& alive) {
     compensation_plan cp;
     auto refuse = [&](exit_status status, std::string message) {
         cp.status = status;
@@ -141,13 +146,15 @@ compensation_plan prepare_compensation(journal& db, std::string_view source_run_
     if (recorded_compensation(cp.source)) {
         cp.diags.error("compensation_of_compensation", "", "run " + src + " is a compensation run",
                        "compensate its source run instead");
-        return refuse(exit_status::usage, "run " + src + " is a compensation run: it is not compensated itself");
+        return refuse(exit_status::usage,
+                      "run " + src + " is a compensation run: it is not compensated itself");
     }
     if (cp.source.state == journal_run_state::running || cp.source.state == journal_run_state::interrupted) {
         bool is_live = live(cp.source, alive);
-        cp.diags.error("source_not_terminal", "",
-                       "run " + src + (is_live ? " is still running" : " was interrupted: it may still be resumed"),
-                       is_live ? "wait for it to end" : "finish it with `agentctl resume " + src + "` first");
+        cp.diags.error(
+            "source_not_terminal", "",
+            "run " + src + (is_live ? " is still running" : " was interrupted: it may still be resumed"),
+            is_live ? "wait for it to end" : "finish it with `agentctl resume " + src + "` first");
         return refuse(exit_status::policy, "run " + src + " has not ended: nothing was compensated");
     }
 
@@ -158,9 +165,11 @@ compensation_plan prepare_compensation(journal& db, std::string_view source_run_
         const json::object* o = ec ? nullptr : options.if_object();
         const json::value* check = o ? o->if_contains("check") : nullptr;
         if (check && check->is_bool() && check->get_bool()) {
-            cp.diags.error("source_is_preview", "", "run " + src + " was a preview (run --check): it had no effect",
+            cp.diags.error("source_is_preview", "",
+                           "run " + src + " was a preview (run --check): it had no effect",
                            "compensate a run that ran");
-            return refuse(exit_status::usage, "run " + src + " was a preview: there is nothing to compensate");
+            return refuse(exit_status::usage,
+                          "run " + src + " was a preview: there is nothing to compensate");
         }
     }
 
@@ -175,7 +184,8 @@ compensation_plan prepare_compensation(journal& db, std::string_view source_run_
     const plan& p = *s.compiled;
     if (p.plan_digest != cp.source.plan_digest)
         return refuse(exit_status::persistence,
-                      "the stored workflow of run " + src + " compiles to another plan: it cannot be compensated safely");
+                      "the stored workflow of run " + src +
+                          " compiles to another plan: it cannot be compensated safely");
     cp.settings = p.compensation;
     cp.request.source_run_id = src;
 
@@ -187,20 +197,23 @@ compensation_plan prepare_compensation(journal& db, std::string_view source_run_
     for (const auto& l : *runs) {
         if (l.run.state == journal_run_state::running || l.run.state == journal_run_state::interrupted) {
             bool is_live = live(l.run, alive);
-            cp.diags.error("compensation_in_progress", "",
-                           "compensation run " + l.run.run_id + (is_live ? " is still running" : " was interrupted"),
-                           is_live ? "wait for it to end"
-                                   : "finish it with `agentctl resume " + l.run.run_id +
-                                         "`: an undo it started is never sent again silently");
-            return refuse(exit_status::policy,
-                          "run " + src + " is being compensated by " + l.run.run_id + ": nothing more was started");
+            cp.diags.error(
+                "compensation_in_progress", "",
+                "compensation run " + l.run.run_id + (is_live ? " is still running" : " was interrupted"),
+                is_live ? "wait for it to end"
+                        : "finish it with `agentctl resume " + l.run.run_id +
+                              "`: an undo it started is never sent again silently");
+            return refuse(exit_status::policy, "run " + src + " is being compensated by " + l.run.run_id +
+                                                   ": nothing more was started");
         }
         auto uncertain = db.uncertain_attempts(l.run.run_id);
         if (!uncertain) return journal_failed(uncertain.error());
         std::map<std::string, std::string> source_of;
-        for (const auto& i : l.request.items) source_of[compensation_task_id(i.source_task_id)] = i.source_task_id;
+        for (const auto& i : l.request.items)
+            source_of[compensation_task_id(i.source_task_id)] = i.source_task_id;
         for (const auto& a : *uncertain)
-            if (auto it = source_of.find(a.intent.task_id); it != source_of.end()) undo_uncertain.insert(it->second);
+            if (auto it = source_of.find(a.intent.task_id); it != source_of.end())
+                undo_uncertain.insert(it->second);
     }
     auto effects = compensated_effects(db, src);
     if (!effects) return journal_failed(effects.error());
@@ -240,16 +253,19 @@ compensation_plan prepare_compensation(journal& db, std::string_view source_run_
         selected_any = true;
         if (done.count(id)) continue;
         if (undo_uncertain.count(id)) {
-            cp.blocked.push_back({id, "unreconciled_compensation_effect",
-                                  "an earlier undo of task `" + id +
-                                      "` may have had its effect: it is not sent again until that run is settled "
-                                      "(`agentctl resume RUN --rerun-uncertain` sends it again deliberately)"});
+            cp.blocked.push_back(
+                {id, "unreconciled_compensation_effect",
+                 "an earlier undo of task `" + id +
+                     "` may have had its effect: it is not sent again until that run is settled "
+                     "(`agentctl resume RUN --rerun-uncertain` sends it again deliberately)"});
             continue;
         }
         if (effect_uncertain.count(id)) {
             cp.blocked.push_back({id, "unreconciled_effect",
-                                  "task `" + id + "` may have had its effect (its last attempt has no certain end): "
-                                  "check what it did, then resume run " + src + " with --rerun-uncertain"});
+                                  "task `" + id +
+                                      "` may have had its effect (its last attempt has no certain end): "
+                                      "check what it did, then resume run " +
+                                      src + " with --rerun-uncertain"});
             continue;
         }
         auto result = db.load_result(src, id, false);
@@ -266,15 +282,16 @@ compensation_plan prepare_compensation(journal& db, std::string_view source_run_
         auto with = render(n.compensate->with, ctx, error);
         if (!with || holds_template(*with)) {
             cp.blocked.push_back({id, "compensation_input_invalid",
-                                  "the compensation of task `" + id + "` cannot be rendered over run " + src + ": " +
-                                      (with ? std::string("a rendered value holds `${{`") : error)});
+                                  "the compensation of task `" + id + "` cannot be rendered over run " + src +
+                                      ": " + (with ? std::string("a rendered value holds `${{`") : error)});
             continue;
         }
         items.push_back({id, declared_id, with->is_null() ? json::value(json::object()) : std::move(*with)});
         actions.push_back(n.compensate->action);
     }
     if (only_task && !selected_any) {
-        cp.diags.error("unknown_task", "", "run " + src + " has no task `" + *only_task + "` with `compensate`");
+        cp.diags.error("unknown_task", "",
+                       "run " + src + " has no task `" + *only_task + "` with `compensate`");
         return refuse(exit_status::usage, "--task " + *only_task + ": no such task to compensate");
     }
     // The reverse of the compiled order: what was done last is undone first.

@@ -2,9 +2,9 @@
 // (docs/JOURNAL.md, "Resume"), claim the run, run the rest.
 #include <agentctl/resume.hpp>
 
+#include <agentctl/compensation.hpp>
 #include <agentctl/json.hpp>
 #include <agentctl/session.hpp>
-#include <agentctl/compensation.hpp>
 
 #include "engine/outcome.hpp"
 
@@ -260,7 +260,8 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
         }
         if (d.action == resume_action::reuse && !compensated.empty())
             if (auto it = compensated.find(p.task_id(i)); it != compensated.end()) {
-                d = {resume_action::run, "its effect was compensated by run " + it->second + "; it runs again"};
+                d = {resume_action::run,
+                     "its effect was compensated by run " + it->second + "; it runs again"};
                 rp.state.final_from_attempt[i] = 0;
             }
         // Dependants of anything that runs again run (the scheduler decides the same way).

@@ -1,6 +1,6 @@
 // Loading a workflow for a front end, and what a front end needs from this host.
-#include <agentctl/session.hpp>
 #include <agentctl/compensation.hpp>
+#include <agentctl/session.hpp>
 
 #include "engine/outcome.hpp"
 #include "exec/host.hpp"

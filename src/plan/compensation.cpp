@@ -35,8 +35,8 @@ void compiler::check_compensation(std::size_t i) {
         for (const auto& a : wf_.actions) names.push_back(a.name);
         std::string hint = nearest(c.action, names);
         error("unknown_action", base + ".uses",
-              "the compensation of task `" + spec.id + "` uses `action:" + c.action + "`, but spec.actions has no `" +
-                  c.action + "`",
+              "the compensation of task `" + spec.id + "` uses `action:" + c.action +
+                  "`, but spec.actions has no `" + c.action + "`",
               hint.empty() ? "declare the action under spec.actions" : "did you mean `action:" + hint + "`?");
     } else if (!mutates(wf_.actions[it->second].kind)) {
         error("compensation_without_effect", base + ".uses",
@@ -67,7 +67,8 @@ void compiler::check_compensation(std::size_t i) {
             std::vector<std::string_view> names;
             for (const auto& t : wf_.tasks) names.push_back(t.id);
             std::string hint = nearest(id, names);
-            error("template_unknown_task", s.path, "`${{ " + s.ref.text + " }}`: there is no task `" + id + "`",
+            error("template_unknown_task", s.path,
+                  "`${{ " + s.ref.text + " }}`: there is no task `" + id + "`",
                   hint.empty() ? "refer to a task declared in spec.tasks" : "did you mean `" + hint + "`?");
         } else if (!ran[known->second]) {
             error("compensation_reads_unrun_task", s.path,
@@ -86,7 +87,8 @@ std::string compensation_task_id(std::string_view source_task_id) {
     return "compensate-" + std::string(source_task_id);
 }
 
-workflow compensation_workflow(const workflow& source, const compensation_request& request, diagnostics& diags) {
+workflow compensation_workflow(const workflow& source, const compensation_request& request,
+                               diagnostics& diags) {
     workflow wf = source;
     wf.tasks.clear();
     wf.outputs.clear();
@@ -104,8 +106,9 @@ workflow compensation_workflow(const workflow& source, const compensation_reques
                                      [&](const task_spec& t) { return t.id == item.declared_task_id; });
         if (declared == source.tasks.end() || !declared->compensate) {
             diags.error("compensation_mismatch", "spec.tasks",
-                        "the compensation run undoes task `" + item.source_task_id + "`, but the workflow has no task `" +
-                            item.declared_task_id + "` with `compensate`");
+                        "the compensation run undoes task `" + item.source_task_id +
+                            "`, but the workflow has no task `" + item.declared_task_id +
+                            "` with `compensate`");
             continue;
         }
         const compensate_spec& c = *declared->compensate;

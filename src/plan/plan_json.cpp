@@ -303,7 +303,8 @@ void write_process(json_writer& w, const plan& p, const plan_process& proc) {
 }
 
 bool has_compensation(const plan& p) {
-    return std::any_of(p.nodes.begin(), p.nodes.end(), [](const plan_task& t) { return t.compensate.has_value(); });
+    return std::any_of(p.nodes.begin(), p.nodes.end(),
+                       [](const plan_task& t) { return t.compensate.has_value(); });
 }
 
 void write_head(json_writer& w, const plan& p) {
@@ -326,8 +327,8 @@ void write_body(json_writer& w, const plan& p) {
     if (has_compensation(p)) {
         w.key("compensation");
         w.begin_object();
-        w.member("onFailure", p.compensation.on_failure == compensation_spec::trigger::automatic ? "automatic"
-                                                                                                : "manual");
+        w.member("onFailure",
+                 p.compensation.on_failure == compensation_spec::trigger::automatic ? "automatic" : "manual");
         const auto mode = p.compensation.approval_mode;
         w.member("approval", mode == compensation_spec::approval::always  ? "always"
                              : mode == compensation_spec::approval::never ? "never"

@@ -251,7 +251,8 @@ std::string plan_text(const plan& p, std::string_view workspace) {
     if (!model.empty())
         out += "  model budgets " + join(model, ", ") + " (no model runs here: never reached)\n";
     if (!p.source_run_id.empty()) out += "  compensation of run " + p.source_run_id + "\n";
-    if (std::any_of(p.nodes.begin(), p.nodes.end(), [](const plan_task& t) { return t.compensate.has_value(); }))
+    if (std::any_of(p.nodes.begin(), p.nodes.end(),
+                    [](const plan_task& t) { return t.compensate.has_value(); }))
         out += std::string("  compensation ") +
                (p.compensation.on_failure == compensation_spec::trigger::automatic ? "automatic" : "manual") +
                " (agentctl compensate RUN)\n";

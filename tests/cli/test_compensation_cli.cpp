@@ -68,11 +68,14 @@ std::string three_undos(const std::string& log, bool fail_b, const std::string& 
            "  policy: {processAllowlist: [sh], approval: never}\n"
            "  actions:\n"
            "    do: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'true']}\n"
-           "    undo_a: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, '" + a_undo + "']}\n"
-           "    undo_b: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo b >> " + log +
-           (fail_b ? "; exit 7" : "") +
+           "    undo_a: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, '" +
+           a_undo +
            "']}\n"
-           "    undo_c: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo c >> " + log +
+           "    undo_b: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo b >> " +
+           log + (fail_b ? "; exit 7" : "") +
+           "']}\n"
+           "    undo_c: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo c >> " +
+           log +
            "']}\n"
            "    fail: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'exit 1']}\n"
            "  tasks:\n"
@@ -156,7 +159,8 @@ BOOST_AUTO_TEST_CASE(undos_run_in_reverse_and_a_failed_one_is_planned_again) {
     std::string id = run_id_of(run);
     auto plan = parse_json(agentctl({"--output", "json", "compensate", id, "--plan", "--db", db}).out);
     std::string order;
-    for (const auto& t : plan.at("data").at("tasks").as_array()) order += t.at("sourceTaskId").as_string().c_str();
+    for (const auto& t : plan.at("data").at("tasks").as_array())
+        order += t.at("sourceTaskId").as_string().c_str();
     BOOST_TEST(order == "cba");
     auto comp = agentctl({"--output", "json", "compensate", id, "--db", db});
     BOOST_TEST(comp.exit_code == 4, comp.err);
@@ -169,7 +173,8 @@ BOOST_AUTO_TEST_CASE(undos_run_in_reverse_and_a_failed_one_is_planned_again) {
     BOOST_TEST(second.at("data").at("alreadyCompensatedEffects").as_array().size() == 2u);
     BOOST_TEST(second.at("data").at("runId").as_string() == id + "-compensation-2");
     // --task: that one only.
-    auto only = parse_json(agentctl({"--output", "json", "compensate", id, "--plan", "--task", "a", "--db", db}).out);
+    auto only =
+        parse_json(agentctl({"--output", "json", "compensate", id, "--plan", "--task", "a", "--db", db}).out);
     BOOST_TEST(only.at("data").at("tasks").as_array().empty());
     BOOST_TEST(agentctl({"compensate", id, "--plan", "--task", "f", "--db", db}).exit_code == 2);
 }
@@ -189,14 +194,15 @@ BOOST_AUTO_TEST_CASE(on_failure_automatic_compensates_a_failed_run) {
     BOOST_TEST(runs[0].at("state").as_string() == "succeeded");
 
     // A run that succeeds is not compensated.
-    auto ok = dir.write("ok.yaml", head +
-                                       "  compensation: {onFailure: automatic}\n"
-                                       "  policy: {workspaceRoot: ., writableRoots: [artifacts], approval: never}\n"
-                                       "  actions:\n    write: {kind: builtin.write}\n"
-                                       "  tasks:\n    - id: p\n      uses: action:write\n"
-                                       "      with: {path: artifacts/ok.txt, content: kept}\n"
-                                       "      compensate: {uses: action:write, with: {path: artifacts/ok.txt, "
-                                       "content: undone}}\n");
+    auto ok =
+        dir.write("ok.yaml", head +
+                                 "  compensation: {onFailure: automatic}\n"
+                                 "  policy: {workspaceRoot: ., writableRoots: [artifacts], approval: never}\n"
+                                 "  actions:\n    write: {kind: builtin.write}\n"
+                                 "  tasks:\n    - id: p\n      uses: action:write\n"
+                                 "      with: {path: artifacts/ok.txt, content: kept}\n"
+                                 "      compensate: {uses: action:write, with: {path: artifacts/ok.txt, "
+                                 "content: undone}}\n");
     BOOST_TEST(agentctl({"run", ok, "--db", db}).exit_code == 0);
     BOOST_TEST(read_file(dir.path() + "/artifacts/ok.txt") == "kept");
 }

@@ -27,18 +27,20 @@ const std::string head =
 
 // A task `second` that needs `first`, with `compensate` as given.
 compile_result compile_with(const std::string& compensate) {
-    parse_result parsed = parse_workflow(head +
-                                             "    - id: second\n      uses: action:write\n      needs: [first]\n"
-                                             "      with: {path: c.txt, content: three}\n      compensate: " +
-                                             compensate + "\n",
-                                         "wf.yaml");
+    parse_result parsed =
+        parse_workflow(head +
+                           "    - id: second\n      uses: action:write\n      needs: [first]\n"
+                           "      with: {path: c.txt, content: three}\n      compensate: " +
+                           compensate + "\n",
+                       "wf.yaml");
     return check_document(parsed);
 }
 
 std::string codes(const compile_result& r) {
     std::string out;
     for (const auto& d : r.diags.items())
-        if (d.level == severity::error) out += d.code + "@" + std::to_string(d.location.line) + ":" + d.path + "\n";
+        if (d.level == severity::error)
+            out += d.code + "@" + std::to_string(d.location.line) + ":" + d.path + "\n";
     return out;
 }
 
@@ -79,29 +81,32 @@ BOOST_AUTO_TEST_CASE(plans_without_compensation_are_unchanged) {
 BOOST_AUTO_TEST_CASE(a_compensation_needs_a_declared_action_with_an_effect) {
     BOOST_TEST(codes(compile_with("{uses: action:check, with: {that: true}}")) ==
                "compensation_without_effect@21:spec.tasks[2].compensate.uses\n");
-    BOOST_TEST(codes(compile_with("{uses: action:undo}")) == "unknown_action@21:spec.tasks[2].compensate.uses\n");
+    BOOST_TEST(codes(compile_with("{uses: action:undo}")) ==
+               "unknown_action@21:spec.tasks[2].compensate.uses\n");
 }
 
 BOOST_AUTO_TEST_CASE(a_compensation_that_reads_a_task_that_may_not_have_run_is_refused) {
     // `other` is not needed by `second`: it may not have run (or not yet) when `second` did.
-    BOOST_TEST(codes(compile_with("{uses: action:write, with: {path: \"${{ tasks.other.output.path }}\"}}")) ==
-               "compensation_reads_unrun_task@21:spec.tasks[2].compensate.with.path\n");
+    BOOST_TEST(
+        codes(compile_with("{uses: action:write, with: {path: \"${{ tasks.other.output.path }}\"}}")) ==
+        "compensation_reads_unrun_task@21:spec.tasks[2].compensate.with.path\n");
     BOOST_TEST(codes(compile_with("{uses: action:write, with: {path: \"${{ tasks.nope.output.path }}\"}}")) ==
                "template_unknown_task@21:spec.tasks[2].compensate.with.path\n");
     BOOST_TEST(codes(compile_with("{uses: action:write, with: {path: \"${{ with.x }}\"}}")) ==
                "template_unknown_root@21:spec.tasks[2].compensate.with.path\n");
-    BOOST_TEST(codes(compile_with("{uses: action:write, with: {path: \"${{ tasks.first }}\"}}")).find(
-                   "spec.tasks[2].compensate.with.path") != std::string::npos);
+    BOOST_TEST(codes(compile_with("{uses: action:write, with: {path: \"${{ tasks.first }}\"}}"))
+                   .find("spec.tasks[2].compensate.with.path") != std::string::npos);
 }
 
 // The compensation run's document: one task per undo, in the order given, each `failure:
 // continue`, one at a time, no outputs; `approval: never` of spec.compensation is its policy's.
 BOOST_AUTO_TEST_CASE(the_compensation_run_compiles_its_selection) {
-    parse_result parsed = parse_workflow(
-        head + "    - id: second\n      uses: action:write\n      needs: [first]\n"
-               "      compensate: {uses: action:write, with: {path: c.txt}}\n"
-               "  outputs: {x: \"${{ tasks.first.output.path }}\"}\n",
-        "wf.yaml");
+    parse_result parsed =
+        parse_workflow(head +
+                           "    - id: second\n      uses: action:write\n      needs: [first]\n"
+                           "      compensate: {uses: action:write, with: {path: c.txt}}\n"
+                           "  outputs: {x: \"${{ tasks.first.output.path }}\"}\n",
+                       "wf.yaml");
     BOOST_TEST_REQUIRE(parsed.document.has_value());
     compensation_request request;
     request.source_run_id = "run-1";

@@ -78,7 +78,8 @@ struct command_line {
     /// The commands whose processes must die with agentctl: main() starts the watchdog for
     /// them first, while agentctl has one thread (docs/CRASH_SAFETY.md).
     bool wants_watchdog() const {
-        return command == "run" || (command == "resume" && !dry_run) || (command == "compensate" && !compensate_plan);
+        return command == "run" || (command == "resume" && !dry_run) ||
+               (command == "compensate" && !compensate_plan);
     }
 
     session_request request() const {

@@ -59,7 +59,8 @@ void write_plan(json_writer& w, const compensation_plan& cp) {
 
 int print_plan(const command_line& cl, const compensation_plan& cp) {
     if (cl.output != output_format::human) {
-        print_success("CompensationPlan", [&](json_writer& w) { write_plan(w, cp); }, cp.diags);
+        print_success(
+            "CompensationPlan", [&](json_writer& w) { write_plan(w, cp); }, cp.diags);
         return status(exit_status::success);
     }
     std::string out;
@@ -67,10 +68,11 @@ int print_plan(const command_line& cl, const compensation_plan& cp) {
         out += "undo        " + cp.request.items[i].source_task_id + " with action:" + cp.actions[i] + "\n";
     for (const auto& e : cp.already)
         out += "compensated " + e.source_task_id + " (by " + e.compensation_run_id + ")\n";
-    out += cp.executable() ? "compensate " + cp.source.run_id + " would run " + std::to_string(cp.request.items.size()) +
-                                 (cp.request.items.size() == 1 ? " undo" : " undos") + " as run " + cp.run_id +
-                                 " (plan only: nothing was run)\n"
-                           : "run " + cp.source.run_id + " has nothing to compensate\n";
+    out += cp.executable()
+               ? "compensate " + cp.source.run_id + " would run " + std::to_string(cp.request.items.size()) +
+                     (cp.request.items.size() == 1 ? " undo" : " undos") + " as run " + cp.run_id +
+                     " (plan only: nothing was run)\n"
+               : "run " + cp.source.run_id + " has nothing to compensate\n";
     standard_output().write(out);
     return status(exit_status::success);
 }
@@ -102,14 +104,16 @@ int start_compensation(const command_line& cl, watchdog* watch, std::optional<jo
                        const compensation_plan& cp) {
     auto request = recorded_request(cp.source);
     if (!request)
-        return print_failure(cl, "the inputs of run " + cp.source.run_id + " cannot be read", exit_status::persistence);
+        return print_failure(cl, "the inputs of run " + cp.source.run_id + " cannot be read",
+                             exit_status::persistence);
     request->compensation = cp.request;
     session s = open_session(*request);
     if (!s.ok()) return print_failure(cl, s.failure, exit_status::persistence, s.diags);
     const plan& p = *s.compiled;
     // `approval: always` (or the policy's) needs someone to approve: an unattended
     // compensation stops before any effect, as a run does.
-    if (auto refusal = refuse_unapproved(s)) return print_failure(cl, refusal->message, refusal->status, refusal->diags);
+    if (auto refusal = refuse_unapproved(s))
+        return print_failure(cl, refusal->message, refusal->status, refusal->diags);
     const std::string& base = cp.source.base_dir;
     if (auto refused = refuse_missing_commands(cl, p, base)) return *refused;
     dead_run_sweep swept = sweep_dead_runs(&*db, false);
@@ -125,8 +129,8 @@ int start_compensation(const command_line& cl, watchdog* watch, std::optional<jo
     record.options_json = options_json(cp);
     record.agentctl_version = std::string(version());
     command_line ccl = cl;
-    ccl.jobs = 1;            // one undo at a time
-    ccl.keep_going = true;   // a failed undo does not stop the others
+    ccl.jobs = 1;           // one undo at a time
+    ccl.keep_going = true;  // a failed undo does not stop the others
     ccl.check = false;
     ccl.new_run_id = cp.run_id;
     diagnostics diags = s.diags;
@@ -136,7 +140,8 @@ int start_compensation(const command_line& cl, watchdog* watch, std::optional<jo
         if (!cl.quiet)
             standard_error().write("compensating run " + cp.source.run_id + " as run " + cp.run_id + "\n");
     }
-    return execute_run(ccl, watch, p, diags, base, std::move(db), std::move(swept), std::move(record), nullptr);
+    return execute_run(ccl, watch, p, diags, base, std::move(db), std::move(swept), std::move(record),
+                       nullptr);
 }
 
 int run_compensate(const command_line& cl, watchdog* watch) {
@@ -148,7 +153,8 @@ int run_compensate(const command_line& cl, watchdog* watch) {
     if (!cp.ok()) {
         if (cl.compensate_plan && cl.output != output_format::human && !cp.blocked.empty()) {
             // The plan is the answer, blocked effects and all; the status says it cannot run.
-            print_success("CompensationPlan", [&](json_writer& w) { write_plan(w, cp); }, cp.diags);
+            print_success(
+                "CompensationPlan", [&](json_writer& w) { write_plan(w, cp); }, cp.diags);
             return status(cp.status);
         }
         return print_failure(cl, cp.message, cp.status, cp.diags);

@@ -207,12 +207,14 @@ int run_run(const command_line& cl, watchdog* watch) {
     if (cl.output == output_format::human) print_diagnostics_human(cl, swept.warnings);
     // `onFailure: automatic` (docs/CONTROL_FLOW.md, "Compensation"): the run's id is known
     // before it starts, so that its compensation finds it when it ends failed.
-    const bool automatic = db && !cl.check && p.compensation.on_failure == compensation_spec::trigger::automatic;
+    const bool automatic =
+        db && !cl.check && p.compensation.on_failure == compensation_spec::trigger::automatic;
     command_line rcl = cl;
     if (automatic) {
         rcl.new_run_id = new_run_id();
     }
-    int code = execute_run(rcl, watch, p, diags, *base, std::move(db), std::move(swept), std::move(record), nullptr);
+    int code =
+        execute_run(rcl, watch, p, diags, *base, std::move(db), std::move(swept), std::move(record), nullptr);
     if (!automatic) return code;
     return compensate_after_failure(rcl, watch, code);
 }

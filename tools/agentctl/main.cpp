@@ -140,7 +140,10 @@ const std::vector<option_info>& options() {
         {"rerun-uncertain", 0, "", "run tasks whose last attempt may have had its effect again", {"resume"}},
         {"dry-run", 0, "", "print what each task would do and why; run nothing", {"resume"}},
         {"limit", 0, "N", "runs list: at most N runs (default 50)", {"runs"}},
-        {"task", 0, "ID", "runs show: one task; compensate: that task (or its children) only",
+        {"task",
+         0,
+         "ID",
+         "runs show: one task; compensate: that task (or its children) only",
          {"runs", "compensate"}},
         {"plan", 0, "", "compensate: print what would be undone; run nothing", {"compensate"}},
         {"failed", 0, "", "runs show: only the tasks that failed", {"runs"}},
@@ -233,7 +236,8 @@ std::string completion_script(std::string_view shell) {
     value_cases += "    --limit) COMPREPLY=($(compgen -W \"10 50 100 1000\" -- \"$cur\")); return ;;\n";
     value_cases += "    --keep) COMPREPLY=($(compgen -W \"0 10 20 50 100\" -- \"$cur\")); return ;;\n";
     value_cases +=
-        "    --task) case $command in runs|compensate) ;; *) return ;; esac; COMPREPLY=($(compgen -W \"$(_agentctl_tasks "
+        "    --task) case $command in runs|compensate) ;; *) return ;; esac; COMPREPLY=($(compgen -W "
+        "\"$(_agentctl_tasks "
         "\"${COMP_WORDS[0]}\" "
         "\"$run\" \"$db\")\" -- \"$cur\")); return ;;\n";
     value_cases +=
