@@ -163,6 +163,10 @@ struct run_report {
     int exit_code() const;
 };
 
+/// A new run id (`run-` and 16 random hex digits), as a run makes when run_settings::run_id
+/// is empty: for a front end that must know the id before the run starts.
+std::string new_run_id();
+
 /// Task ids that need approval under the plan's policy.
 std::vector<std::uint32_t> tasks_requiring_approval(const plan& p);
 

@@ -121,6 +121,12 @@ struct plan_task {
     /// children; plan::output_referenced() also knows children spec.outputs names one by one.
     /// Internal: not in the plan JSON or text.
     bool output_referenced = false;
+    /// The task's `compensate` as written (a child template's holds for all its children; an
+    /// aggregate has none): its `with` keeps its templates, rendered by prepare_compensation()
+    /// over the source run's results (docs/CONTROL_FLOW.md, "Compensation").
+    std::optional<compensate_spec> compensate;
+    /// A compensation run's task: the id of the source run's task it undoes; else empty.
+    std::string source_task_id;
 };
 
 /// What one foreach or matrix expands over; its children are rendered from this and their
@@ -172,6 +178,9 @@ struct plan {
     boost::json::value inputs =
         boost::json::object();    ///< merged: defaults, --inputs-file, --input (an object)
     boost::json::object outputs;  ///< templates, rendered at the end of a run
+    compensation_spec compensation;  ///< spec.compensation
+    /// A compensation run's plan (`mode: compensation`): the run it undoes; else empty.
+    std::string source_run_id;
     std::vector<action_spec> actions;
     /// Singles, aggregates and child templates, in plan order: a child template stands for
     /// its children's consecutive plan indices.

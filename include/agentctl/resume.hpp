@@ -5,6 +5,7 @@
 #include <agentctl/engine.hpp>
 #include <agentctl/journal.hpp>
 #include <agentctl/plan.hpp>
+#include <agentctl/session.hpp>
 
 #include <cstdint>
 #include <optional>
@@ -89,6 +90,11 @@ struct resume_plan {
 
     bool ok() const { return status == exit_status::success; }
 };
+
+/// What compiles `run` again as it was recorded: its document, inputs, variables, every
+/// task's timeout and attempts, and a compensation run's selection; nullopt when its inputs
+/// cannot be read.
+std::optional<session_request> recorded_request(const journal_run& run);
 
 /// Loads run `run_id` from `db`, recompiles its stored workflow with its stored inputs (the
 /// same plan digest, or it refuses), and decides for each task: succeeded tasks are reused,

@@ -25,6 +25,20 @@ struct items_source {
     std::string file;  ///< `-`: standard input
 };
 
+/// A compensation run's selection (docs/CONTROL_FLOW.md, "Compensation"), made by
+/// prepare_compensation(): the source run, and per undo (in the order they run) the source task
+/// it undoes, its declared task (which holds `compensate`) and its `with`, rendered over the
+/// source run. open_session() turns the source document into the compensation run's.
+struct compensation_request {
+    struct item {
+        std::string source_task_id;    ///< a child's own id for an expanded task
+        std::string declared_task_id;  ///< the task of spec.tasks whose `compensate` it runs
+        boost::json::value with;       ///< rendered: holds no template
+    };
+    std::string source_run_id;
+    std::vector<item> items;
+};
+
 /// A workflow file and the inputs given for it.
 struct session_request {
     std::string file;
@@ -43,6 +57,8 @@ struct session_request {
     /// The workflow's variables files as a run recorded them (file name -> mapping, see
     /// session::vars_files): used instead of reading them again (a resume).
     std::optional<boost::json::object> recorded_vars_files;
+    /// Compile the compensation run this selects instead of the document's own tasks.
+    std::optional<compensation_request> compensation;
 };
 
 /// A loaded and compiled workflow.

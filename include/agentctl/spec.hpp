@@ -303,6 +303,14 @@ struct compensation_spec {
     approval approval_mode = approval::policy;
 };
 
+/// What makes a workflow a compensation run's (docs/CONTROL_FLOW.md, "Compensation"): the
+/// run it undoes and, for each of its tasks (in order), the source task it undoes. Set by
+/// compensation_workflow(), never read from a document.
+struct compensation_origin {
+    std::string source_run_id;
+    std::vector<std::string> source_task_ids;  ///< parallel to workflow::tasks
+};
+
 struct task_spec {
     std::string id;   ///< [a-z0-9_-]+, unique
     std::string uses; ///< as written, e.g. "action:status"
@@ -345,12 +353,11 @@ struct vars_file {
 };
 
 /// A feature of the reference's workflow language this engine does not run (models, agents,
-/// remote protocols, memory, tools, packs; loops, routers, sub-workflows, compensation):
-/// found while reading, reported once per document (`unsupported_feature`).
+/// remote protocols, memory, tools, packs): found while reading, reported once per document
+/// (`unsupported_feature`).
 struct unsupported_use {
-    std::string feature;        ///< e.g. "spec.agents", "uses: agent:", "builtin.memory.write"
-    std::string path;           ///< where it was first seen
-    bool control_flow = false;  ///< loops, routers, sub-workflows, compensation: not yet
+    std::string feature;  ///< e.g. "spec.agents", "uses: agent:", "builtin.memory.write"
+    std::string path;     ///< where it was first seen
 };
 
 /// A whole document. `source_digest` is the sha256 of the file's bytes.
@@ -365,6 +372,7 @@ struct workflow {
     boost::json::object outputs;       ///< name -> value (templates allowed)
     boost::json::object vars;          ///< spec.vars (may read `inputs.`)
     compensation_spec compensation;    ///< spec.compensation
+    std::optional<compensation_origin> compensation_of;  ///< a compensation run's workflow
     std::vector<subworkflow_spec> subworkflows;  ///< spec.subworkflows, in document order
     std::vector<std::string> vars_files;  ///< spec.varsFiles, relative to the workflow's folder
     /// The variables files of spec.varsFiles, then of each task's varsFiles, as read by

@@ -2,6 +2,7 @@
 // (docs/JOURNAL.md, "Resume"), claim the run, run the rest.
 #include <agentctl/resume.hpp>
 
+#include <agentctl/compensation.hpp>
 #include <agentctl/json.hpp>
 #include <agentctl/session.hpp>
 
@@ -86,6 +87,35 @@ void refuse(resume_plan& rp, exit_status status, std::string message) {
 
 }  // namespace
 
+std::optional<session_request> recorded_request(const journal_run& run) {
+    session_request request;
+    request.file = run.workflow_path;
+    request.source = run.workflow_source;
+    boost::system::error_code ec;
+    json::value inputs = json::parse(run.inputs_json, ec);
+    if (ec || !inputs.is_object()) return std::nullopt;
+    for (const auto& m : inputs.get_object())
+        request.inputs.push_back(std::string(m.key()) + "=" + json::serialize(m.value()));
+    // The run's variables as it recorded them (docs/JOURNAL.md, "runs"): its command line's,
+    // and its workflow's variables files as they were read then, not as they are now.
+    json::value recorded = json::parse(run.options_json, ec);
+    if (const json::object* o = ec ? nullptr : recorded.if_object()) {
+        if (const auto* vars = o->if_contains("vars"); vars && vars->is_object())
+            for (const auto& m : vars->get_object())
+                request.vars.push_back(std::string(m.key()) + "=" + json::serialize(m.value()));
+        if (const auto* files = o->if_contains("varsFiles"); files && files->is_object())
+            request.recorded_vars_files = files->get_object();
+        // The run's --timeout and --retries (every task's) are part of its plan.
+        if (const auto* t = o->if_contains("taskTimeoutSeconds"); t && t->is_number())
+            request.task_timeout_seconds = t->to_number<double>();
+        if (const auto* n = o->if_contains("retries"); n && n->is_int64())
+            request.task_attempts = static_cast<int>(n->as_int64());
+    }
+    // A compensation run compiles its selection of the source document (docs/CONTROL_FLOW.md).
+    request.compensation = recorded_compensation(run);
+    return request;
+}
+
 resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_options& options,
                            const owner_alive_fn& alive) {
     resume_plan rp;
@@ -106,34 +136,13 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
     }
 
     // The stored document with the stored inputs, exactly: the same plan or nothing.
-    session_request request;
-    request.file = rp.run.workflow_path;
-    request.source = rp.run.workflow_source;
-    boost::system::error_code ec;
-    json::value inputs = json::parse(rp.run.inputs_json, ec);
-    if (ec || !inputs.is_object()) {
+    auto request = recorded_request(rp.run);
+    if (!request) {
         refuse(rp, exit_status::persistence,
                "journal " + db.path() + ": the inputs of run " + rp.run.run_id + " cannot be read");
         return rp;
     }
-    for (const auto& m : inputs.get_object())
-        request.inputs.push_back(std::string(m.key()) + "=" + json::serialize(m.value()));
-    // The run's variables as it recorded them (docs/JOURNAL.md, "runs"): its command line's,
-    // and its workflow's variables files as they were read then, not as they are now.
-    json::value recorded = json::parse(rp.run.options_json, ec);
-    if (const json::object* o = ec ? nullptr : recorded.if_object()) {
-        if (const auto* vars = o->if_contains("vars"); vars && vars->is_object())
-            for (const auto& m : vars->get_object())
-                request.vars.push_back(std::string(m.key()) + "=" + json::serialize(m.value()));
-        if (const auto* files = o->if_contains("varsFiles"); files && files->is_object())
-            request.recorded_vars_files = files->get_object();
-        // The run's --timeout and --retries (every task's) are part of its plan.
-        if (const auto* t = o->if_contains("taskTimeoutSeconds"); t && t->is_number())
-            request.task_timeout_seconds = t->to_number<double>();
-        if (const auto* n = o->if_contains("retries"); n && n->is_int64())
-            request.task_attempts = static_cast<int>(n->as_int64());
-    }
-    session s = open_session(request);
+    session s = open_session(*request);
     rp.diags = std::move(s.diags);
     if (!s.ok()) {
         refuse(rp, s.status,
@@ -194,6 +203,17 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
         return rp;
     }
 
+    // A task whose effect a compensation run undid is never reused: it runs again
+    // (docs/CONTROL_FLOW.md, "Compensation").
+    std::unordered_map<std::string, std::string> compensated;  // task id -> compensation run
+    if (auto undone = compensated_effects(db, rp.run.run_id)) {
+        for (const auto& u : *undone) compensated.emplace(u.source_task_id, u.compensation_run_id);
+    } else {
+        rp.journal_code = undone.error().code;
+        refuse(rp, exit_status::persistence, undone.error().message);
+        return rp;
+    }
+
     rp.state.final_from_attempt.assign(n, 0);
     rp.decisions.resize(n);
     std::vector<bool> runs(n, false);
@@ -238,6 +258,12 @@ resume_plan prepare_resume(journal& db, std::string_view run_id, const resume_op
             d = {resume_action::run,
                  f ? "never started (" + std::string(to_string(f->state)) + ")" : "never started"};
         }
+        if (d.action == resume_action::reuse && !compensated.empty())
+            if (auto it = compensated.find(p.task_id(i)); it != compensated.end()) {
+                d = {resume_action::run,
+                     "its effect was compensated by run " + it->second + "; it runs again"};
+                rp.state.final_from_attempt[i] = 0;
+            }
         // Dependants of anything that runs again run (the scheduler decides the same way).
         if (d.action == resume_action::reuse || d.action == resume_action::keep_failed) {
             std::vector<std::uint32_t> needs = t.needs;

@@ -70,6 +70,13 @@ bool retry_allowed(const retry_spec& retry, const action_spec& action, const tas
 std::string make_run_id() {
     return "run-" + exec::random_hex(16);
 }
+}  // namespace
+
+std::string new_run_id() {
+    return make_run_id();
+}
+
+namespace {
 
 // Whether a final result was decided in this run, not taken over or left unstarted: what the
 // resume report lists as `executed`.

@@ -1,4 +1,5 @@
 // Loading a workflow for a front end, and what a front end needs from this host.
+#include <agentctl/compensation.hpp>
 #include <agentctl/session.hpp>
 
 #include "engine/outcome.hpp"
@@ -31,6 +32,9 @@ session open_session(const session_request& request) {
             parsed.diags.append(vars_diags);
         }
     }
+    // A compensation run runs its selection of the source document (docs/CONTROL_FLOW.md).
+    if (request.compensation && parsed.document)
+        parsed.document = compensation_workflow(*parsed.document, *request.compensation, parsed.diags);
     if (const workflow* wf = parsed.document ? &*parsed.document : nullptr)
         for (const auto& f : wf->loaded_vars_files)
             if (f.values) s.vars_files[f.path] = *f.values;

@@ -456,6 +456,18 @@ void write_run_report(json_writer& w, const plan& p, const run_report& report, c
     } else {
         w.value(report.output);
     }
+    if (!p.source_run_id.empty()) {
+        // A compensation run (docs/CONTROL_FLOW.md): its source, and the source tasks whose
+        // effect it undid, in the order it undid them.
+        w.member("mode", "compensation");
+        w.member("sourceRunId", p.source_run_id);
+        w.key("compensatedTasks");
+        w.begin_array();
+        for (std::uint32_t i = 0; i < n; ++i)
+            if (report.outcomes[i].state == task_state::succeeded && !p.node(i).source_task_id.empty())
+                w.string(p.node(i).source_task_id);
+        w.end_array();
+    }
     if (report.resumed) {
         // Which tasks this resume took over, and which it ran (again).
         w.key("resume");

@@ -117,6 +117,8 @@ compile_result compiler::run() {
     out_.policy = wf_.policy;
     out_.actions = wf_.actions;
     out_.outputs = wf_.outputs;
+    out_.compensation = wf_.compensation;
+    if (wf_.compensation_of) out_.source_run_id = wf_.compensation_of->source_run_id;
 
     merge_inputs();
     policy::check_policy(wf_, diags_);
@@ -131,6 +133,7 @@ compile_result compiler::run() {
         if (tasks_[i].skip) continue;
         resolve_task_vars(i);
         parse_task_templates(i);
+        check_compensation(i);
         prepare_expansion(i);
     }
     check_routes();

@@ -181,6 +181,7 @@ private:
     bool check_task_refs(const std::vector<site>& sites, std::size_t task, std::string_view via_action);
     void parse_action_templates();
     void parse_task_templates(std::size_t i);
+    void check_compensation(std::size_t i);
     const boost::json::array* expansion_array(const boost::json::value& v, const std::string& path,
                                               std::string_view what);
     void prepare_expansion(std::size_t i);

@@ -259,6 +259,9 @@ void compiler::fill_node(plan_task& n, std::size_t i, plan_task::kind_t kind) {
     n.vars = t.vars;
     n.vars_deferred = t.vars_deferred;
     n.output_schema = spec.output_schema;
+    n.compensate = spec.compensate;  // copied to every child (docs/CONTROL_FLOW.md, "Compensation")
+    if (wf_.compensation_of && i < wf_.compensation_of->source_task_ids.size())
+        n.source_task_id = wf_.compensation_of->source_task_ids[i];
     if (t.action) {
         const action_spec& act = wf_.actions[*t.action];
         n.timeout_ms = act.timeout_ms.value_or(spec.timeout_ms.value_or(n.timeout_ms));

@@ -28,6 +28,8 @@
 
 #include <boost/json/object.hpp>
 
+#include <algorithm>
+
 namespace agentctl {
 namespace {
 
@@ -191,6 +193,23 @@ void write_task(json_writer& w, const plan& p, const plan_task& t) {
     write_limits(w, t.limits.stdout_bytes, t.limits.stderr_bytes, t.limits.combined_bytes);
     w.member("requiresApproval", t.requires_approval);
     if (t.output_schema) w.member("outputSchema", *t.output_schema);
+    if (!t.source_task_id.empty()) w.member("sourceTaskId", t.source_task_id);
+    if (t.compensate) {  // as written: its templates are rendered when compensating
+        w.key("compensate");
+        w.begin_object();
+        w.member("uses", "action:" + t.compensate->action);
+        w.member("with", t.compensate->with);
+        w.key("retry");
+        w.begin_object();
+        w.member("maxAttempts", t.compensate->retry.max_attempts);
+        w.member("backoffMs", t.compensate->retry.backoff_ms);
+        w.end_object();
+        if (t.compensate->timeout_ms) {
+            w.key("timeoutSeconds");
+            write_seconds(w, *t.compensate->timeout_ms);
+        }
+        w.end_object();
+    }
     if (t.kind == plan_task::kind_t::child) {
         w.key("expansion");
         w.begin_object();
@@ -310,6 +329,11 @@ void write_process(json_writer& w, const plan& p, const plan_process& proc) {
     w.end_object();
 }
 
+bool has_compensation(const plan& p) {
+    return std::any_of(p.nodes.begin(), p.nodes.end(),
+                       [](const plan_task& t) { return t.compensate.has_value(); });
+}
+
 void write_head(json_writer& w, const plan& p) {
     w.begin_object();
     w.member("formatVersion", p.format_version);
@@ -322,6 +346,22 @@ void write_body(json_writer& w, const plan& p) {
     w.member("killGraceSeconds", p.kill_grace_seconds);
     w.member("approval", to_string(p.policy.approval));
     w.member("workspaceRoot", p.policy.workspace_root);
+    // Only where compensation is used: every other plan (and its digest) stays as it was.
+    if (!p.source_run_id.empty()) {
+        w.member("mode", "compensation");
+        w.member("sourceRunId", p.source_run_id);
+    }
+    if (has_compensation(p)) {
+        w.key("compensation");
+        w.begin_object();
+        w.member("onFailure",
+                 p.compensation.on_failure == compensation_spec::trigger::automatic ? "automatic" : "manual");
+        const auto mode = p.compensation.approval_mode;
+        w.member("approval", mode == compensation_spec::approval::always  ? "always"
+                             : mode == compensation_spec::approval::never ? "never"
+                                                                          : "policy");
+        w.end_object();
+    }
     w.key("budgets");
     w.begin_object();
     const budgets_spec& b = p.budgets;

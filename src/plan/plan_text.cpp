@@ -111,6 +111,8 @@ std::string task_details(const plan& p, const plan_task& t, bool show_with) {
     if (t.failure == failure_mode::continue_run) out += "  failure continue";
     if (t.when) out += "  when " + t.when->expression;
     if (t.requires_approval) out += "  needs approval";
+    if (t.compensate) out += "  compensate action:" + t.compensate->action;
+    if (!t.source_task_id.empty()) out += "  undoes " + t.source_task_id;
     if (t.with_deferred)
         out += "  with (at run time) " + short_json(t.with);
     else if (show_with && !(t.with.is_object() && t.with.get_object().empty()))
@@ -248,6 +250,12 @@ std::string plan_text(const plan& p, std::string_view workspace) {
     for (const auto& [key, value] : b.model_usage) model.push_back(key + " " + std::to_string(value));
     if (!model.empty())
         out += "  model budgets " + join(model, ", ") + " (no model runs here: never reached)\n";
+    if (!p.source_run_id.empty()) out += "  compensation of run " + p.source_run_id + "\n";
+    if (std::any_of(p.nodes.begin(), p.nodes.end(),
+                    [](const plan_task& t) { return t.compensate.has_value(); }))
+        out += std::string("  compensation ") +
+               (p.compensation.on_failure == compensation_spec::trigger::automatic ? "automatic" : "manual") +
+               " (agentctl compensate RUN)\n";
 
     out += "order (" + std::to_string(p.size()) + (p.size() == 1 ? " task): " : " tasks): ") +
            join(folded_order(p), " -> ") + "\n";

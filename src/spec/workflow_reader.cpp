@@ -44,18 +44,15 @@ bool steers_engine(std::string_view name) {
 
 // The reference's features this engine does not run (docs/COMPATIBILITY.md), by where they
 // are written. Model, agent, protocol, memory, tool and pack features are out of scope; the
-// control flow of compensation is not run yet (it is read and checked, then still reported
-// here until the plan compiles it). Loops, routers and sub-workflows run.
+// reference's control flow (loops, routers, sub-workflows, compensation) runs.
 constexpr std::array<std::string_view, 8> agent_spec_keys = {"providers",  "agents",   "tools", "memory",
                                                              "mcpServers", "a2aPeers", "packs", "packTrust"};
-constexpr std::array<std::string_view, 1> control_flow_spec_keys = {"compensation"};
 constexpr std::array<std::string_view, 6> agent_action_kinds = {"builtin.memory.read",
                                                                 "builtin.memory.write",
                                                                 "builtin.long_term_memory.read",
                                                                 "builtin.long_term_memory.write",
                                                                 "mcp.call",
                                                                 "a2a.delegate"};
-constexpr std::array<std::string_view, 1> control_flow_task_keys = {"compensate"};
 
 template <std::size_t N>
 bool is_one_of(std::string_view s, const std::array<std::string_view, N>& list) {
@@ -176,14 +173,14 @@ public:
 
 private:
     /// Records a feature this engine does not run; read() reports them all in one diagnostic.
-    void unsupported(const place& p, std::string feature, bool control_flow = false) {
+    void unsupported(const place& p, std::string feature) {
         // The diagnostic points at the earliest of them in the document.
         if (!first_unsupported_ ||
             std::pair(p.line, p.column) < std::pair(first_unsupported_->line, first_unsupported_->column))
             first_unsupported_ = p;
         for (const auto& u : wf_->unsupported)
             if (u.feature == feature) return;
-        wf_->unsupported.push_back({std::move(feature), p.path, control_flow});
+        wf_->unsupported.push_back({std::move(feature), p.path});
     }
     void report_unsupported();
     boost::json::object read_vars(const place& p);
@@ -236,25 +233,13 @@ private:
 // decision (run it elsewhere, or drop them), not a list of typos.
 void workflow_reader::report_unsupported() {
     if (wf_->unsupported.empty()) return;
-    std::string agent, control;
-    for (const auto& u : wf_->unsupported) {
-        std::string& list = u.control_flow ? control : agent;
-        list += (list.empty() ? "" : ", ") + ("`" + u.feature + "`");
-    }
-    std::string message, help;
-    if (!agent.empty()) {
-        message = "this workflow uses model, agent, protocol, memory, tool or pack features (" + agent +
-                  "); agentctl runs process workflows only";
-        help =
-            "this engine runs builtin.shell.exec, extension.process, builtin.assign, builtin.assert, "
-            "builtin.read and builtin.write actions; run the rest with the reference implementation";
-    }
-    if (!control.empty()) {
-        message += std::string(message.empty() ? "" : "; ") + "sub-workflows and compensation (" + control +
-                   ") are not supported yet";
-        if (help.empty())
-            help = "express the flow with needs, when, foreach, matrix and loop, or run it elsewhere";
-    }
+    std::string features;
+    for (const auto& u : wf_->unsupported) features += (features.empty() ? "" : ", ") + ("`" + u.feature + "`");
+    std::string message = "this workflow uses model, agent, protocol, memory, tool or pack features (" + features +
+                          "); agentctl runs process workflows only";
+    std::string help =
+        "this engine runs builtin.shell.exec, extension.process, builtin.assign, builtin.assert, "
+        "builtin.read and builtin.write actions; run the rest with the reference implementation";
     r_.error(*first_unsupported_, "unsupported_feature", std::move(message), std::move(help));
 }
 
@@ -323,8 +308,6 @@ void workflow_reader::read_spec(const place& p, workflow& wf) {
     }
     for (auto key : agent_spec_keys)
         if (auto v = f.get(key)) unsupported(*v, "spec." + std::string(key));
-    for (auto key : control_flow_spec_keys)
-        if (auto v = f.get(key)) unsupported(*v, "spec." + std::string(key), true);
     if (auto v = f.get("inputs")) wf.inputs = r_.json_object(*v);
     if (auto v = f.get("compensation")) read_compensation(*v, wf.compensation);
     if (auto v = f.get("subworkflows")) {
@@ -1289,8 +1272,6 @@ void workflow_reader::read_task(const place& p, task_spec& t) {
               "matrix", "vars", "varsFiles", "outputSchema", "memoryWrites", "loop", "route", "compensate"});
     if (!f.ok()) return;
     if (auto v = f.get("memoryWrites")) unsupported(*v, "memoryWrites");
-    for (auto key : control_flow_task_keys)
-        if (auto v = f.get(key)) unsupported(*v, std::string(key), true);
     if (auto v = f.get("vars")) t.vars = read_vars(*v);
     if (auto v = f.get("varsFiles")) t.vars_files = read_vars_files(*v);
     if (auto v = f.get("outputSchema")) {

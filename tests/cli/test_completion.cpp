@@ -59,6 +59,7 @@ BOOST_AUTO_TEST_CASE(bash_completes_commands_options_values_and_run_ids) {
     BOOST_TEST(ids.rfind("run-", 0) == 0u, ids);
     BOOST_TEST(ids.find(' ') == std::string::npos);  // one run
     BOOST_TEST(offered(path, {a, "runs", "show", ""}, state) == ids);
+    BOOST_TEST(offered(path, {a, "compensate", ""}, state) == ids);
     BOOST_TEST(offered(path, {a, "runs", "show", ids, ""}, state) == "");
     // Options of runs and resume, and their values: a run's tasks and a task's attempts.
     BOOST_TEST(offered(path, {a, "runs", "show", ids, "--fa"}, state) == "--failed");

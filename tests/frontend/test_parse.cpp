@@ -1398,7 +1398,7 @@ BOOST_AUTO_TEST_CASE(a_router_problem_is_reported_where_it_is_written) {
 }
 
 // Compensation as the reference writes it (docs/CONTROL_FLOW.md, "Compensation"): read and
-// checked here; the action's existence and effect are the plan's.
+// checked here; the action's existence and effect are the plan's (test_compensation.cpp).
 BOOST_AUTO_TEST_CASE(compensation_is_read_with_its_bounds) {
     const std::string head = "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: t}\nspec:\n";
     const std::string tasks =
@@ -1409,21 +1409,22 @@ BOOST_AUTO_TEST_CASE(compensation_is_read_with_its_bounds) {
               "      compensate:\n        uses: action:write\n        with: {path: a.txt, content: undone}\n"
               "        retry: {maxAttempts: 2, backoffMs: 50}\n        timeoutSeconds: 30\n");
     BOOST_TEST(loop_codes(r) == "");
-    BOOST_TEST_REQUIRE(r.partial.has_value());
-    BOOST_TEST((r.partial->compensation.on_failure == compensation_spec::trigger::automatic));
-    BOOST_TEST((r.partial->compensation.approval_mode == compensation_spec::approval::always));
-    const task_spec& t = r.partial->tasks.at(0);
+    BOOST_TEST_REQUIRE(r.document.has_value());  // compensation runs: the document is whole
+    BOOST_TEST((r.document->compensation.on_failure == compensation_spec::trigger::automatic));
+    BOOST_TEST((r.document->compensation.approval_mode == compensation_spec::approval::always));
+    const task_spec& t = r.document->tasks.at(0);
     BOOST_TEST_REQUIRE(t.compensate.has_value());
     BOOST_TEST(t.compensate->action == "write");
     BOOST_TEST(json::serialize(t.compensate->with) == R"({"path":"a.txt","content":"undone"})");
     BOOST_TEST(t.compensate->retry.max_attempts == 2);
     BOOST_TEST(t.compensate->retry.backoff_ms == 50);
     BOOST_TEST((t.compensate->timeout_ms == std::optional<std::int64_t>(30000)));
-    BOOST_TEST_REQUIRE(find(r, "unsupported_feature") != nullptr);
+    BOOST_TEST(find(r, "unsupported_feature") == nullptr);  // compensation runs
 
     auto defaults = parse(head + "  compensation: {}\n" + tasks);
-    BOOST_TEST((defaults.partial->compensation.on_failure == compensation_spec::trigger::manual));
-    BOOST_TEST((defaults.partial->compensation.approval_mode == compensation_spec::approval::policy));
+    BOOST_TEST_REQUIRE(defaults.document.has_value());
+    BOOST_TEST((defaults.document->compensation.on_failure == compensation_spec::trigger::manual));
+    BOOST_TEST((defaults.document->compensation.approval_mode == compensation_spec::approval::policy));
 
     auto codes_of = [&](const std::string& compensate) {
         return loop_codes(parse(head + tasks + "      compensate: " + compensate + "\n"));

@@ -70,10 +70,17 @@ struct command_line {
     bool retry_failed = false;         ///< resume --retry-failed
     bool rerun_uncertain = false;      ///< resume --rerun-uncertain
     bool dry_run = false;              ///< resume --dry-run
+    bool compensate_plan = false;      ///< compensate --plan
+    /// The new run's id when it must be known before it starts (a compensation run's, a run
+    /// that compensates itself when it fails); empty: the engine makes one.
+    std::string new_run_id;
 
     /// The commands whose processes must die with agentctl: main() starts the watchdog for
     /// them first, while agentctl has one thread (docs/CRASH_SAFETY.md).
-    bool wants_watchdog() const { return command == "run" || (command == "resume" && !dry_run); }
+    bool wants_watchdog() const {
+        return command == "run" || (command == "resume" && !dry_run) ||
+               (command == "compensate" && !compensate_plan);
+    }
 
     session_request request() const {
         session_request r;
@@ -142,6 +149,7 @@ std::optional<int> parse_run(command_line& cl, const arguments& a);
 std::optional<int> parse_doctor(command_line& cl, const arguments& a);
 std::optional<int> parse_runs(command_line& cl, const arguments& a);
 std::optional<int> parse_resume(command_line& cl, const arguments& a);
+std::optional<int> parse_compensate(command_line& cl, const arguments& a);
 
 /// The process exit status of `s`.
 inline int status(exit_status s) {
@@ -209,6 +217,7 @@ int run_run(const command_line& cl, watchdog* watch);
 int run_doctor(const command_line& cl, watchdog* watch);
 int run_runs(const command_line& cl, watchdog* watch);
 int run_resume(const command_line& cl, watchdog* watch);
+int run_compensate(const command_line& cl, watchdog* watch);
 /// `agentctl parallel ARGS` (cmd_parallel.cpp): parses GNU parallel's command line itself.
 /// `argv`: agentctl's whole command line, for the journal. Returns parallel's exit status.
 int run_parallel(const std::vector<std::string>& args, std::vector<std::string> argv);

@@ -110,6 +110,40 @@ std::optional<int> refuse_missing_commands(const command_line& cl, const plan& p
     return print_failure(cl, message, exit_status::run_failed, d);
 }
 
+namespace {
+
+// After a run of a workflow with `onFailure: automatic`: when it ended failed (never when it
+// was cancelled), compensate it as `agentctl compensate RUN` does. The run's status stays the
+// exit status; a compensation that cannot start says why on stderr.
+int compensate_after_failure(const command_line& cl, watchdog* watch, int code) {
+    // The watchdog outlived the run for its compensation: without one, it is done now.
+    auto done = [&] {
+        if (watch) watch->clean_exit();
+        return code;
+    };
+    if (code != status(exit_status::run_failed)) return done();
+    int failed = 0;
+    auto db = open_journal(cl, journal_access::write, failed);
+    if (!db) return done();
+    auto run = db->load_run(cl.new_run_id);
+    if (!run || run->state != journal_run_state::failed) return done();
+    command_line ccl = cl;
+    ccl.new_run_id.clear();
+    compensation_plan cp = prepare_compensation(*db, cl.new_run_id, std::nullopt, owner_alive_here);
+    if (!cp.ok()) {
+        command_line loud = ccl;
+        loud.output = output_format::human;
+        print_failure(loud, "automatic compensation of run " + cl.new_run_id + ": " + cp.message, cp.status,
+                      cp.diags);
+        return done();
+    }
+    if (!cp.executable()) return done();
+    start_compensation(ccl, watch, std::move(db), cp);
+    return done();
+}
+
+}  // namespace
+
 std::optional<int> parse_run(command_line& cl, const arguments& a) {
     if (auto refused = parse_workflow_file(cl, a)) return refused;
     cl.interactive = a.has("interactive");
@@ -171,8 +205,18 @@ int run_run(const command_line& cl, watchdog* watch) {
     diags.append(empty);
     diags.append(swept.warnings);
     if (cl.output == output_format::human) print_diagnostics_human(cl, swept.warnings);
-    return execute_run(cl, watch, p, diags, *base, std::move(db), std::move(swept), std::move(record),
-                       nullptr);
+    // `onFailure: automatic` (docs/CONTROL_FLOW.md, "Compensation"): the run's id is known
+    // before it starts, so that its compensation finds it when it ends failed.
+    const bool automatic =
+        db && !cl.check && p.compensation.on_failure == compensation_spec::trigger::automatic;
+    command_line rcl = cl;
+    if (automatic) {
+        rcl.new_run_id = new_run_id();
+    }
+    int code =
+        execute_run(rcl, watch, p, diags, *base, std::move(db), std::move(swept), std::move(record), nullptr);
+    if (!automatic) return code;
+    return compensate_after_failure(rcl, watch, code);
 }
 
 int execute_run(const command_line& cl, watchdog* watch, const plan& p, const diagnostics& diags,
@@ -195,6 +239,7 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
     run_settings settings;
     settings.jobs = cl.jobs;
     settings.keep_going = cl.keep_going;
+    if (!resume) settings.run_id = cl.new_run_id;  // empty: the engine makes one
     settings.check = cl.check;
     settings.diff = cl.diff;
     settings.base_dir = base_dir;
@@ -323,7 +368,9 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
     out_queue.drain();
     err_queue.drain();
     redirect_standard_streams(nullptr, nullptr);
-    if (watch) watch->clean_exit();
+    // A `run` given its id beforehand is one with `onFailure: automatic`: the watchdog also
+    // watches its compensation, and compensate_after_failure() ends it.
+    if (watch && !(cl.command == "run" && !cl.new_run_id.empty())) watch->clean_exit();
     print_leftovers_human(cl, leftovers, &swept.dead_owners);
     if (reader_gone) {
         print_failure(cl, "the reader of agentctl's output went away (EPIPE); the run was cancelled",

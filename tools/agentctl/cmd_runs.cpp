@@ -4,6 +4,8 @@
 #include "journal_cli.hpp"
 #include "run_display.hpp"
 
+#include <agentctl/compensation.hpp>
+#include <agentctl/resume.hpp>
 #include <agentctl/session.hpp>
 #include <agentctl/wire.hpp>
 
@@ -90,20 +92,29 @@ journal_run_state shown_state(const journal_run& r) {
 
 // The stored document compiled with the stored inputs: the plan its results are indexed by.
 std::optional<plan> stored_plan(const journal_run& run, std::string& why) {
-    session_request request;
-    request.file = run.workflow_path;
-    request.source = run.workflow_source;
-    boost::system::error_code ec;
-    json::value inputs = json::parse(run.inputs_json, ec);
-    if (!ec && inputs.is_object())
-        for (const auto& m : inputs.get_object())
-            request.inputs.push_back(std::string(m.key()) + "=" + json::serialize(m.value()));
-    session s = open_session(request);
+    // As resume compiles it: a compensation run's selection included.
+    auto request = recorded_request(run);
+    if (!request) {
+        why = "the inputs of run " + run.run_id + " cannot be read";
+        return std::nullopt;
+    }
+    session s = open_session(*request);
     if (!s.ok()) {
         why = "the stored workflow of run " + run.run_id + " no longer compiles (" + s.failure + ")";
         return std::nullopt;
     }
     return std::move(s.compiled);
+}
+
+void write_reconciliation(json_writer& w, const compensated_effect& e) {
+    w.begin_object();
+    w.member("status", "compensated");
+    w.member("sourceRunId", e.source_run_id);
+    w.member("sourceTaskId", e.source_task_id);
+    w.member("compensationRunId", e.compensation_run_id);
+    w.member("compensationTaskId", e.compensation_task_id);
+    w.member("compensationEffectId", e.compensation_effect_id);
+    w.end_object();
 }
 
 void write_raw_or_null(json_writer& w, std::string_view key, const std::string& text) {
@@ -456,6 +467,9 @@ int runs_show(const command_line& given) {
     std::optional<journal_error> read_error;
     diagnostics warnings;
     warn_running_leftovers(*db, cl.run_id, warnings);
+    auto compensated = compensated_effects(*db, cl.run_id);
+    if (!compensated) return print_journal_failure(cl, compensated.error());
+    const std::vector<compensated_effect>& reconciliations = *compensated;
 
     if (cl.output != output_format::human) {
         print_success("RunRecord",
@@ -479,6 +493,16 @@ int runs_show(const command_line& given) {
                           write_raw_or_null(w, "argv", run->argv_json);
                           write_raw_or_null(w, "inputs", run->inputs_json);
                           write_raw_or_null(w, "options", run->options_json);
+                          // Compensation (docs/CONTROL_FLOW.md): a compensation run names its
+                          // source; any run lists the effects its compensation runs undid.
+                          if (!p->source_run_id.empty()) {
+                              w.member("mode", "compensation");
+                              w.member("sourceRunId", p->source_run_id);
+                          }
+                          w.key("effectReconciliations");
+                          w.begin_array();
+                          for (const auto& e : reconciliations) write_reconciliation(w, e);
+                          w.end_array();
                           if (run->error) {
                               w.key("error");
                               w.begin_object();

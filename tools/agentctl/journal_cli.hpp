@@ -4,6 +4,7 @@
 
 #include "cli.hpp"
 
+#include <agentctl/compensation.hpp>
 #include <agentctl/journal.hpp>
 #include <agentctl/resume.hpp>
 #include <agentctl/wire.hpp>
@@ -106,6 +107,11 @@ struct run_frontend {
 int execute_run(const command_line& cl, watchdog* watch, const plan& p, const diagnostics& diags,
                 const std::string& base_dir, std::optional<journal> db, dead_run_sweep swept,
                 journal_run record, const resume_plan* resume, run_frontend* frontend = nullptr);
+
+/// Runs the compensation `cp` plans (cmd_compensate.cpp; `compensate`, and `run` when the
+/// workflow says `onFailure: automatic`): a new run of `db` linked to its source.
+int start_compensation(const command_line& cl, watchdog* watch, std::optional<journal> db,
+                       const compensation_plan& cp);
 
 /// After a resumed run's human summary: how many tasks were reused and executed.
 void print_resume_summary(const command_line& cl, const plan& p, const run_report& report);

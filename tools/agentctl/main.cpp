@@ -33,6 +33,9 @@ const std::vector<command_info>& commands() {
         {"run", "FILE", "run the workflow", parse_run, run_run},
         {"resume", "RUN_ID|--last", "continue a run from its journal: reuse what succeeded, run the rest",
          parse_resume, run_resume},
+        {"compensate", "RUN_ID",
+         "undo the effects of a finished run with its tasks' compensate actions, as a linked run",
+         parse_compensate, run_compensate},
         {"runs", "[list|show RUN_ID|show --last|gc]",
          "past runs in the journal: list them, show one, remove old ones", parse_runs, run_runs},
         {"doctor", "FILE", "check that every process action can run here; runs nothing", parse_doctor,
@@ -130,14 +133,19 @@ const std::vector<option_info>& options() {
          0,
          "PATH",
          "the journal database (default: journal.db in agentctl's state folder)",
-         {"run", "resume", "runs"}},
+         {"run", "resume", "runs", "compensate"}},
         {"no-journal", 0, "", "record nothing (results stay in memory; no resume)", {"run"}},
         {"last", 0, "", "the newest run of the journal, instead of RUN_ID", {"resume", "runs"}},
         {"retry-failed", 0, "", "run tasks that failed again", {"resume"}},
         {"rerun-uncertain", 0, "", "run tasks whose last attempt may have had its effect again", {"resume"}},
         {"dry-run", 0, "", "print what each task would do and why; run nothing", {"resume"}},
         {"limit", 0, "N", "runs list: at most N runs (default 50)", {"runs"}},
-        {"task", 0, "ID", "runs show: one task", {"runs"}},
+        {"task",
+         0,
+         "ID",
+         "runs show: one task; compensate: that task (or its children) only",
+         {"runs", "compensate"}},
+        {"plan", 0, "", "compensate: print what would be undone; run nothing", {"compensate"}},
         {"failed", 0, "", "runs show: only the tasks that failed", {"runs"}},
         {"attempt", 0, "N", "runs show --task: its attempt N (an earlier one of a retried task)", {"runs"}},
         {"stdout", 0, "", "runs show --task: its raw captured stdout", {"runs"}},
@@ -199,7 +207,7 @@ const command_info* find_command(std::string_view name) {
 
 // Completion: the commands; each command's options and their values (a placeholder `a|b|c`
 // lists them; FILE, PATH and DIR are files; --task and --attempt the run's, from `runs show`;
-// --limit and --keep a few counts); files for FILE operands; run ids for `resume` and `runs
+// --limit and --keep a few counts); files for FILE operands; run ids for `resume`, `compensate` and `runs
 // show`, from `agentctl runs` (of the --db given on the line).
 std::string completion_script(std::string_view shell) {
     std::vector<std::pair<std::string, std::string>> all;  // every option form and its value
@@ -228,7 +236,8 @@ std::string completion_script(std::string_view shell) {
     value_cases += "    --limit) COMPREPLY=($(compgen -W \"10 50 100 1000\" -- \"$cur\")); return ;;\n";
     value_cases += "    --keep) COMPREPLY=($(compgen -W \"0 10 20 50 100\" -- \"$cur\")); return ;;\n";
     value_cases +=
-        "    --task) [ \"$command\" = runs ] && COMPREPLY=($(compgen -W \"$(_agentctl_tasks "
+        "    --task) case $command in runs|compensate) ;; *) return ;; esac; COMPREPLY=($(compgen -W "
+        "\"$(_agentctl_tasks "
         "\"${COMP_WORDS[0]}\" "
         "\"$run\" \"$db\")\" -- \"$cur\")); return ;;\n";
     value_cases +=
@@ -280,7 +289,7 @@ std::string completion_script(std::string_view shell) {
                "         if [ -z \"$first\" ]; then first=$w; elif [ -z \"$run\" ]; then run=$w; fi ;;\n"
                "    esac\n"
                "  done\n"
-               "  [ \"$command\" = resume ] && run=$first\n"
+               "  case $command in resume|compensate) run=$first ;; esac\n"
                "  case $prev in\n" +
                value_cases +
                "  esac\n"
@@ -300,9 +309,9 @@ std::string completion_script(std::string_view shell) {
                "\" -- \"$cur\")) ;;\n"
                "    completion:0:*) COMPREPLY=($(compgen -W \"bash zsh\" -- \"$cur\")) ;;\n"
                "    runs:0:*) COMPREPLY=($(compgen -W \"list show gc\" -- \"$cur\")) ;;\n"
-               "    runs:1:show|resume:0:*) COMPREPLY=($(compgen -W \"$(_agentctl_run_ids "
+               "    runs:1:show|resume:0:*|compensate:0:*) COMPREPLY=($(compgen -W \"$(_agentctl_run_ids "
                "\"${COMP_WORDS[0]}\" \"$db\")\" -- \"$cur\")) ;;\n"
-               "    runs:*|resume:*|version:*|help:*|completion:*) COMPREPLY=() ;;\n"
+               "    runs:*|resume:*|compensate:*|version:*|help:*|completion:*) COMPREPLY=() ;;\n"
                "    *) COMPREPLY=($(compgen -f -- \"$cur\")) ;;\n"
                "  esac\n"
                "}\n"
