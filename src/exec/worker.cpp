@@ -475,9 +475,9 @@ private:
     std::optional<exec::directory> root_;  ///< the last run's workspace root, kept open for the next
     std::string root_name_;                ///< as the driver named it
     std::map<std::uint64_t, std::unique_ptr<task>> tasks_;  ///< started, not finished
-    std::deque<wp::run_request> queue_;                       ///< received, not started yet
-    std::set<std::uint64_t> queued_tags_;                     ///< the tags in queue_
-    std::uint32_t slots_ = 0;                                 ///< from `slots`; 0: no limit yet
+    std::deque<wp::run_request> queue_;                     ///< received, not started yet
+    std::set<std::uint64_t> queued_tags_;                   ///< the tags in queue_
+    std::uint32_t slots_ = 0;                               ///< from `slots`; 0: no limit yet
     bool starting_ = false;
     std::string pending_;
     std::string in_flight_;

@@ -234,9 +234,10 @@ private:
 void workflow_reader::report_unsupported() {
     if (wf_->unsupported.empty()) return;
     std::string features;
-    for (const auto& u : wf_->unsupported) features += (features.empty() ? "" : ", ") + ("`" + u.feature + "`");
-    std::string message = "this workflow uses model, agent, protocol, memory, tool or pack features (" + features +
-                          "); agentctl runs process workflows only";
+    for (const auto& u : wf_->unsupported)
+        features += (features.empty() ? "" : ", ") + ("`" + u.feature + "`");
+    std::string message = "this workflow uses model, agent, protocol, memory, tool or pack features (" +
+                          features + "); agentctl runs process workflows only";
     std::string help =
         "this engine runs builtin.shell.exec, extension.process, builtin.assign, builtin.assert, "
         "builtin.read and builtin.write actions; run the rest with the reference implementation";

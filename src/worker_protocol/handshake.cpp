@@ -151,9 +151,9 @@ std::optional<protocol_error> check_arrival(side receiver, bool handshake_done, 
     using t = message_type;
     bool allowed = false;
     if (receiver == side::worker)
-        allowed =
-            handshake_done ? (type == t::run || type == t::cancel || type == t::heartbeat || type == t::slots)
-                       : type == t::hello;
+        allowed = handshake_done
+                      ? (type == t::run || type == t::cancel || type == t::heartbeat || type == t::slots)
+                      : type == t::hello;
     else
         allowed = handshake_done
                       ? (type == t::started || type == t::output || type == t::result || type == t::heartbeat)

@@ -171,9 +171,9 @@ std::optional<protocol_error> append_slots(std::string& out, const slots_limit& 
 
 decoded<slots_limit> decode_slots(std::string_view payload) {
     return detail::decode_message<slots_limit>(
-        payload, "slots", slots_fields, failing_only<slots_limit>([](payload_reader& r, const slots_limit& m) {
-            require(r, m.count >= 1, "a slot count of 0");
-        }));
+        payload, "slots", slots_fields,
+        failing_only<slots_limit>(
+            [](payload_reader& r, const slots_limit& m) { require(r, m.count >= 1, "a slot count of 0"); }));
 }
 
 }  // namespace agentctl::worker_protocol

@@ -29,7 +29,8 @@ std::string slurm_conf() {
 }
 
 // `salloc -N1 --exclusive -- agentctl ARGS...` with the fixture's SLURM_CONF.
-cli_test::command_result in_allocation(const std::vector<std::string>& args, cli_test::command_options options) {
+cli_test::command_result in_allocation(const std::vector<std::string>& args,
+                                       cli_test::command_options options) {
     std::vector<std::string> argv = {slurm_test::tool("salloc"), "--nodes=1", "--exclusive", "--quiet", "--",
                                      cli_test::agentctl_bin()};
     argv.insert(argv.end(), args.begin(), args.end());
@@ -71,8 +72,8 @@ BOOST_AUTO_TEST_CASE(queued_runs_of_a_lost_worker_run_on_its_replacement) {
                         "  policy:\n    approval: never\n    processAllowlist: [sh]\n"
                         "  actions:\n    sh:\n      kind: builtin.shell.exec\n      command: /bin/sh\n"
                         "      args: ['-c', '${{ vars.item }}']\n"
-                        "  tasks:\n    - {id: t, uses: action:sh, foreach: {items: [" + items +
-                            "]}, failure: continue}\n");
+                        "  tasks:\n    - {id: t, uses: action:sh, foreach: {items: [" +
+                            items + "]}, failure: continue}\n");
     std::string db = dir.path() + "/journal.db";
     bool killed = false;
     cli_test::command_options o;
@@ -83,7 +84,8 @@ BOOST_AUTO_TEST_CASE(queued_runs_of_a_lost_worker_run_on_its_replacement) {
         return true;
     };
     o.bound = 120s;
-    auto r = in_allocation({"--output", "json", "run", "--db", db, "--jobs", "1", "--backend", "slurm", wf}, o);
+    auto r =
+        in_allocation({"--output", "json", "run", "--db", db, "--jobs", "1", "--backend", "slurm", wf}, o);
     BOOST_TEST_REQUIRE(killed, "never saw the task running: " << r.out << r.err);
     json::value v = json::parse(r.out);
     std::string run_id(v.at("data").at("runId").as_string());

@@ -478,7 +478,8 @@ BOOST_AUTO_TEST_CASE(runs_beyond_the_slots_wait_in_the_queue) {
             }
         }
     }
-    std::vector<std::string> expected = {"started 1", "result 1", "started 2", "result 2", "started 3", "result 3"};
+    std::vector<std::string> expected = {"started 1", "result 1",  "started 2",
+                                         "result 2",  "started 3", "result 3"};
     BOOST_TEST(order == expected, boost::algorithm::join(order, ", "));
     BOOST_TEST(live_start_time(first.pid) != first.start);
     w.close_input();

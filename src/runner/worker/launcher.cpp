@@ -214,7 +214,8 @@ public:
                 reported = true;
                 // The pid is on the worker's node: nothing this host could check or kill.
                 if (request.attempt->on_started) request.attempt->on_started(attempt_started{});
-                backstop = steady::now() + std::chrono::milliseconds(task.timeout_ms) + grace + result_backstop;
+                backstop =
+                    steady::now() + std::chrono::milliseconds(task.timeout_ms) + grace + result_backstop;
             }
             if (p.result || w->lost()) break;
             if (ctl->cancelled() && !terminal_sent) {
@@ -378,7 +379,7 @@ private:
     std::vector<site_state> sites_;
     wp::hello hello_;
     std::uint64_t next_tag_ = 1;
-    std::uint32_t jobs_ = 0;  ///< the run's --jobs, from dispatch_ahead()
+    std::uint32_t jobs_ = 0;              ///< the run's --jobs, from dispatch_ahead()
     std::list<launch_control*> waiters_;  ///< launches waiting for a free slot
 };
 
