@@ -438,4 +438,33 @@ void check_golden(const std::string& golden, const std::string& actual) {
     BOOST_TEST(expected == actual, "output differs from " << path << " (AGENTCTL_UPDATE_GOLDEN=1 rewrites it)");
 }
 
+bool kill_parent_of(const std::string& needle) {
+    auto tasks = processes_with(needle);
+    if (tasks.empty()) return false;
+    std::ifstream stat("/proc/" + std::to_string(tasks[0]) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    std::istringstream rest(line.substr(line.rfind(')') + 2));
+    std::string state;
+    pid_t parent = 0;
+    rest >> state >> parent;
+    if (parent <= 1) return false;
+    ::kill(parent, SIGKILL);
+    return true;
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+boost::json::value parse_json(const std::string& text) {
+    boost::json::error_code ec;
+    boost::json::value v = boost::json::parse(text, ec);
+    BOOST_REQUIRE_MESSAGE(!ec, "not JSON: " << text);
+    return v;
+}
+
 }  // namespace cli_test

@@ -3,6 +3,8 @@
 
 #include <sys/types.h>
 
+#include <boost/json/value.hpp>
+
 #include <chrono>
 #include <functional>
 #include <optional>
@@ -82,6 +84,16 @@ private:
 
 /// Pids of live processes whose command line contains `needle` (the test's nonce).
 std::vector<pid_t> processes_with(const std::string& needle);
+
+/// SIGKILL to the parent (an allocation's worker, say) of the first process whose command
+/// line contains `needle`; false while there is none yet, or its parent is init.
+bool kill_parent_of(const std::string& needle);
+
+/// A whole file's bytes ("" when it cannot be read).
+std::string read_file(const std::string& path);
+
+/// `text` parsed as JSON; the test stops (BOOST_REQUIRE) when it is not.
+boost::json::value parse_json(const std::string& text);
 
 /// The watchdog of agentctl `owner`: the process named agentctl-watchdog holding a pidfd of
 /// it; -1 if none.

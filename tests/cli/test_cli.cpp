@@ -35,13 +35,6 @@ std::string probe_workflow(const std::string& actions, const std::string& tasks,
            actions + "  tasks:\n" + tasks;
 }
 
-json::value parse_json(const std::string& text) {
-    json::error_code ec;
-    json::value v = json::parse(text, ec);
-    BOOST_REQUIRE_MESSAGE(!ec, "not JSON: " << text);
-    return v;
-}
-
 bool nothing_left(const std::string& nonce) {
     // The run has returned: nothing tagged with the nonce may still exist.
     return processes_with(nonce).empty();

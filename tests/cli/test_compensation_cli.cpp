@@ -20,20 +20,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-json::value parse_json(const std::string& text) {
-    json::error_code ec;
-    json::value v = json::parse(text, ec);
-    BOOST_REQUIRE_MESSAGE(!ec, "not JSON: " << text);
-    return v;
-}
-
 const std::string head = "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: comp}\nspec:\n";
 
 // `provision` writes a file, its undo writes `compensated` there; `validate` then fails.

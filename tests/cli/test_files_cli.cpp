@@ -31,13 +31,6 @@ std::string files_workflow(const std::string& policy, const std::string& tasks,
            tasks;
 }
 
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
 const json::value& task_of(const json::value& outcome, const std::string& id) {
     return outcome.at("data").at("tasks").at(id);
 }

@@ -40,20 +40,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-json::value parse_json(const std::string& text) {
-    json::error_code ec;
-    json::value v = json::parse(text, ec);
-    BOOST_REQUIRE_MESSAGE(!ec, "not JSON: " << text);
-    return v;
-}
-
 /// Two tasks: `a` prints "hello" and succeeds, `b` (after a) prints to stderr and exits 3.
 /// Each appends its id to `marker` first.
 std::string two_tasks(const std::string& marker) {

@@ -28,13 +28,6 @@ std::string workflow(const std::string& allow, const std::string& actions, const
            allow + "], approval: never}\n" + extra_spec + "  actions:\n" + actions + "  tasks:\n" + tasks;
 }
 
-json::value parse_json(const std::string& text) {
-    json::error_code ec;
-    json::value v = json::parse(text, ec);
-    BOOST_REQUIRE_MESSAGE(!ec, "not JSON: " << text);
-    return v;
-}
-
 // A builtin.assign task whose output is the input `files`.
 std::string echo_files_workflow() {
     return workflow("probe", "    keep: {kind: builtin.assign}\n",

@@ -888,23 +888,6 @@ bool gone_within(const std::string& nonce, std::chrono::seconds bound) {
     return true;
 }
 
-// SIGKILL to the worker running the task whose command line carries `nonce` (the task's
-// parent); false while no such task runs yet.
-bool kill_the_worker_of(const std::string& nonce) {
-    auto tasks = cli_test::processes_with(nonce);
-    if (tasks.empty()) return false;
-    std::ifstream stat("/proc/" + std::to_string(tasks[0]) + "/stat");
-    std::string line;
-    std::getline(stat, line);
-    std::istringstream rest(line.substr(line.rfind(')') + 2));
-    std::string state;
-    pid_t parent = 0;
-    rest >> state >> parent;
-    if (parent <= 1) return false;
-    ::kill(parent, SIGKILL);
-    return true;
-}
-
 }  // namespace
 
 // The deadlock: 30 tasks at --jobs 8 inside an exclusive allocation of the only node.
@@ -999,7 +982,7 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_fails_its_task_as_worker_lost) {
     bool killed = false;
     cli_test::command_options o;
     o.poll = [&](pid_t) {
-        if (!kill_the_worker_of(nonce)) return false;
+        if (!cli_test::kill_parent_of(nonce)) return false;
         killed = true;
         return true;
     };
@@ -1146,7 +1129,7 @@ BOOST_AUTO_TEST_CASE(a_lost_workers_attempt_is_uncertain_for_resume) {
         // The script's command line carries the nonce from the moment sh starts, before it
         // has touched the mark: killing the worker then (a loaded machine gets there) kills
         // the task before the mark exists, and the resumed attempt sleeps into its timeout.
-        if (!fs::exists(mark) || !kill_the_worker_of(nonce)) return false;
+        if (!fs::exists(mark) || !cli_test::kill_parent_of(nonce)) return false;
         killed = true;
         return true;
     };

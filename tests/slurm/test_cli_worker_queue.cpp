@@ -38,23 +38,6 @@ cli_test::command_result in_allocation(const std::vector<std::string>& args,
     return cli_test::run(argv, options);
 }
 
-// SIGKILL to the parent (the worker) of the task whose command line carries `nonce`; false
-// while no such task runs yet.
-bool kill_the_worker_of(const std::string& nonce) {
-    auto tasks = cli_test::processes_with(nonce);
-    if (tasks.empty()) return false;
-    std::ifstream stat("/proc/" + std::to_string(tasks[0]) + "/stat");
-    std::string line;
-    std::getline(stat, line);
-    std::istringstream rest(line.substr(line.rfind(')') + 2));
-    std::string state;
-    pid_t parent = 0;
-    rest >> state >> parent;
-    if (parent <= 1) return false;
-    ::kill(parent, SIGKILL);
-    return true;
-}
-
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(worker_queue_cli)
@@ -79,7 +62,7 @@ BOOST_AUTO_TEST_CASE(queued_runs_of_a_lost_worker_run_on_its_replacement) {
     cli_test::command_options o;
     o.cwd = dir.path();
     o.poll = [&](pid_t) {
-        if (!kill_the_worker_of(nonce)) return false;
+        if (!cli_test::kill_parent_of(nonce)) return false;
         killed = true;
         return true;
     };
