@@ -67,13 +67,10 @@ bool retry_allowed(const retry_spec& retry, const action_spec& action, const tas
     }
 }
 
-std::string make_run_id() {
-    return "run-" + exec::random_hex(16);
-}
 }  // namespace
 
 std::string new_run_id() {
-    return make_run_id();
+    return "run-" + exec::random_hex(16);
 }
 
 namespace {
@@ -170,7 +167,7 @@ public:
             auto it = kept_.find(i);
             return it == kept_.end() ? nullptr : &it->second;
         };
-        report_.run_id = settings_.run_id.empty() ? make_run_id() : settings_.run_id;
+        report_.run_id = settings_.run_id.empty() ? new_run_id() : settings_.run_id;
         if (!with_.runner) {
             builtin_ = std::make_unique<builtin_runner>(ex, p, settings_for_runner(settings_, report_.run_id),
                                                         with_.events, with_.watch);
