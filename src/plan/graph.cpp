@@ -29,6 +29,12 @@ void compiler::index_tasks() {
         declared_task& t = tasks_[i];
         if (auto it = action_ids_.find(spec.action); it != action_ids_.end()) {
             t.action = it->second;
+        } else if (spec.uses == "router" && !spec.route) {
+            // The reader requires `route`; a partial document (check of a damaged file) can
+            // still lack it, and a router without its decision must not reach the plan.
+            error("missing_field", task_path(i) + ".route",
+                  "task `" + spec.id + "` uses `router` but has no `route`",
+                  "add route: with select and cases");
         } else if (spec.uses != "router" && spec.subworkflow.empty()) {
             // A router and a sub-workflow's boundary and aggregate are pure nodes, without an action.
             std::string hint = nearest(spec.action, action_names);
