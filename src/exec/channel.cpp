@@ -8,6 +8,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/query.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -44,7 +45,7 @@ struct channel::impl : std::enable_shared_from_this<impl> {
     std::optional<channel_end> ended;
     std::shared_ptr<tree_observer> observer;
     std::string pending;
-    bool writing = false, close_when_flushed = false, write_failed = false;
+    bool writing = false, close_when_flushed = false, write_failed = false, flush_posted = false;
     std::string err_tail;
     std::array<char, 4096> err_buffer{};
 
@@ -201,7 +202,15 @@ asio::awaitable<std::string> channel::read_some() {
 void channel::send(std::string bytes) {
     if (!impl_->in.is_open() || impl_->close_when_flushed) return;
     impl_->pending += bytes;
-    impl_->flush();
+    // What is sent in one turn of the loop goes out in one write: through srun each write
+    // becomes a segment of its own, and a small one behind another waits for that one's
+    // acknowledgement, tens of milliseconds (docs/WORKER.md, "The channel").
+    if (impl_->flush_posted) return;
+    impl_->flush_posted = true;
+    asio::post(impl_->ex, [self = impl_->shared_from_this()] {
+        self->flush_posted = false;
+        self->flush();
+    });
 }
 
 bool channel::write_failed() const {

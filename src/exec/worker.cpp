@@ -18,6 +18,7 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
@@ -400,10 +401,16 @@ private:
 
     // ---- writing: one queue, one write in flight, so frames never interleave
 
+    // Frames of one turn of the loop go out in one write (docs/WORKER.md, "The channel").
     void send(std::string frames) {
         if (!out_.is_open()) return;
         pending_ += frames;
-        flush();
+        if (flush_posted_) return;
+        flush_posted_ = true;
+        asio::post(io_, [this] {
+            flush_posted_ = false;
+            flush();
+        });
     }
 
     void flush() {
@@ -483,6 +490,7 @@ private:
     std::string in_flight_;
     bool writing_ = false;
     bool close_when_flushed_ = false;
+    bool flush_posted_ = false;
     bool stopping_ = false;
     worker_status status_ = worker_status::done;
 };

@@ -108,6 +108,9 @@ public:
 
         // The partitions named, or the cluster's default one.
         std::vector<std::string> partitions = split_partitions(settings_.slurm.partition);
+        // The listing that found the default partition also says whether it is up: no second
+        // sinfo for it (each Slurm call costs a run's start ~10 ms, docs/SLURM.md, section 13).
+        std::optional<process_result> listing;
         if (partitions.empty()) {
             process_result all = co_await call(sinfo_partitions(tools.sinfo), env, true);
             if (cancelled((co_await asio::this_coro::cancellation_state).cancelled())) co_return std::nullopt;
@@ -124,12 +127,18 @@ public:
                 co_return std::nullopt;
             }
             partitions.push_back(*def);
+            listing = std::move(all);
         }
         bool any_up = false;
         std::vector<std::string> down;
         for (const auto& name : partitions) {
-            process_result r = co_await call(sinfo_partition(tools.sinfo, name), env, true);
-            if (cancelled((co_await asio::this_coro::cancellation_state).cancelled())) co_return std::nullopt;
+            process_result r;
+            if (listing) {
+                r = *listing;
+            } else {
+                r = co_await call(sinfo_partition(tools.sinfo, name), env, true);
+                if (cancelled((co_await asio::this_coro::cancellation_state).cancelled())) co_return std::nullopt;
+            }
             std::string subject = "partition " + name;
             if (r.outcome != process_outcome::exited || r.exit_code != 0) {
                 std::string detail = tools.sinfo + " --partition=" + name + ": " + describe(r) + ": " +

@@ -35,11 +35,13 @@ constexpr auto result_backstop = 30s;
 constexpr auto close_bound = 10s;
 constexpr std::uint32_t heartbeat_ms = 1000;
 // Runs sent ahead to a worker, per task it may run at once: enough that its queue outlasts a
-// round trip through srun (docs/SLURM.md, section 13: tens of milliseconds under load, while
-// a slot frees every few milliseconds; 2 gave 0.92-0.94x the local throughput, 4 gave
-// 0.97-0.99x), few enough that little waits on a worker that may be
-// lost (a queued run is then sent to another worker: it never started).
-constexpr std::uint32_t ahead_per_slot = 4;
+// round trip through srun, which is tens of milliseconds even on an idle machine (frames
+// written close together arrive ~40 ms apart), while a slot frees every few hundred
+// microseconds for a short task (docs/SLURM.md, section 13: 4 gave 0.49x the local throughput
+// on a quiet machine, 16 about 0.75x at 1 000 tasks, 32 no better); few enough that little
+// waits on a worker that may be lost (a queued run is then sent to another worker: it never
+// started).
+constexpr std::uint32_t ahead_per_slot = 16;
 
 std::optional<error_code> code_named(const std::string& name) {
     if (name.empty()) return std::nullopt;
