@@ -137,7 +137,8 @@ public:
                 r = *listing;
             } else {
                 r = co_await call(sinfo_partition(tools.sinfo, name), env, true);
-                if (cancelled((co_await asio::this_coro::cancellation_state).cancelled())) co_return std::nullopt;
+                if (cancelled((co_await asio::this_coro::cancellation_state).cancelled()))
+                    co_return std::nullopt;
             }
             std::string subject = "partition " + name;
             if (r.outcome != process_outcome::exited || r.exit_code != 0) {
