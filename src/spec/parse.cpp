@@ -310,7 +310,7 @@ std::optional<yaml::tree> read_yaml_tree(std::string_view source, const std::str
                                          bool library_only) {
     yaml::tree_error bad;
     bool ascii = false;
-    if (!yaml::check_bytes(source, bad, &ascii) || !yaml::check_nesting(source, bad)) {
+    if (!yaml::check_bytes(source, bad, &ascii)) {
         report(diags, file, bad);
         return std::nullopt;
     }
@@ -322,6 +322,11 @@ std::optional<yaml::tree> read_yaml_tree(std::string_view source, const std::str
         yaml::tree_builder simple;
         simple.reserve(node_hint);
         if (yaml::build_simple_tree(source, simple) && simple.finish()) return std::move(simple.result());
+    }
+    // Only yaml-cpp recurses per level: the fast path refuses deep documents by itself.
+    if (!yaml::check_nesting(source, bad)) {
+        report(diags, file, bad);
+        return std::nullopt;
     }
     yaml::tree_builder builder;
     builder.reserve(node_hint);

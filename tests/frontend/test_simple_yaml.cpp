@@ -37,6 +37,9 @@ bool check_same_tree(const std::string& text, const std::string& name) {
     yaml::tree_builder simple;
     if (!yaml::build_simple_tree(text, simple) || !simple.finish()) return false;
     diagnostics diags;
+    yaml::tree_error error;
+    // read_yaml_tree checks the nesting only for yaml-cpp: it must pass what the fast path takes.
+    BOOST_TEST(yaml::check_nesting(text, error), name << "\n" << text);
     auto library = read_yaml_tree(text, name, diags, /*library_only=*/true);
     BOOST_TEST_CONTEXT(name << "\n" << text) {
         BOOST_TEST(library.has_value(), "yaml-cpp refuses what the fast path accepted");
