@@ -39,7 +39,8 @@ public:
     void run() {
         unsigned char bits = 0;  // a loop the compiler vectorizes
         for (char c : s_) bits |= static_cast<unsigned char>(c);
-        if (bits >= 0x80 || s_.find('\t') != s_.npos || s_.find('\r') != s_.npos) throw not_simple{};
+        if (bits >= 0x80 || s_.find('\t') != s_.npos || s_.find('\r') != s_.npos || s_.find('\0') != s_.npos)
+            throw not_simple{};
         builder_.start_document(1, 1, false);
         next_line(no_limit);
         if (indent_ < 0) throw not_simple{};  // no content: yaml-cpp's reading is kept
@@ -55,7 +56,7 @@ private:
         bool plain = true;
     };
 
-    // NUL bytes are refused before parsing, so '\0' marks the end of the text.
+    // NUL bytes are refused (here and by check_bytes), so '\0' marks the end of the text.
     char at(std::size_t k) const { return k < s_.size() ? s_[k] : '\0'; }
     bool blank_or_end(std::size_t k) const {
         char c = at(k);
