@@ -5,11 +5,38 @@
 #include <agentctl/plan.hpp>
 #include <agentctl/template.hpp>
 
+#include "spec/reader.hpp"
+#include "spec/yaml_tree.hpp"
+
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
 namespace agentctl::fuzz {
 namespace {
+
+bool same_node(const yaml::node& a, const yaml::node& b) {
+    return a.kind == b.kind && a.plain == b.plain && a.bad_tag == b.bad_tag && a.line == b.line &&
+           a.column == b.column && a.target == b.target && a.weight == b.weight && a.height == b.height &&
+           a.text == b.text && a.items == b.items;
+}
+
+// Where the fast path for plain YAML (src/spec/simple_yaml.cpp) takes a document, yaml-cpp
+// must read the same tree from it.
+std::string check_fast_yaml(std::string_view data) {
+    yaml::tree_error bad;
+    yaml::tree_builder simple;
+    if (!yaml::check_bytes(data, bad) || !yaml::build_simple_tree(data, simple) || !simple.finish())
+        return {};
+    diagnostics diags;
+    auto library = read_yaml_tree(data, "fuzz.yaml", diags, /*library_only=*/true);
+    if (!library) return "the fast YAML path took a document yaml-cpp refuses";
+    const yaml::tree& fast = simple.result();
+    bool same = fast.root == library->root && fast.has_root == library->has_root &&
+                fast.tags == library->tags && fast.nodes.size() == library->nodes.size();
+    for (std::size_t i = 0; same && i < fast.nodes.size(); ++i)
+        same = same_node(fast.nodes[i], library->nodes[i]);
+    return same ? "" : "the fast YAML path and yaml-cpp read different trees";
+}
 
 std::string check_diagnostics(const diagnostics& ds, std::string_view stage) {
     for (const auto& d : ds.items()) {
@@ -30,6 +57,7 @@ std::string items_text(const items_result& r) {
 }  // namespace
 
 std::string workflow(std::string_view data) {
+    if (auto p = check_fast_yaml(data); !p.empty()) return p;
     parse_result parsed = parse_workflow(data, "fuzz.yaml");
     if (auto p = check_diagnostics(parsed.diags, "parse"); !p.empty()) return p;
     if (parsed.document && parsed.diags.has_errors()) return "a document was returned with errors";

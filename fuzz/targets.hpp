@@ -11,9 +11,10 @@
 
 namespace agentctl::fuzz {
 
-/// parse_workflow + check_document; for a valid plan, its JSON and text, compiled twice (the
-/// same bytes), the JSON parses back. The bytes as an inputs file (JSON and YAML) and as an
-/// items file (lines and NUL-separated, in one piece and in two).
+/// The fast path for plain YAML reads what yaml-cpp reads; parse_workflow + check_document;
+/// for a valid plan, its JSON and text, compiled twice (the same bytes), the JSON parses back.
+/// The bytes as an inputs file (JSON and YAML) and as an items file (lines and NUL-separated,
+/// in one piece and in two).
 std::string workflow(std::string_view data);
 
 /// The template language: parse_template, render_text and render against fixed inputs and

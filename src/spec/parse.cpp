@@ -306,19 +306,30 @@ std::string alias_name(std::string_view source, std::size_t offset) {
 
 }  // namespace
 
-std::optional<yaml::tree> read_yaml_tree(std::string_view source, const std::string& file,
-                                         diagnostics& diags) {
+std::optional<yaml::tree> read_yaml_tree(std::string_view source, const std::string& file, diagnostics& diags,
+                                         bool library_only) {
     yaml::tree_error bad;
     bool ascii = false;
-    if (!yaml::check_bytes(source, bad, &ascii) || !yaml::check_nesting(source, bad)) {
+    if (!yaml::check_bytes(source, bad, &ascii)) {
+        report(diags, file, bad);
+        return std::nullopt;
+    }
+    // Typical workflows have about one node per 8 bytes, dense ones (flow lists of short
+    // scalars) one per 4 or 5: reserving for one per 4 costs only address space (pages are
+    // touched as nodes arrive), while a hint too small moves every node once, at the end.
+    const std::size_t node_hint = source.size() / 4 + 16;
+    if (ascii && !library_only) {
+        yaml::tree_builder simple;
+        simple.reserve(node_hint);
+        if (yaml::build_simple_tree(source, simple) && simple.finish()) return std::move(simple.result());
+    }
+    // Only yaml-cpp recurses per level: the fast path refuses deep documents by itself.
+    if (!yaml::check_nesting(source, bad)) {
         report(diags, file, bad);
         return std::nullopt;
     }
     yaml::tree_builder builder;
-    // Typical workflows have about one node per 8 bytes, dense ones (flow lists of short
-    // scalars) one per 4 or 5: reserving for one per 4 costs only address space (pages are
-    // touched as nodes arrive), while a hint too small moves every node once, at the end.
-    builder.reserve(source.size() / 4 + 16);
+    builder.reserve(node_hint);
     tree_events events(builder, source, ascii);
     try {
         memory_buffer buffer(source);

@@ -21,8 +21,16 @@ namespace agentctl {
 
 /// Parses YAML text into a tree (implemented with the YAML library in parse.cpp). Byte
 /// checks, syntax errors and alias limits become diagnostics; nothing when any occurred.
-std::optional<yaml::tree> read_yaml_tree(std::string_view source, const std::string& file,
-                                         diagnostics& diags);
+/// `library_only`: skip the fast path for plain documents (simple_yaml.cpp), for tests.
+std::optional<yaml::tree> read_yaml_tree(std::string_view source, const std::string& file, diagnostics& diags,
+                                         bool library_only = false);
+
+namespace yaml {
+/// Builds the tree of a document written in a plain subset of YAML (simple_yaml.cpp), the
+/// same tree, marks included, as yaml-cpp's events give. False for anything outside the
+/// subset, the builder then unusable: the caller parses with yaml-cpp.
+bool build_simple_tree(std::string_view source, tree_builder& builder);
+}  // namespace yaml
 
 /// A value in the tree and where diagnostics about it point: the key of a mapping entry,
 /// the item of a sequence.

@@ -342,7 +342,7 @@ std::uint32_t tree_builder::add(node n, std::size_t anchor, tag_t tag, std::stri
         tree_.tags.emplace_back(index, std::string(tag_text));
     }
     if (!open_.empty()) {
-        tree_.nodes[open_.back()].items.push_back(index);
+        open_items_.push_back(index);
     } else if (!tree_.has_root) {
         tree_.root = index;
         tree_.has_root = true;
@@ -390,7 +390,8 @@ void tree_builder::alias(int line, int column, std::size_t anchor) {
         return;
     }
     std::uint32_t target = anchors_[anchor];
-    if (std::find(open_.begin(), open_.end(), target) != open_.end()) {
+    if (std::any_of(open_.begin(), open_.end(),
+                    [&](const open_collection& c) { return c.index == target; })) {
         fail("yaml_alias_limit", "this alias refers to a node that contains it (infinite expansion)", line,
              column);
         return;
@@ -416,13 +417,16 @@ void tree_builder::start_collection(node::kind_t kind, int line, int column, std
     n.kind = kind;
     n.line = line;
     n.column = column;
-    open_.push_back(add(std::move(n), anchor, tag, tag_text));
+    std::uint32_t index = add(std::move(n), anchor, tag, tag_text);
+    open_.push_back({index, open_items_.size()});
 }
 
 void tree_builder::end_collection() {
-    std::uint32_t index = open_.back();
+    const open_collection c = open_.back();
     open_.pop_back();
-    node& n = tree_.nodes[index];
+    node& n = tree_.nodes[c.index];
+    n.items.assign(open_items_.begin() + static_cast<std::ptrdiff_t>(c.first_item), open_items_.end());
+    open_items_.resize(c.first_item);
     std::uint64_t weight = 1;
     int height = 0;
     for (std::uint32_t item : n.items) {

@@ -92,7 +92,14 @@ private:
     std::uint32_t add(node n, std::size_t anchor, tag_t tag, std::string_view tag_text);
 
     tree tree_;
-    std::vector<std::uint32_t> open_;     // collections being built, innermost last
+    struct open_collection {
+        std::uint32_t index;     // its node
+        std::size_t first_item;  // its first item in open_items_
+    };
+    std::vector<open_collection> open_;  // collections being built, innermost last
+    // Items of the open collections, innermost last: each collection gets its list once, at
+    // its end, in one allocation of the right size instead of one per doubling.
+    std::vector<std::uint32_t> open_items_;
     std::vector<std::uint32_t> anchors_;  // anchor id -> node index
     std::vector<tree_error> errors_;
     int documents_ = 0;
