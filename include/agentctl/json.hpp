@@ -91,9 +91,32 @@ public:
     void flush();
 
 private:
-    void before_value();
+    // A comma goes before a value inside a container unless it opens the container or follows
+    // a key: one flag and a depth instead of a stack (this runs once per value).
+    void before_value() {
+        if (need_comma_) put(',');
+        need_comma_ = depth_ > 0;
+    }
+    void open(char bracket) {
+        before_value();
+        put(bracket);
+        ++depth_;
+        need_comma_ = false;
+    }
+    void close(char bracket) {
+        put(bracket);
+        --depth_;
+        need_comma_ = depth_ > 0;
+    }
     void put_string(std::string_view s);
-    void put(std::string_view s);
+    void put_large(std::string_view s);
+    // Small pieces (punctuation, keys, numbers) are appended inline; the buffer is flushed
+    // once it reaches flush_at, so it stays about that size.
+    void put(std::string_view s) {
+        if (s.size() >= flush_at) return put_large(s);
+        buffer_.append(s);
+        if (buffer_.size() >= flush_at) flush();
+    }
     void put(char c) {
         buffer_.push_back(c);
         if (buffer_.size() >= flush_at) flush();
@@ -101,9 +124,9 @@ private:
     static constexpr std::size_t flush_at = 64 * 1024;
 
     json_sink& sink_;
-    std::string buffer_;               // pending bytes; small writers (one value) never allocate much
-    std::vector<std::uint8_t> first_;  // per open container: 1 while nothing was written in it
-    bool after_key_ = false;
+    std::string buffer_;       // pending bytes; small writers (one value) never allocate much
+    std::size_t depth_ = 0;    // open containers
+    bool need_comma_ = false;  // a value was written in the innermost container, no key since
 };
 
 /// A duration in milliseconds as JSON seconds: an integer when whole (10), else a decimal (0.2).

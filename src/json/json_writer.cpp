@@ -13,14 +13,9 @@
 
 namespace agentctl {
 
-void json_writer::put(std::string_view s) {
-    if (s.size() >= flush_at) {  // large pieces go straight through
-        flush();
-        sink_.write(s);
-        return;
-    }
-    buffer_.append(s);
-    if (buffer_.size() >= flush_at) flush();
+void json_writer::put_large(std::string_view s) {  // large pieces go straight through
+    flush();
+    sink_.write(s);
 }
 
 void json_writer::flush() {
@@ -29,44 +24,27 @@ void json_writer::flush() {
     buffer_.clear();
 }
 
-void json_writer::before_value() {
-    if (after_key_) {
-        after_key_ = false;
-        return;
-    }
-    if (!first_.empty()) {
-        if (!first_.back()) put(',');
-        first_.back() = 0;
-    }
-}
-
 void json_writer::begin_object() {
-    before_value();
-    put('{');
-    first_.push_back(1);
+    open('{');
 }
 
 void json_writer::end_object() {
-    first_.pop_back();
-    put('}');
+    close('}');
 }
 
 void json_writer::begin_array() {
-    before_value();
-    put('[');
-    first_.push_back(1);
+    open('[');
 }
 
 void json_writer::end_array() {
-    first_.pop_back();
-    put(']');
+    close(']');
 }
 
 void json_writer::key(std::string_view k) {
     before_value();
     put_string(k);
     put(':');
-    after_key_ = true;
+    need_comma_ = false;
 }
 
 void json_writer::string(std::string_view s) {
@@ -86,19 +64,47 @@ constexpr std::array<unsigned char, 256> escape_length = [] {
     return t;
 }();
 
+// The length of the prefix of `s` that needs no escape. Eight bytes at a time: a word holds
+// a byte below 0x20, a '"' or a '\\' exactly when one of the three tests sets a high bit
+// (a borrow only spreads from a byte that was found already).
+std::size_t unescaped_prefix(std::string_view s) {
+    constexpr std::uint64_t ones = 0x0101010101010101, highs = 0x8080808080808080;
+    std::size_t i = 0;
+    for (; i + 8 <= s.size(); i += 8) {
+        std::uint64_t w;
+        std::memcpy(&w, s.data() + i, 8);
+        const std::uint64_t quote = w ^ (ones * '"');
+        const std::uint64_t backslash = w ^ (ones * '\\');
+        const std::uint64_t found =
+            ((w - ones * 0x20) & ~w) | ((quote - ones) & ~quote) | ((backslash - ones) & ~backslash);
+        if (found & highs) break;
+    }
+    while (i < s.size() && escape_length[static_cast<unsigned char>(s[i])] == 0) ++i;
+    return i;
+}
+
 }  // namespace
 
 void json_writer::put_string(std::string_view s) {
     static constexpr char hex[] = "0123456789abcdef";
+    // Most strings (keys, ids, rendered values) need no escape and are short: one scan and
+    // one append with both quotes.
+    std::size_t i = unescaped_prefix(s);
+    if (i == s.size() && s.size() < flush_at) {
+        buffer_.push_back('"');
+        buffer_.append(s);
+        buffer_.push_back('"');
+        if (buffer_.size() >= flush_at) flush();
+        return;
+    }
     put('"');
+    if (i > 0) put(s.substr(0, i));
     // Runs without escapes are copied whole; escapes are written through a pointer into room
     // made for the worst case of a slice (6 bytes per byte), so that output full of control
     // bytes (a binary stream) costs a table lookup and a few stores per byte.
     constexpr std::size_t slice = 16 * 1024;
-    std::size_t i = 0;
     while (i < s.size()) {
-        std::size_t run = i;
-        while (run < s.size() && escape_length[static_cast<unsigned char>(s[run])] == 0) ++run;
+        std::size_t run = i + unescaped_prefix(s.substr(i));
         if (run > i) put(s.substr(i, run - i));
         i = run;
         if (i == s.size()) break;

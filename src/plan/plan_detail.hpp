@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -64,5 +65,28 @@ struct child_parts {
     std::optional<std::string> cwd;
 };
 child_parts render_child(const plan& p, const plan_expansion& e, std::uint32_t k);
+
+/// The children of one expansion, with its templates parsed once: render_child() and
+/// plan::task() for many children of the same expansion (writing a plan of 100 000 children
+/// would otherwise parse the same templates 100 000 times, and copy the template node each time).
+class child_renderer {
+public:
+    child_renderer(const plan& p, const plan_expansion& e);
+    ~child_renderer();
+    child_renderer(const child_renderer&) = delete;
+    child_renderer& operator=(const child_renderer&) = delete;
+
+    child_parts render(std::uint32_t k) const;
+    /// Child `k` as plan::task() returns it; overwritten by the next call (and not to be
+    /// moved from unless it is the last).
+    plan_task& task(std::uint32_t k);
+
+private:
+    struct templates;
+    const plan& plan_;
+    const plan_expansion& expansion_;
+    std::unique_ptr<const templates> templates_;
+    std::optional<plan_task> task_;  // the template node, each child's own fields written over it
+};
 
 }  // namespace agentctl::detail

@@ -29,6 +29,7 @@
 #include <boost/json/object.hpp>
 
 #include <algorithm>
+#include <optional>
 
 namespace agentctl {
 namespace {
@@ -382,7 +383,10 @@ void write_body(json_writer& w, const plan& p) {
     w.end_array();
     w.key("tasks");
     w.begin_object();
-    // One task at a time: a child is rendered, written and dropped.
+    // One task at a time: a child is rendered, written and dropped. The children of an
+    // expansion are consecutive and share one renderer (its templates parsed once).
+    std::optional<detail::child_renderer> children;
+    const plan_expansion* children_of = nullptr;
     for (std::uint32_t i = 0; i < p.size(); ++i) {
         const plan_task& n = p.node(i);
         if (n.kind != plan_task::kind_t::child) {
@@ -390,7 +394,12 @@ void write_body(json_writer& w, const plan& p) {
             write_task(w, p, n);
             continue;
         }
-        plan_task t = p.task(i);
+        const plan_expansion& e = p.expansions[n.expansion_slot];
+        if (children_of != &e) {
+            children.emplace(p, e);
+            children_of = &e;
+        }
+        const plan_task& t = children->task(i - e.first_child);
         w.key(t.id);
         write_task(w, p, t);
     }

@@ -1,5 +1,6 @@
 // The plan's tasks by plan index: singles and aggregates as stored, children rendered from
 // their template and item when asked for (docs/DESIGN.md, "Plan": a plan stores no child).
+#include "plan/compiler.hpp"
 #include "plan/plan_detail.hpp"
 
 #include <boost/json/array.hpp>
@@ -63,49 +64,103 @@ json::object expansion_bindings(const plan_expansion& e, std::uint64_t k) {
     return expansion_bindings(e.as, &e.items, axes, k);
 }
 
-child_parts render_child(const plan& p, const plan_expansion& e, std::uint32_t k) {
+// What render() and render_text() would parse for each child, parsed once.
+struct child_renderer::templates {
+    bool with = false;                                 ///< `with` is rendered (not deferred, and it parses)
+    plan_compiler::compiled_value with_compiled;       ///< points into the template node's `with`
+    bool argv = false;                                 ///< args and cwd are rendered
+    std::vector<std::optional<template_string>> args;  ///< nullopt: copied as written
+    std::optional<template_string> cwd;                ///< nullopt: copied as written
+};
+
+child_renderer::child_renderer(const plan& p, const plan_expansion& e) : plan_(p), expansion_(e) {
     const plan_task& n = p.nodes[e.node];
-    child_parts c;
-    json::value vars = expansion_bindings(e, k);
-    c.id = child_id(e, n.parent, k);
-    for (const auto& m : n.vars) vars.get_object().emplace(m.key(), m.value());
-    render_context ctx;
-    ctx.inputs = &p.inputs;
-    ctx.vars = &vars;
-    std::string error;
-    // The compiler rendered every child once already (compile() fails otherwise), so these
-    // renderings succeed; a failure would leave the template, as a deferred one is.
-    if (n.with_deferred) {
-        c.with = n.with;
-    } else if (auto with = render(n.with, ctx, error)) {
-        c.with = std::move(*with);
-    } else {
-        c.with = n.with;
-    }
+    auto t = std::make_unique<templates>();
+    // A template that does not parse does not render either: every child keeps it as written.
+    t->with = !n.with_deferred && plan_compiler::compile_value(n.with, t->with_compiled);
     const action_spec& act = p.actions[n.action_index];
     bool templated = act.cwd && looks_templated(*act.cwd);
     for (const auto& a : act.args) templated = templated || looks_templated(a);
-    if (templated && !n.argv_deferred) {
+    t->argv = templated && !n.argv_deferred;
+    if (t->argv) {
+        auto parsed = [](const std::string& text) -> std::optional<template_string> {
+            if (!looks_templated(text)) return std::nullopt;
+            template_error error;
+            return parse_template(text, error);
+        };
+        t->args.reserve(act.args.size());
+        for (const auto& a : act.args) t->args.push_back(parsed(a));
+        if (act.cwd) t->cwd = parsed(*act.cwd);
+    }
+    templates_ = std::move(t);
+}
+
+child_renderer::~child_renderer() = default;
+
+child_parts child_renderer::render(std::uint32_t k) const {
+    const plan_task& n = plan_.nodes[expansion_.node];
+    child_parts c;
+    json::value vars = expansion_bindings(expansion_, k);
+    c.id = child_id(expansion_, n.parent, k);
+    for (const auto& m : n.vars) vars.get_object().emplace(m.key(), m.value());
+    render_context ctx;
+    ctx.inputs = &plan_.inputs;
+    ctx.vars = &vars;
+    template_error error;
+    // The compiler rendered every child once already (compile() fails otherwise), so these
+    // renderings succeed; a failure would leave the template, as a deferred one is.
+    std::optional<json::value> with;
+    if (templates_->with) with = plan_compiler::render_compiled(templates_->with_compiled, ctx, error);
+    c.with = with ? std::move(*with) : n.with;
+    if (templates_->argv) {
+        const action_spec& act = plan_.actions[n.action_index];
         ctx.with = &c.with;
+        auto text = [&](const std::optional<template_string>& parsed, const std::string& written) {
+            std::optional<std::string> r;
+            if (parsed) r = render_parsed_text(*parsed, ctx, error);
+            return r ? std::move(*r) : written;
+        };
         std::vector<std::string> args;
         args.reserve(act.args.size());
-        for (const auto& a : act.args) {
-            if (!looks_templated(a)) {
-                args.push_back(a);
-            } else if (auto r = render_text(a, ctx, error)) {
-                args.push_back(std::move(*r));
-            } else {
-                args.push_back(a);
-            }
-        }
+        for (std::size_t j = 0; j < act.args.size(); ++j)
+            args.push_back(text(templates_->args[j], act.args[j]));
         c.args = std::move(args);
-        if (act.cwd) {
-            auto r = looks_templated(*act.cwd) ? render_text(*act.cwd, ctx, error) : std::optional(*act.cwd);
-            c.cwd = r ? std::move(*r) : *act.cwd;
-        }
+        if (act.cwd) c.cwd = text(templates_->cwd, *act.cwd);
     }
     c.vars = std::move(vars.get_object());
     return c;
+}
+
+plan_task& child_renderer::task(std::uint32_t k) {
+    if (!task_) {  // the fields every child shares, copied once
+        task_ = plan_.nodes[expansion_.node];
+        task_->first_child = 0;
+        task_->child_count = 0;
+    }
+    plan_task& t = *task_;
+    child_parts parts = render(k);
+    t.id = std::move(parts.id);
+    t.vars = std::move(parts.vars);
+    t.with = std::move(parts.with);
+    t.args = std::move(parts.args);
+    t.cwd = std::move(parts.cwd);
+    t.expansion_index = k;
+    if (expansion_.loop) {
+        t.vars_deferred = plan_.nodes[expansion_.node].vars_deferred;
+        if (k > 0) {
+            // The previous iteration's output: rendered when this one is admitted.
+            if (auto* previous = t.vars.if_contains("loopPrevious")) {
+                t.vars_deferred["loopPrevious"] = std::move(*previous);
+                t.vars.erase("loopPrevious");
+            }
+        }
+    }
+    t.output_referenced = plan_.output_referenced(expansion_.first_child + k);
+    return t;
+}
+
+child_parts render_child(const plan& p, const plan_expansion& e, std::uint32_t k) {
+    return child_renderer(p, e).render(k);
 }
 
 }  // namespace detail
@@ -121,26 +176,8 @@ plan_task plan::task(std::uint32_t i) const {
     const plan_task& n = node(i);
     if (n.kind != plan_task::kind_t::child) return n;
     const plan_expansion& e = expansions[n.expansion_slot];
-    const std::uint32_t k = i - e.first_child;
-    detail::child_parts parts = detail::render_child(*this, e, k);
-    plan_task t = n;
-    t.id = std::move(parts.id);
-    t.vars = std::move(parts.vars);
-    t.with = std::move(parts.with);
-    t.args = std::move(parts.args);
-    t.cwd = std::move(parts.cwd);
-    t.expansion_index = k;
-    if (e.loop && k > 0) {
-        // The previous iteration's output: rendered when this one is admitted.
-        if (auto* previous = t.vars.if_contains("loopPrevious")) {
-            t.vars_deferred["loopPrevious"] = std::move(*previous);
-            t.vars.erase("loopPrevious");
-        }
-    }
-    t.first_child = 0;
-    t.child_count = 0;
-    t.output_referenced = output_referenced(i);
-    return t;
+    detail::child_renderer children(*this, e);
+    return std::move(children.task(i - e.first_child));
 }
 
 std::string plan::task_id(std::uint32_t i) const {

@@ -105,6 +105,72 @@ BOOST_AUTO_TEST_CASE(writer_escapes_long_mixed_strings_exactly) {
     }
 }
 
+// Short strings are scanned for escapes eight bytes at a time: every byte value at every
+// position of the first words must be escaped exactly as a byte-by-byte escape does.
+BOOST_AUTO_TEST_CASE(writer_escapes_each_byte_at_each_position) {
+    auto reference = [](std::string_view s) {
+        std::string out = "\"";
+        for (unsigned char c : s) {
+            if (c == '"' || c == '\\') {
+                out += '\\';
+                out += static_cast<char>(c);
+            } else if (c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t') {
+                out += '\\';
+                out += c == '\b' ? 'b' : c == '\f' ? 'f' : c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+            } else if (c < 0x20) {
+                static constexpr char hex[] = "0123456789abcdef";
+                out += "\\u00";
+                out += hex[c >> 4];
+                out += hex[c & 15];
+            } else {
+                out += static_cast<char>(c);
+            }
+        }
+        return out + "\"";
+    };
+    for (std::size_t size : {1u, 7u, 8u, 9u, 16u, 17u}) {
+        for (std::size_t at = 0; at < size; ++at) {
+            for (int byte = 0; byte < 256; ++byte) {
+                std::string text(size, 'a');
+                text[at] = static_cast<char>(byte);
+                string_sink sink;
+                {
+                    json_writer w(sink);
+                    w.string(text);
+                }
+                BOOST_TEST(sink.text == reference(text), "size " << size << " at " << at << " byte " << byte);
+            }
+        }
+    }
+}
+
+// Commas go between the values of a container, never between top-level values.
+BOOST_AUTO_TEST_CASE(writer_separates_values_inside_containers_only) {
+    string_sink sink;
+    {
+        json_writer w(sink);
+        w.begin_array();
+        w.begin_object();
+        w.end_object();
+        w.begin_array();
+        w.end_array();
+        w.begin_object();
+        w.key("a");
+        w.begin_array();
+        w.null();
+        w.begin_array();
+        w.end_array();
+        w.end_array();
+        w.member("b", true);
+        w.end_object();
+        w.raw_value("7");
+        w.end_array();
+        w.number(1);
+        w.string("x");
+    }
+    BOOST_TEST(sink.text == R"([{},[],{"a":[null,[]],"b":true},7]1"x")");
+}
+
 // Base64 against RFC 4648's vectors, and any bytes round-tripped across the writer's slices.
 BOOST_AUTO_TEST_CASE(writer_base64_matches_rfc4648_at_every_size) {
     auto encoded = [](std::string_view bytes) {
