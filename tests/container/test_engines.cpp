@@ -375,18 +375,29 @@ BOOST_DATA_TEST_CASE(out_of_memory_is_reported, bdata::make(engines), engine) {
     temp_dir ws;
     action_options o;
     o.container = "        memoryLimitBytes: 16777216\n";
-    auto wf = make_workflow(allow, container_action("hog", engine, probe, {"alloc", "128"}, o), single("hog"));
-    auto out = run_yaml(wf, in(ws.path()));
-    const auto& t = out.task("t");
-    BOOST_TEST(t.state == task_state::failed);
-    BOOST_TEST((t.exit_code && *t.exit_code == 137));
-    BOOST_REQUIRE(t.error);
-    BOOST_TEST_MESSAGE(engine << ": " << t.error->code << ": " << t.error->message);
-    // Docker records OOMKilled; Podman with runc on cgroup v1 does not, and then we say so.
-    BOOST_TEST((t.error->code == "oom_killed" || t.error->message.find("memory limit") != std::string::npos),
-               t.error->message);
-    if (engine == "docker") BOOST_TEST(t.error->code == "oom_killed");
-    require_no_containers_left(out);
+    auto wf =
+        make_workflow(allow, container_action("hog", engine, probe, {"alloc", "128"}, o), single("hog"));
+    // Docker records OOMKilled, but not every time: once, under load, a container killed at
+    // its limit came back with OOMKilled false (dockerd's event and the exit race on cgroup
+    // v1). That we read the record is shown by one of three tries; every try must say it.
+    bool docker_said_oom = false;
+    for (int attempt = 0; attempt < 3 && !docker_said_oom; ++attempt) {
+        auto out = run_yaml(wf, in(ws.path()));
+        const auto& t = out.task("t");
+        BOOST_TEST(t.state == task_state::failed);
+        BOOST_TEST((t.exit_code && *t.exit_code == 137));
+        BOOST_REQUIRE(t.error);
+        BOOST_TEST_MESSAGE(engine << ": " << t.error->code << ": " << t.error->message);
+        // Podman with runc on cgroup v1 does not record it, and then we say so.
+        BOOST_TEST(
+            (t.error->code == "oom_killed" || t.error->message.find("memory limit") != std::string::npos),
+            t.error->message);
+        require_no_containers_left(out);
+        docker_said_oom = t.error->code == "oom_killed";
+        if (engine != "docker") break;
+    }
+    if (engine == "docker")
+        BOOST_TEST(docker_said_oom, "docker never reported the out-of-memory kill in 3 tries");
 }
 
 // T-RES-01/02: a fork bomb meets the pids limit; a sibling container keeps working.
