@@ -133,6 +133,33 @@ BOOST_AUTO_TEST_CASE(compensate_plans_runs_links_and_does_not_repeat) {
     BOOST_TEST(agentctl({"compensate", "run-nope", "--db", db}).exit_code == 5);
 }
 
+// --workspace names the folder the undos run in, as for `run` (the reference's drivers pass
+// it to `compensate` too); without it they run in the source run's folder.
+BOOST_AUTO_TEST_CASE(workspace_names_the_folder_the_undos_run_in) {
+    temp_dir dir;
+    std::string db = dir.path() + "/j.db";
+    auto wf = dir.write("wf.yaml", provision_then_fail("manual"));
+    auto run = agentctl({"--output", "json", "run", wf, "--db", db});
+    BOOST_TEST_REQUIRE(run.exit_code == 4, run.err);
+    std::string id = run_id_of(run);
+    std::string other = dir.path() + "/other";
+    fs::create_directories(other + "/artifacts");
+
+    auto missing = agentctl({"compensate", id, "--db", db, "--workspace", dir.path() + "/missing"});
+    BOOST_TEST(missing.exit_code == 2, missing.err);
+    BOOST_TEST(missing.err.find("--workspace") != std::string::npos, missing.err);
+    auto plan = agentctl({"--output", "json", "compensate", id, "--plan", "--db", db, "--workspace", other});
+    BOOST_TEST_REQUIRE(plan.exit_code == 0, plan.err);
+    BOOST_TEST(parse_json(plan.out).at("data").at("executable").as_bool());
+
+    auto comp = agentctl({"--output", "json", "compensate", id, "--db", db, "--workspace", other});
+    BOOST_TEST_REQUIRE(comp.exit_code == 0, comp.err);
+    BOOST_TEST(read_file(other + "/artifacts/resource.txt") == "compensated");
+    BOOST_TEST(read_file(dir.path() + "/artifacts/resource.txt") == "provisioned");
+    // --workspace stays an option of the commands that take it.
+    BOOST_TEST(agentctl({"runs", "list", "--db", db, "--workspace", other}).exit_code == 2);
+}
+
 // Reverse order, one at a time; a failed undo does not stop the others, and the next
 // `compensate` plans only it.
 BOOST_AUTO_TEST_CASE(undos_run_in_reverse_and_a_failed_one_is_planned_again) {

@@ -95,6 +95,7 @@ std::optional<int> parse_compensate(command_line& cl, const arguments& a) {
     if (auto refused = parse_journal_db(cl, a)) return refused;
     cl.compensate_plan = a.has("plan");
     if (a.has("task")) cl.task = a.value("task");
+    if (a.has("workspace")) cl.workspace = a.value("workspace");
     if (a.operands.size() != 1) return usage_error(cl, "compensate needs exactly one RUN_ID");
     cl.run_id = a.operands[0];
     return std::nullopt;
@@ -114,7 +115,16 @@ int start_compensation(const command_line& cl, watchdog* watch, std::optional<jo
     // compensation stops before any effect, as a run does.
     if (auto refusal = refuse_unapproved(s))
         return print_failure(cl, refusal->message, refusal->status, refusal->diags);
-    const std::string& base = cp.source.base_dir;
+    // The undos run in the source run's folder, or in --workspace's (the reference's drivers
+    // name the folder again; docs/CONTROL_FLOW.md, "Compensation").
+    std::string base = cp.source.base_dir;
+    if (cl.workspace) {
+        session_request folder;
+        folder.workspace = cl.workspace;
+        auto resolved = resolve_base_dir(folder);
+        if (!resolved) return print_failure(cl, resolved.error().message, exit_status::usage);
+        base = *resolved;
+    }
     if (auto refused = refuse_missing_commands(cl, p, base)) return *refused;
     dead_run_sweep swept = sweep_dead_runs(&*db, false);
     if (swept.error) return print_journal_failure(cl, *swept.error);
