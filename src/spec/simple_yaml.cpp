@@ -246,13 +246,16 @@ private:
         if (at(i_) == '"' || at(i_) == '\'') return scan_quoted();
         scalar_token token{i_, {}, true};
         // Ends at `,`, `]`, `}` and `: ` (ScanScalarEndInFlow); the rest of its ends are left
-        // to yaml-cpp, as is a flow collection over more than one line.
+        // to yaml-cpp, as is a flow collection over more than one line. A colon before
+        // anything else belongs to the scalar, as `uses: action:x` in a flow mapping.
         for (;;) {
             char c = at(i_);
             if (c == ',' || c == ']' || c == '}') break;
             if (c == ':') {
-                if (at(i_ + 1) == ' ') break;
-                throw not_simple{};
+                char next = at(i_ + 1);
+                if (next == ' ') break;
+                if (std::string_view(",]}\n").find(next) != std::string_view::npos || next == '\0')
+                    throw not_simple{};
             }
             if (c == '\n' || c == '\0' || c == '[' || c == '{' || c == '?' || c == '#') throw not_simple{};
             ++i_;

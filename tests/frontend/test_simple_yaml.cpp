@@ -128,6 +128,10 @@ BOOST_AUTO_TEST_CASE(simple_documents_give_yaml_cpp_trees) {
         "a:\n\n   \n  # comment\n  b: c\n\n",
         "a: [x , y ]\nb: {k: v , l: w}\n",
         "a: b\n# comment\n    # more indented comment after a quoted value is fine for both\n",
+        // A colon before anything but a blank or an end is part of a scalar in flow too.
+        "- {id: t, uses: action:nothing, foreach: {items: [0, 1], maxItems: 2}}\n",
+        "a: [x:y, a:b:c, 'q', u:-1, v::w]\n",
+        "a: {k: v:w, http://h:80/p: x}\n",
     };
     for (const auto& text : taken) BOOST_TEST(check_same_tree(text, "taken"), text);
     // Left to yaml-cpp (what the fast path does not model, or yaml-cpp refuses).
@@ -152,6 +156,11 @@ BOOST_AUTO_TEST_CASE(simple_documents_give_yaml_cpp_trees) {
         "a: {b}\n",
         "a: {b: }\n",
         "a: [b: c]\n",
+        "a: [b:]\n",
+        "a: [b:, c]\n",
+        "a: {b: c:}\n",
+        "a: {b: c:[]}\n",
+        "a: [b:\n  ]\n",
         "a : b\n",
         "a:\tb\n",
         "a: b\r\n",
