@@ -47,10 +47,12 @@ bool steers_engine(std::string_view name) {
 // reference's control flow (loops, routers, sub-workflows, compensation) runs.
 constexpr std::array<std::string_view, 8> agent_spec_keys = {"providers",  "agents",   "tools", "memory",
                                                              "mcpServers", "a2aPeers", "packs", "packTrust"};
-constexpr std::array<std::string_view, 6> agent_action_kinds = {"builtin.memory.read",
+constexpr std::array<std::string_view, 8> agent_action_kinds = {"builtin.memory.read",
                                                                 "builtin.memory.write",
                                                                 "builtin.long_term_memory.read",
                                                                 "builtin.long_term_memory.write",
+                                                                "builtin.long_term_memory.search",
+                                                                "builtin.long_term_memory.promote",
                                                                 "mcp.call",
                                                                 "a2a.delegate"};
 
