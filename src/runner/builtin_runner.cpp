@@ -40,11 +40,19 @@ struct builtin_runner::state {
     // Made by a preflight that passed: host or Slurm (isolation: process), and container.
     std::unique_ptr<launcher> process;
     std::unique_ptr<launcher> container;
+    // Allocation workers started during the preflight, until start_slurm_launcher takes them.
+    std::unique_ptr<starting_workers> starting;
     artifact_ledger artifacts;
 
     asio::awaitable<std::optional<task_error>> prepare() {
         co_await accept_all_cancellation();
-        preflight_settings settings{ctx.settings, preflight_mode::strict};
+        preflight_settings settings{ctx.settings, preflight_mode::strict, {}};
+        // Inside an allocation the worker steps start once the controller answered, while the
+        // preflight goes on: an srun step takes tens of milliseconds (docs/WORKER.md, "Starting
+        // early"). A preflight that fails leaves them to finish(), which stops them.
+        settings.on_slurm_controller_up = [this](const slurm::tools& tools) {
+            starting = begin_allocation_workers(ctx, tools);
+        };
         preflight_result r = co_await run_preflight(*ctx.compiled, settings);
         if (r.workspace) ctx.workspace = std::move(*r.workspace);
         ctx.actions = std::move(r.actions);
@@ -64,7 +72,7 @@ struct builtin_runner::state {
         if (ctx.settings.backend != backend_kind::slurm) {
             process = make_host_launcher(ctx);
         } else if (r.slurm) {
-            auto made = co_await start_slurm_launcher(ctx, std::move(*r.slurm));
+            auto made = co_await start_slurm_launcher(ctx, std::move(*r.slurm), std::move(starting));
             if (!made) co_return made.error();
             process = std::move(*made);
         }
@@ -99,6 +107,11 @@ struct builtin_runner::state {
     // Every launcher finishes, whatever the others said; the first error fails the run.
     asio::awaitable<std::optional<task_error>> finish() {
         std::optional<task_error> first;
+        if (starting) {
+            // The preflight failed, or the run was cancelled, while its workers started.
+            auto abandoned = std::move(starting);
+            co_await abandoned->abandon();
+        }
         // A named array: GCC 12 trips over a braced list's backing array inside a coroutine.
         std::array<launcher*, 2> launchers{process.get(), container.get()};
         for (launcher* l : launchers) {

@@ -8,12 +8,17 @@
 #include <agentctl/doctor.hpp>
 #include <agentctl/error.hpp>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace agentctl {
+
+namespace slurm {
+struct tools;
+}
 
 enum class preflight_mode { strict, survey };
 
@@ -26,6 +31,10 @@ std::string doctor_status(std::string_view kind, std::string_view status);
 /// options, containment for secret helpers), and how hard to look.
 struct preflight_settings : runner_settings {
     preflight_mode mode = preflight_mode::strict;
+    /// Strict, backend slurm: called once the controller answered, with the commands, while
+    /// the preflight goes on (the runner starts its allocation workers there:
+    /// docs/WORKER.md, "Starting early").
+    std::function<void(const slurm::tools&)> on_slurm_controller_up;
 };
 
 /// Where the preflight's steps say what they found: each check (survey), and the first error,

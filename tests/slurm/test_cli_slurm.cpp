@@ -971,6 +971,44 @@ BOOST_AUTO_TEST_CASE(dispatch_job_and_worker_outside_an_allocation) {
     BOOST_TEST(bad.exit_code == 2, bad.out << bad.err);
 }
 
+// The workers start while the preflight goes on (docs/WORKER.md, "Starting early"): a
+// preflight that fails after the controller answered stops them and waits for their srun, so
+// no step of the run is left (squeue -s, inside the allocation, after agentctl returned;
+// under load Slurm may still list a step for a moment after its srun has returned, so for at
+// most 2 s).
+BOOST_AUTO_TEST_CASE(a_preflight_that_fails_leaves_no_worker_step) {
+    cli_test::temp_dir dir;
+    std::string actions =
+        "    missing:\n      kind: builtin.shell.exec\n      command: /nonexistent/agentctl-test\n";
+    auto wf = dir.write("wf.yaml", workflow("    processAllowlist: [agentctl-test]\n", actions,
+                                            "    - {id: one, uses: action:missing}\n"));
+    std::string script =
+        "\"$0\" --output json run --backend slurm \"$1\"; status=$?; for i in $(seq 40); do "
+        "steps=$(\"$2\" -h -s -o %j | grep worker.); [ -z \"$steps\" ] && break; sleep 0.05; done; "
+        "echo \"steps: $steps\" >&2; exit $status";
+    std::vector<std::string> argv = {slurm_test::tool("salloc"),
+                                     "--nodes=1",
+                                     "--exclusive",
+                                     "--quiet",
+                                     "--",
+                                     "/bin/sh",
+                                     "-c",
+                                     script,
+                                     cli_test::agentctl_bin(),
+                                     wf,
+                                     slurm_test::tool("squeue")};
+    cli_test::command_options o;
+    o.env.push_back("SLURM_CONF=" + cluster::get().conf);
+    o.bound = 180s;
+    auto r = cli_test::run(argv, o);
+    BOOST_TEST_REQUIRE(!r.timed_out, r.out << r.err);
+    BOOST_TEST(r.exit_code != 0, r.out << r.err);
+    BOOST_TEST(r.out.find("executable_not_found") != std::string::npos, r.out << r.err);
+    BOOST_TEST_REQUIRE(r.err.find("steps:") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("worker.") == std::string::npos,
+               "a worker step outlived agentctl by 2 s: " << r.err);
+}
+
 // SIGINT and a worker killed mid-task: the cancel goes through the worker, a lost worker
 // fails its task as worker_lost and the run goes on; nothing of the run is left.
 BOOST_AUTO_TEST_CASE(a_killed_worker_fails_its_task_as_worker_lost) {

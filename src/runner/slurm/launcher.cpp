@@ -536,8 +536,70 @@ slurm::job_owner this_job_owner() {
     return owner;
 }
 
-asio::awaitable<expected<std::unique_ptr<launcher>>> start_slurm_launcher(launch_context& ctx,
-                                                                          slurm::tools tools) {
+namespace {
+
+// Inside an allocation, worker dispatch (auto or worker), no --slurm-nodes: where the workers
+// run. Nothing in every other case, and when the allocation cannot be read.
+std::optional<slurm::allocation> allocation_for_workers(const launch_context& ctx) {
+    const slurm_options& o = ctx.settings.slurm;
+    if (o.nodes > 0 || o.dispatch == slurm_dispatch::job) return std::nullopt;
+    slurm::allocation_result a = slurm::read_allocation(ctx.settings.host_env);
+    if (!a.error.empty()) return std::nullopt;
+    return std::move(a.found);
+}
+
+// One site per node of `alloc`, each starting `srun ... agentctl worker` there.
+expected<std::vector<worker_site>> allocation_sites(launch_context& ctx, const slurm::tools& tools,
+                                                    const slurm::allocation& alloc) {
+    auto self = exec::canonical_path("/proc/self/exe");
+    if (!self)
+        return task_error{error_code::backend_unavailable,
+                          "agentctl's own path cannot be read for its workers: " + self.error().message +
+                              "; nothing was run"};
+    slurm::job_owner owner = this_job_owner();
+    std::vector<worker_site> sites;
+    for (std::size_t i = 0; i < alloc.nodes.size(); ++i) {
+        worker_site site;
+        site.label = alloc.nodes[i];
+        site.slots = alloc.cpus[i];
+        site.command = [&ctx, srun = tools.srun, agentctl = *self, owner, job = alloc.job_id,
+                        node = alloc.nodes[i],
+                        cpus = alloc.cpus[i]](std::uint32_t generation) -> expected<exec::channel_command> {
+            slurm::worker_step_request r;
+            r.srun = srun;
+            r.job_id = job;
+            r.node = node;
+            r.cpus = cpus;
+            r.agentctl = agentctl;
+            std::string error;
+            auto name = slurm::job_name(ctx.settings.run_id, owner, "worker." + node, generation, error);
+            if (!name) return task_error{error_code::backend_unavailable, error};
+            r.name = std::move(*name);
+            slurm::argv_result argv = slurm::worker_step_argv(r);
+            if (!argv) return task_error{error_code::backend_unavailable, argv.error};
+            return exec::channel_command{srun, std::move(argv.argv),
+                                         slurm::client_environment(ctx.settings.host_env, {})};
+        };
+        sites.push_back(std::move(site));
+    }
+    return sites;
+}
+
+}  // namespace
+
+std::unique_ptr<starting_workers> begin_allocation_workers(launch_context& ctx, const slurm::tools& tools) {
+    auto alloc = allocation_for_workers(ctx);
+    if (!alloc) return nullptr;
+    auto sites = allocation_sites(ctx, tools, *alloc);
+    if (!sites) return nullptr;  // start_slurm_launcher meets the same error and says it
+    return begin_worker_launcher(ctx, std::move(*sites), "slurm");
+}
+
+asio::awaitable<expected<std::unique_ptr<launcher>>> start_slurm_launcher(
+    launch_context& ctx, slurm::tools tools, std::unique_ptr<starting_workers> early) {
+    // Started while the preflight ran, for exactly the case that reaches
+    // start_allocation_workers below.
+    if (early) co_return co_await early->ready();
     const slurm_options& o = ctx.settings.slurm;
     slurm::allocation_result a = slurm::read_allocation(ctx.settings.host_env);
     if (o.nodes > 0) {
@@ -567,38 +629,9 @@ asio::awaitable<expected<std::unique_ptr<launcher>>> start_slurm_launcher(launch
 
 asio::awaitable<expected<std::unique_ptr<launcher>>> start_allocation_workers(
     launch_context& ctx, const slurm::tools& tools, const slurm::allocation& alloc) {
-    auto self = exec::canonical_path("/proc/self/exe");
-    if (!self)
-        co_return task_error{error_code::backend_unavailable,
-                             "agentctl's own path cannot be read for its workers: " + self.error().message +
-                                 "; nothing was run"};
-    slurm::job_owner owner = this_job_owner();
-    std::vector<worker_site> sites;
-    for (std::size_t i = 0; i < alloc.nodes.size(); ++i) {
-        worker_site site;
-        site.label = alloc.nodes[i];
-        site.slots = alloc.cpus[i];
-        site.command = [&ctx, srun = tools.srun, agentctl = *self, owner, job = alloc.job_id,
-                        node = alloc.nodes[i],
-                        cpus = alloc.cpus[i]](std::uint32_t generation) -> expected<exec::channel_command> {
-            slurm::worker_step_request r;
-            r.srun = srun;
-            r.job_id = job;
-            r.node = node;
-            r.cpus = cpus;
-            r.agentctl = agentctl;
-            std::string error;
-            auto name = slurm::job_name(ctx.settings.run_id, owner, "worker." + node, generation, error);
-            if (!name) return task_error{error_code::backend_unavailable, error};
-            r.name = std::move(*name);
-            slurm::argv_result argv = slurm::worker_step_argv(r);
-            if (!argv) return task_error{error_code::backend_unavailable, argv.error};
-            return exec::channel_command{srun, std::move(argv.argv),
-                                         slurm::client_environment(ctx.settings.host_env, {})};
-        };
-        sites.push_back(std::move(site));
-    }
-    co_return co_await start_worker_launcher(ctx, std::move(sites), "slurm");
+    auto sites = allocation_sites(ctx, tools, alloc);
+    if (!sites) co_return sites.error();
+    co_return co_await start_worker_launcher(ctx, std::move(*sites), "slurm");
 }
 
 }  // namespace agentctl

@@ -105,6 +105,7 @@ public:
             co_return std::nullopt;
         }
         add("", "backend", "controller", "ok", tools.scontrol + " ping: " + said);
+        if (settings_.on_slurm_controller_up) settings_.on_slurm_controller_up(tools);
 
         // The partitions named, or the cluster's default one.
         std::vector<std::string> partitions = split_partitions(settings_.slurm.partition);

@@ -41,6 +41,11 @@ public:
     boost::asio::awaitable<std::optional<std::string>> connect(exec::channel_command command,
                                                                worker_protocol::hello hello,
                                                                std::chrono::milliseconds bound);
+    /// connect() in two steps: the program started now (nothing, or why not), then the
+    /// handshake, so that the caller can prepare its hello while the program starts.
+    std::optional<std::string> start(const exec::channel_command& command);
+    boost::asio::awaitable<std::optional<std::string>> handshake(worker_protocol::hello hello,
+                                                                 std::chrono::milliseconds bound);
 
     const std::string& label() const { return label_; }
     const worker_protocol::welcome& welcome() const { return welcome_; }
@@ -79,6 +84,7 @@ private:
     void handle(const worker_protocol::frame& f);
     void protocol_failure(const worker_protocol::protocol_error& e);
     void send(std::string frame);
+    void arm_nudge();
     void spawn_owned(boost::asio::awaitable<void> body);
     void wake() { wake_.cancel(); }
 
@@ -105,6 +111,8 @@ private:
     pending_run orphan_;                    ///< where the frames of a forgotten run go
     boost::asio::steady_timer wake_;        ///< connect() and close() wait on it
     boost::asio::steady_timer tick_timer_;  ///< the ticker's
+    boost::asio::steady_timer nudge_timer_;  ///< arm_nudge()'s
+    bool nudge_armed_ = false;
 };
 
 }  // namespace agentctl::worker

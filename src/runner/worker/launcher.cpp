@@ -8,7 +8,12 @@
 #include "runner/launch_control.hpp"
 #include "runner/worker/client.hpp"
 
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
 #include <list>
@@ -98,17 +103,12 @@ public:
     worker_launcher(launch_context& ctx, std::vector<worker_site> sites, std::string backend)
         : launcher(ctx), backend_(std::move(backend)) {
         for (auto& s : sites) sites_.push_back(site_state{std::move(s), nullptr, 0, "", false, 0});
-        hello_.build_digest = exec::build_digest() ? *exec::build_digest() : std::string();
         hello_.run_id = ctx.settings.run_id;
         hello_.heartbeat_ms = heartbeat_ms;
     }
 
     // Every site's first worker, together; the first failure fails them all.
     asio::awaitable<std::optional<task_error>> start_all() {
-        if (!exec::build_digest())
-            co_return task_error{error_code::backend_unavailable,
-                                 "the worker protocol needs this agentctl's build digest: " +
-                                     exec::build_digest().error().message + "; nothing was run"};
         std::optional<task_error> failed;
         for (auto& s : sites_) {
             if (auto why = co_await start(s)) {
@@ -276,11 +276,19 @@ private:
         ++s.starts;
         auto w = std::make_shared<worker::client>(ctx_.ex, s.site.label, s.site.slots);
         auto command = s.site.command(s.starts);
-        std::optional<std::string> why;
-        if (command)
-            why = co_await w->connect(std::move(*command), hello_, connect_bound);
+        std::optional<std::string> why = command ? w->start(*command) : command.error().message;
+        // The digest is computed once per process, while the first srun creates its step (the
+        // binary's SHA-256 takes milliseconds, tens under load: docs/SLURM.md, section 13).
+        if (!why && hello_.build_digest.empty()) {
+            if (const auto& digest = exec::build_digest())
+                hello_.build_digest = *digest;
+            else
+                why = "the worker protocol needs this agentctl's build digest: " + digest.error().message;
+        }
+        if (!why)
+            why = co_await w->handshake(hello_, connect_bound);
         else
-            why = command.error().message;
+            w->lose(*why);
         s.worker = w;
         s.starting = false;
         if (why) s.last_error = *why;
@@ -386,6 +394,62 @@ private:
 };
 
 }  // namespace
+
+namespace {
+
+// The start runs in a coroutine of its own; what it shares with ready() and abandon() outlives
+// both (the coroutine holds it too).
+struct start_state {
+    explicit start_state(launch_context& ctx, std::vector<worker_site> sites, std::string backend)
+        : workers(std::make_unique<worker_launcher>(ctx, std::move(sites), std::move(backend))),
+          done_wake(ctx.ex) {}
+    std::unique_ptr<worker_launcher> workers;
+    std::optional<task_error> failed;
+    bool done = false;
+    asio::steady_timer done_wake;
+};
+
+class starting final : public starting_workers {
+public:
+    starting(launch_context& ctx, std::vector<worker_site> sites, std::string backend)
+        : state_(std::make_shared<start_state>(ctx, std::move(sites), std::move(backend))) {
+        asio::co_spawn(ctx.ex, run(state_), asio::detached);
+    }
+
+    asio::awaitable<expected<std::unique_ptr<launcher>>> ready() override {
+        co_await until_done();
+        if (state_->failed) co_return std::move(*state_->failed);  // start_all stopped them
+        co_return std::unique_ptr<launcher>(std::move(state_->workers));
+    }
+
+    asio::awaitable<void> abandon() override {
+        co_await until_done();
+        if (!state_->failed) co_await state_->workers->finish();
+    }
+
+private:
+    static asio::awaitable<void> run(std::shared_ptr<start_state> s) {
+        s->failed = co_await s->workers->start_all();
+        s->done = true;
+        s->done_wake.cancel();
+    }
+
+    asio::awaitable<void> until_done() {
+        while (!state_->done) {
+            state_->done_wake.expires_at(steady::time_point::max());
+            co_await state_->done_wake.async_wait(asio::as_tuple(asio::use_awaitable));
+        }
+    }
+
+    std::shared_ptr<start_state> state_;
+};
+
+}  // namespace
+
+std::unique_ptr<starting_workers> begin_worker_launcher(launch_context& ctx, std::vector<worker_site> sites,
+                                                        std::string backend) {
+    return std::make_unique<starting>(ctx, std::move(sites), std::move(backend));
+}
 
 asio::awaitable<expected<std::unique_ptr<launcher>>> start_worker_launcher(launch_context& ctx,
                                                                            std::vector<worker_site> sites,

@@ -32,4 +32,21 @@ struct worker_site {
 boost::asio::awaitable<expected<std::unique_ptr<launcher>>> start_worker_launcher(
     launch_context& ctx, std::vector<worker_site> sites, std::string backend);
 
+/// start_worker_launcher in two steps, so that the workers' start (an srun step takes tens of
+/// milliseconds) overlaps the rest of the preflight (docs/WORKER.md, "Starting early").
+class starting_workers {
+public:
+    virtual ~starting_workers() = default;
+    /// Until every worker said welcome: the launcher, or start_worker_launcher's error (every
+    /// worker started is then stopped). Call once, or abandon() instead.
+    virtual boost::asio::awaitable<expected<std::unique_ptr<launcher>>> ready() = 0;
+    /// The run ends before its first task: the start awaited, every worker stopped (nothing was
+    /// sent to them but the hello). Call once, or ready() instead.
+    virtual boost::asio::awaitable<void> abandon() = 0;
+};
+
+/// Begins start_worker_launcher now, in the background on ctx's executor.
+std::unique_ptr<starting_workers> begin_worker_launcher(launch_context& ctx, std::vector<worker_site> sites,
+                                                        std::string backend);
+
 }  // namespace agentctl
