@@ -125,6 +125,7 @@ private:
 
     json_sink& sink_;
     std::string buffer_;       // pending bytes; small writers (one value) never allocate much
+    std::string encoded_;      // base64(): one slice's digits, made on first use
     std::size_t depth_ = 0;    // open containers
     bool need_comma_ = false;  // a value was written in the innermost container, no key since
 };

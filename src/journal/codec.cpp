@@ -1,9 +1,11 @@
 #include "journal/codec.hpp"
 
 #include <agentctl/json.hpp>
+#include <agentctl/spec.hpp>
 
 #include <boost/json/parse.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -317,6 +319,24 @@ void attach_stream(task_result& r, bool is_stdout, std::string text) {
         }
     }
     (is_stdout ? r.stdout_text : r.stderr_text) = std::move(text);
+}
+
+std::function<void(std::string_view)> stream_appender(task_result& r, bool is_stdout, std::uint64_t length) {
+    // A damaged length must not ask for more than a stream can hold: the room is a hint only.
+    const auto room = static_cast<std::size_t>(std::min(length, limits::max_stream_limit_bytes));
+    std::string_view key = is_stdout ? "stdout" : "stderr";
+    if (r.streams_in_output && r.output.is_object()) {
+        if (auto* v = r.output.get_object().if_contains(key); v && v->is_string()) {
+            json::string& text = v->get_string();
+            text.clear();
+            text.reserve(room);
+            return [&text](std::string_view chunk) { text.append(chunk); };
+        }
+    }
+    std::string& text = is_stdout ? r.stdout_text : r.stderr_text;
+    text.clear();
+    text.reserve(room);
+    return [&text](std::string_view chunk) { text.append(chunk); };
 }
 
 std::string encode_strings(const std::vector<std::string>& items) {

@@ -7,6 +7,7 @@
 #include <boost/json/object.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,6 +38,11 @@ bool decode_result(std::string_view json, task_result& r);
 
 /// Puts a stream back where encode_result() took it from.
 void attach_stream(task_result& r, bool is_stdout, std::string text);
+
+/// The same, a chunk at a time: the returned function appends each chunk read back straight
+/// to where attach_stream() would put the stream, with room made once for `length` bytes (the
+/// recorded length): one copy per byte, no regrowth. `r` must outlive the function.
+std::function<void(std::string_view)> stream_appender(task_result& r, bool is_stdout, std::uint64_t length);
 
 std::string encode_strings(const std::vector<std::string>& items);
 std::vector<std::string> decode_strings(std::string_view json);

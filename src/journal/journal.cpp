@@ -389,17 +389,16 @@ public:
             cols = &attempt_;
             first = 0;
         }
-        std::string text;
-        auto append = [&](std::string_view b) { text.append(b); };
-        if (auto e = journal_detail::read_stored_stream(db_, *cols, first,
-                                                        "the stdout of task " + out.task_id, append))
-            return e;
-        journal_detail::attach_stream(out.result, true, std::move(text));
-        text = std::string();
-        if (auto e = journal_detail::read_stored_stream(db_, *cols, first + 4,
-                                                        "the stderr of task " + out.task_id, append))
-            return e;
-        journal_detail::attach_stream(out.result, false, std::move(text));
+        // Each stream straight into its place in the result, sized from its recorded length.
+        for (bool is_stdout : {true, false}) {
+            const int at = is_stdout ? first : first + 4;
+            const std::uint64_t length = cols->is_null(at) ? 0 : cols->uint64(at);
+            if (auto e = journal_detail::read_stored_stream(
+                    db_, *cols, at,
+                    std::string(is_stdout ? "the stdout" : "the stderr") + " of task " + out.task_id,
+                    journal_detail::stream_appender(out.result, is_stdout, length)))
+                return e;
+        }
         if (out.streams_attempt) attempt_.reset();
         return std::nullopt;
     }

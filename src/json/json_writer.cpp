@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -140,37 +141,66 @@ void json_writer::put_string(std::string_view s) {
     put('"');
 }
 
+namespace {
+
+constexpr char base64_digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+// The two digits of every 12-bit value: 3 bytes become 4 digits in two lookups (8 KiB, stays
+// in cache), instead of four lookups and four one-byte stores.
+constexpr std::array<std::array<char, 2>, 4096> base64_pairs = [] {
+    std::array<std::array<char, 2>, 4096> t{};
+    for (std::size_t v = 0; v < t.size(); ++v) t[v] = {base64_digits[v >> 6], base64_digits[v & 63]};
+    return t;
+}();
+
+// Eight bytes at `p` as a big-endian number: the first byte in the top bits, as base64 reads them.
+std::uint64_t load_big_endian(const char* p) {
+    std::uint64_t w;
+    std::memcpy(&w, p, 8);
+    if constexpr (std::endian::native == std::endian::little) w = __builtin_bswap64(w);
+    return w;
+}
+
+}  // namespace
+
 void json_writer::base64(std::string_view bytes) {
-    static constexpr char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     before_value();
     put('"');
-    // Encoded a slice at a time straight into the buffer: a large stream is never held twice.
-    constexpr std::size_t slice = 48 * 1024;  // a multiple of 3: no padding inside
+    // Encoded a slice at a time into a scratch buffer made once per writer (never zero-filled
+    // again), then written on like any other piece: a large stream is never held twice.
+    constexpr std::size_t slice = 48 * 1024;  // a multiple of 6: no padding inside
+    if (!bytes.empty() && encoded_.empty()) encoded_.resize(slice / 3 * 4);
     auto byte = [&](std::size_t j) {
         return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[j]));
     };
+    auto put_pair = [](char* out, std::uint64_t v) { std::memcpy(out, base64_pairs[v & 4095].data(), 2); };
     std::size_t i = 0;
     while (i < bytes.size()) {
-        std::size_t end = std::min(bytes.size(), i + slice);
-        std::size_t used = buffer_.size();
-        buffer_.resize(used + (end - i + 2) / 3 * 4);
-        char* out = buffer_.data() + used;
-        for (; i + 3 <= end; i += 3) {
-            std::uint32_t v = byte(i) << 16 | byte(i + 1) << 8 | byte(i + 2);
-            *out++ = digits[v >> 18];
-            *out++ = digits[v >> 12 & 63];
-            *out++ = digits[v >> 6 & 63];
-            *out++ = digits[v & 63];
+        const std::size_t end = std::min(bytes.size(), i + slice);
+        char* const first = encoded_.data();
+        char* out = first;
+        // 6 bytes to 8 digits per step, from one 8-byte load (its last 2 bytes are not used).
+        for (; i + 8 <= end; i += 6, out += 8) {
+            const std::uint64_t w = load_big_endian(bytes.data() + i);
+            put_pair(out, w >> 52);
+            put_pair(out + 2, w >> 40);
+            put_pair(out + 4, w >> 28);
+            put_pair(out + 6, w >> 16);
+        }
+        for (; i + 3 <= end; i += 3, out += 4) {
+            const std::uint32_t v = byte(i) << 16 | byte(i + 1) << 8 | byte(i + 2);
+            put_pair(out, v >> 12);
+            put_pair(out + 2, v);
         }
         if (i < end) {  // the last one or two bytes of the whole input
             std::uint32_t v = byte(i) << 16 | (i + 1 < end ? byte(i + 1) << 8 : 0);
-            *out++ = digits[v >> 18];
-            *out++ = digits[v >> 12 & 63];
-            *out++ = i + 1 < end ? digits[v >> 6 & 63] : '=';
+            *out++ = base64_digits[v >> 18];
+            *out++ = base64_digits[v >> 12 & 63];
+            *out++ = i + 1 < end ? base64_digits[v >> 6 & 63] : '=';
             *out++ = '=';
             i = end;
         }
-        if (buffer_.size() >= flush_at) flush();
+        put(std::string_view(first, static_cast<std::size_t>(out - first)));
     }
     put('"');
 }
