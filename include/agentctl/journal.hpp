@@ -408,6 +408,8 @@ struct journal_writer_options {
     /// than this long after the previous one ended, so that it takes what arrives meanwhile.
     /// A lone caller, a few attempts, a close or a queue above the high-water mark never
     /// wait; after a paced commit that answered a single sync, the next 32 do not either.
+    /// Records no sync waits for (handles, ends, finals) always wait out the interval, and
+    /// go with the next commit a sync or a close asks for.
     /// 0: every commit begins as soon as it can. docs/JOURNAL.md, "Group commits".
     std::chrono::microseconds commit_interval{10000};
 };

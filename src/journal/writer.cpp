@@ -193,9 +193,17 @@ private:
                waiters_.size() * 4 <= in_flight_;
     }
 
+    // Under mu_. Records no sync waits for (handles, ends, finals) are not worth a commit of
+    // their own: they wait out the interval whatever the pacing rule says, and go with the
+    // next commit a sync asks for (docs/JOURNAL.md, "Group commits").
+    bool may_hold() const {
+        return options_.commit_interval.count() > 0 && !closing_ && waiters_.empty() &&
+               queued_bytes_ < options_.high_water_bytes;
+    }
+
     // Under mu_: a paced wait is pending that may no longer wait.
     bool stop_pacing() {
-        if (!pacing_armed_ || may_pace()) return false;
+        if (!pacing_armed_ || may_pace() || may_hold()) return false;
         pacing_armed_ = false;
         return true;
     }
@@ -208,22 +216,27 @@ private:
     // On the worker: drain now, or when the paced wait ends.
     void drain_when_due() {
         auto due = last_commit_end_ + options_.commit_interval;
-        bool wait = false;
+        bool wait = false, pacing = false;
         {
             std::lock_guard lock(mu_);
-            wait = pacing_armed_ = may_pace() && std::chrono::steady_clock::now() < due;
+            pacing = may_pace();
+            wait = pacing_armed_ = (pacing || may_hold()) && std::chrono::steady_clock::now() < due;
         }
         if (!wait) {
             drain(false);
             return;
         }
         pacing_.expires_at(due);
-        pacing_.async_wait([self = shared_from_this()](const boost::system::error_code&) {
+        pacing_.async_wait([self = shared_from_this(), pacing](const boost::system::error_code& ec) {
+            // Paced: the wait held a sync back. A hold (records nobody waited for) that a sync
+            // cut short did not.
+            bool paced = pacing;
             {
                 std::lock_guard lock(self->mu_);
                 self->pacing_armed_ = false;
+                if (!ec && !self->waiters_.empty()) paced = true;
             }
-            self->drain(true);
+            self->drain(paced);
         });
     }
 

@@ -392,6 +392,43 @@ BOOST_AUTO_TEST_CASE(pacing_stops_while_it_answers_one_sync_at_a_time) {
     BOOST_TEST_REQUIRE(!env.close(10s).has_value());
 }
 
+// Records nobody waits for (handles, ends, finals) wait out the interval whatever the pacing
+// rule says, and go with the next commit a sync asks for: no commit of their own.
+BOOST_AUTO_TEST_CASE(records_nobody_waits_for_go_with_the_next_sync) {
+    temp_dir tmp;
+    std::string path = tmp.file("journal.db");
+    writer_env env(open_or_fail(path, journal_access::write), hour_pacing(), /*start_worker=*/false);
+    env.writer->record_run(make_run("run-1", 10));
+    bool recorded = false;
+    start_sync(env, recorded);
+    BOOST_TEST_REQUIRE(pump(env, {&recorded}));
+    // One attempt in flight, far below what pacing needs: its sync commits at once.
+    env.writer->record_intent(make_intent(0));
+    bool started = false;
+    start_sync(env, started);
+    BOOST_TEST_REQUIRE(pump(env, {&started}, 10s));
+    auto commits = env.writer->stats().commits;
+
+    // Its end and final: held, nothing waits for them.
+    auto r = make_result(task_state::succeeded, "");
+    env.writer->record_end_and_final(make_end(0, 1, r), make_final(0, r, 1));
+    bool never = false;
+    BOOST_TEST(!pump(env, {&never}, 300ms));
+    BOOST_TEST(env.writer->stats().commits == commits);
+    BOOST_TEST(count_rows(path, "results") == 0);
+
+    // The next start's sync is not held: one commit takes them along.
+    env.writer->record_intent(make_intent(1));
+    bool next = false;
+    start_sync(env, next);
+    BOOST_TEST_REQUIRE(pump(env, {&next}, 10s), "a sync waited behind records nobody waited for");
+    BOOST_TEST(env.writer->stats().commits == commits + 1);
+    BOOST_TEST(env.writer->stats().paced_commits == 0u);
+    BOOST_TEST(count_rows(path, "results") == 1);
+    env.start_worker();
+    BOOST_TEST_REQUIRE(!env.close(10s).has_value());
+}
+
 // A handle and the end of the same attempt in one batch are written by one statement (the
 // last handle of the attempt wins); the rows read back as if each had been applied alone.
 BOOST_AUTO_TEST_CASE(handles_and_ends_in_one_batch_read_back_whole) {
