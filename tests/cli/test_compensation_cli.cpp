@@ -44,6 +44,14 @@ std::string run_id_of(const command_result& r) {
 
 // Three shell tasks a -> b -> c, then `fail`. Each undo appends its letter to `log`; b's undo
 // fails when `fail_b`; a's undo first sleeps (a probe tagged `nonce`) while `gate` is missing.
+// Runs provision_then_fail("manual") into the journal `db`: it fails after provisioning.
+std::string failed_provision_run(temp_dir& dir, const std::string& db) {
+    auto wf = dir.write("wf.yaml", provision_then_fail("manual"));
+    auto run = agentctl({"--output", "json", "run", wf, "--db", db});
+    BOOST_TEST_REQUIRE(run.exit_code == 4, run.err);
+    return run_id_of(run);
+}
+
 std::string three_undos(const std::string& log, bool fail_b, const std::string& gate = "",
                         const std::string& nonce = "") {
     std::string a_undo = "echo a >> " + log;
@@ -78,10 +86,7 @@ BOOST_AUTO_TEST_SUITE(compensation_cli)
 BOOST_AUTO_TEST_CASE(compensate_plans_runs_links_and_does_not_repeat) {
     temp_dir dir;
     std::string db = dir.path() + "/j.db";
-    auto wf = dir.write("wf.yaml", provision_then_fail("manual"));
-    auto run = agentctl({"--output", "json", "run", wf, "--db", db});
-    BOOST_TEST_REQUIRE(run.exit_code == 4, run.err);
-    std::string id = run_id_of(run);
+    std::string id = failed_provision_run(dir, db);
     BOOST_TEST(read_file(dir.path() + "/artifacts/resource.txt") == "provisioned");
 
     auto plan = agentctl({"--output", "json", "compensate", id, "--plan", "--db", db});
@@ -138,10 +143,7 @@ BOOST_AUTO_TEST_CASE(compensate_plans_runs_links_and_does_not_repeat) {
 BOOST_AUTO_TEST_CASE(workspace_names_the_folder_the_undos_run_in) {
     temp_dir dir;
     std::string db = dir.path() + "/j.db";
-    auto wf = dir.write("wf.yaml", provision_then_fail("manual"));
-    auto run = agentctl({"--output", "json", "run", wf, "--db", db});
-    BOOST_TEST_REQUIRE(run.exit_code == 4, run.err);
-    std::string id = run_id_of(run);
+    std::string id = failed_provision_run(dir, db);
     std::string other = dir.path() + "/other";
     fs::create_directories(other + "/artifacts");
 
