@@ -10,8 +10,11 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 namespace agentctl::exec {
@@ -136,14 +139,11 @@ void cache_dropper::written(int dir_fd, int fd, const std::string& name, std::ui
     }
 }
 
-int write_file(int dir_fd, const std::string& name, std::string_view data, bool sync,
-               cache_dropper* dropper) {
-    unique_fd fd(::openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
-    if (!fd) return errno;
-    const char* p = data.data();
-    std::size_t left = data.size();
+namespace {
+
+int write_all(int fd, const char* p, std::size_t left) {
     while (left > 0) {
-        ssize_t n = ::write(fd.get(), p, left);
+        ssize_t n = ::write(fd, p, left);
         if (n < 0) {
             if (errno == EINTR) continue;
             return errno;
@@ -151,6 +151,65 @@ int write_file(int dir_fd, const std::string& name, std::string_view data, bool 
         p += n;
         left -= static_cast<std::size_t>(n);
     }
+    return 0;
+}
+
+// Direct I/O wants the memory, the length and the file offset aligned; 4 KiB suits every
+// block size Linux file systems use.
+constexpr std::size_t direct_align = 4096;
+constexpr std::size_t direct_chunk = 1u << 20;
+
+// Writes the whole blocks of `data` past the page cache (O_DIRECT) through an aligned buffer of
+// this thread, then the tail through the cache. Returns 0, an errno value, or -1 when the file
+// system takes no direct I/O (tmpfs, some FUSE): the caller then writes the file as usual.
+int write_direct(int fd, std::string_view data) {
+    struct aligned_free {
+        void operator()(char* p) const { std::free(p); }
+    };
+    thread_local std::unique_ptr<char, aligned_free> buffer(
+        static_cast<char*>(std::aligned_alloc(direct_align, direct_chunk)));
+    if (!buffer) return -1;
+    const std::size_t whole = data.size() / direct_align * direct_align;
+    std::size_t done = 0;
+    while (done < whole) {
+        std::size_t n = std::min(direct_chunk, whole - done);
+        std::memcpy(buffer.get(), data.data() + done, n);
+        ssize_t w = ::write(fd, buffer.get(), n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) return errno == EINVAL && done == 0 ? -1 : errno;
+        // A short direct write leaves an unaligned offset: finish through the cache.
+        done += static_cast<std::size_t>(w);
+        if (static_cast<std::size_t>(w) != n) break;
+    }
+    int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_DIRECT) != 0) return errno;
+    return write_all(fd, data.data() + done, data.size() - done);
+}
+
+}  // namespace
+
+int write_file(int dir_fd, const std::string& name, std::string_view data, bool sync,
+               cache_dropper* dropper) {
+    const int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW;
+    if (dropper && data.size() >= direct_chunk) {
+        // Stream files of a MiB or more are written past the page cache (docs/CAPTURE.md,
+        // "The page cache"): they cost no new cache pages, and their copy is into a buffer
+        // that stays hot.
+        unique_fd fd(::openat(dir_fd, name.c_str(), flags | O_DIRECT, 0600));
+        if (fd) {
+            int rc = write_direct(fd.get(), data);
+            if (rc == 0) {
+                if (sync && ::fdatasync(fd.get()) != 0) return errno;
+                return ::close(fd.release()) == 0 ? 0 : errno;
+            }
+            if (rc > 0) return rc;
+        } else if (errno != EINVAL) {
+            return errno;
+        }
+    }
+    unique_fd fd(::openat(dir_fd, name.c_str(), flags, 0600));
+    if (!fd) return errno;
+    if (int rc = write_all(fd.get(), data.data(), data.size()); rc != 0) return rc;
     if (sync && ::fdatasync(fd.get()) != 0) return errno;
     if (dropper) dropper->written(dir_fd, fd.get(), name, data.size());
     // close() reports deferred write errors on some file systems (NFS): check it.

@@ -81,8 +81,12 @@ private:
 };
 
 /// Writes `data` to a new file `name` in `dir_fd` (mode 0600, replacing a file of that name),
-/// with fdatasync() when `sync`, then hands it to `dropper` if there is one. Returns 0 or an
-/// errno value (ENOSPC: the disk is full).
+/// with fdatasync() when `sync`, then hands it to `dropper` if there is one. With a dropper (a
+/// file written once and seldom read), a file of 1 MiB or more goes past the page cache: its
+/// whole 4 KiB blocks by direct I/O (O_DIRECT) through an aligned buffer of the calling thread,
+/// the tail through the cache; where the file system refuses direct I/O (tmpfs), all of it
+/// through the cache (docs/CAPTURE.md, "The page cache"). Returns 0 or an errno value (ENOSPC:
+/// the disk is full).
 int write_file(int dir_fd, const std::string& name, std::string_view data, bool sync,
                cache_dropper* dropper = nullptr);
 

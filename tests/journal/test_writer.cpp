@@ -63,6 +63,17 @@ struct droppable_page_cache {
     }
 };
 
+// /dev/shm is a tmpfs, which takes no direct I/O.
+struct shm_is_tmpfs {
+    boost::test_tools::assertion_result operator()(boost::unit_test::test_unit_id) const {
+        struct statfs fs {};
+        if (::statfs("/dev/shm", &fs) == 0 && fs.f_type == TMPFS_MAGIC) return true;
+        boost::test_tools::assertion_result r(in_ci());
+        r.message() << "SKIPPED: /dev/shm is not a tmpfs (CI=true makes it fail instead)";
+        return r;
+    }
+};
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(writing)
@@ -84,6 +95,49 @@ BOOST_AUTO_TEST_CASE(stream_files_leave_the_page_cache_once_on_disk,
             exec::read_file(dir.get(), std::to_string(i), [&](std::string_view b) { back.append(b); }) == 0);
         BOOST_TEST((back == bytes));
     }
+}
+
+// Stream files of a MiB or more go past the page cache (docs/CAPTURE.md, "The page cache"):
+// whole 4 KiB blocks by direct I/O through an aligned buffer, the tail through the cache.
+// Sizes around the block and buffer edges, bytes that differ at every offset.
+BOOST_AUTO_TEST_CASE(large_stream_files_bypass_the_page_cache_and_read_back_whole,
+                     *boost::unit_test::precondition(droppable_page_cache())) {
+    temp_dir tmp;
+    exec::unique_fd dir;
+    BOOST_TEST_REQUIRE(exec::open_directory(AT_FDCWD, tmp.path(), false, dir) == 0);
+    exec::cache_dropper dropper(1u << 30);  // nothing dropped: what is cached was never dropped
+    const std::size_t mib = 1u << 20;
+    for (std::size_t size : {mib, mib + 1, 2 * mib + 4095, 3 * mib + 4096, 5 * mib - 7}) {
+        std::string bytes(size, '\0');
+        for (std::size_t i = 0; i < size; ++i) bytes[i] = static_cast<char>((i * 7 + i / 4096) & 0xff);
+        const std::string name = std::to_string(size);
+        BOOST_TEST_REQUIRE(exec::write_file(dir.get(), name, bytes, false, &dropper) == 0);
+        std::string back;
+        BOOST_TEST(exec::read_file(dir.get(), name, [&](std::string_view b) { back.append(b); }) == 0);
+        BOOST_TEST((back == bytes), "size " << size);
+    }
+    // Read back above, so the cache holds them now: write one more and look before reading.
+    const std::string big(4 * mib + 100, 'y');
+    BOOST_TEST_REQUIRE(exec::write_file(dir.get(), "fresh", big, false, &dropper) == 0);
+    BOOST_TEST(resident_pages(tmp.file("fresh"), big.size()) <= 1u);  // the tail's page at most
+}
+
+// Where the file system takes no direct I/O (tmpfs), the same files are written through the
+// cache, whole.
+BOOST_AUTO_TEST_CASE(large_stream_files_on_tmpfs_are_written_whole,
+                     *boost::unit_test::precondition(shm_is_tmpfs())) {
+    exec::unique_fd shm;
+    BOOST_TEST_REQUIRE(exec::open_directory(AT_FDCWD, "/dev/shm", false, shm) == 0);
+    const std::string name = "agentctl-test-" + std::to_string(::getpid());
+    exec::unique_fd dir;
+    BOOST_TEST_REQUIRE(exec::open_directory(shm.get(), name, true, dir) == 0);
+    exec::cache_dropper dropper;
+    const std::string bytes(2 * (1u << 20) + 3, 'z');
+    BOOST_TEST(exec::write_file(dir.get(), "f", bytes, false, &dropper) == 0);
+    std::string back;
+    BOOST_TEST(exec::read_file(dir.get(), "f", [&](std::string_view b) { back.append(b); }) == 0);
+    BOOST_TEST((back == bytes));
+    BOOST_TEST(exec::remove_tree(shm.get(), name) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(records_read_back_exactly) {
