@@ -368,6 +368,24 @@ BOOST_AUTO_TEST_CASE(dry_run, *needs_parallel()) {
     BOOST_TEST(v.err.find("environment: HOME LANG PATH") != std::string::npos, v.err);
 }
 
+// The progress line (--bar, --eta, --progress) is drawn on a terminal only: into a pipe or a
+// file nothing is added to what parallel prints.
+BOOST_AUTO_TEST_CASE(the_progress_line_is_for_a_terminal_only) {
+    using namespace std::chrono_literals;
+    auto on_terminal = run_on_terminal(
+        {agentctl_bin(), "parallel", "--bar", "-j2", "sleep", ":::", "0.3", "0.3", "0.3", "0.3"}, {}, 60s, {},
+        80);
+    BOOST_TEST(on_terminal.exit_code == 0, on_terminal.out);
+    BOOST_TEST(on_terminal.out.find("/4 done") != std::string::npos, on_terminal.out);
+    sitting s;
+    for (const char* option : {"--bar", "--eta", "--progress"}) {
+        auto piped = s.ours({option, "-j2", "sleep", ":::", "0.3", "0.3", "0.3"});
+        BOOST_TEST(piped.exit_code == 0, piped.err);
+        BOOST_TEST(piped.out.empty(), piped.out);
+        BOOST_TEST(our_stderr(piped.err).empty(), piped.err);
+    }
+}
+
 // Exit statuses: failed jobs counted up to 100, 101 above, 255 for other errors.
 BOOST_AUTO_TEST_CASE(exit_statuses, *needs_parallel()) {
     sitting s;

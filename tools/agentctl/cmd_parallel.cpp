@@ -674,6 +674,10 @@ int run_parallel(const std::vector<std::string>& args, std::vector<std::string> 
         fe.events = &*display;
         fe.gate = &*display;
     };
+    // The display's timer (the progress line) ends with the run.
+    fe.ended = [&] {
+        if (display) display->stop();
+    };
     int status = execute_run(cl, watch ? &*watch : nullptr, *s.compiled, diags, *base, std::move(db),
                              std::move(swept), std::move(record), nullptr, &fe);
     if (joblog) joblog->drain();

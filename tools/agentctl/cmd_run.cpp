@@ -340,6 +340,7 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
         deadline.cancel();
         if (watchdog_exit) watchdog_exit->cancel();
         progress.stop();
+        if (frontend && frontend->ended) frontend->ended();
     });
     if (resume)
         async_resume(io.get_executor(), *resume, std::move(settings), with, std::move(done));
