@@ -295,6 +295,23 @@ BOOST_AUTO_TEST_CASE(timeout, *needs_parallel()) {
                sorted_lines(joblog_columns(file_text(s.gnu_dir.path() + "/log"))));
 }
 
+// parallel(1), "--timeout N%": a job that takes longer than N% of the median runtime of the
+// jobs that succeeded so far is killed (here the 30 s one, after three of 0.2 s), and retried
+// with --retries as any timeout is.
+BOOST_AUTO_TEST_CASE(timeout_as_a_share_of_the_median_runtime, *needs_parallel()) {
+    sitting s;
+    std::vector<std::string> args = {"-j1", "--timeout", "300%", "--joblog", "log", "sleep",
+                                     ":::", "0.2",       "0.2",  "0.2",      "30",  "0.1"};
+    auto g = s.gnu(args), o = s.ours(args);
+    same_run(g, o);
+    BOOST_TEST(o.exit_code == 1);
+    BOOST_TEST(o.wall < std::chrono::seconds(20), "the 30 s job was not killed");
+    BOOST_TEST(sorted_lines(joblog_columns(file_text(s.our_dir.path() + "/log"))) ==
+               sorted_lines(joblog_columns(file_text(s.gnu_dir.path() + "/log"))));
+    args.insert(args.begin(), {"--retries", "2"});
+    same_run(s.gnu(args), s.ours(args));
+}
+
 // 9. parallel(1), "--halt": soon (running jobs finish, none start) and now, with parallel's exit
 // status (the failing job's for fail=1, the percentage for fail=N%).
 BOOST_AUTO_TEST_CASE(halt, *needs_parallel()) {
@@ -414,7 +431,8 @@ BOOST_AUTO_TEST_CASE(unsupported_options_are_refused_with_a_way_out) {
         {{"--pipe", "wc"}, "split"},
         {{"-N2", "echo", ":::", "a", "b"}, "one value of each input source"},
         {{"echo", "{= $_=uc($_) =}", ":::", "a"}, "Perl"},
-        {{"--timeout", "200%", "echo", ":::", "a"}, "seconds"},
+        {{"--timeout", "0%", "echo", ":::", "a"}, "percentage of the median runtime"},
+        {{"--timeout", "abc", "echo", ":::", "a"}, "seconds"},
         {{"-j", "abc", "echo", ":::", "a"}, "not a number"},
         {{"echo", "{}", ">", "out", ":::", "a"}, "--shell"},
         {{"no-such-program-here", ":::", "a"}, "use an absolute path or add its folder to PATH"},

@@ -63,7 +63,10 @@ const std::vector<parallel_option>& parallel_options() {
         {{"--resume"}, "", "with --joblog: run only the jobs it does not list"},
         {{"--resume-failed"}, "", "with --joblog: run only the jobs it does not list as succeeded"},
         {{"--retries"}, "N", "run a job that fails up to N times in all"},
-        {{"--timeout"}, "SECS", "kill a job after SECS seconds (decimals allowed; default a day)"},
+        {{"--timeout"},
+         "SECS",
+         "kill a job after SECS seconds (decimals allowed; default a day); N%: after N% of the median "
+         "runtime of the jobs that succeeded"},
         {{"--halt", "--halt-on-error"}, "WHEN,WHY=N", "stop early: now|soon,fail|success|done=N or N%"},
         {{"--dry-run", "--dryrun"},
          "",
@@ -246,6 +249,7 @@ struct parallel_command {
     bool joblog_append = false;
     parallel_halt halt;
     std::string halt_text;
+    std::optional<double> timeout_percent;  ///< `--timeout N%`
 };
 
 bool is_marker(std::string_view a) {
@@ -283,14 +287,22 @@ std::string apply(parallel_command& pc, const parallel_option& o, const std::str
             return "--retries " + value + ": not a number from 0 to 20";
         r.retries = static_cast<int>(n);
     } else if (name == "--timeout") {
-        if (!value.empty() && value.back() == '%')
-            return "--timeout " + value +
-                   ": a percentage of the median runtime is not supported: give the seconds a job may take";
         char* end = nullptr;
+        if (!value.empty() && value.back() == '%') {
+            // N% of the median runtime of the jobs that succeeded (parallel_display.cpp).
+            const std::string number = value.substr(0, value.size() - 1);
+            double percent = std::strtod(number.c_str(), &end);
+            if (number.empty() || *end || !(percent > 0 && percent <= 1e6))
+                return "--timeout " + value + ": not a percentage of the median runtime above 0%";
+            pc.timeout_percent = percent;
+            r.timeout_seconds.reset();
+            return "";
+        }
         double s = std::strtod(value.c_str(), &end);
         if (value.empty() || *end || !(s >= 0.001 && s <= 86400))
             return "--timeout " + value + ": not a number of seconds from 0.001 to 86400";
         r.timeout_seconds = s;
+        pc.timeout_percent.reset();
     } else if (name == "--halt") {
         auto h = parse_parallel_halt(value, error);
         if (!h) return error;
@@ -570,6 +582,10 @@ int run_parallel(const std::vector<std::string>& args, std::vector<std::string> 
     if (!t.error.empty()) return parallel_failure(cl, t.error);
     if (pc.print_workflow) {
         standard_output().write(t.printed_workflow);
+        if (pc.timeout_percent)
+            standard_error().write(
+                "agentctl: note: --timeout N% is decided while agentctl parallel runs: in this workflow "
+                "each job may take a day\n");
         if (t.printed_workflow.size() > limits::max_document_bytes)
             standard_error().write(
                 "agentctl: warning: this workflow is larger than agentctl run reads (1 MiB): put its "
@@ -654,6 +670,7 @@ int run_parallel(const std::vector<std::string>& args, std::vector<std::string> 
     o.progress = (pc.progress || pc.request.results) && ::isatty(STDERR_FILENO);
     o.halt = pc.halt;
     o.halt_text = pc.halt_text;
+    o.timeout_percent = pc.timeout_percent;
     // The display lives on the run's loop, which execute_run() makes.
     run_frontend fe;
     std::optional<parallel_display> display;
@@ -673,8 +690,9 @@ int run_parallel(const std::vector<std::string>& args, std::vector<std::string> 
                         [&fe](const std::string& reason) { fe.cancel(reason); });
         fe.events = &*display;
         fe.gate = &*display;
+        fe.expiry = display->expiry();
     };
-    // The display's timer (the progress line) ends with the run.
+    // The display's timers (the progress line, --timeout N%) end with the run.
     fe.ended = [&] {
         if (display) display->stop();
     };

@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
+#include <queue>
 #include <string>
 #include <unordered_map>
 
@@ -30,6 +32,9 @@ struct parallel_display_options {
     bool progress = false;     ///< draw the progress line (stderr is a terminal)
     parallel_halt halt;
     std::string halt_text;  ///< --halt as given, for the cancellation's reason
+    /// `--timeout N%`: a job is timed out after N% of the median runtime of the jobs that
+    /// succeeded so far (none yet: no limit), as parallel's TimeoutQueue does.
+    std::optional<double> timeout_percent;
 };
 
 /// The run's events → GNU parallel's output. Also the run's gate: closed once --halt says to
@@ -45,8 +50,11 @@ public:
     void on_event(const run_event& e) override;
     bool open() override { return !halted_; }
 
-    /// The progress line cleared, for good.
+    /// The progress line cleared and the --timeout N% checks ended, for good.
     void stop();
+
+    /// What the run binds, for --timeout N%.
+    task_expiry* expiry() { return &expiry_; }
 
     const parallel_outcome& outcome() const { return outcome_; }
 
@@ -55,8 +63,11 @@ private:
         std::string out, err;
     };
     void finished(std::uint32_t job, const task_result& r, std::uint32_t running);
+    void timed_out(std::uint32_t job);
     void print(const blocks& b);
     void tick();
+    void check_timeouts();
+    void succeeded_in(double seconds);
 
     boost::asio::io_context& io_;
     const command_line& cl_;
@@ -71,7 +82,9 @@ private:
     // Jobs running: when (the last attempt) started, and in which slot.
     struct running {
         std::chrono::system_clock::time_point started;
+        std::chrono::steady_clock::time_point began;  // for --timeout N%
         std::uint32_t slot = 1;
+        bool expired = false;  // --timeout N% ended this attempt
     };
     std::unordered_map<std::uint32_t, running> running_;
     // -k: what ended before an earlier job did, by job.
@@ -83,6 +96,12 @@ private:
     std::uint32_t in_flight_ = 0;
     bool drawn_ = false;
     std::chrono::steady_clock::time_point begun_ = std::chrono::steady_clock::now();
+    // --timeout N%: the runtimes of the jobs that succeeded, the lower half in a max-heap and
+    // the upper half in a min-heap (their median at the lower top), and the check's timer.
+    std::priority_queue<double> lower_;
+    std::priority_queue<double, std::vector<double>, std::greater<>> upper_;
+    task_expiry expiry_;
+    boost::asio::steady_timer timeout_timer_;
 };
 
 /// --results: each job that ran gets DIR/.../seq, stdout and stderr, as parallel writes them,
