@@ -385,6 +385,38 @@ BOOST_AUTO_TEST_CASE(dry_run, *needs_parallel()) {
     BOOST_TEST(v.err.find("environment: HOME LANG PATH") != std::string::npos, v.err);
 }
 
+// The input sources and replacement strings the 14 tasks do not use, each compared with GNU
+// parallel: linked ::: sources, -a files, -j 0, --header : over ::: sources, positions with
+// their transforms and from the end, {#} and {%} in a tag, -v, a --colsep regex, and the
+// output modes agentctl prints as --group.
+BOOST_AUTO_TEST_CASE(more_sources_strings_and_modes, *needs_parallel()) {
+    sitting s;
+    s.write("A", "a1\na2\n");
+    s.write("B", "b1\nb2\n");
+    s.write("cols", "x  y z\n1 2   3\n");
+    const std::vector<std::vector<std::string>> cases = {
+        {"-k", "echo", "{1}{2}", ":::", "a", "b", "c", ":::+", "1", "2"},
+        {"-k", "-a", "A", "echo"},
+        {"-k", "-a", "A", "-a", "B", "echo", "{2}", "{1}"},
+        {"-k", "--arg-file", "A", "echo", "{}", ":::", "x"},
+        {"-j0", "-k", "echo", ":::", "a", "b", "c"},
+        {"-j", "200%", "-k", "echo", ":::", "a", "b"},
+        {"-k", "--header", ":", "echo", "{f2}-{f1}", ":::", "f1", "a", "b", ":::", "f2", "c"},
+        {"-k", "echo", "{1.}", "{-1}", "{2/}", "{2//}", "{2/.}", ":::", "x.y", ":::", "d/e.f"},
+        {"-j1", "-k", "--tagstring", "{#}:{%}", "echo", ":::", "a", "b"},
+        {"-k", "-v", "echo", ":::", "a", "b c"},
+        {"-k", "--colsep", " +", "echo", "{3}{1}", "::::", "cols"},
+        {"-j1", "--group", "echo", ":::", "a", "b"},
+        {"-j1", "--line-buffer", "echo", ":::", "a", "b"},
+        {"-j1", "-u", "echo", ":::", "a", "b"},
+    };
+    for (const auto& args : cases) {
+        std::string shown;
+        for (const auto& a : args) shown += " " + a;
+        BOOST_TEST_CONTEXT("parallel" << shown) same_run(s.gnu(args), s.ours(args));
+    }
+}
+
 // The progress line (--bar, --eta, --progress) is drawn on a terminal only: into a pipe or a
 // file nothing is added to what parallel prints.
 BOOST_AUTO_TEST_CASE(the_progress_line_is_for_a_terminal_only) {
