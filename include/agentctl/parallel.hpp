@@ -56,6 +56,9 @@ struct parallel_request {
     /// The command's words. Empty: each input value is a whole command line (needs `shell`).
     std::vector<std::string> command;
     std::vector<parallel_source> sources;  ///< none: standard input, as `:::: -`
+    /// `--link`: every source linked value by value, the shorter ones starting over (not
+    /// crossed; `:::+` instead drops the longer one's extra values).
+    bool link = false;
     // How the values of a file are separated.
     enum class separator_t { line, nul, delimiter };
     separator_t separator = separator_t::line;

@@ -215,6 +215,33 @@ jobs_result make_jobs(const parallel_request& request, const parallel_context& c
         }
         sources.push_back(std::move(values));
     }
+    // Of several sources, one without values is one empty value, unless all are empty (then
+    // there is no job): parallel's nest_get() fills a missing first value with "".
+    if (std::any_of(sources.begin(), sources.end(), [](const auto& v) { return !v.empty(); }))
+        for (auto& values : sources)
+            if (values.empty()) values.push_back({std::string()});
+    // --link: every source linked value by value, the shorter ones starting over (parallel's
+    // link_get() recycles them), as many jobs as the longest has values.
+    if (request.link) {
+        std::size_t longest = 0;
+        for (const auto& values : sources) longest = std::max(longest, values.size());
+        if (longest > 1000000) {
+            out.error =
+                "the input sources make more than 1000000 jobs: agentctl runs at most 1000000 in one run";
+            return out;
+        }
+        out.jobs.reserve(longest);
+        for (std::size_t n = 0; n < longest; ++n) {
+            parallel_job job;
+            job.seq = static_cast<std::uint32_t>(n + 1);
+            for (const auto& values : sources) {
+                const auto& columns_of_value = values[n % values.size()];
+                job.args.insert(job.args.end(), columns_of_value.begin(), columns_of_value.end());
+            }
+            out.jobs.push_back(std::move(job));
+        }
+        return out;
+    }
     // Groups of linked sources, each a list of rows (a row: the columns of its sources).
     std::vector<std::vector<std::vector<std::string>>> groups;
     for (std::size_t s = 0; s < sources.size(); ++s) {

@@ -386,7 +386,8 @@ BOOST_AUTO_TEST_CASE(dry_run, *needs_parallel()) {
 }
 
 // The input sources and replacement strings the 14 tasks do not use, each compared with GNU
-// parallel: linked ::: sources, -a files, -j 0, --header : over ::: sources, positions with
+// parallel: linked ::: sources and --link, an empty source beside others (one empty value),
+// -a files, -j 0, --header : over ::: sources, positions with
 // their transforms and from the end, {#} and {%} in a tag, -v, a --colsep regex, and the
 // output modes agentctl prints as --group.
 BOOST_AUTO_TEST_CASE(more_sources_strings_and_modes, *needs_parallel()) {
@@ -396,6 +397,12 @@ BOOST_AUTO_TEST_CASE(more_sources_strings_and_modes, *needs_parallel()) {
     s.write("cols", "x  y z\n1 2   3\n");
     const std::vector<std::vector<std::string>> cases = {
         {"-k", "echo", "{1}{2}", ":::", "a", "b", "c", ":::+", "1", "2"},
+        {"-k", "--link", "echo", ":::", "a", "b", "c", ":::", "1", "2"},
+        {"-k", "--xapply", "echo", ":::", "a", "b", ":::", "1", "2", "3", "4", "5"},
+        {"-k", "echo", "{}", ":::", "a", ":::"},
+        {"-k", "echo", ":::", ":::", "a", "b"},
+        {"-k", "echo", ":::", "a", "b", ":::+"},
+        {"-k", "--tag", "-v", "echo", ":::", "a", "b"},
         {"-k", "-a", "A", "echo"},
         {"-k", "-a", "A", "-a", "B", "echo", "{2}", "{1}"},
         {"-k", "--arg-file", "A", "echo", "{}", ":::", "x"},

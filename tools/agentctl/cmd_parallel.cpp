@@ -76,6 +76,9 @@ const std::vector<parallel_option>& parallel_options() {
         {{"--progress"}, "", "show the progress line (on a terminal)"},
         {{"-q", "--quote"}, "", "each word of the command is one argument, whatever it holds"},
         {{"--shell"}, "", "run each command line through sh -c, as GNU parallel does (for > | ; $ ...)"},
+        {{"--link", "--xapply"},
+         "",
+         "link the input sources value by value (the shorter ones start over), not crossed"},
         {{"-a", "--arg-file", "--argfile"},
          "FILE",
          "an input source: the lines of FILE (- is standard input)"},
@@ -170,7 +173,6 @@ const std::vector<refused_option>& refused_options() {
           "--interactive",
           "--exit",
           "-x",
-          "--xapply",
           "--max-replace-args",
           "--line-buffered",
           "--keep-order-ignore",
@@ -316,6 +318,8 @@ std::string apply(parallel_command& pc, const parallel_option& o, const std::str
         r.quote = true;
     else if (name == "--shell")
         r.shell = true;
+    else if (name == "--link")
+        r.link = true;
     else if (name == "-a")
         r.sources.push_back({parallel_source::kind_t::file, {}, value, false});
     else if (name == "-0")

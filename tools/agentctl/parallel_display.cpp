@@ -125,7 +125,7 @@ void parallel_display::finished(std::uint32_t job, const task_result& r, std::ui
         ++done_;
         failed_ += failed;
         if (options_.print_output) {
-            if (options_.verbose) b.out = command + "\n";
+            if (options_.verbose) b.out = tagged(command + "\n", tag);  // tagged too, as parallel does
             b.out += tagged(stdout_of(r), tag);
             b.err = tagged(stderr_of(r), tag);
         }
