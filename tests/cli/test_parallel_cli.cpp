@@ -270,6 +270,42 @@ BOOST_AUTO_TEST_CASE(joblog_and_resume_failed, *needs_parallel()) {
     same_run(s.gnu(args), s.ours(args, {"--shell"}));
 }
 
+// A joblog's lines in the order parallel writes them: each after its job's output (with -k, in
+// input order), on stdout with `--joblog -`; +FILE appends without a header. Start times and
+// runtimes left out.
+BOOST_AUTO_TEST_CASE(joblog_lines_where_and_when_parallel_writes_them, *needs_parallel()) {
+    auto without_times = [](const std::string& text) {
+        std::string out;
+        std::istringstream in(text);
+        for (std::string l; std::getline(in, l);) {
+            if (std::count(l.begin(), l.end(), '\t') == 8 && l.rfind("Seq\t", 0) != 0) {
+                auto third = l.find('\t', l.find('\t') + 1);
+                auto fifth = l.find('\t', l.find('\t', third + 1) + 1);
+                l = l.substr(0, third) + "\tTIME\tRUNTIME" + l.substr(fifth);
+            }
+            out += l + "\n";
+        }
+        return out;
+    };
+    sitting s;
+    std::vector<std::string> on_stdout = {"-k", "--joblog", "-", "echo", ":::", "a", "b"};
+    auto g = s.gnu(on_stdout), o = s.ours(on_stdout);
+    BOOST_TEST(o.exit_code == g.exit_code);
+    BOOST_TEST(without_times(o.out) == without_times(g.out));
+    std::vector<std::string> in_order = {"-j3", "-k", "--joblog", "log", "sleep 0.{}; echo {}",
+                                         ":::", "3",  "1",        "2"};
+    same_run(s.gnu(in_order), s.ours(in_order, {"--shell"}));
+    BOOST_TEST(without_times(file_text(s.our_dir.path() + "/log")) ==
+               without_times(file_text(s.gnu_dir.path() + "/log")));
+    for (const char* value : {"x", "y"}) {
+        std::vector<std::string> appended = {"--joblog", "+log2", "echo", ":::", value};
+        same_run(s.gnu(appended), s.ours(appended));
+    }
+    BOOST_TEST(without_times(file_text(s.our_dir.path() + "/log2")) ==
+               without_times(file_text(s.gnu_dir.path() + "/log2")));
+    BOOST_TEST(file_text(s.our_dir.path() + "/log2").find("Seq") == std::string::npos);
+}
+
 // 7. parallel(1), "--retries": a failing job runs N times in all; one joblog line.
 BOOST_AUTO_TEST_CASE(retries, *needs_parallel()) {
     sitting s;

@@ -637,16 +637,22 @@ int run_parallel(const std::vector<std::string>& args, std::vector<std::string> 
     std::optional<watchdog> watch = start_watchdog(cl);
     // The joblog opened before anything runs: a file that cannot be written runs nothing.
     std::optional<output_queue> joblog;
+    // `--joblog -`: on stdout, each line after its job's output, as parallel writes it.
+    const bool joblog_on_stdout = pc.joblog && *pc.joblog == "-" && !pc.joblog_append;
     if (pc.joblog) {
-        bool append = pc.joblog_append || ((pc.request.resume || pc.request.resume_failed) && context.joblog);
-        // `--joblog -`: on stdout, as parallel writes it.
-        int fd = *pc.joblog == "-"
-                     ? ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3)
-                     : ::open(pc.joblog->c_str(),
-                              O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0666);
-        if (fd < 0) return parallel_failure(cl, "--joblog: cannot write " + *pc.joblog);
-        joblog.emplace(fd);
-        if (!append || !context.joblog) joblog->write(parallel_joblog_header());
+        // As parallel's open_joblog(): +FILE appends and writes no header; --resume* appends to
+        // a joblog that has a first line.
+        bool append = pc.joblog_append || ((pc.request.resume || pc.request.resume_failed) &&
+                                           context.joblog && !context.joblog->empty());
+        if (joblog_on_stdout) {
+            standard_output().write(parallel_joblog_header());
+        } else {
+            int fd = ::open(pc.joblog->c_str(),
+                            O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0666);
+            if (fd < 0) return parallel_failure(cl, "--joblog: cannot write " + *pc.joblog);
+            joblog.emplace(fd);
+            if (!append) joblog->write(parallel_joblog_header());
+        }
     }
 
     std::optional<journal> db;
@@ -675,6 +681,7 @@ int run_parallel(const std::vector<std::string>& args, std::vector<std::string> 
     o.halt = pc.halt;
     o.halt_text = pc.halt_text;
     o.timeout_percent = pc.timeout_percent;
+    o.joblog_on_stdout = joblog_on_stdout;
     // The display lives on the run's loop, which execute_run() makes.
     run_frontend fe;
     std::optional<parallel_display> display;

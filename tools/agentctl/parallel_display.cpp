@@ -105,8 +105,10 @@ void parallel_display::timed_out(std::uint32_t job) {
     auto it = running_.find(job);
     if (it == running_.end()) return;
     const std::string command = t_.line.fill(t_.jobs[job], it->second.slot);
-    print({"", "agentctl: Warning: This job was killed because it timed out:\nagentctl: Warning: " + command +
-                   "\n"});
+    print(
+        {"",
+         "agentctl: Warning: This job was killed because it timed out:\nagentctl: Warning: " + command + "\n",
+         ""});
 }
 
 void parallel_display::finished(std::uint32_t job, const task_result& r, std::uint32_t running) {
@@ -134,12 +136,12 @@ void parallel_display::finished(std::uint32_t job, const task_result& r, std::ui
             timed_out(job);
         else if (failed && !r.exit_code && !r.signal && r.error)
             b.err += "agentctl: job " + std::to_string(t_.jobs[job].seq) + ": " + r.error->message + "\n";
-        if (joblog_) {
+        if (joblog_ || options_.joblog_on_stdout) {
             double started = std::chrono::duration<double>(it->second.started.time_since_epoch()).count();
             double runtime =
                 std::chrono::duration<double>(std::chrono::system_clock::now() - it->second.started).count();
-            joblog_->write(parallel_joblog_line(t_.jobs[job].seq, started, runtime, stdout_of(r).size(),
-                                                exit_value, signal, command));
+            b.log = parallel_joblog_line(t_.jobs[job].seq, started, runtime, stdout_of(r).size(), exit_value,
+                                         signal, command);
         }
         bool was_halted = outcome_.halted();
         parallel_outcome::action act = outcome_.job_ended(failed, exit_value < 0 ? 0 : exit_value, signal);
@@ -174,13 +176,18 @@ void parallel_display::finished(std::uint32_t job, const task_result& r, std::ui
 }
 
 void parallel_display::print(const blocks& b) {
-    if (b.out.empty() && b.err.empty()) return;
+    if (b.out.empty() && b.err.empty() && b.log.empty()) return;
     if (drawn_) {
         standard_error().write("\r\x1b[2K");
         drawn_ = false;
     }
     standard_output().write(b.out);
     (merged_ ? standard_output() : standard_error()).write(b.err);
+    if (b.log.empty()) return;
+    if (joblog_)
+        joblog_->write(b.log);
+    else
+        standard_output().write(b.log);
 }
 
 void parallel_display::tick() {

@@ -35,14 +35,15 @@ struct parallel_display_options {
     /// `--timeout N%`: a job is timed out after N% of the median runtime of the jobs that
     /// succeeded so far (none yet: no limit), as parallel's TimeoutQueue does.
     std::optional<double> timeout_percent;
+    bool joblog_on_stdout = false;  ///< `--joblog -`: joblog lines go to stdout
 };
 
 /// The run's events → GNU parallel's output. Also the run's gate: closed once --halt says to
 /// start no more jobs.
 class parallel_display final : public event_sink, public dispatch_gate {
 public:
-    /// `joblog`: where joblog lines go (nullptr: none). `cancel`: ends the run (as a SIGINT
-    /// does), called from the run's loop once --halt says so.
+    /// `joblog`: where joblog lines go (nullptr: none, or stdout with options.joblog_on_stdout). `cancel`:
+    /// ends the run (as a SIGINT does), called from the run's loop once --halt says so.
     parallel_display(boost::asio::io_context& io, const command_line& cl, const parallel_translation& t,
                      const plan& p, parallel_display_options options, output_queue* joblog,
                      std::function<void(const std::string&)> cancel);
@@ -59,8 +60,10 @@ public:
     const parallel_outcome& outcome() const { return outcome_; }
 
 private:
+    // What one job prints: its stdout, its stderr and its joblog line, in that order (parallel's
+    // Job::print()), held together under -k.
     struct blocks {
-        std::string out, err;
+        std::string out, err, log;
     };
     void finished(std::uint32_t job, const task_result& r, std::uint32_t running);
     void timed_out(std::uint32_t job);
