@@ -9,9 +9,9 @@
 #include "engine/outcome.hpp"
 #include "engine/output_contract.hpp"
 #include "engine/recorder.hpp"
-#include "engine/task_group.hpp"
 #include "exec/host.hpp"
 #include "runner/builtin_runner.hpp"
+#include "runner/task_group.hpp"
 
 #include <agentctl/events.hpp>
 #include <agentctl/resume.hpp>

@@ -9,6 +9,7 @@
 #include "runner/host/launcher.hpp"
 #include "runner/preflight.hpp"
 #include "runner/slurm/launcher.hpp"
+#include "runner/task_group.hpp"
 
 #include <agentctl/events.hpp>
 
@@ -34,14 +35,20 @@ task_result requires_execution() {
 }  // namespace
 
 struct builtin_runner::state {
+    explicit state(asio::any_io_executor ex) : children(ex) { ctx.ex = std::move(ex); }
+
     launch_context ctx;
     event_sink* events = nullptr;
     std::vector<swept_container> leftovers;
     // Made by a preflight that passed: host or Slurm (isolation: process), and container.
     std::unique_ptr<launcher> process;
     std::unique_ptr<launcher> container;
-    // Allocation workers started during the preflight, until start_slurm_launcher takes them.
+    // Allocation workers started during the preflight, until the preflight's end takes them:
+    // their start() is the child early_workers of `children`.
     std::unique_ptr<starting_workers> starting;
+    // The coroutines the runner starts itself, each awaited before the run ends (finish()).
+    static constexpr std::uint32_t early_workers = 0;
+    task_group<std::optional<task_error>> children;
     artifact_ledger artifacts;
 
     asio::awaitable<std::optional<task_error>> prepare() {
@@ -51,7 +58,8 @@ struct builtin_runner::state {
         // preflight goes on: an srun step takes tens of milliseconds (docs/WORKER.md, "Starting
         // early"). A preflight that fails leaves them to finish(), which stops them.
         settings.on_slurm_controller_up = [this](const slurm::tools& tools) {
-            starting = begin_allocation_workers(ctx, tools);
+            starting = allocation_workers_to_start(ctx, tools);
+            if (starting) children.spawn(early_workers, starting->start(), nullptr);
         };
         preflight_result r = co_await run_preflight(*ctx.compiled, settings);
         if (r.workspace) ctx.workspace = std::move(*r.workspace);
@@ -71,13 +79,29 @@ struct builtin_runner::state {
         // checks): nothing starts then.
         if (ctx.settings.backend != backend_kind::slurm) {
             process = make_host_launcher(ctx);
+        } else if (r.slurm && starting) {
+            // Started during the preflight, for exactly the case in which start_slurm_launcher
+            // would start workers: no task starts until every one said welcome.
+            auto workers = std::move(starting);
+            // On an error every worker started was stopped.
+            if (auto failed = co_await early_workers_started()) co_return failed;
+            process = workers->take();
         } else if (r.slurm) {
-            auto made = co_await start_slurm_launcher(ctx, std::move(*r.slurm), std::move(starting));
+            auto made = co_await start_slurm_launcher(ctx, std::move(*r.slurm));
             if (!made) co_return made.error();
             process = std::move(*made);
         }
         container = make_container_launcher(ctx, std::move(r.containers));
         co_return std::nullopt;
+    }
+
+    // Until the early workers' start has ended: nothing when every worker said welcome.
+    asio::awaitable<std::optional<task_error>> early_workers_started() {
+        while (!children.has_finished()) co_await children.wait();
+        auto done = children.take();
+        if (done.error)
+            co_return task_error{error_code::internal_error, "the workers' start failed unexpectedly"};
+        co_return std::move(done.result);
     }
 
     // `request` outlives the attempt: the scheduler keeps it until the handler runs.
@@ -108,9 +132,13 @@ struct builtin_runner::state {
     asio::awaitable<std::optional<task_error>> finish() {
         std::optional<task_error> first;
         if (starting) {
-            // The preflight failed, or the run was cancelled, while its workers started.
+            // The preflight failed, or the run was cancelled, while its workers started: they
+            // received nothing but the hello; each is stopped as at the end of a run.
             auto abandoned = std::move(starting);
-            co_await abandoned->abandon();
+            if (!co_await early_workers_started()) {
+                auto workers = abandoned->take();
+                co_await workers->finish();
+            }
         }
         // A named array: GCC 12 trips over a braced list's backing array inside a coroutine.
         std::array<launcher*, 2> launchers{process.get(), container.get()};
@@ -125,8 +153,7 @@ struct builtin_runner::state {
 
 builtin_runner::builtin_runner(asio::any_io_executor ex, const plan& p, runner_settings settings,
                                event_sink* events, watchdog* watch)
-    : state_(std::make_unique<state>()) {
-    state_->ctx.ex = std::move(ex);
+    : state_(std::make_unique<state>(std::move(ex))) {
     state_->ctx.compiled = &p;
     state_->ctx.settings = std::move(settings);
     state_->ctx.watch = watch;

@@ -18,12 +18,14 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 namespace fs = std::filesystem;
 namespace json = boost::json;
@@ -878,14 +880,29 @@ const std::string sh_action =
     "    sh:\n      kind: builtin.shell.exec\n      command: /bin/sh\n      args: ['-c', '${{ vars.item "
     "}}']\n";
 
-// Until no process of this machine carries `nonce` in its command line, at most `bound`.
-bool gone_within(const std::string& nonce, std::chrono::seconds bound) {
+// Until no process of this machine carries any of `needles` in its command line, at most
+// `bound`.
+bool all_gone_within(const std::vector<std::string>& needles, std::chrono::seconds bound) {
     auto until = std::chrono::steady_clock::now() + bound;
-    while (!cli_test::processes_with(nonce).empty()) {
+    auto any_left = [&] {
+        return std::any_of(needles.begin(), needles.end(),
+                           [](const std::string& n) { return !cli_test::processes_with(n).empty(); });
+    };
+    while (any_left()) {
         if (std::chrono::steady_clock::now() >= until) return false;
         std::this_thread::sleep_for(50ms);
     }
     return true;
+}
+
+bool gone_within(const std::string& nonce, std::chrono::seconds bound) {
+    return all_gone_within({nonce}, bound);
+}
+
+// In the command line of the run's worker (`AGENTCTL worker`, this build's path) and of the srun
+// that started it (`srun ... -- AGENTCTL worker`): the run's processes besides its tasks.
+std::string worker_command() {
+    return cli_test::agentctl_bin() + std::string(1, '\0') + "worker";
 }
 
 }  // namespace
@@ -1009,8 +1026,8 @@ BOOST_AUTO_TEST_CASE(a_preflight_that_fails_leaves_no_worker_step) {
                "a worker step outlived agentctl by 2 s: " << r.err);
 }
 
-// SIGINT and a worker killed mid-task: the cancel goes through the worker, a lost worker
-// fails its task as worker_lost and the run goes on; nothing of the run is left.
+// A worker killed mid-task: a lost worker fails its task as worker_lost and the run goes on;
+// nothing of the run is left.
 BOOST_AUTO_TEST_CASE(a_killed_worker_fails_its_task_as_worker_lost) {
     cli_test::temp_dir dir;
     std::string nonce = cli_test::make_nonce();
@@ -1036,6 +1053,46 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_fails_its_task_as_worker_lost) {
     BOOST_TEST(gone_within(nonce, 10s), "the task outlived its worker");
 }
 
+// SIGINT while tasks run on the worker: the cancel goes through the worker, which stops each
+// task's tree on the node; the run ends 130 with every task cancelled, nothing of it is left on
+// the node (tasks, worker, srun) and the allocation it asked for is released.
+BOOST_AUTO_TEST_CASE(sigint_cancels_the_running_tasks_through_the_worker) {
+    cli_test::temp_dir dir;
+    std::string nonce = cli_test::make_nonce();
+    std::string items = yaml_quoted("sleep 301; : " + nonce) + ", " + yaml_quoted("sleep 302; : " + nonce);
+    auto wf = dir.write("wf.yaml",
+                        workflow("    processAllowlist: [sh]\n", sh_action,
+                                 "    - {id: long, uses: action:sh, foreach: {items: [" + items + "]}}\n"));
+    bool interrupted = false;
+    cli_test::command_options o;
+    o.poll = [&](pid_t pid) {
+        // The worker seen too: the check at the end looks for what was there.
+        if (cli_test::processes_with(nonce).size() < 2 || cli_test::processes_with(worker_command()).empty())
+            return false;
+        ::kill(pid, SIGINT);
+        interrupted = true;
+        return true;
+    };
+    o.bound = 120s;
+    auto r =
+        cli({"--output", "json", "run", "--backend", "slurm", "--slurm-nodes", "1", "--jobs", "2", wf}, o);
+    BOOST_TEST_REQUIRE(interrupted, "never saw both tasks and the worker running: " << r.out << r.err);
+    BOOST_TEST_REQUIRE(r.exit_code == 130, r.out << r.err);
+    json::value v = parse_json(r.out);
+    BOOST_TEST(v.at("data").at("state").as_string() == "cancelled");
+    int cancelled = 0;
+    for (const auto& [id, t] : v.at("data").at("tasks").as_object()) {
+        if (id.find("--") == std::string::npos) continue;  // the foreach parent
+        BOOST_TEST(t.at("state").as_string() == "cancelled", std::string(id) << ": " << t);
+        cancelled += t.at("state") == "cancelled";
+    }
+    BOOST_TEST(cancelled == 2, r.out);
+    BOOST_TEST(all_gone_within({nonce, worker_command()}, 5s),
+               "tasks, the worker or its srun still there 5 s after the cancelled run ended");
+    auto left = my_active_jobs();
+    BOOST_TEST(left.empty(), names_of(left));
+}
+
 // SIGKILL of agentctl: the watchdog kills srun, the worker sees its stdin close and kills its
 // tasks; nothing of the run is left within 5 s.
 BOOST_AUTO_TEST_CASE(sigkill_of_agentctl_leaves_nothing_on_the_node) {
@@ -1048,7 +1105,8 @@ BOOST_AUTO_TEST_CASE(sigkill_of_agentctl_leaves_nothing_on_the_node) {
     bool killed = false;
     cli_test::command_options o;
     o.poll = [&](pid_t) {
-        if (cli_test::processes_with(nonce).size() < 2) return false;
+        if (cli_test::processes_with(nonce).size() < 2 || cli_test::processes_with(worker_command()).empty())
+            return false;
         // agentctl itself, not salloc (whose command line names the workflow too).
         for (pid_t p : cli_test::processes_with(dir.path() + "/wf.yaml")) {
             std::ifstream cmdline("/proc/" + std::to_string(p) + "/cmdline");
@@ -1062,7 +1120,8 @@ BOOST_AUTO_TEST_CASE(sigkill_of_agentctl_leaves_nothing_on_the_node) {
     o.bound = 120s;
     auto r = in_allocation({"run", "--backend", "slurm", "--jobs", "2", dir.path() + "/wf.yaml"}, o);
     BOOST_TEST_REQUIRE(killed, "never saw both tasks running: " << r.out << r.err);
-    BOOST_TEST(gone_within(nonce, 5s), "tasks of the run still there 5 s after SIGKILL of agentctl");
+    BOOST_TEST(all_gone_within({nonce, worker_command()}, 5s),
+               "tasks, the worker or its srun still there 5 s after SIGKILL of agentctl");
 }
 
 // --slurm-nodes outside an allocation (docs/WORKER.md, "Asking for nodes"): agentctl asks for
@@ -1129,7 +1188,8 @@ BOOST_AUTO_TEST_CASE(sigkill_of_agentctl_cancels_the_allocation_it_asked_for) {
     pid_t owner = 0;
     cli_test::command_options o;
     o.poll = [&](pid_t pid) {
-        if (cli_test::processes_with(nonce).size() < 2) return false;
+        if (cli_test::processes_with(nonce).size() < 2 || cli_test::processes_with(worker_command()).empty())
+            return false;
         owner = pid;
         ::kill(pid, SIGKILL);
         return true;
@@ -1138,7 +1198,8 @@ BOOST_AUTO_TEST_CASE(sigkill_of_agentctl_cancels_the_allocation_it_asked_for) {
     auto r = cli({"run", "--backend", "slurm", "--slurm-nodes", "1", "--jobs", "2", wf}, o);
     BOOST_TEST_REQUIRE(owner != 0, "never saw both tasks running: " << r.out << r.err);
     BOOST_TEST(r.signal == SIGKILL);
-    BOOST_TEST(gone_within(nonce, 5s), "tasks of the run still there 5 s after SIGKILL of agentctl");
+    BOOST_TEST(all_gone_within({nonce, worker_command()}, 5s),
+               "tasks, the worker or its srun still there 5 s after SIGKILL of agentctl");
     // scancel by the watchdog, then Slurm's own end of the job (measured about 3 s).
     auto until = std::chrono::steady_clock::now() + 30s;
     while (!active_jobs_of(owner).empty() && std::chrono::steady_clock::now() < until)

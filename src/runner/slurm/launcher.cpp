@@ -587,19 +587,17 @@ expected<std::vector<worker_site>> allocation_sites(launch_context& ctx, const s
 
 }  // namespace
 
-std::unique_ptr<starting_workers> begin_allocation_workers(launch_context& ctx, const slurm::tools& tools) {
+std::unique_ptr<starting_workers> allocation_workers_to_start(launch_context& ctx,
+                                                              const slurm::tools& tools) {
     auto alloc = allocation_for_workers(ctx);
     if (!alloc) return nullptr;
     auto sites = allocation_sites(ctx, tools, *alloc);
     if (!sites) return nullptr;  // start_slurm_launcher meets the same error and says it
-    return begin_worker_launcher(ctx, std::move(*sites), "slurm");
+    return workers_to_start(ctx, std::move(*sites), "slurm");
 }
 
-asio::awaitable<expected<std::unique_ptr<launcher>>> start_slurm_launcher(
-    launch_context& ctx, slurm::tools tools, std::unique_ptr<starting_workers> early) {
-    // Started while the preflight ran, for exactly the case that reaches
-    // start_allocation_workers below.
-    if (early) co_return co_await early->ready();
+asio::awaitable<expected<std::unique_ptr<launcher>>> start_slurm_launcher(launch_context& ctx,
+                                                                          slurm::tools tools) {
     const slurm_options& o = ctx.settings.slurm;
     slurm::allocation_result a = slurm::read_allocation(ctx.settings.host_env);
     if (o.nodes > 0) {

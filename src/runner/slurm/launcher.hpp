@@ -19,14 +19,14 @@ std::unique_ptr<launcher> make_slurm_launcher(launch_context& ctx, slurm::tools 
 /// runs in (docs/WORKER.md, "Choosing the mode"): one job per launch, or one worker step per
 /// node of the allocation, started now (every worker says welcome before any task runs). The
 /// error (backend_unavailable) says why nothing can run.
-/// `early`: the workers begin_allocation_workers() started, which are this launcher then.
-boost::asio::awaitable<expected<std::unique_ptr<launcher>>> start_slurm_launcher(
-    launch_context& ctx, slurm::tools tools, std::unique_ptr<starting_workers> early = nullptr);
+boost::asio::awaitable<expected<std::unique_ptr<launcher>>> start_slurm_launcher(launch_context& ctx,
+                                                                                 slurm::tools tools);
 
-/// Inside an allocation, in worker dispatch (and without --slurm-nodes): its worker steps,
-/// starting now while the preflight goes on (docs/WORKER.md, "Starting early"). Null in every
-/// other case, and when the allocation cannot be read (start_slurm_launcher says why).
-std::unique_ptr<starting_workers> begin_allocation_workers(launch_context& ctx, const slurm::tools& tools);
+/// Inside an allocation, in worker dispatch (and without --slurm-nodes): its worker steps, for
+/// the caller to start while the preflight goes on (docs/WORKER.md, "Starting early"); they
+/// are then the launcher start_slurm_launcher would have started. Null in every other case,
+/// and when the allocation cannot be read (start_slurm_launcher says why).
+std::unique_ptr<starting_workers> allocation_workers_to_start(launch_context& ctx, const slurm::tools& tools);
 
 /// Starts one worker step per node of `allocation` (a job of this cluster that agentctl may
 /// start steps in) and waits for each welcome; backend_unavailable when one cannot start.

@@ -8,12 +8,6 @@
 #include "runner/launch_control.hpp"
 #include "runner/worker/client.hpp"
 
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
 #include <list>
@@ -397,66 +391,32 @@ private:
 
 namespace {
 
-// The start runs in a coroutine of its own; what it shares with ready() and abandon() outlives
-// both (the coroutine holds it too).
-struct start_state {
-    explicit start_state(launch_context& ctx, std::vector<worker_site> sites, std::string backend)
-        : workers(std::make_unique<worker_launcher>(ctx, std::move(sites), std::move(backend))),
-          done_wake(ctx.ex) {}
-    std::unique_ptr<worker_launcher> workers;
-    std::optional<task_error> failed;
-    bool done = false;
-    asio::steady_timer done_wake;
-};
-
 class starting final : public starting_workers {
 public:
     starting(launch_context& ctx, std::vector<worker_site> sites, std::string backend)
-        : state_(std::make_shared<start_state>(ctx, std::move(sites), std::move(backend))) {
-        asio::co_spawn(ctx.ex, run(state_), asio::detached);
-    }
+        : workers_(std::make_unique<worker_launcher>(ctx, std::move(sites), std::move(backend))) {}
 
-    asio::awaitable<expected<std::unique_ptr<launcher>>> ready() override {
-        co_await until_done();
-        if (state_->failed) co_return std::move(*state_->failed);  // start_all stopped them
-        co_return std::unique_ptr<launcher>(std::move(state_->workers));
-    }
+    asio::awaitable<std::optional<task_error>> start() override { return workers_->start_all(); }
 
-    asio::awaitable<void> abandon() override {
-        co_await until_done();
-        if (!state_->failed) co_await state_->workers->finish();
-    }
+    std::unique_ptr<launcher> take() override { return std::move(workers_); }
 
 private:
-    static asio::awaitable<void> run(std::shared_ptr<start_state> s) {
-        s->failed = co_await s->workers->start_all();
-        s->done = true;
-        s->done_wake.cancel();
-    }
-
-    asio::awaitable<void> until_done() {
-        while (!state_->done) {
-            state_->done_wake.expires_at(steady::time_point::max());
-            co_await state_->done_wake.async_wait(asio::as_tuple(asio::use_awaitable));
-        }
-    }
-
-    std::shared_ptr<start_state> state_;
+    std::unique_ptr<worker_launcher> workers_;
 };
 
 }  // namespace
 
-std::unique_ptr<starting_workers> begin_worker_launcher(launch_context& ctx, std::vector<worker_site> sites,
-                                                        std::string backend) {
+std::unique_ptr<starting_workers> workers_to_start(launch_context& ctx, std::vector<worker_site> sites,
+                                                   std::string backend) {
     return std::make_unique<starting>(ctx, std::move(sites), std::move(backend));
 }
 
 asio::awaitable<expected<std::unique_ptr<launcher>>> start_worker_launcher(launch_context& ctx,
                                                                            std::vector<worker_site> sites,
                                                                            std::string backend) {
-    auto l = std::make_unique<worker_launcher>(ctx, std::move(sites), std::move(backend));
-    if (auto failed = co_await l->start_all()) co_return std::move(*failed);
-    co_return std::unique_ptr<launcher>(std::move(l));
+    auto workers = workers_to_start(ctx, std::move(sites), std::move(backend));
+    if (auto failed = co_await workers->start()) co_return std::move(*failed);
+    co_return workers->take();
 }
 
 }  // namespace agentctl

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,20 +34,23 @@ boost::asio::awaitable<expected<std::unique_ptr<launcher>>> start_worker_launche
     launch_context& ctx, std::vector<worker_site> sites, std::string backend);
 
 /// start_worker_launcher in two steps, so that the workers' start (an srun step takes tens of
-/// milliseconds) overlaps the rest of the preflight (docs/WORKER.md, "Starting early").
+/// milliseconds) overlaps the rest of the preflight (docs/WORKER.md, "Starting early"). The
+/// caller runs start() as a child of a task_group it owns and awaits it, like every other
+/// coroutine (docs/DESIGN.md, "Async style").
 class starting_workers {
 public:
     virtual ~starting_workers() = default;
-    /// Until every worker said welcome: the launcher, or start_worker_launcher's error (every
-    /// worker started is then stopped). Call once, or abandon() instead.
-    virtual boost::asio::awaitable<expected<std::unique_ptr<launcher>>> ready() = 0;
-    /// The run ends before its first task: the start awaited, every worker stopped (nothing was
-    /// sent to them but the hello). Call once, or ready() instead.
-    virtual boost::asio::awaitable<void> abandon() = 0;
+    /// Until every worker said welcome: nothing, or start_worker_launcher's error (every worker
+    /// started is then stopped). Run once; this object outlives it.
+    virtual boost::asio::awaitable<std::optional<task_error>> start() = 0;
+    /// Once start() ended without an error: the launcher. A run that ends before its first
+    /// task calls its finish(), which stops every worker (nothing was sent to them but the
+    /// hello).
+    virtual std::unique_ptr<launcher> take() = 0;
 };
 
-/// Begins start_worker_launcher now, in the background on ctx's executor.
-std::unique_ptr<starting_workers> begin_worker_launcher(launch_context& ctx, std::vector<worker_site> sites,
-                                                        std::string backend);
+/// The workers of start_worker_launcher, not started yet: start() starts them on ctx's executor.
+std::unique_ptr<starting_workers> workers_to_start(launch_context& ctx, std::vector<worker_site> sites,
+                                                   std::string backend);
 
 }  // namespace agentctl
