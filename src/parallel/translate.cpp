@@ -114,8 +114,11 @@ bool parallel_translation::uses_slot() const {
 }
 
 std::string parallel_translation::results_dir(std::size_t i) const {
+    return results_dir_of(jobs[i]);
+}
+
+std::string parallel_translation::results_dir_of(const parallel_job& job) const {
     if (!results) return "";
-    const parallel_job& job = jobs[i];
     // parallel's args_as_dirname(): each position's name and value, sorted by the name
     // (numerically, then as text), with \ \t NUL and / quoted as \\ \t \0 \_ and each
     // part cut to a file name's length.
@@ -407,15 +410,18 @@ parallel_translation translate_parallel(const parallel_request& request, const p
     out.position_names = made.names;
     out.results = request.results;
 
-    // --resume: what the joblog says ran (or succeeded) does not run again.
+    // --resume: what the joblog says ran (or succeeded) does not run again, nor (--resume with
+    // --results) a job whose folder holds its output.
     std::vector<std::uint32_t> done;
+    const bool by_results = request.resume && request.results && context.has_results;
     if ((request.resume || request.resume_failed) && context.joblog) {
         auto listed = parallel_joblog_done(*context.joblog, request.resume_failed, error);
         if (!listed) return fail("--joblog: " + error);
         done = std::move(*listed);
     }
     for (auto& job : made.jobs) {
-        if (std::binary_search(done.begin(), done.end(), job.seq))
+        if (std::binary_search(done.begin(), done.end(), job.seq) ||
+            (by_results && context.has_results(out.results_dir_of(job))))
             ++out.skipped;
         else
             out.jobs.push_back(std::move(job));

@@ -306,6 +306,19 @@ BOOST_AUTO_TEST_CASE(joblog_lines_where_and_when_parallel_writes_them, *needs_pa
     BOOST_TEST(file_text(s.our_dir.path() + "/log2").find("Seq") == std::string::npos);
 }
 
+// parallel(1), "--resume" with "--results": a job whose folder holds its output does not run
+// again, with or without a joblog.
+BOOST_AUTO_TEST_CASE(resume_from_the_results_folder, *needs_parallel()) {
+    sitting s;
+    std::vector<std::string> first = {"--results", "out", "echo {} >> ran; echo {}", ":::", "a"};
+    same_run(s.gnu(first), s.ours(first, {"--shell"}));
+    std::vector<std::string> again = {"--resume", "--results", "out", "echo {} >> ran; echo {}",
+                                      ":::",      "a",         "b"};
+    same_run(s.gnu(again), s.ours(again, {"--shell"}));
+    BOOST_TEST(file_text(s.our_dir.path() + "/ran") == "a\nb\n");
+    BOOST_TEST(tree(s.our_dir.path()) == tree(s.gnu_dir.path()));
+}
+
 // 7. parallel(1), "--retries": a failing job runs N times in all; one joblog line.
 BOOST_AUTO_TEST_CASE(retries, *needs_parallel()) {
     sitting s;

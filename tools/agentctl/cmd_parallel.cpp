@@ -60,7 +60,9 @@ const std::vector<parallel_option>& parallel_options() {
         {{"--joblog", "--jl"},
          "FILE",
          "one tab-separated line per job, as parallel writes it (+FILE appends)"},
-        {{"--resume"}, "", "with --joblog: run only the jobs it does not list"},
+        {{"--resume"},
+         "",
+         "with --joblog: run only the jobs it does not list; with --results: those without output there"},
         {{"--resume-failed"}, "", "with --joblog: run only the jobs it does not list as succeeded"},
         {{"--retries"}, "N", "run a job that fails up to N times in all"},
         {{"--timeout"},
@@ -453,8 +455,8 @@ std::string parse(const std::vector<std::string>& args, parallel_command& pc) {
     if (pc.request.command.empty() && !pc.request.shell && !pc.help)
         return "no command: each input line is then a command line, which needs a shell: add --shell "
                "(agentctl parallel --shell < jobs.txt)";
-    if ((pc.request.resume || pc.request.resume_failed) && !pc.joblog)
-        return "--resume and --resume-failed need --joblog FILE";
+    if ((pc.request.resume || pc.request.resume_failed) && !pc.joblog && !pc.request.results)
+        return "--resume and --resume-failed need --joblog FILE or --results DIR";
     if (pc.cl.db && pc.cl.no_journal) return "--db and --no-journal exclude each other";
     return "";
 }
@@ -582,6 +584,11 @@ int run_parallel(const std::vector<std::string>& args, std::vector<std::string> 
         if (in) context.joblog = std::string(std::istreambuf_iterator<char>(in), {});
     }
 
+    // --resume --results: a job whose folder has a stdout file ran (parallel's test).
+    context.has_results = [](const std::string& folder) {
+        std::error_code ignored;
+        return std::filesystem::exists(folder + "/stdout", ignored);
+    };
     parallel_translation t = translate_parallel(pc.request, context);
     if (!t.error.empty()) return parallel_failure(cl, t.error);
     if (pc.print_workflow) {
