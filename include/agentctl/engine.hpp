@@ -79,6 +79,23 @@ public:
     static constexpr std::chrono::milliseconds recheck{10};
 };
 
+/// Lets a front end end one running attempt as its timeout would, at a time the front end
+/// decides while the run goes on (GNU parallel's `--timeout N%`, a share of the median runtime
+/// of the jobs that succeeded: docs/PARALLEL.md). The run binds it while it runs.
+class task_expiry {
+public:
+    /// Ends task `task_index`'s running attempt as a timeout does: its process tree is
+    /// terminated gracefully, the attempt ends `timed_out` with `reason` as its message and is
+    /// retried when the task's retry.on has timeout. Nothing when the task has no attempt
+    /// running (or no run is bound). Call on the run's executor.
+    void expire(std::uint32_t task_index, const std::string& reason) const {
+        if (expire_) expire_(task_index, reason);
+    }
+
+    /// Set by the run while it runs (engine only).
+    std::function<void(std::uint32_t, const std::string&)> expire_;
+};
+
 /// What a run does: plain values.
 struct run_settings {
     /// Overrides plan::max_concurrency; 1..4096. The engine lowers it to what the descriptor
@@ -114,6 +131,7 @@ struct run_collaborators {
     event_sink* events = nullptr;
     approver* approvals = nullptr;  ///< nullptr: a task needing approval stops the run before any effect
     dispatch_gate* gate = nullptr;  ///< nullptr: always open
+    task_expiry* expiry = nullptr;  ///< nullptr: attempts end by their own timeouts only
     /// Told of every engine client and Slurm job used, so that they die with us (crash safety).
     watchdog* watch = nullptr;
     /// Records the run (docs/JOURNAL.md, docs/DESIGN.md "Journal"): the run before any effect,

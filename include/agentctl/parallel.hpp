@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -56,6 +57,9 @@ struct parallel_request {
     /// The command's words. Empty: each input value is a whole command line (needs `shell`).
     std::vector<std::string> command;
     std::vector<parallel_source> sources;  ///< none: standard input, as `:::: -`
+    /// `--link`: every source linked value by value, the shorter ones starting over (not
+    /// crossed; `:::+` instead drops the longer one's extra values).
+    bool link = false;
     // How the values of a file are separated.
     enum class separator_t { line, nul, delimiter };
     separator_t separator = separator_t::line;
@@ -86,6 +90,10 @@ struct parallel_context {
     std::string working_directory;               ///< absolute; the workspace, and `./cmd` resolved
     std::vector<std::string> environment_names;  ///< names set in agentctl's environment
     std::optional<std::string> joblog;           ///< an existing joblog's text (--resume*)
+    /// `--resume` with `--results`: whether a job's --results folder holds its output already
+    /// (then the job does not run again, as parallel's is_already_in_results()). The caller
+    /// looks at the folder; unset: none does.
+    std::function<bool(const std::string& folder)> has_results;
 };
 
 /// Splits the bytes of one input file into values: at `\n` (a `\r` is kept, as parallel keeps
@@ -153,6 +161,7 @@ struct parallel_translation {
     bool uses_slot() const;
     /// Job `i`'s folder under --results (`DIR/1/VALUE/2/VALUE`), as parallel names it.
     std::string results_dir(std::size_t i) const;
+    std::string results_dir_of(const parallel_job& job) const;
 };
 
 /// Translates `request` with its input `context`. Never throws; problems are in `error`

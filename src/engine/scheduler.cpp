@@ -30,6 +30,7 @@
 #include <memory>
 #include <queue>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace asio = boost::asio;
 
@@ -197,6 +198,10 @@ public:
     asio::awaitable<void> loop() {
         auto self = shared_from_this();
         started_ = std::chrono::steady_clock::now();
+        if (with_.expiry)
+            with_.expiry->expire_ = [weak = weak_from_this()](std::uint32_t idx, const std::string& reason) {
+                if (auto op = weak.lock()) op->expire(idx, reason);
+            };
         for (const auto& w : report_.warnings) emit_warning(w);
         if (co_await record_run_start())
             co_await run_tasks();
@@ -208,6 +213,15 @@ public:
         report_.output = render_outputs(view_, output_error);
         if (output_error && final_state() == run_state::succeeded) report_.error = std::move(output_error);
         co_await record_run_end();
+        if (with_.expiry) with_.expiry->expire_ = nullptr;
+    }
+
+    /// task_expiry::expire(): a partial cancellation of that task's coroutine alone, which
+    /// attempts() turns into a timeout.
+    void expire(std::uint32_t idx, const std::string& reason) {
+        if (!attempting_.count(idx) || expiring_.count(idx)) return;
+        expiring_.emplace(idx, reason);
+        tasks_.emit_one(idx, asio::cancellation_type::partial);
     }
 
     run_report take_report() {
@@ -437,7 +451,9 @@ private:
                 }
             }
             emit(run_event::kind_t::task_started, idx, request.attempt);
+            attempting_.insert(idx);
             result = co_await runner_->async_run(request, asio::use_awaitable);
+            attempting_.erase(idx);
             result.attempts = request.attempt;
             result.argv.clear();
             if (plan_.action_of(t).is_process()) {  // a built-in action has no command line
@@ -445,8 +461,22 @@ private:
                 result.argv.push_back(plan_.action_of(t).command);
                 result.argv.insert(result.argv.end(), request.args.begin(), request.args.end());
             }
-            bool cancelled =
-                (co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none;
+            // The run's cancellation is total or terminal; a partial one is expire()'s, for
+            // this attempt alone: it ended as a timeout, and a next attempt starts afresh.
+            const asio::cancellation_type cancelled_by =
+                (co_await asio::this_coro::cancellation_state).cancelled();
+            const bool cancelled =
+                (cancelled_by & (asio::cancellation_type::total | asio::cancellation_type::terminal)) !=
+                asio::cancellation_type::none;
+            if (auto expired = expiring_.find(idx); expired != expiring_.end()) {
+                if (!cancelled && result.state == task_state::cancelled) {
+                    result.state = task_state::timed_out;
+                    result.error = task_error{error_code::timeout, expired->second};
+                }
+                expiring_.erase(expired);
+                if (!cancelled)
+                    co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
+            }
             if (cancelled || attempt >= static_cast<std::uint32_t>(t.retry.max_attempts) ||
                 !retry_allowed(t.retry, plan_.action_of(t), result))
                 break;
@@ -720,6 +750,8 @@ private:
     std::unordered_map<std::uint32_t, std::uint64_t> reservations_;
     std::vector<bool> slot_busy_;                               // by slot - 1: held by a running task
     std::unordered_map<std::uint32_t, std::uint32_t> slot_of_;  // running task -> its slot
+    std::unordered_set<std::uint32_t> attempting_;              // tasks whose runner call is under way
+    std::unordered_map<std::uint32_t, std::string> expiring_;   // expire()d, with the reason
     std::uint64_t output_reserved_ = 0;
     std::size_t finished_ = 0;
 

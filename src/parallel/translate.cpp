@@ -114,8 +114,11 @@ bool parallel_translation::uses_slot() const {
 }
 
 std::string parallel_translation::results_dir(std::size_t i) const {
+    return results_dir_of(jobs[i]);
+}
+
+std::string parallel_translation::results_dir_of(const parallel_job& job) const {
     if (!results) return "";
-    const parallel_job& job = jobs[i];
     // parallel's args_as_dirname(): each position's name and value, sorted by the name
     // (numerically, then as text), with \ \t NUL and / quoted as \\ \t \0 \_ and each
     // part cut to a file name's length.
@@ -214,6 +217,33 @@ jobs_result make_jobs(const parallel_request& request, const parallel_context& c
             values.erase(values.begin());
         }
         sources.push_back(std::move(values));
+    }
+    // Of several sources, one without values is one empty value, unless all are empty (then
+    // there is no job): parallel's nest_get() fills a missing first value with "".
+    if (std::any_of(sources.begin(), sources.end(), [](const auto& v) { return !v.empty(); }))
+        for (auto& values : sources)
+            if (values.empty()) values.push_back({std::string()});
+    // --link: every source linked value by value, the shorter ones starting over (parallel's
+    // link_get() recycles them), as many jobs as the longest has values.
+    if (request.link) {
+        std::size_t longest = 0;
+        for (const auto& values : sources) longest = std::max(longest, values.size());
+        if (longest > 1000000) {
+            out.error =
+                "the input sources make more than 1000000 jobs: agentctl runs at most 1000000 in one run";
+            return out;
+        }
+        out.jobs.reserve(longest);
+        for (std::size_t n = 0; n < longest; ++n) {
+            parallel_job job;
+            job.seq = static_cast<std::uint32_t>(n + 1);
+            for (const auto& values : sources) {
+                const auto& columns_of_value = values[n % values.size()];
+                job.args.insert(job.args.end(), columns_of_value.begin(), columns_of_value.end());
+            }
+            out.jobs.push_back(std::move(job));
+        }
+        return out;
     }
     // Groups of linked sources, each a list of rows (a row: the columns of its sources).
     std::vector<std::vector<std::vector<std::string>>> groups;
@@ -380,15 +410,18 @@ parallel_translation translate_parallel(const parallel_request& request, const p
     out.position_names = made.names;
     out.results = request.results;
 
-    // --resume: what the joblog says ran (or succeeded) does not run again.
+    // --resume: what the joblog says ran (or succeeded) does not run again, nor (--resume with
+    // --results) a job whose folder holds its output.
     std::vector<std::uint32_t> done;
+    const bool by_results = request.resume && request.results && context.has_results;
     if ((request.resume || request.resume_failed) && context.joblog) {
         auto listed = parallel_joblog_done(*context.joblog, request.resume_failed, error);
         if (!listed) return fail("--joblog: " + error);
         done = std::move(*listed);
     }
     for (auto& job : made.jobs) {
-        if (std::binary_search(done.begin(), done.end(), job.seq))
+        if (std::binary_search(done.begin(), done.end(), job.seq) ||
+            (by_results && context.has_results(out.results_dir_of(job))))
             ++out.skipped;
         else
             out.jobs.push_back(std::move(job));

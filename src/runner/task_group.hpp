@@ -55,6 +55,11 @@ public:
         for (auto& [id, signal] : signals_) signal->emit(type);
     }
 
+    /// Cancels child `id` alone with `type`, if it is running.
+    void emit_one(std::uint32_t id, boost::asio::cancellation_type type) {
+        if (auto it = signals_.find(id); it != signals_.end()) it->second->emit(type);
+    }
+
     /// Children started and not yet taken.
     std::size_t size() const { return signals_.size(); }
     bool has_finished() const { return !done_.empty(); }

@@ -4,7 +4,9 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <filesystem>
+#include <sstream>
 
 using namespace cli_test;
 
@@ -82,6 +84,87 @@ BOOST_AUTO_TEST_CASE(bash_completes_commands_options_values_and_run_ids) {
     BOOST_TEST(other_ids.rfind("run-", 0) == 0u, other_ids);
     BOOST_TEST(other_ids != ids);
     BOOST_TEST(offered(path, {a, "runs", "show", "--db", other, ""}, state) == other_ids);
+}
+
+// Every command `agentctl --help` lists, and every option and option value each command's
+// help lists, is offered: the lists come from the help text, so an option added to a table
+// without its completion (or the other way round) fails here.
+BOOST_AUTO_TEST_CASE(every_command_option_and_value_of_the_help_is_completed) {
+    temp_dir dir;
+    auto script = agentctl({"completion", "bash"});
+    BOOST_TEST_REQUIRE(script.exit_code == 0);
+    std::string path = dir.write("agentctl.bash", script.out);
+    std::string state = dir.path() + "/state";
+    const std::string a = agentctl_bin();
+    auto words_of = [](const std::string& text) {
+        std::vector<std::string> words;
+        std::istringstream in(text);
+        for (std::string w; in >> w;) words.push_back(w);
+        return words;
+    };
+    auto has = [&](const std::string& offered_words, const std::string& word) {
+        auto all = words_of(offered_words);
+        return std::find(all.begin(), all.end(), word) != all.end();
+    };
+
+    // The commands: the first word of each line under "commands:".
+    auto overview = agentctl({"--help"});
+    BOOST_TEST_REQUIRE(overview.exit_code == 0);
+    std::vector<std::string> commands;
+    {
+        std::istringstream in(overview.out);
+        std::string line;
+        while (std::getline(in, line) && line != "commands:") {
+        }
+        while (std::getline(in, line) && !line.empty()) commands.push_back(words_of(line).at(0));
+    }
+    BOOST_TEST_REQUIRE(commands.size() >= 10u, overview.out);
+    std::string every_command;
+    for (const auto& c : commands) every_command += (every_command.empty() ? "" : " ") + c;
+    BOOST_TEST(offered(path, {a, ""}, state) == every_command);
+
+    std::size_t options_seen = 0;
+    for (const auto& command : commands) {
+        auto help = agentctl({"help", command});
+        BOOST_TEST_REQUIRE(help.exit_code == 0, command << ": " << help.err);
+        const std::string offered_options = offered(path, {a, command, "--"}, state);
+        std::istringstream in(help.out);
+        for (std::string line; std::getline(in, line);) {
+            // An option line: "  -j, --jobs N    help" or "      --db PATH    help".
+            auto words = words_of(line);
+            if (line.rfind("  ", 0) != 0 || words.empty() || words[0][0] != '-') continue;
+            std::vector<std::string> names;
+            std::size_t w = 0;
+            for (; w < words.size() && words[w][0] == '-'; ++w) {
+                bool more = words[w].back() == ',';
+                names.push_back(more ? words[w].substr(0, words[w].size() - 1) : words[w]);
+                if (!more) {
+                    ++w;
+                    break;
+                }
+            }
+            const std::string value = w < words.size() ? words[w] : "";
+            for (const auto& name : names) {
+                if (name.rfind("--", 0) != 0) continue;  // short forms are not offered
+                ++options_seen;
+                BOOST_TEST(has(offered_options, name), command << " " << name << " is not completed");
+                // A value of a few words (human|json|jsonl) is completed with them.
+                if (value.find('|') != std::string::npos) {
+                    std::string expected = value;
+                    std::replace(expected.begin(), expected.end(), '|', ' ');
+                    BOOST_TEST(offered(path, {a, command, name, ""}, state) == expected,
+                               command << " " << name);
+                }
+            }
+        }
+    }
+    BOOST_TEST(options_seen > 100u);
+    // parallel refuses the global options it does not list: none is offered.
+    const std::string parallel_options = offered(path, {a, "parallel", "--"}, state);
+    for (const char* refused : {"--output", "--quiet", "--version"})
+        BOOST_TEST(!has(parallel_options, refused), refused);
+    BOOST_TEST(offered(path, {a, "parallel", "--env", "PAT"}, state) == "PATH");
+    BOOST_TEST(offered(path, {a, "parallel", "-j", "4", "bas"}, state).find("bash") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

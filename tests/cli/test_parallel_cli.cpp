@@ -270,6 +270,55 @@ BOOST_AUTO_TEST_CASE(joblog_and_resume_failed, *needs_parallel()) {
     same_run(s.gnu(args), s.ours(args, {"--shell"}));
 }
 
+// A joblog's lines in the order parallel writes them: each after its job's output (with -k, in
+// input order), on stdout with `--joblog -`; +FILE appends without a header. Start times and
+// runtimes left out.
+BOOST_AUTO_TEST_CASE(joblog_lines_where_and_when_parallel_writes_them, *needs_parallel()) {
+    auto without_times = [](const std::string& text) {
+        std::string out;
+        std::istringstream in(text);
+        for (std::string l; std::getline(in, l);) {
+            if (std::count(l.begin(), l.end(), '\t') == 8 && l.rfind("Seq\t", 0) != 0) {
+                auto third = l.find('\t', l.find('\t') + 1);
+                auto fifth = l.find('\t', l.find('\t', third + 1) + 1);
+                l = l.substr(0, third) + "\tTIME\tRUNTIME" + l.substr(fifth);
+            }
+            out += l + "\n";
+        }
+        return out;
+    };
+    sitting s;
+    std::vector<std::string> on_stdout = {"-k", "--joblog", "-", "echo", ":::", "a", "b"};
+    auto g = s.gnu(on_stdout), o = s.ours(on_stdout);
+    BOOST_TEST(o.exit_code == g.exit_code);
+    BOOST_TEST(without_times(o.out) == without_times(g.out));
+    std::vector<std::string> in_order = {"-j3", "-k", "--joblog", "log", "sleep 0.{}; echo {}",
+                                         ":::", "3",  "1",        "2"};
+    same_run(s.gnu(in_order), s.ours(in_order, {"--shell"}));
+    BOOST_TEST(without_times(file_text(s.our_dir.path() + "/log")) ==
+               without_times(file_text(s.gnu_dir.path() + "/log")));
+    for (const char* value : {"x", "y"}) {
+        std::vector<std::string> appended = {"--joblog", "+log2", "echo", ":::", value};
+        same_run(s.gnu(appended), s.ours(appended));
+    }
+    BOOST_TEST(without_times(file_text(s.our_dir.path() + "/log2")) ==
+               without_times(file_text(s.gnu_dir.path() + "/log2")));
+    BOOST_TEST(file_text(s.our_dir.path() + "/log2").find("Seq") == std::string::npos);
+}
+
+// parallel(1), "--resume" with "--results": a job whose folder holds its output does not run
+// again, with or without a joblog.
+BOOST_AUTO_TEST_CASE(resume_from_the_results_folder, *needs_parallel()) {
+    sitting s;
+    std::vector<std::string> first = {"--results", "out", "echo {} >> ran; echo {}", ":::", "a"};
+    same_run(s.gnu(first), s.ours(first, {"--shell"}));
+    std::vector<std::string> again = {"--resume", "--results", "out", "echo {} >> ran; echo {}",
+                                      ":::",      "a",         "b"};
+    same_run(s.gnu(again), s.ours(again, {"--shell"}));
+    BOOST_TEST(file_text(s.our_dir.path() + "/ran") == "a\nb\n");
+    BOOST_TEST(tree(s.our_dir.path()) == tree(s.gnu_dir.path()));
+}
+
 // 7. parallel(1), "--retries": a failing job runs N times in all; one joblog line.
 BOOST_AUTO_TEST_CASE(retries, *needs_parallel()) {
     sitting s;
@@ -293,6 +342,23 @@ BOOST_AUTO_TEST_CASE(timeout, *needs_parallel()) {
     BOOST_TEST(o.out == "done 0.1\n");
     BOOST_TEST(sorted_lines(joblog_columns(file_text(s.our_dir.path() + "/log"))) ==
                sorted_lines(joblog_columns(file_text(s.gnu_dir.path() + "/log"))));
+}
+
+// parallel(1), "--timeout N%": a job that takes longer than N% of the median runtime of the
+// jobs that succeeded so far is killed (here the 30 s one, after three of 0.2 s), and retried
+// with --retries as any timeout is.
+BOOST_AUTO_TEST_CASE(timeout_as_a_share_of_the_median_runtime, *needs_parallel()) {
+    sitting s;
+    std::vector<std::string> args = {"-j1", "--timeout", "300%", "--joblog", "log", "sleep",
+                                     ":::", "0.2",       "0.2",  "0.2",      "30",  "0.1"};
+    auto g = s.gnu(args), o = s.ours(args);
+    same_run(g, o);
+    BOOST_TEST(o.exit_code == 1);
+    BOOST_TEST(o.wall < std::chrono::seconds(20), "the 30 s job was not killed");
+    BOOST_TEST(sorted_lines(joblog_columns(file_text(s.our_dir.path() + "/log"))) ==
+               sorted_lines(joblog_columns(file_text(s.gnu_dir.path() + "/log"))));
+    args.insert(args.begin(), {"--retries", "2"});
+    same_run(s.gnu(args), s.ours(args));
 }
 
 // 9. parallel(1), "--halt": soon (running jobs finish, none start) and now, with parallel's exit
@@ -368,6 +434,63 @@ BOOST_AUTO_TEST_CASE(dry_run, *needs_parallel()) {
     BOOST_TEST(v.err.find("environment: HOME LANG PATH") != std::string::npos, v.err);
 }
 
+// The input sources and replacement strings the 14 tasks do not use, each compared with GNU
+// parallel: linked ::: sources and --link, an empty source beside others (one empty value),
+// -a files, -j 0, --header : over ::: sources, positions with
+// their transforms and from the end, {#} and {%} in a tag, -v, a --colsep regex, and the
+// output modes agentctl prints as --group.
+BOOST_AUTO_TEST_CASE(more_sources_strings_and_modes, *needs_parallel()) {
+    sitting s;
+    s.write("A", "a1\na2\n");
+    s.write("B", "b1\nb2\n");
+    s.write("cols", "x  y z\n1 2   3\n");
+    const std::vector<std::vector<std::string>> cases = {
+        {"-k", "echo", "{1}{2}", ":::", "a", "b", "c", ":::+", "1", "2"},
+        {"-k", "--link", "echo", ":::", "a", "b", "c", ":::", "1", "2"},
+        {"-k", "--xapply", "echo", ":::", "a", "b", ":::", "1", "2", "3", "4", "5"},
+        {"-k", "echo", "{}", ":::", "a", ":::"},
+        {"-k", "echo", ":::", ":::", "a", "b"},
+        {"-k", "echo", ":::", "a", "b", ":::+"},
+        {"-k", "--tag", "-v", "echo", ":::", "a", "b"},
+        {"-k", "-a", "A", "echo"},
+        {"-k", "-a", "A", "-a", "B", "echo", "{2}", "{1}"},
+        {"-k", "--arg-file", "A", "echo", "{}", ":::", "x"},
+        {"-j0", "-k", "echo", ":::", "a", "b", "c"},
+        {"-j", "200%", "-k", "echo", ":::", "a", "b"},
+        {"-k", "--header", ":", "echo", "{f2}-{f1}", ":::", "f1", "a", "b", ":::", "f2", "c"},
+        {"-k", "echo", "{1.}", "{-1}", "{2/}", "{2//}", "{2/.}", ":::", "x.y", ":::", "d/e.f"},
+        {"-j1", "-k", "--tagstring", "{#}:{%}", "echo", ":::", "a", "b"},
+        {"-k", "-v", "echo", ":::", "a", "b c"},
+        {"-k", "--colsep", " +", "echo", "{3}{1}", "::::", "cols"},
+        {"-j1", "--group", "echo", ":::", "a", "b"},
+        {"-j1", "--line-buffer", "echo", ":::", "a", "b"},
+        {"-j1", "-u", "echo", ":::", "a", "b"},
+    };
+    for (const auto& args : cases) {
+        std::string shown;
+        for (const auto& a : args) shown += " " + a;
+        BOOST_TEST_CONTEXT("parallel" << shown) same_run(s.gnu(args), s.ours(args));
+    }
+}
+
+// The progress line (--bar, --eta, --progress) is drawn on a terminal only: into a pipe or a
+// file nothing is added to what parallel prints.
+BOOST_AUTO_TEST_CASE(the_progress_line_is_for_a_terminal_only) {
+    using namespace std::chrono_literals;
+    auto on_terminal = run_on_terminal(
+        {agentctl_bin(), "parallel", "--bar", "-j2", "sleep", ":::", "0.3", "0.3", "0.3", "0.3"}, {}, 60s, {},
+        80);
+    BOOST_TEST(on_terminal.exit_code == 0, on_terminal.out);
+    BOOST_TEST(on_terminal.out.find("/4 done") != std::string::npos, on_terminal.out);
+    sitting s;
+    for (const char* option : {"--bar", "--eta", "--progress"}) {
+        auto piped = s.ours({option, "-j2", "sleep", ":::", "0.3", "0.3", "0.3"});
+        BOOST_TEST(piped.exit_code == 0, piped.err);
+        BOOST_TEST(piped.out.empty(), piped.out);
+        BOOST_TEST(our_stderr(piped.err).empty(), piped.err);
+    }
+}
+
 // Exit statuses: failed jobs counted up to 100, 101 above, 255 for other errors.
 BOOST_AUTO_TEST_CASE(exit_statuses, *needs_parallel()) {
     sitting s;
@@ -396,7 +519,8 @@ BOOST_AUTO_TEST_CASE(unsupported_options_are_refused_with_a_way_out) {
         {{"--pipe", "wc"}, "split"},
         {{"-N2", "echo", ":::", "a", "b"}, "one value of each input source"},
         {{"echo", "{= $_=uc($_) =}", ":::", "a"}, "Perl"},
-        {{"--timeout", "200%", "echo", ":::", "a"}, "seconds"},
+        {{"--timeout", "0%", "echo", ":::", "a"}, "percentage of the median runtime"},
+        {{"--timeout", "abc", "echo", ":::", "a"}, "seconds"},
         {{"-j", "abc", "echo", ":::", "a"}, "not a number"},
         {{"echo", "{}", ">", "out", ":::", "a"}, "--shell"},
         {{"no-such-program-here", ":::", "a"}, "use an absolute path or add its folder to PATH"},

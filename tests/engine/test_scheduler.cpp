@@ -358,6 +358,55 @@ BOOST_AUTO_TEST_CASE(retries_repeat_only_declared_failures) {
     BOOST_TEST((std::chrono::steady_clock::now() - begun >= 20ms));  // the backoff was waited
 }
 
+// task_expiry (agentctl parallel's --timeout N%): a running attempt ends timed_out, alone, with
+// the reason given, and is retried when retry.on has timeout; a task not running is left alone.
+BOOST_AUTO_TEST_CASE(an_expired_attempt_times_out_alone_and_is_retried) {
+    plan p = compile_text(std::string(header) + R"(  tasks:
+    - {id: slow, uses: action:run, retry: {maxAttempts: 2, on: [timeout]}, failure: continue}
+    - {id: once, uses: action:run, failure: continue}
+    - {id: other, uses: action:run}
+    - {id: later, uses: action:run, needs: [other]}
+)");
+    asio::io_context io;
+    fake_runner fake(io);
+    fake.behaviours["slow"] = {1ms, {}, 0, true};  // every attempt hangs
+    fake.behaviours["once"] = {1ms, {}, 0, true};
+    fake.behaviours["other"] = {300ms};
+    run_settings o;
+    o.jobs = 3;
+    task_expiry expiry;
+    run_collaborators with;
+    with.runner = &fake;
+    with.expiry = &expiry;
+    asio::steady_timer timer(io);
+    int rounds = 0;
+    std::function<void()> every_20ms = [&] {
+        timer.expires_after(20ms);
+        timer.async_wait([&](boost::system::error_code ec) {
+            if (ec) return;
+            for (const char* id : {"slow", "once", "later"})
+                expiry.expire(*p.find(id), std::string("over ") + id);
+            if (++rounds < 3) every_20ms();
+        });
+    };
+    run_report r = run_plan(io, p, o, with, [&](asio::cancellation_signal&) { every_20ms(); });
+    BOOST_TEST(r.state != run_state::cancelled);
+    const task_result& slow = result_of(p, r, "slow");
+    BOOST_TEST(slow.state == task_state::timed_out);
+    BOOST_TEST(slow.attempts == 2u);
+    BOOST_REQUIRE(slow.error.has_value());
+    BOOST_TEST(slow.error->code == "timeout");
+    BOOST_TEST(slow.error->message == "over slow");
+    BOOST_TEST(result_of(p, r, "once").state == task_state::timed_out);
+    BOOST_TEST(result_of(p, r, "once").attempts == 1u);
+    BOOST_TEST(result_of(p, r, "other").state == task_state::succeeded);
+    BOOST_TEST(result_of(p, r, "later").state == task_state::succeeded);  // expired before it ran: nothing
+    for (auto type : fake.cancel_types["slow"]) BOOST_TEST((type == asio::cancellation_type::partial));
+    BOOST_TEST(fake.cancel_types.count("other") == 0u);
+    // Outside a run it does nothing.
+    expiry.expire(*p.find("slow"), "after the run");
+}
+
 BOOST_AUTO_TEST_CASE(when_false_skips_with_the_condition_and_skips_dependants) {
     plan p = compile_text(std::string(header) + R"(  tasks:
     - {id: a, uses: action:run}

@@ -116,6 +116,21 @@ BOOST_AUTO_TEST_CASE(sources_cross_and_link) {
     linked.sources[1].linked = true;
     BOOST_TEST(dry_run(translated(linked)) == (std::vector<std::string>{"echo a 1 x", "echo b 2 x"}),
                boost::test_tools::per_element());
+    // --link: every source value by value, the shorter ones starting over.
+    auto all_linked = request_of({"echo"}, {{"a", "b"}, {"1", "2", "3"}, {"x", "y", "z", "w"}});
+    all_linked.link = true;
+    BOOST_TEST(dry_run(translated(all_linked)) ==
+                   (std::vector<std::string>{"echo a 1 x", "echo b 2 y", "echo a 3 z", "echo b 1 w"}),
+               boost::test_tools::per_element());
+    // Of several sources, an empty one is one empty value; all empty, no job.
+    BOOST_TEST(dry_run(translated(request_of({"echo"}, {{"a", "b"}, {}, {"c"}}))) ==
+                   (std::vector<std::string>{"echo a '' c", "echo b '' c"}),
+               boost::test_tools::per_element());
+    auto empty_linked = request_of({"echo"}, {{"a", "b"}, {}});
+    empty_linked.sources[1].linked = true;
+    BOOST_TEST(dry_run(translated(empty_linked)) == (std::vector<std::string>{"echo a ''"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(translated(request_of({"echo"}, {{}, {}})).jobs.empty());
     // Positions, counted from the end too; a position a job lacks is nothing.
     auto positions = translated(request_of({"echo", "{-1}", "{1/}", "{2.}", "{3}"}, {{"d/a"}, {"b.c"}}));
     BOOST_TEST(dry_run(positions) == (std::vector<std::string>{"echo b.c a b "}),

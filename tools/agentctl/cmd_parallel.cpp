@@ -60,10 +60,15 @@ const std::vector<parallel_option>& parallel_options() {
         {{"--joblog", "--jl"},
          "FILE",
          "one tab-separated line per job, as parallel writes it (+FILE appends)"},
-        {{"--resume"}, "", "with --joblog: run only the jobs it does not list"},
+        {{"--resume"},
+         "",
+         "with --joblog: run only the jobs it does not list; with --results: those without output there"},
         {{"--resume-failed"}, "", "with --joblog: run only the jobs it does not list as succeeded"},
         {{"--retries"}, "N", "run a job that fails up to N times in all"},
-        {{"--timeout"}, "SECS", "kill a job after SECS seconds (decimals allowed; default a day)"},
+        {{"--timeout"},
+         "SECS",
+         "kill a job after SECS seconds (decimals allowed; default a day); N%: after N% of the median "
+         "runtime of the jobs that succeeded"},
         {{"--halt", "--halt-on-error"}, "WHEN,WHY=N", "stop early: now|soon,fail|success|done=N or N%"},
         {{"--dry-run", "--dryrun"},
          "",
@@ -73,6 +78,9 @@ const std::vector<parallel_option>& parallel_options() {
         {{"--progress"}, "", "show the progress line (on a terminal)"},
         {{"-q", "--quote"}, "", "each word of the command is one argument, whatever it holds"},
         {{"--shell"}, "", "run each command line through sh -c, as GNU parallel does (for > | ; $ ...)"},
+        {{"--link", "--xapply"},
+         "",
+         "link the input sources value by value (the shorter ones start over), not crossed"},
         {{"-a", "--arg-file", "--argfile"},
          "FILE",
          "an input source: the lines of FILE (- is standard input)"},
@@ -167,7 +175,6 @@ const std::vector<refused_option>& refused_options() {
           "--interactive",
           "--exit",
           "-x",
-          "--xapply",
           "--max-replace-args",
           "--line-buffered",
           "--keep-order-ignore",
@@ -246,6 +253,7 @@ struct parallel_command {
     bool joblog_append = false;
     parallel_halt halt;
     std::string halt_text;
+    std::optional<double> timeout_percent;  ///< `--timeout N%`
 };
 
 bool is_marker(std::string_view a) {
@@ -283,14 +291,22 @@ std::string apply(parallel_command& pc, const parallel_option& o, const std::str
             return "--retries " + value + ": not a number from 0 to 20";
         r.retries = static_cast<int>(n);
     } else if (name == "--timeout") {
-        if (!value.empty() && value.back() == '%')
-            return "--timeout " + value +
-                   ": a percentage of the median runtime is not supported: give the seconds a job may take";
         char* end = nullptr;
+        if (!value.empty() && value.back() == '%') {
+            // N% of the median runtime of the jobs that succeeded (parallel_display.cpp).
+            const std::string number = value.substr(0, value.size() - 1);
+            double percent = std::strtod(number.c_str(), &end);
+            if (number.empty() || *end || !(percent > 0 && percent <= 1e6))
+                return "--timeout " + value + ": not a percentage of the median runtime above 0%";
+            pc.timeout_percent = percent;
+            r.timeout_seconds.reset();
+            return "";
+        }
         double s = std::strtod(value.c_str(), &end);
         if (value.empty() || *end || !(s >= 0.001 && s <= 86400))
             return "--timeout " + value + ": not a number of seconds from 0.001 to 86400";
         r.timeout_seconds = s;
+        pc.timeout_percent.reset();
     } else if (name == "--halt") {
         auto h = parse_parallel_halt(value, error);
         if (!h) return error;
@@ -304,6 +320,8 @@ std::string apply(parallel_command& pc, const parallel_option& o, const std::str
         r.quote = true;
     else if (name == "--shell")
         r.shell = true;
+    else if (name == "--link")
+        r.link = true;
     else if (name == "-a")
         r.sources.push_back({parallel_source::kind_t::file, {}, value, false});
     else if (name == "-0")
@@ -437,8 +455,8 @@ std::string parse(const std::vector<std::string>& args, parallel_command& pc) {
     if (pc.request.command.empty() && !pc.request.shell && !pc.help)
         return "no command: each input line is then a command line, which needs a shell: add --shell "
                "(agentctl parallel --shell < jobs.txt)";
-    if ((pc.request.resume || pc.request.resume_failed) && !pc.joblog)
-        return "--resume and --resume-failed need --joblog FILE";
+    if ((pc.request.resume || pc.request.resume_failed) && !pc.joblog && !pc.request.results)
+        return "--resume and --resume-failed need --joblog FILE or --results DIR";
     if (pc.cl.db && pc.cl.no_journal) return "--db and --no-journal exclude each other";
     return "";
 }
@@ -566,10 +584,19 @@ int run_parallel(const std::vector<std::string>& args, std::vector<std::string> 
         if (in) context.joblog = std::string(std::istreambuf_iterator<char>(in), {});
     }
 
+    // --resume --results: a job whose folder has a stdout file ran (parallel's test).
+    context.has_results = [](const std::string& folder) {
+        std::error_code ignored;
+        return std::filesystem::exists(folder + "/stdout", ignored);
+    };
     parallel_translation t = translate_parallel(pc.request, context);
     if (!t.error.empty()) return parallel_failure(cl, t.error);
     if (pc.print_workflow) {
         standard_output().write(t.printed_workflow);
+        if (pc.timeout_percent)
+            standard_error().write(
+                "agentctl: note: --timeout N% is decided while agentctl parallel runs: in this workflow "
+                "each job may take a day\n");
         if (t.printed_workflow.size() > limits::max_document_bytes)
             standard_error().write(
                 "agentctl: warning: this workflow is larger than agentctl run reads (1 MiB): put its "
@@ -617,16 +644,22 @@ int run_parallel(const std::vector<std::string>& args, std::vector<std::string> 
     std::optional<watchdog> watch = start_watchdog(cl);
     // The joblog opened before anything runs: a file that cannot be written runs nothing.
     std::optional<output_queue> joblog;
+    // `--joblog -`: on stdout, each line after its job's output, as parallel writes it.
+    const bool joblog_on_stdout = pc.joblog && *pc.joblog == "-" && !pc.joblog_append;
     if (pc.joblog) {
-        bool append = pc.joblog_append || ((pc.request.resume || pc.request.resume_failed) && context.joblog);
-        // `--joblog -`: on stdout, as parallel writes it.
-        int fd = *pc.joblog == "-"
-                     ? ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3)
-                     : ::open(pc.joblog->c_str(),
-                              O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0666);
-        if (fd < 0) return parallel_failure(cl, "--joblog: cannot write " + *pc.joblog);
-        joblog.emplace(fd);
-        if (!append || !context.joblog) joblog->write(parallel_joblog_header());
+        // As parallel's open_joblog(): +FILE appends and writes no header; --resume* appends to
+        // a joblog that has a first line.
+        bool append = pc.joblog_append || ((pc.request.resume || pc.request.resume_failed) &&
+                                           context.joblog && !context.joblog->empty());
+        if (joblog_on_stdout) {
+            standard_output().write(parallel_joblog_header());
+        } else {
+            int fd = ::open(pc.joblog->c_str(),
+                            O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0666);
+            if (fd < 0) return parallel_failure(cl, "--joblog: cannot write " + *pc.joblog);
+            joblog.emplace(fd);
+            if (!append) joblog->write(parallel_joblog_header());
+        }
     }
 
     std::optional<journal> db;
@@ -654,6 +687,8 @@ int run_parallel(const std::vector<std::string>& args, std::vector<std::string> 
     o.progress = (pc.progress || pc.request.results) && ::isatty(STDERR_FILENO);
     o.halt = pc.halt;
     o.halt_text = pc.halt_text;
+    o.timeout_percent = pc.timeout_percent;
+    o.joblog_on_stdout = joblog_on_stdout;
     // The display lives on the run's loop, which execute_run() makes.
     run_frontend fe;
     std::optional<parallel_display> display;
@@ -673,6 +708,11 @@ int run_parallel(const std::vector<std::string>& args, std::vector<std::string> 
                         [&fe](const std::string& reason) { fe.cancel(reason); });
         fe.events = &*display;
         fe.gate = &*display;
+        fe.expiry = display->expiry();
+    };
+    // The display's timers (the progress line, --timeout N%) end with the run.
+    fe.ended = [&] {
+        if (display) display->stop();
     };
     int status = execute_run(cl, watch ? &*watch : nullptr, *s.compiled, diags, *base, std::move(db),
                              std::move(swept), std::move(record), nullptr, &fe);

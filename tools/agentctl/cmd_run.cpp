@@ -254,6 +254,7 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
     run_collaborators with;
     with.events = frontend && frontend->events ? frontend->events : &progress;
     with.gate = &gate;
+    with.expiry = frontend ? frontend->expiry : nullptr;
     with.watch = watch;
     std::optional<journal_recorder> recorder;
     if (db) {
@@ -340,6 +341,7 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
         deadline.cancel();
         if (watchdog_exit) watchdog_exit->cancel();
         progress.stop();
+        if (frontend && frontend->ended) frontend->ended();
     });
     if (resume)
         async_resume(io.get_executor(), *resume, std::move(settings), with, std::move(done));

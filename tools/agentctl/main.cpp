@@ -207,8 +207,9 @@ const command_info* find_command(std::string_view name) {
 
 // Completion: the commands; each command's options and their values (a placeholder `a|b|c`
 // lists them; FILE, PATH and DIR are files; --task and --attempt the run's, from `runs show`;
-// --limit and --keep a few counts); files for FILE operands; run ids for `resume`, `compensate` and `runs
-// show`, from `agentctl runs` (of the --db given on the line).
+// --limit and --keep a few counts; --env the variables set); files for FILE operands; run ids
+// for `resume`, `compensate` and `runs show`, from `agentctl runs` (of the --db given on the
+// line); a program for `parallel`'s command word.
 std::string completion_script(std::string_view shell) {
     std::vector<std::pair<std::string, std::string>> all;  // every option form and its value
     for (const auto& o : options()) {
@@ -233,6 +234,7 @@ std::string completion_script(std::string_view shell) {
         "    --halt|--halt-on-error) COMPREPLY=($(compgen -W \"now,fail=1 soon,fail=1 now,success=1 "
         "soon,success=1 now,done=1 never\" -- \"$cur\")); return ;;\n";
     value_cases += "    --header) COMPREPLY=(:); return ;;\n";
+    value_cases += "    --env) COMPREPLY=($(compgen -e -- \"$cur\")); return ;;\n";
     value_cases += "    --limit) COMPREPLY=($(compgen -W \"10 50 100 1000\" -- \"$cur\")); return ;;\n";
     value_cases += "    --keep) COMPREPLY=($(compgen -W \"0 10 20 50 100\" -- \"$cur\")); return ;;\n";
     value_cases +=
@@ -248,11 +250,15 @@ std::string completion_script(std::string_view shell) {
     for (const auto& c : commands()) {
         names += (names.empty() ? "" : " ") + std::string(c.name);
         std::string opts;
-        for (const auto& o : options())
-            if (applies(o, c.name)) opts += " --" + std::string(o.name);
-        if (c.name == "parallel")  // its own options (cmd_parallel.cpp), given after the word
+        if (c.name == "parallel") {
+            // Only its own options (cmd_parallel.cpp): it refuses the global ones it does not
+            // list (--output, --quiet, --version).
             for (const auto& [name, value] : parallel_option_words())
                 if (name.size() > 2) opts += " " + name;
+        } else {
+            for (const auto& o : options())
+                if (applies(o, c.name)) opts += " --" + std::string(o.name);
+        }
         words_of_command += "    " + std::string(c.name) + ") opts=\"" + opts.substr(1) + "\" ;;\n";
     }
     if (shell == "bash")
@@ -309,6 +315,7 @@ std::string completion_script(std::string_view shell) {
                "\" -- \"$cur\")) ;;\n"
                "    completion:0:*) COMPREPLY=($(compgen -W \"bash zsh\" -- \"$cur\")) ;;\n"
                "    runs:0:*) COMPREPLY=($(compgen -W \"list show gc\" -- \"$cur\")) ;;\n"
+               "    parallel:0:*) COMPREPLY=($(compgen -c -- \"$cur\")) ;;\n"
                "    runs:1:show|resume:0:*|compensate:0:*) COMPREPLY=($(compgen -W \"$(_agentctl_run_ids "
                "\"${COMP_WORDS[0]}\" \"$db\")\" -- \"$cur\")) ;;\n"
                "    runs:*|resume:*|compensate:*|version:*|help:*|completion:*) COMPREPLY=() ;;\n"

@@ -8,8 +8,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 namespace asio = boost::asio;
 
@@ -66,9 +68,11 @@ parallel_display::parallel_display(asio::io_context& io, const command_line& cl,
       cancel_(std::move(cancel)),
       merged_(same_file(STDOUT_FILENO, STDERR_FILENO)),
       outcome_(options_.halt, t.jobs.size()),
-      timer_(io) {
+      timer_(io),
+      timeout_timer_(io) {
     if (auto agg = p.find("job")) first_child_ = p.node(*agg).first_child;
     if (options_.progress) tick();
+    if (options_.timeout_percent) check_timeouts();
 }
 
 void parallel_display::on_event(const run_event& e) {
@@ -85,10 +89,26 @@ void parallel_display::on_event(const run_event& e) {
     const std::uint32_t job = e.task_index - first_child_;
     in_flight_ = e.running;
     if (e.kind == run_event::kind_t::task_started) {
-        running_[job] = {std::chrono::system_clock::now(), e.job_slot ? e.job_slot : 1};
+        running_[job] = {std::chrono::system_clock::now(), std::chrono::steady_clock::now(),
+                         e.job_slot ? e.job_slot : 1};
         return;
     }
+    // A retried attempt that timed out is said as parallel says each kill.
+    if (e.kind == run_event::kind_t::attempt_failed && e.result && e.result->state == task_state::timed_out)
+        timed_out(job);
     if (e.kind == run_event::kind_t::task_finished) finished(job, *e.result, e.running);
+}
+
+// parallel's warning, at once (not held with the job's output under -k): parallel prints it
+// when it kills the job.
+void parallel_display::timed_out(std::uint32_t job) {
+    auto it = running_.find(job);
+    if (it == running_.end()) return;
+    const std::string command = t_.line.fill(t_.jobs[job], it->second.slot);
+    print(
+        {"",
+         "agentctl: Warning: This job was killed because it timed out:\nagentctl: Warning: " + command + "\n",
+         ""});
 }
 
 void parallel_display::finished(std::uint32_t job, const task_result& r, std::uint32_t running) {
@@ -101,25 +121,27 @@ void parallel_display::finished(std::uint32_t job, const task_result& r, std::ui
         const std::string tag = t_.tag ? t_.tag->fill(t_.jobs[job], slot) + "\t" : "";
         const bool failed = r.state != task_state::succeeded;
         auto [exit_value, signal] = exit_and_signal(r);
+        if (!failed && options_.timeout_percent)
+            succeeded_in(
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.began).count());
         ++done_;
         failed_ += failed;
         if (options_.print_output) {
-            if (options_.verbose) b.out = command + "\n";
+            if (options_.verbose) b.out = tagged(command + "\n", tag);  // tagged too, as parallel does
             b.out += tagged(stdout_of(r), tag);
             b.err = tagged(stderr_of(r), tag);
         }
         // What parallel would say itself, and why agentctl could not run the job at all.
         if (r.state == task_state::timed_out)
-            b.err += "agentctl: Warning: This job was killed because it timed out:\nagentctl: Warning: " +
-                     command + "\n";
+            timed_out(job);
         else if (failed && !r.exit_code && !r.signal && r.error)
             b.err += "agentctl: job " + std::to_string(t_.jobs[job].seq) + ": " + r.error->message + "\n";
-        if (joblog_) {
+        if (joblog_ || options_.joblog_on_stdout) {
             double started = std::chrono::duration<double>(it->second.started.time_since_epoch()).count();
             double runtime =
                 std::chrono::duration<double>(std::chrono::system_clock::now() - it->second.started).count();
-            joblog_->write(parallel_joblog_line(t_.jobs[job].seq, started, runtime, stdout_of(r).size(),
-                                                exit_value, signal, command));
+            b.log = parallel_joblog_line(t_.jobs[job].seq, started, runtime, stdout_of(r).size(), exit_value,
+                                         signal, command);
         }
         bool was_halted = outcome_.halted();
         parallel_outcome::action act = outcome_.job_ended(failed, exit_value < 0 ? 0 : exit_value, signal);
@@ -154,13 +176,18 @@ void parallel_display::finished(std::uint32_t job, const task_result& r, std::ui
 }
 
 void parallel_display::print(const blocks& b) {
-    if (b.out.empty() && b.err.empty()) return;
+    if (b.out.empty() && b.err.empty() && b.log.empty()) return;
     if (drawn_) {
         standard_error().write("\r\x1b[2K");
         drawn_ = false;
     }
     standard_output().write(b.out);
     (merged_ ? standard_output() : standard_error()).write(b.err);
+    if (b.log.empty()) return;
+    if (joblog_)
+        joblog_->write(b.log);
+    else
+        standard_output().write(b.log);
 }
 
 void parallel_display::tick() {
@@ -173,8 +200,50 @@ void parallel_display::tick() {
     });
 }
 
+// --timeout N%: parallel's TimeoutQueue: N% of the median runtime of the jobs that succeeded
+// is every running job's limit, from the moment the first one succeeded (docs/PARALLEL.md).
+void parallel_display::check_timeouts() {
+    if (!lower_.empty()) {
+        const double limit = *options_.timeout_percent / 100 * lower_.top();
+        const auto now = std::chrono::steady_clock::now();
+        std::vector<std::uint32_t> due;
+        for (auto& [job, r] : running_)
+            if (!r.expired && std::chrono::duration<double>(now - r.began).count() > limit) {
+                r.expired = true;
+                due.push_back(job);
+            }
+        char percent[32];
+        std::snprintf(percent, sizeof percent, "%g%%", *options_.timeout_percent);
+        for (auto job : due)
+            expiry_.expire(first_child_ + job, "timed out after " + seconds_text(limit) + " (--timeout " +
+                                                   percent + " of the median runtime, " +
+                                                   seconds_text(lower_.top()) + ") and was terminated");
+    }
+    timeout_timer_.expires_after(std::chrono::milliseconds(50));
+    timeout_timer_.async_wait([this](boost::system::error_code ec) {
+        if (!ec) check_timeouts();
+    });
+}
+
+// One more runtime into the two halves; the lower half holds the middle one (of an even count,
+// the lower of the two), as parallel's `(sort @list)[$#list/2]` picks it.
+void parallel_display::succeeded_in(double seconds) {
+    if (lower_.empty() || seconds <= lower_.top())
+        lower_.push(seconds);
+    else
+        upper_.push(seconds);
+    if (lower_.size() > upper_.size() + 1) {
+        upper_.push(lower_.top());
+        lower_.pop();
+    } else if (upper_.size() > lower_.size()) {
+        lower_.push(upper_.top());
+        upper_.pop();
+    }
+}
+
 void parallel_display::stop() {
     timer_.cancel();
+    timeout_timer_.cancel();
     if (drawn_) standard_error().write("\r\x1b[2K");
     drawn_ = false;
 }
