@@ -28,17 +28,24 @@ std::string offered(const std::string& script, const std::vector<std::string>& w
     return r.out.empty() ? r.out : r.out.substr(0, r.out.size() - 1);
 }
 
+// The bash completion script written to a temporary folder, and a state folder beside it.
+struct bash_completion {
+    temp_dir dir;
+    std::string path;
+    std::string state = dir.path() + "/state";
+    const std::string a = agentctl_bin();
+    bash_completion() {
+        auto script = agentctl({"completion", "bash"});
+        BOOST_TEST_REQUIRE(script.exit_code == 0);
+        path = dir.write("agentctl.bash", script.out);
+    }
+};
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(completion)
 
-BOOST_AUTO_TEST_CASE(bash_completes_commands_options_values_and_run_ids) {
-    temp_dir dir;
-    auto script = agentctl({"completion", "bash"});
-    BOOST_TEST_REQUIRE(script.exit_code == 0);
-    std::string path = dir.write("agentctl.bash", script.out);
-    std::string state = dir.path() + "/state";
-    const std::string a = agentctl_bin();
+BOOST_FIXTURE_TEST_CASE(bash_completes_commands_options_values_and_run_ids, bash_completion) {
     BOOST_TEST(offered(path, {a, "pa"}, state) == "parallel");
     BOOST_TEST(offered(path, {a, "--output", "json", "ru"}, state) == "run runs");  // a value is no command
     BOOST_TEST(offered(path, {a, "--output", ""}, state) == "human json jsonl");
@@ -89,13 +96,7 @@ BOOST_AUTO_TEST_CASE(bash_completes_commands_options_values_and_run_ids) {
 // Every command `agentctl --help` lists, and every option and option value each command's
 // help lists, is offered: the lists come from the help text, so an option added to a table
 // without its completion (or the other way round) fails here.
-BOOST_AUTO_TEST_CASE(every_command_option_and_value_of_the_help_is_completed) {
-    temp_dir dir;
-    auto script = agentctl({"completion", "bash"});
-    BOOST_TEST_REQUIRE(script.exit_code == 0);
-    std::string path = dir.write("agentctl.bash", script.out);
-    std::string state = dir.path() + "/state";
-    const std::string a = agentctl_bin();
+BOOST_FIXTURE_TEST_CASE(every_command_option_and_value_of_the_help_is_completed, bash_completion) {
     auto words_of = [](const std::string& text) {
         std::vector<std::string> words;
         std::istringstream in(text);

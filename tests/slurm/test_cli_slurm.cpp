@@ -1053,16 +1053,22 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_fails_its_task_as_worker_lost) {
     BOOST_TEST(gone_within(nonce, 10s), "the task outlived its worker");
 }
 
+// A workflow of two `sleep` tasks of about five minutes whose command lines carry `nonce`,
+// for the cases that interrupt a run while both run.
+std::string two_long_tasks(cli_test::temp_dir& dir, const std::string& nonce) {
+    std::string items = yaml_quoted("sleep 301; : " + nonce) + ", " + yaml_quoted("sleep 302; : " + nonce);
+    return dir.write("wf.yaml",
+                     workflow("    processAllowlist: [sh]\n", sh_action,
+                              "    - {id: long, uses: action:sh, foreach: {items: [" + items + "]}}\n"));
+}
+
 // SIGINT while tasks run on the worker: the cancel goes through the worker, which stops each
 // task's tree on the node; the run ends 130 with every task cancelled, nothing of it is left on
 // the node (tasks, worker, srun) and the allocation it asked for is released.
 BOOST_AUTO_TEST_CASE(sigint_cancels_the_running_tasks_through_the_worker) {
     cli_test::temp_dir dir;
     std::string nonce = cli_test::make_nonce();
-    std::string items = yaml_quoted("sleep 301; : " + nonce) + ", " + yaml_quoted("sleep 302; : " + nonce);
-    auto wf = dir.write("wf.yaml",
-                        workflow("    processAllowlist: [sh]\n", sh_action,
-                                 "    - {id: long, uses: action:sh, foreach: {items: [" + items + "]}}\n"));
+    auto wf = two_long_tasks(dir, nonce);
     bool interrupted = false;
     cli_test::command_options o;
     o.poll = [&](pid_t pid) {
@@ -1098,10 +1104,7 @@ BOOST_AUTO_TEST_CASE(sigint_cancels_the_running_tasks_through_the_worker) {
 BOOST_AUTO_TEST_CASE(sigkill_of_agentctl_leaves_nothing_on_the_node) {
     cli_test::temp_dir dir;
     std::string nonce = cli_test::make_nonce();
-    std::string items = yaml_quoted("sleep 301; : " + nonce) + ", " + yaml_quoted("sleep 302; : " + nonce);
-    auto wf = dir.write("wf.yaml",
-                        workflow("    processAllowlist: [sh]\n", sh_action,
-                                 "    - {id: long, uses: action:sh, foreach: {items: [" + items + "]}}\n"));
+    auto wf = two_long_tasks(dir, nonce);
     bool killed = false;
     cli_test::command_options o;
     o.poll = [&](pid_t) {
@@ -1181,10 +1184,7 @@ BOOST_AUTO_TEST_CASE(asked_for_nodes_run_the_tasks_and_are_released) {
 BOOST_AUTO_TEST_CASE(sigkill_of_agentctl_cancels_the_allocation_it_asked_for) {
     cli_test::temp_dir dir;
     std::string nonce = cli_test::make_nonce();
-    std::string items = yaml_quoted("sleep 301; : " + nonce) + ", " + yaml_quoted("sleep 302; : " + nonce);
-    auto wf = dir.write("wf.yaml",
-                        workflow("    processAllowlist: [sh]\n", sh_action,
-                                 "    - {id: long, uses: action:sh, foreach: {items: [" + items + "]}}\n"));
+    auto wf = two_long_tasks(dir, nonce);
     pid_t owner = 0;
     cli_test::command_options o;
     o.poll = [&](pid_t pid) {
