@@ -88,6 +88,9 @@ public:
 
     /// Inserts already-serialised JSON as the next value.
     void raw_value(std::string_view json);
+    /// Inserts already-serialised members of an object (`"a":1,"b":2`: what another writer
+    /// wrote between an object's braces) into the open object; nothing when empty.
+    void raw_members(std::string_view members);
     void flush();
 
 private:

@@ -276,6 +276,12 @@ void json_writer::raw_value(std::string_view json) {
     put(json);
 }
 
+void json_writer::raw_members(std::string_view members) {
+    if (members.empty()) return;
+    before_value();  // the comma after the object's previous member, if any
+    put(members);
+}
+
 void write_seconds(json_writer& w, std::int64_t ms) {
     if (ms % 1000 == 0) w.number(ms / 1000);
     else w.number(static_cast<double>(ms) / 1000.0);

@@ -29,6 +29,7 @@
 #include <boost/json/object.hpp>
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 
 namespace agentctl {
@@ -74,10 +75,36 @@ std::string_view expansion_name(plan_task::expansion_t e) {
     }
 }
 
-// Task `t` (whole: a child rendered by plan::task()).
-void write_task(json_writer& w, const plan& p, const plan_task& t) {
-    w.begin_object();
-    w.member("id", t.id);
+// Task ids as the writers name them: a child's is formatted into one reused string, not a new
+// one per id (a 100 000-child plan names each child three times per pass).
+class task_ids {
+public:
+    explicit task_ids(const plan& p) : p_(p) {}
+    std::string_view operator()(std::uint32_t i) {
+        const plan_task& n = p_.node(i);
+        if (n.kind != plan_task::kind_t::child) return n.id;
+        const plan_expansion& e = p_.expansions[n.expansion_slot];
+        return child(e, n.parent, i - e.first_child);
+    }
+    std::string_view child(const plan_expansion& e, std::string_view parent, std::uint32_t k) {
+        text_.clear();
+        detail::append_child_id(text_, e, parent, k);
+        return text_;
+    }
+    // The children of aggregate `t`, one string each.
+    void write_children(json_writer& w, const plan_task& t) {
+        const plan_expansion& e = p_.expansions[t.expansion_slot];
+        const std::string& parent = p_.nodes[e.node].parent;
+        for (std::uint32_t c = 0; c < t.child_count; ++c) w.string(child(e, parent, c));
+    }
+
+private:
+    const plan& p_;
+    std::string text_;
+};
+
+// The members of task `t` from `uses` to `needs`.
+void write_uses_and_needs(json_writer& w, const plan& p, const plan_task& t, task_ids& ids) {
     w.key("uses");
     w.begin_object();
     const bool loop_aggregate =
@@ -91,7 +118,7 @@ void write_task(json_writer& w, const plan& p, const plan_task& t) {
         w.begin_object();
         w.key("children");
         w.begin_array();
-        for (std::uint32_t c = 0; c < t.child_count; ++c) w.string(p.task_id(t.first_child + c));
+        ids.write_children(w, t);
         w.end_array();
         w.member("condition", iteration.when ? iteration.when->expression : std::string());
         w.member("action", p.actions[t.action_index].name);
@@ -147,36 +174,18 @@ void write_task(json_writer& w, const plan& p, const plan_task& t) {
     }
     w.key("needs");
     w.begin_array();
-    for (auto n : t.needs) w.string(p.task_id(n));
+    for (auto n : t.needs) w.string(ids(n));
     // A loop iteration after the first needs the one before it.
     if (t.kind == plan_task::kind_t::child && t.expansion == plan_task::expansion_t::loop &&
         t.expansion_index > 0)
-        w.string(p.task_id(p.expansions[t.expansion_slot].first_child + t.expansion_index - 1));
-    if (t.kind == plan_task::kind_t::aggregate)
-        for (std::uint32_t c = 0; c < t.child_count; ++c) w.string(p.task_id(t.first_child + c));
+        w.string(ids.child(p.expansions[t.expansion_slot], t.parent, t.expansion_index - 1));
+    if (t.kind == plan_task::kind_t::aggregate) ids.write_children(w, t);
     w.end_array();
-    if (t.kind == plan_task::kind_t::aggregate) {
-        w.key("expansion");
-        w.begin_object();
-        w.member("kind", expansion_name(t.expansion));
-        w.member("count", static_cast<std::uint64_t>(t.child_count));
-        if (loop_aggregate) w.member("maxIterations", static_cast<std::uint64_t>(t.child_count));
-        w.end_object();
-        w.end_object();
-        return;
-    }
-    w.member("with", t.with);
-    if (t.kind == plan_task::kind_t::child || !t.vars.empty() || !t.vars_deferred.empty()) {
-        // Deferred variables show their template text, as deferred `with` does.
-        w.key("vars");
-        w.begin_object();
-        for (const auto* o : {&t.vars, &t.vars_deferred})
-            for (const auto& m : *o) {
-                w.key(std::string_view(m.key().data(), m.key().size()));
-                w.value(m.value());
-            }
-        w.end_object();
-    }
+}
+
+// The members of task `t` from `timeoutSeconds` to `compensate`: its settings, which the
+// children of an expansion share with their template.
+void write_settings(json_writer& w, const plan_task& t) {
     w.key("timeoutSeconds");
     write_seconds(w, t.timeout_ms);
     w.key("retry");
@@ -211,6 +220,72 @@ void write_task(json_writer& w, const plan& p, const plan_task& t) {
         }
         w.end_object();
     }
+}
+
+// What all the children of one expansion write alike, serialised once from their template:
+// writing a plan of 100 000 children spends most of its time on these otherwise.
+struct shared_members {
+    std::optional<std::string> uses_and_needs;  ///< nullopt for a loop: each iteration needs the one before
+    std::string settings;
+};
+
+std::string members_text(const std::function<void(json_writer&)>& write) {
+    string_sink sink;
+    {
+        json_writer w(sink);
+        w.begin_object();
+        write(w);
+        w.end_object();
+        w.flush();
+    }
+    return sink.text.substr(1, sink.text.size() - 2);  // without the braces
+}
+
+shared_members shared_by_children(const plan& p, const plan_expansion& e, task_ids& ids) {
+    const plan_task& child = p.nodes[e.node];
+    shared_members out;
+    if (child.expansion != plan_task::expansion_t::loop)
+        out.uses_and_needs = members_text([&](json_writer& w) { write_uses_and_needs(w, p, child, ids); });
+    out.settings = members_text([&](json_writer& w) { write_settings(w, child); });
+    return out;
+}
+
+// Task `t` (whole: a child rendered by plan::task(), with what its expansion's children share).
+void write_task(json_writer& w, const plan& p, const plan_task& t, task_ids& ids,
+                const shared_members* shared = nullptr) {
+    w.begin_object();
+    w.member("id", t.id);
+    if (shared && shared->uses_and_needs)
+        w.raw_members(*shared->uses_and_needs);
+    else
+        write_uses_and_needs(w, p, t, ids);
+    if (t.kind == plan_task::kind_t::aggregate) {
+        w.key("expansion");
+        w.begin_object();
+        w.member("kind", expansion_name(t.expansion));
+        w.member("count", static_cast<std::uint64_t>(t.child_count));
+        if (t.expansion == plan_task::expansion_t::loop)
+            w.member("maxIterations", static_cast<std::uint64_t>(t.child_count));
+        w.end_object();
+        w.end_object();
+        return;
+    }
+    w.member("with", t.with);
+    if (t.kind == plan_task::kind_t::child || !t.vars.empty() || !t.vars_deferred.empty()) {
+        // Deferred variables show their template text, as deferred `with` does.
+        w.key("vars");
+        w.begin_object();
+        for (const auto* o : {&t.vars, &t.vars_deferred})
+            for (const auto& m : *o) {
+                w.key(std::string_view(m.key().data(), m.key().size()));
+                w.value(m.value());
+            }
+        w.end_object();
+    }
+    if (shared)
+        w.raw_members(shared->settings);
+    else
+        write_settings(w, t);
     if (t.kind == plan_task::kind_t::child) {
         w.key("expansion");
         w.begin_object();
@@ -377,9 +452,10 @@ void write_body(json_writer& w, const plan& p) {
     w.end_object();
     w.key("inputs");
     w.value(p.inputs);
+    task_ids ids(p);
     w.key("order");
     w.begin_array();
-    for (std::uint32_t i = 0; i < p.size(); ++i) w.string(p.task_id(i));
+    for (std::uint32_t i = 0; i < p.size(); ++i) w.string(ids(i));
     w.end_array();
     w.key("tasks");
     w.begin_object();
@@ -387,21 +463,23 @@ void write_body(json_writer& w, const plan& p) {
     // expansion are consecutive and share one renderer (its templates parsed once).
     std::optional<detail::child_renderer> children;
     const plan_expansion* children_of = nullptr;
+    shared_members shared;
     for (std::uint32_t i = 0; i < p.size(); ++i) {
         const plan_task& n = p.node(i);
         if (n.kind != plan_task::kind_t::child) {
             w.key(n.id);
-            write_task(w, p, n);
+            write_task(w, p, n, ids);
             continue;
         }
         const plan_expansion& e = p.expansions[n.expansion_slot];
         if (children_of != &e) {
             children.emplace(p, e);
             children_of = &e;
+            shared = shared_by_children(p, e, ids);
         }
         const plan_task& t = children->task(i - e.first_child);
         w.key(t.id);
-        write_task(w, p, t);
+        write_task(w, p, t, ids, &shared);
     }
     w.end_object();
     w.key("processes");
