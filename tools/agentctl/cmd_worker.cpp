@@ -21,7 +21,8 @@ int run_worker(const std::vector<std::string>& args) {
     // one that was killed): the watchdog kills what it started.
     std::string why;
     // The build digest is computed while the watchdog starts: both are on the way to the
-    // welcome, which every allocation run waits for (docs/WORKER.md, "Starting early").
+    // welcome, which every allocation run waits for (docs/WORKER.md, "Handshake: the same
+    // build on both ends").
     std::optional<watchdog> watch = watchdog::start({}, why, prepare_worker);
     if (!watch)
         fd_sink(STDERR_FILENO)
