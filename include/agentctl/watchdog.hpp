@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -78,7 +79,11 @@ public:
     /// Forks the watchdog. Call it before any thread exists (fork() copies only the calling
     /// thread: a lock held by another could never be released in the child); with more than
     /// one thread it refuses. Returns nullopt with `error` set when it cannot start.
-    static std::optional<watchdog> start(const watchdog_options& options, std::string& error);
+    /// `meanwhile`, when given, runs in this process once the watchdog is forked and before
+    /// its readiness is awaited: work needed anyway overlaps the watchdog's own start (it must
+    /// start no thread).
+    static std::optional<watchdog> start(const watchdog_options& options, std::string& error,
+                                         const std::function<void()>& meanwhile = {});
 
     watchdog(watchdog&&) noexcept;
     watchdog& operator=(watchdog&&) noexcept;

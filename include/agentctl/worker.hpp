@@ -26,4 +26,10 @@ enum class worker_status : int {
 /// once this has returned.
 worker_status serve_worker(watchdog* watch = nullptr);
 
+/// Computes now what the worker's welcome needs and would otherwise compute on the hello (its
+/// build digest: tens of milliseconds on a loaded machine), so that the program can overlap it
+/// with the watchdog's start (docs/WORKER.md, "Handshake: the same build on both ends").
+/// Starts no thread.
+void prepare_worker();
+
 }  // namespace agentctl

@@ -528,7 +528,8 @@ private:
 
 }  // namespace detail
 
-std::optional<watchdog> watchdog::start(const watchdog_options& options, std::string& error) {
+std::optional<watchdog> watchdog::start(const watchdog_options& options, std::string& error,
+                                        const std::function<void()>& meanwhile) {
     if (int threads = thread_count(); threads != 1) {
         error = threads < 0 ? "cannot read /proc/self/status"
                             : "the watchdog must be started before any thread (this process has " +
@@ -571,6 +572,7 @@ std::optional<watchdog> watchdog::start(const watchdog_options& options, std::st
     }
     theirs.reset();
     self_pidfd.reset();
+    if (meanwhile) meanwhile();
     int status = 0;
     while (::waitpid(middle, &status, 0) < 0 && errno == EINTR) {
     }

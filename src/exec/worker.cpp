@@ -497,6 +497,10 @@ private:
 
 }  // namespace
 
+void prepare_worker() {
+    (void)exec::build_digest();  // computed once per process, kept for the hello
+}
+
 worker_status serve_worker(watchdog* watch) {
     // The frames get a descriptor of their own; fd 1 becomes /dev/null, so that a stray write
     // of anything in this process cannot corrupt the stream.

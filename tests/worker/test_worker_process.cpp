@@ -147,14 +147,17 @@ public:
         in_ = -1;
     }
 
-    void hello(const std::string& digest, std::uint32_t heartbeat_ms = 1000) {
+    static std::string hello_frame(const std::string& digest, std::uint32_t heartbeat_ms = 1000) {
         wp::hello h;
         h.build_digest = digest;
         h.run_id = "test-run";
         h.heartbeat_ms = heartbeat_ms;
         std::string frame;
         BOOST_TEST_REQUIRE(!wp::append_hello(frame, h));
-        send(frame);
+        return frame;
+    }
+    void hello(const std::string& digest, std::uint32_t heartbeat_ms = 1000) {
+        send(hello_frame(digest, heartbeat_ms));
     }
 
     /// The next frame that is not a heartbeat; nullopt when the stream ended. Fails the case
@@ -545,10 +548,10 @@ BOOST_AUTO_TEST_CASE(another_build_is_refused_and_nothing_runs) {
     worker_process w;
     std::string digest = file_digest(agentctl_bin());
     digest[0] = static_cast<char>(digest[0] ^ 1);
-    w.hello(digest);
-    // Sent at once behind the hello: it must never run.
-    std::string run = run_frame(shell(1, s.dir, "touch ran"));
-    w.send(run);
+    // Sent behind the hello in the same write: it must never run. (In two writes, a worker
+    // that refuses before the second one has exited, and the write raises SIGPIPE here: the
+    // worker computes its digest before the hello arrives.)
+    w.send(worker_process::hello_frame(digest) + run_frame(shell(1, s.dir, "touch ran")));
     auto f = w.next();
     BOOST_TEST_REQUIRE(f.has_value());
     BOOST_TEST_REQUIRE(int(f->type) == int(wp::message_type::refuse));

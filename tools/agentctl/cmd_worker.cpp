@@ -20,7 +20,10 @@ int run_worker(const std::vector<std::string>& args) {
     // Its tasks die with it even when it is SIGKILLed (a worker lost to the driver is often
     // one that was killed): the watchdog kills what it started.
     std::string why;
-    std::optional<watchdog> watch = watchdog::start({}, why);
+    // The build digest is computed while the watchdog starts: both are on the way to the
+    // welcome, which every allocation run waits for (docs/WORKER.md, "Handshake: the same
+    // build on both ends").
+    std::optional<watchdog> watch = watchdog::start({}, why, prepare_worker);
     if (!watch)
         fd_sink(STDERR_FILENO)
             .write("agentctl worker: the watchdog could not start (" + why +
