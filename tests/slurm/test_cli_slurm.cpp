@@ -1062,6 +1062,12 @@ std::string two_long_tasks(cli_test::temp_dir& dir, const std::string& nonce) {
                               "    - {id: long, uses: action:sh, foreach: {items: [" + items + "]}}\n"));
 }
 
+// Both of two_long_tasks()'s tasks and the worker are running: the moment the interrupting
+// cases wait for.
+bool both_tasks_and_the_worker_run(const std::string& nonce) {
+    return cli_test::processes_with(nonce).size() >= 2 && !cli_test::processes_with(worker_command()).empty();
+}
+
 // SIGINT while tasks run on the worker: the cancel goes through the worker, which stops each
 // task's tree on the node; the run ends 130 with every task cancelled, nothing of it is left on
 // the node (tasks, worker, srun) and the allocation it asked for is released.
@@ -1073,8 +1079,7 @@ BOOST_AUTO_TEST_CASE(sigint_cancels_the_running_tasks_through_the_worker) {
     cli_test::command_options o;
     o.poll = [&](pid_t pid) {
         // The worker seen too: the check at the end looks for what was there.
-        if (cli_test::processes_with(nonce).size() < 2 || cli_test::processes_with(worker_command()).empty())
-            return false;
+        if (!both_tasks_and_the_worker_run(nonce)) return false;
         ::kill(pid, SIGINT);
         interrupted = true;
         return true;
@@ -1108,8 +1113,7 @@ BOOST_AUTO_TEST_CASE(sigkill_of_agentctl_leaves_nothing_on_the_node) {
     bool killed = false;
     cli_test::command_options o;
     o.poll = [&](pid_t) {
-        if (cli_test::processes_with(nonce).size() < 2 || cli_test::processes_with(worker_command()).empty())
-            return false;
+        if (!both_tasks_and_the_worker_run(nonce)) return false;
         // agentctl itself, not salloc (whose command line names the workflow too).
         for (pid_t p : cli_test::processes_with(dir.path() + "/wf.yaml")) {
             std::ifstream cmdline("/proc/" + std::to_string(p) + "/cmdline");
@@ -1188,8 +1192,7 @@ BOOST_AUTO_TEST_CASE(sigkill_of_agentctl_cancels_the_allocation_it_asked_for) {
     pid_t owner = 0;
     cli_test::command_options o;
     o.poll = [&](pid_t pid) {
-        if (cli_test::processes_with(nonce).size() < 2 || cli_test::processes_with(worker_command()).empty())
-            return false;
+        if (!both_tasks_and_the_worker_run(nonce)) return false;
         owner = pid;
         ::kill(pid, SIGKILL);
         return true;
