@@ -167,7 +167,7 @@ std::uint64_t load_big_endian(const char* p) {
 
 #if defined(__x86_64__)
 // With AVX2, 24 bytes become 32 digits per step, all in vector registers (docs/CAPTURE.md,
-// "Base64 with AVX2"): each 128-bit lane takes 12 bytes, spreads each 3 bytes over 4 byte
+// "Reading streams back"): each 128-bit lane takes 12 bytes, spreads each 3 bytes over 4 byte
 // slots, moves each 6-bit value to the bottom of its slot with two 16-bit multiplies, and turns
 // the values 0..63 into digits by adding an offset picked by a 16-entry shuffle. Encodes
 // `bytes[i..]` while 28 bytes can be loaded there and a whole step fits before `end`; returns
