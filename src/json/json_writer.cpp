@@ -210,7 +210,12 @@ __attribute__((target("avx2"))) std::size_t base64_avx2(std::string_view bytes, 
     return i;
 }
 
-const bool have_avx2 = __builtin_cpu_supports("avx2");
+// Read once at start-up; __builtin_cpu_init first, so that the order of static
+// initialisers does not matter.
+const bool have_avx2 = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0;
+}();
 #endif
 
 }  // namespace
