@@ -162,19 +162,26 @@ constexpr std::size_t direct_chunk = 1u << 20;
 // Writes the whole blocks of `data` past the page cache (O_DIRECT) through an aligned buffer of
 // this thread, then the tail through the cache. Returns 0, an errno value, or -1 when the file
 // system takes no direct I/O (tmpfs, some FUSE): the caller then writes the file as usual.
-int write_direct(int fd, std::string_view data) {
+// The aligned buffer of direct_chunk bytes each thread doing direct I/O keeps (null when
+// memory is short): memory that stays in use, where the page cache would take new pages.
+char* direct_buffer() {
     struct aligned_free {
         void operator()(char* p) const { std::free(p); }
     };
     thread_local std::unique_ptr<char, aligned_free> buffer(
         static_cast<char*>(std::aligned_alloc(direct_align, direct_chunk)));
+    return buffer.get();
+}
+
+int write_direct(int fd, std::string_view data) {
+    char* const buffer = direct_buffer();
     if (!buffer) return -1;
     const std::size_t whole = data.size() / direct_align * direct_align;
     std::size_t done = 0;
     while (done < whole) {
         std::size_t n = std::min(direct_chunk, whole - done);
-        std::memcpy(buffer.get(), data.data() + done, n);
-        ssize_t w = ::write(fd, buffer.get(), n);
+        std::memcpy(buffer, data.data() + done, n);
+        ssize_t w = ::write(fd, buffer, n);
         if (w < 0 && errno == EINTR) continue;
         if (w < 0) return errno == EINVAL && done == 0 ? -1 : errno;
         // A short direct write leaves an unaligned offset: finish through the cache.
@@ -239,18 +246,59 @@ int publish_file(const std::string& from, const std::string& to) {
     return errno;
 }
 
+namespace {
+
+constexpr std::size_t read_piece = 64 * 1024;  // what read_file hands on at a time, at most
+
+// Reads the whole 4 KiB blocks of a file of `size` bytes past the page cache into the thread's
+// aligned buffer, a MiB at a time, and hands them to `chunk`; the tail is left for a read
+// through the cache (it was written that way, and a direct read of it would first write it
+// back). Returns 0 (the offset is then where the cached read goes on), an errno value, or -1
+// when the file system takes no direct I/O and nothing was read.
+int read_direct(int fd, std::uint64_t size, const std::function<void(std::string_view)>& chunk) {
+    char* const buffer = direct_buffer();
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (!buffer || flags < 0 || ::fcntl(fd, F_SETFL, flags | O_DIRECT) != 0) return -1;
+    const std::uint64_t whole = size / direct_align * direct_align;
+    std::uint64_t done = 0;
+    while (done < whole) {
+        const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(direct_chunk, whole - done));
+        ssize_t n = ::read(fd, buffer, want);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return errno == EINVAL && done == 0 ? -1 : errno;
+        if (n == 0) break;  // the file got shorter: the length check of the caller says so
+        done += static_cast<std::uint64_t>(n);
+        // Handed on in pieces of 64 KiB, as read_file promises: what the caller does to each
+        // (CRC, then a copy) finds it in cache.
+        for (std::size_t at = 0; at < static_cast<std::size_t>(n); at += read_piece)
+            chunk(std::string_view(buffer + at, std::min(read_piece, static_cast<std::size_t>(n) - at)));
+        if (static_cast<std::size_t>(n) != want) break;  // an unaligned offset: on through the cache
+    }
+    return ::fcntl(fd, F_SETFL, flags) == 0 ? 0 : errno;
+}
+
+}  // namespace
+
 int read_file(int dir_fd, const std::string& name, const std::function<void(std::string_view)>& chunk) {
     unique_fd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
     if (!fd) return errno;
-    std::vector<char> buf(64 * 1024);
+    // Files of a MiB or more are stream files written by direct I/O (write_file): read back the
+    // same way, straight from the disk into a buffer that stays hot, instead of into new page
+    // cache pages (docs/CAPTURE.md, "Reading streams back").
+    struct stat st;
+    if (::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode) &&
+        static_cast<std::uint64_t>(st.st_size) >= direct_chunk) {
+        if (int rc = read_direct(fd.get(), static_cast<std::uint64_t>(st.st_size), chunk); rc > 0) return rc;
+    }
+    auto buf = std::make_unique_for_overwrite<char[]>(read_piece);  // not zero-filled: read() fills it
     for (;;) {
-        ssize_t n = ::read(fd.get(), buf.data(), buf.size());
+        ssize_t n = ::read(fd.get(), buf.get(), read_piece);
         if (n < 0) {
             if (errno == EINTR) continue;
             return errno;
         }
         if (n == 0) return 0;
-        chunk(std::string_view(buf.data(), static_cast<std::size_t>(n)));
+        chunk(std::string_view(buf.get(), static_cast<std::size_t>(n)));
     }
 }
 
