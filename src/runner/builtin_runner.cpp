@@ -61,6 +61,7 @@ struct builtin_runner::state {
         settings.on_slurm_tools_found = [this](const slurm::tools& tools) {
             starting = allocation_workers_to_start(ctx, tools);
             if (starting) children.spawn(early_workers, starting->start(), nullptr);
+            return starting != nullptr;
         };
         settings.on_slurm_controller_down = [this] {
             if (starting) starting->abandon("the controller did not answer scontrol ping");

@@ -1026,6 +1026,42 @@ BOOST_AUTO_TEST_CASE(a_preflight_that_fails_leaves_no_worker_step) {
                "a worker step outlived agentctl by 2 s: " << r.err);
 }
 
+// Inside an allocation, with no partition named, the preflight asks no `sinfo`: the worker steps
+// run in the allocation whatever the cluster's default partition is (docs/SLURM.md, section 13).
+// Every Slurm client agentctl starts goes through a shim on its PATH that logs it.
+BOOST_AUTO_TEST_CASE(inside_an_allocation_the_preflight_asks_no_sinfo) {
+    cli_test::temp_dir dir;
+    auto wf =
+        dir.write("wf.yaml", workflow("    processAllowlist: [sh]\n", sh_action,
+                                      "    - {id: one, uses: action:sh, foreach: {items: ['true']}}\n"));
+    std::string shims = dir.path() + "/shims", log = dir.path() + "/calls.log";
+    std::filesystem::create_directory(shims);
+    for (const char* tool : {"srun", "squeue", "scancel", "scontrol", "sinfo"}) {
+        std::string path = shims + "/" + tool;
+        std::ofstream(path) << "#!/bin/sh\necho " << tool << " >> " << log << "\nexec "
+                            << slurm_test::tool(tool) << " \"$@\"\n";
+        std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+    }
+    cli_test::command_options o;
+    o.env.push_back("PATH=" + shims + ":/usr/bin:/bin");
+    auto r = in_allocation({"--output", "json", "run", "--backend", "slurm", wf}, o);
+    BOOST_TEST_REQUIRE(r.exit_code == 0, r.out << r.err);
+    std::ifstream in(log);
+    std::string calls((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    BOOST_TEST(calls.find("srun") != std::string::npos, calls);
+    BOOST_TEST(calls.find("scontrol") != std::string::npos, calls);
+    BOOST_TEST(calls.find("sinfo") == std::string::npos, calls);
+    // A partition named is still checked.
+    std::ofstream(log, std::ios::trunc).close();
+    auto named = in_allocation(
+        {"--output", "json", "run", "--backend", "slurm", "--slurm-partition", cluster::get().partition, wf},
+        o);
+    BOOST_TEST_REQUIRE(named.exit_code == 0, named.out << named.err);
+    std::ifstream again(log);
+    std::string calls2((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
+    BOOST_TEST(calls2.find("sinfo") != std::string::npos, calls2);
+}
+
 // The worker step starts before `scontrol ping` answers, in parallel with it (docs/WORKER.md,
 // "Starting early"); a controller that does not answer fails the run as before, and the srun
 // started meanwhile is killed at once, with no step (it could not create one): without that,

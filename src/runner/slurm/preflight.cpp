@@ -89,7 +89,7 @@ public:
             co_return std::nullopt;
         }
         auto env = client_environment(settings_.host_env, {});
-        if (settings_.on_slurm_tools_found) settings_.on_slurm_tools_found(tools);
+        bool in_allocation = settings_.on_slurm_tools_found && settings_.on_slurm_tools_found(tools);
 
         // The controller: `scontrol ping` fails in milliseconds when nothing listens.
         process_result ping = co_await call(scontrol_ping(tools.scontrol), env, true);
@@ -108,8 +108,15 @@ public:
         }
         add("", "backend", "controller", "ok", tools.scontrol + " ping: " + said);
 
-        // The partitions named, or the cluster's default one.
+        // The partitions named, or the cluster's default one. Inside an allocation with none
+        // named, the worker steps run in the allocation whatever the default is: no `sinfo`
+        // (one controller call less, and its CPU off the step's start: docs/SLURM.md, section 13).
         std::vector<std::string> partitions = split_partitions(settings_.slurm.partition);
+        if (in_allocation && partitions.empty()) {
+            add("", "backend", "partition", "ok",
+                "the run's steps go to the allocation agentctl runs in; no partition is chosen");
+            co_return tools;
+        }
         // The listing that found the default partition also says whether it is up: no second
         // sinfo for it (each Slurm call costs a run's start ~10 ms, docs/SLURM.md, section 13).
         std::optional<process_result> listing;
