@@ -53,13 +53,18 @@ struct builtin_runner::state {
 
     asio::awaitable<std::optional<task_error>> prepare() {
         co_await accept_all_cancellation();
-        preflight_settings settings{ctx.settings, preflight_mode::strict, {}};
-        // Inside an allocation the worker steps start once the controller answered, while the
-        // preflight goes on: an srun step takes tens of milliseconds (docs/WORKER.md, "Starting
-        // early"). A preflight that fails leaves them to finish(), which stops them.
-        settings.on_slurm_controller_up = [this](const slurm::tools& tools) {
+        preflight_settings settings{ctx.settings, preflight_mode::strict, {}, {}};
+        // Inside an allocation the worker steps start as soon as the Slurm commands are found,
+        // while the preflight goes on (`scontrol ping` included): an srun step takes tens of
+        // milliseconds (docs/WORKER.md, "Starting early"). A preflight that fails leaves them to
+        // finish(), which stops them; a controller that does not answer stops them at once.
+        settings.on_slurm_tools_found = [this](const slurm::tools& tools) {
             starting = allocation_workers_to_start(ctx, tools);
             if (starting) children.spawn(early_workers, starting->start(), nullptr);
+            return starting != nullptr;
+        };
+        settings.on_slurm_controller_down = [this] {
+            if (starting) starting->abandon("the controller did not answer scontrol ping");
         };
         preflight_result r = co_await run_preflight(*ctx.compiled, settings);
         if (r.workspace) ctx.workspace = std::move(*r.workspace);

@@ -31,10 +31,15 @@ std::string doctor_status(std::string_view kind, std::string_view status);
 /// options, containment for secret helpers), and how hard to look.
 struct preflight_settings : runner_settings {
     preflight_mode mode = preflight_mode::strict;
-    /// Strict, backend slurm: called once the controller answered, with the commands, while
-    /// the preflight goes on (the runner starts its allocation workers there:
-    /// docs/WORKER.md, "Starting early").
-    std::function<void(const slurm::tools&)> on_slurm_controller_up;
+    /// Strict, backend slurm: called once the commands are found, before `scontrol ping`, while
+    /// the preflight goes on (the runner starts its allocation workers there, so that the
+    /// ping overlaps the step's start: docs/WORKER.md, "Starting early"). True when it started
+    /// workers in the allocation agentctl runs in: their steps run there whatever the cluster's
+    /// default partition is, so that one is not looked up.
+    std::function<bool(const slurm::tools&)> on_slurm_tools_found;
+    /// ... and when the ping then fails: the runner stops those workers at once (their srun
+    /// cannot create a step without a controller, and would retry for seconds).
+    std::function<void()> on_slurm_controller_down;
 };
 
 /// Where the preflight's steps say what they found: each check (survey), and the first error,

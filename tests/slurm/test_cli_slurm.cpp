@@ -1026,6 +1026,82 @@ BOOST_AUTO_TEST_CASE(a_preflight_that_fails_leaves_no_worker_step) {
                "a worker step outlived agentctl by 2 s: " << r.err);
 }
 
+// Inside an allocation, with no partition named, the preflight asks no `sinfo`: the worker steps
+// run in the allocation whatever the cluster's default partition is (docs/SLURM.md, section 13).
+// Every Slurm client agentctl starts goes through a shim on its PATH that logs it.
+BOOST_AUTO_TEST_CASE(inside_an_allocation_the_preflight_asks_no_sinfo) {
+    cli_test::temp_dir dir;
+    auto wf =
+        dir.write("wf.yaml", workflow("    processAllowlist: [sh]\n", sh_action,
+                                      "    - {id: one, uses: action:sh, foreach: {items: ['true']}}\n"));
+    std::string shims = dir.path() + "/shims", log = dir.path() + "/calls.log";
+    std::filesystem::create_directory(shims);
+    for (const char* tool : {"srun", "squeue", "scancel", "scontrol", "sinfo"}) {
+        std::string path = shims + "/" + tool;
+        std::ofstream(path) << "#!/bin/sh\necho " << tool << " >> " << log << "\nexec "
+                            << slurm_test::tool(tool) << " \"$@\"\n";
+        std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+    }
+    cli_test::command_options o;
+    o.env.push_back("PATH=" + shims + ":/usr/bin:/bin");
+    auto r = in_allocation({"--output", "json", "run", "--backend", "slurm", wf}, o);
+    BOOST_TEST_REQUIRE(r.exit_code == 0, r.out << r.err);
+    std::ifstream in(log);
+    std::string calls((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    BOOST_TEST(calls.find("srun") != std::string::npos, calls);
+    BOOST_TEST(calls.find("scontrol") != std::string::npos, calls);
+    BOOST_TEST(calls.find("sinfo") == std::string::npos, calls);
+    // A partition named is still checked.
+    std::ofstream(log, std::ios::trunc).close();
+    auto named = in_allocation(
+        {"--output", "json", "run", "--backend", "slurm", "--slurm-partition", cluster::get().partition, wf},
+        o);
+    BOOST_TEST_REQUIRE(named.exit_code == 0, named.out << named.err);
+    std::ifstream again(log);
+    std::string calls2((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
+    BOOST_TEST(calls2.find("sinfo") != std::string::npos, calls2);
+}
+
+// The worker step starts before `scontrol ping` answers, in parallel with it (docs/WORKER.md,
+// "Starting early"); a controller that does not answer fails the run as before, and the srun
+// started meanwhile is killed at once, with no step (it could not create one): without that,
+// the run would wait for srun's own retries (9 s, docs/SLURM.md, section 9).
+BOOST_AUTO_TEST_CASE(a_stopped_controller_inside_an_allocation_stops_the_starting_worker) {
+    const auto& c = cluster::get();
+    BOOST_TEST_REQUIRE(!c.fixture.empty(), "AGENTCTL_SLURM_FIXTURE is not set");
+    cli_test::temp_dir dir;
+    auto wf =
+        dir.write("wf.yaml", workflow("    processAllowlist: [sh]\n", sh_action,
+                                      "    - {id: one, uses: action:sh, foreach: {items: ['true']}}\n"));
+    // Inside the allocation: the controller stopped, agentctl timed, srun's left counted, the
+    // controller started again.
+    std::string script =
+        "fixture() { env PATH=/usr/bin:/bin:/usr/sbin:/sbin AGENTCTL_FIXTURE_DIR=\"$3\" /bin/sh \"$2\" "
+        "controller \"$1\" >/dev/null 2>&1; }; fixture stop \"$2\" \"$3\" || exit 97; "
+        "start=$(date +%s%N); \"$0\" --output json run --backend slurm \"$1\"; status=$?; "
+        "echo \"took: $(( ($(date +%s%N) - start) / 1000000 )) ms\" >&2; "
+        "echo \"sruns: $(pgrep -f -c \"srun.*:worker[.]\")\" >&2; "
+        "fixture start \"$2\" \"$3\" || exit 98; exit $status";
+    std::vector<std::string> argv = {
+        slurm_test::tool("salloc"), "--nodes=1", "--exclusive", "--quiet", "--", "/bin/sh", "-c", script,
+        cli_test::agentctl_bin(),   wf,          c.fixture,     c.dir};
+    cli_test::command_options o;
+    o.env.push_back("SLURM_CONF=" + c.conf);
+    o.bound = 180s;
+    auto r = cli_test::run(argv, o);
+    wait_node_idle();
+    BOOST_TEST_REQUIRE(!r.timed_out, r.out << r.err);
+    BOOST_TEST_REQUIRE(r.exit_code == 4, r.out << r.err);
+    json::value v = parse_json(r.out);
+    std::string message(v.at("data").at("error").at("message").as_string());
+    BOOST_TEST(message.find("scontrol ping") != std::string::npos, message);
+    BOOST_TEST(message.find("nothing was run") != std::string::npos, message);
+    BOOST_TEST(r.err.find("sruns: 0") != std::string::npos, "an srun outlived agentctl: " << r.err);
+    auto took = r.err.find("took: ");
+    BOOST_TEST_REQUIRE(took != std::string::npos, r.err);
+    BOOST_TEST(std::stoi(r.err.substr(took + 6)) < 5000, "the run waited for srun: " << r.err);
+}
+
 // A worker killed mid-task: a lost worker fails its task as worker_lost and the run goes on;
 // nothing of the run is left.
 BOOST_AUTO_TEST_CASE(a_killed_worker_fails_its_task_as_worker_lost) {

@@ -89,6 +89,7 @@ public:
             co_return std::nullopt;
         }
         auto env = client_environment(settings_.host_env, {});
+        bool in_allocation = settings_.on_slurm_tools_found && settings_.on_slurm_tools_found(tools);
 
         // The controller: `scontrol ping` fails in milliseconds when nothing listens.
         process_result ping = co_await call(scontrol_ping(tools.scontrol), env, true);
@@ -97,6 +98,7 @@ public:
             ping.outcome == process_outcome::exited && ping.exit_code == 0 && ping_says_up(ping.stdout_bytes);
         std::string said = excerpt(ping.stdout_bytes + " " + ping.stderr_bytes);
         if (!up) {
+            if (settings_.on_slurm_controller_down) settings_.on_slurm_controller_down();
             std::string detail = tools.scontrol + " ping: " + describe(ping) + ": " + said;
             add("", "backend", "controller", "unavailable", detail);
             report_.stop(task_error{error_code::backend_unavailable,
@@ -105,10 +107,16 @@ public:
             co_return std::nullopt;
         }
         add("", "backend", "controller", "ok", tools.scontrol + " ping: " + said);
-        if (settings_.on_slurm_controller_up) settings_.on_slurm_controller_up(tools);
 
-        // The partitions named, or the cluster's default one.
+        // The partitions named, or the cluster's default one. Inside an allocation with none
+        // named, the worker steps run in the allocation whatever the default is: no `sinfo`
+        // (one controller call less, and its CPU off the step's start: docs/SLURM.md, section 13).
         std::vector<std::string> partitions = split_partitions(settings_.slurm.partition);
+        if (in_allocation && partitions.empty()) {
+            add("", "backend", "partition", "ok",
+                "the run's steps go to the allocation agentctl runs in; no partition is chosen");
+            co_return tools;
+        }
         // The listing that found the default partition also says whether it is up: no second
         // sinfo for it (each Slurm call costs a run's start ~10 ms, docs/SLURM.md, section 13).
         std::optional<process_result> listing;

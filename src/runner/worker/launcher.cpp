@@ -105,7 +105,9 @@ public:
     asio::awaitable<std::optional<task_error>> start_all() {
         std::optional<task_error> failed;
         for (auto& s : sites_) {
-            if (auto why = co_await start(s)) {
+            std::optional<std::string> why = abandoned_;
+            if (!why) why = co_await start(s);
+            if (why) {
                 failed = task_error{
                     error_code::backend_unavailable,
                     "the worker on " + s.site.label + " did not start: " + *why + "; nothing was run"};
@@ -114,6 +116,12 @@ public:
         }
         if (failed) co_await finish();
         co_return failed;
+    }
+
+    // start_all() ends now: the worker it waits for is lost, and no other starts.
+    void abandon(const std::string& why) {
+        abandoned_ = why;
+        if (starting_) starting_->lose(why);
     }
 
     asio::awaitable<launch_result> launch(const launch_request& request) override {
@@ -279,10 +287,14 @@ private:
             else
                 why = "the worker protocol needs this agentctl's build digest: " + digest.error().message;
         }
-        if (!why)
+        if (!why && abandoned_) why = *abandoned_;
+        if (!why) {
+            starting_ = w;
             why = co_await w->handshake(hello_, connect_bound);
-        else
+            starting_ = nullptr;
+        } else {
             w->lose(*why);
+        }
         s.worker = w;
         s.starting = false;
         if (why) s.last_error = *why;
@@ -385,6 +397,8 @@ private:
     std::uint64_t next_tag_ = 1;
     std::uint32_t jobs_ = 0;              ///< the run's --jobs, from dispatch_ahead()
     std::list<launch_control*> waiters_;  ///< launches waiting for a free slot
+    std::shared_ptr<worker::client> starting_;  ///< the worker whose welcome start() awaits
+    std::optional<std::string> abandoned_;      ///< abandon()'s reason
 };
 
 }  // namespace
@@ -397,6 +411,8 @@ public:
         : workers_(std::make_unique<worker_launcher>(ctx, std::move(sites), std::move(backend))) {}
 
     asio::awaitable<std::optional<task_error>> start() override { return workers_->start_all(); }
+
+    void abandon(const std::string& why) override { workers_->abandon(why); }
 
     std::unique_ptr<launcher> take() override { return std::move(workers_); }
 

@@ -43,6 +43,9 @@ public:
     /// Until every worker said welcome: nothing, or start_worker_launcher's error (every worker
     /// started is then stopped). Run once; this object outlives it.
     virtual boost::asio::awaitable<std::optional<task_error>> start() = 0;
+    /// Ends start() at once, as a failure: the worker being started is killed (its srun, with
+    /// no step yet when the controller is down) and no further one starts. `why` is its loss.
+    virtual void abandon(const std::string& why) = 0;
     /// Once start() ended without an error: the launcher. A run that ends before its first
     /// task calls its finish(), which stops every worker (nothing was sent to them but the
     /// hello).
