@@ -245,7 +245,7 @@ bool run_op::prepare_and_clone() {
     bool legacy = req_.watch != exit_watch::automatic || !svc_.clone3_supported();
     if (!legacy) {
         c = clone_child(plan, svc_.stack(), exec_service::stack_size,
-                        {true, true, leaf_ ? leaf_->dir.get() : -1, svc_.self_stat_fd()});
+                        {true, true, leaf_ ? leaf_->dir.get() : -1});
         if (c.pid < 0 && c.error != EAGAIN && c.error != ENOMEM) {
             // ENOSYS (< 5.3, or a seccomp profile), EINVAL/E2BIG (no CLONE_INTO_CGROUP before
             // 5.7): use clone() from now on. Other errors may be the cgroup's: retry once.

@@ -16,7 +16,6 @@ boost::asio::execution_context::id exec_service::id;
 exec_service::exec_service(boost::asio::execution_context& ctx)
     : boost::asio::execution_context::service(ctx),
       proc_fd_(::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC)),
-      self_stat_fd_(::openat(proc_fd_.get(), "self/stat", O_RDONLY | O_CLOEXEC)),
       children_files_(children_files_exist(proc_fd_.get())) {
     // Leaves of several exec_services of one process share the owner directory.
     char tag[16];

@@ -84,8 +84,6 @@ public:
     static constexpr std::size_t stack_size = 64 * 1024;
     int dev_null(int& err);
     int proc_fd() const { return proc_fd_.get(); }
-    /// /proc/self/stat, open for the pump's clone_how::self_stat_fd; -1 where it cannot be.
-    int self_stat_fd() const { return self_stat_fd_.get(); }
 
     /// Whether the kernel lists children in /proc (a cheap walk of one tree).
     bool children_files() const { return children_files_; }
@@ -144,7 +142,6 @@ private:
     std::vector<char*> pointers_;
     unique_fd dev_null_;
     unique_fd proc_fd_;
-    unique_fd self_stat_fd_;
     bool children_files_ = false;
     std::shared_ptr<const proc_table> snapshot_;
 

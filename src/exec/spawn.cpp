@@ -7,10 +7,8 @@
 #include <sys/stat.h>
 
 #include <atomic>
-#include <charconv>
 #include <cstdint>
 #include <cstring>
-#include <string_view>
 
 namespace agentctl::exec {
 
@@ -32,6 +30,32 @@ AGENTCTL_CHILD_CODE void child_fail(child_plan& plan, spawn_step step) {
     plan.failed_errno = errno;
     plan.failed_step = static_cast<int>(step);
     ::_exit(127);
+}
+
+// The child's ignored signals, from field 33 (sigignore) of /proc/self/stat: one read instead
+// of a query per signal (62 calls, the most of the child's before execve). Every signal when
+// the file cannot be read or parsed.
+AGENTCTL_CHILD_CODE std::uint64_t ignored_signals() {
+    const std::uint64_t all = ~std::uint64_t{0};
+    int fd = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, "/proc/self/stat", O_RDONLY | O_CLOEXEC));
+    if (fd < 0) return all;
+    char buf[1024];
+    long n = ::syscall(SYS_read, fd, buf, sizeof buf);
+    ::syscall(SYS_close, fd);
+    if (n <= 0 || n == static_cast<long>(sizeof buf)) return all;
+    // "pid (comm) state ..."; comm may hold spaces and parentheses: fields count from the last ')'.
+    long at = n - 1;
+    while (at >= 0 && buf[at] != ')') --at;
+    if (at < 0) return all;
+    int field = 2;  // the ')' ends field 2
+    for (++at; at < n && field < 33; ++at)
+        if (buf[at] == ' ') ++field;
+    if (field != 33 || at >= n || buf[at] < '0' || buf[at] > '9') return all;
+    std::uint64_t mask = 0;
+    for (; at < n && buf[at] >= '0' && buf[at] <= '9'; ++at)
+        mask = mask * 10 + static_cast<unsigned>(buf[at] - '0');
+    if (at >= n || buf[at] != ' ') return all;
+    return mask;
 }
 
 // The child shares our memory and runs on the spawn stack until execve: it only makes system
@@ -63,12 +87,12 @@ AGENTCTL_CHILD_CODE int child_main(void* arg) {
     if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) child_fail(plan, spawn_step::close_fds);
     // Default dispositions for every signal: an ignored SIGPIPE or SIGTERM of the host would
     // otherwise survive execve. All-zero is SIG_DFL with no flags on every architecture. Born
-    // with CLONE_CLEAR_SIGHAND, the child has no handler left, and only the ignored signals need
+    // with CLONE_CLEAR_SIGHAND, the child has no handler left, so only the ignored signals need
     // a call each (docs/DESIGN.md, "Executor").
+    const std::uint64_t reset = plan.handlers_cleared ? ignored_signals() : ~std::uint64_t{0};
     unsigned char dfl[64] = {};
     for (int sig = 1; sig < 65; ++sig) {
-        if (sig == SIGKILL || sig == SIGSTOP || (plan.reset_signals & (std::uint64_t{1} << (sig - 1))) == 0)
-            continue;
+        if (sig == SIGKILL || sig == SIGSTOP || (reset & (std::uint64_t{1} << (sig - 1))) == 0) continue;
         ::syscall(SYS_rt_sigaction, sig, dfl, nullptr, 8);
     }
     std::uint64_t empty = 0;
@@ -151,31 +175,6 @@ bool clone3_built() {
 }
 #endif
 
-// The ignored signals, from field 33 (sigignore) of /proc/self/stat: one read of an open file
-// instead of a query per signal in the child (62 calls, most of what it did before execve,
-// while we wait in vfork). Reading the file in the child costs more: a new pid's /proc entries
-// are made for it. Every signal when the file cannot be read or parsed.
-static std::uint64_t ignored_signals(int self_stat_fd) {
-    const std::uint64_t all = ~std::uint64_t{0};
-    char buf[1024];
-    ssize_t n = self_stat_fd < 0 ? -1 : ::pread(self_stat_fd, buf, sizeof buf, 0);
-    if (n <= 0 || n == static_cast<ssize_t>(sizeof buf)) return all;
-    std::string_view text(buf, static_cast<std::size_t>(n));
-    // "pid (comm) state ..."; comm may hold spaces and parentheses: fields count from the last ')'.
-    auto close = text.rfind(')');
-    if (close == std::string_view::npos) return all;
-    text.remove_prefix(close + 1);
-    for (int field = 2; field < 33; ++field) {  // the ')' ends field 2; skip to field 33
-        auto space = text.find(' ');
-        if (space == std::string_view::npos) return all;
-        text.remove_prefix(space + 1);
-    }
-    std::uint64_t mask = 0;
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), mask);
-    if (ec != std::errc{} || end == text.data() + text.size() || *end != ' ') return all;
-    return mask;
-}
-
 clone_result clone_child(child_plan& plan, char* stack, std::size_t stack_size, const clone_how& how) {
     clone_result out;
     std::uint64_t all = ~std::uint64_t{0};
@@ -195,13 +194,12 @@ clone_result clone_child(child_plan& plan, char* stack, std::size_t stack_size, 
         // CLONE_CLEAR_SIGHAND (Linux >= 5.5): the child is born with no handler of ours. A
         // kernel refusing it (EINVAL) is asked again without it, and never again after.
         static std::atomic<bool> clear_sighand_refused{false};
-        bool clear = how.self_stat_fd >= 0 && !clear_sighand_refused.load(std::memory_order_relaxed);
-        if (!clear) args.flags &= ~clone_clear_sighand;
-        plan.reset_signals = clear ? ignored_signals(how.self_stat_fd) : ~std::uint64_t{0};
+        bool clear = !clear_sighand_refused.load(std::memory_order_relaxed);
+        plan.handlers_cleared = clear;
         long rc = agentctl_exec_clone3_vm(&args, sizeof args, child_main, &plan);
         if (clear && rc == -EINVAL) {
             args.flags &= ~clone_clear_sighand;
-            plan.reset_signals = ~std::uint64_t{0};
+            plan.handlers_cleared = false;
             rc = agentctl_exec_clone3_vm(&args, sizeof args, child_main, &plan);
             if (rc != -EINVAL) clear_sighand_refused.store(true, std::memory_order_relaxed);
         }
@@ -210,7 +208,7 @@ clone_result clone_child(child_plan& plan, char* stack, std::size_t stack_size, 
     }
 #endif
     if (!how.clone3) {
-        plan.reset_signals = ~std::uint64_t{0};
+        plan.handlers_cleared = false;
         int flags = CLONE_VM | CLONE_VFORK | SIGCHLD | (how.want_pidfd ? CLONE_PIDFD : 0);
         out.pid = ::clone(child_main, reinterpret_cast<void*>(top), flags, &plan, &out.pidfd);
         out.error = out.pid < 0 ? errno : 0;

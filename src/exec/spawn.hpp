@@ -7,7 +7,6 @@
 #include <sys/types.h>
 
 #include <cstddef>
-#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -32,9 +31,8 @@ struct child_plan {
     int stdio[3] = {-1, -1, -1};  ///< become fds 0, 1, 2; all >= 3 so dup2 never clobbers one
     int cwd_fd = -1;              ///< fchdir() target; -1 keeps the parent's cwd
     int cgroup_procs_fd = -1;     ///< glibc clone() path: "0" is written here to join the leaf
-    /// The signals the child sets to SIG_DFL (bit n-1: signal n). Set by clone_child: every one,
-    /// or only those ignored when the child is born with CLONE_CLEAR_SIGHAND.
-    std::uint64_t reset_signals = ~std::uint64_t{0};
+    /// Set by clone_child: born with CLONE_CLEAR_SIGHAND, so only ignored signals need resetting.
+    bool handlers_cleared = false;
     volatile int failed_step = 0;
     volatile int failed_errno = 0;
 };
@@ -44,9 +42,6 @@ struct clone_how {
     bool clone3 = true;      ///< clone3(); else glibc clone() (kernels < 5.3, seccomp refusing clone3)
     bool want_pidfd = true;  ///< CLONE_PIDFD
     int cgroup_fd = -1;      ///< clone3 only: born in this cgroup (CLONE_INTO_CGROUP); -1: none
-    /// clone3 only: /proc/self/stat, open. The ignored signals are read from it, and the child,
-    /// born with CLONE_CLEAR_SIGHAND, resets only those; -1: it resets every signal.
-    int self_stat_fd = -1;
 };
 
 struct clone_result {
