@@ -6,16 +6,12 @@
 #include <sched.h>
 #include <sys/stat.h>
 
-#include <atomic>
 #include <cstdint>
 #include <cstring>
 
 namespace agentctl::exec {
 
 namespace {
-
-// CLONE_CLEAR_SIGHAND of <linux/sched.h> (Linux >= 5.5), for older headers.
-constexpr std::uint64_t clone_clear_sighand = 0x100000000ULL;
 
 // MAX_ARG_STRLEN of the kernel: no single argv/env string may be longer (32 pages).
 constexpr std::size_t max_arg_strlen = 32 * 4096;
@@ -30,32 +26,6 @@ AGENTCTL_CHILD_CODE void child_fail(child_plan& plan, spawn_step step) {
     plan.failed_errno = errno;
     plan.failed_step = static_cast<int>(step);
     ::_exit(127);
-}
-
-// The child's ignored signals, from field 33 (sigignore) of /proc/self/stat: one read instead
-// of a query per signal (62 calls, the most of the child's before execve). Every signal when
-// the file cannot be read or parsed.
-AGENTCTL_CHILD_CODE std::uint64_t ignored_signals() {
-    const std::uint64_t all = ~std::uint64_t{0};
-    int fd = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, "/proc/self/stat", O_RDONLY | O_CLOEXEC));
-    if (fd < 0) return all;
-    char buf[1024];
-    long n = ::syscall(SYS_read, fd, buf, sizeof buf);
-    ::syscall(SYS_close, fd);
-    if (n <= 0 || n == static_cast<long>(sizeof buf)) return all;
-    // "pid (comm) state ..."; comm may hold spaces and parentheses: fields count from the last ')'.
-    long at = n - 1;
-    while (at >= 0 && buf[at] != ')') --at;
-    if (at < 0) return all;
-    int field = 2;  // the ')' ends field 2
-    for (++at; at < n && field < 33; ++at)
-        if (buf[at] == ' ') ++field;
-    if (field != 33 || at >= n || buf[at] < '0' || buf[at] > '9') return all;
-    std::uint64_t mask = 0;
-    for (; at < n && buf[at] >= '0' && buf[at] <= '9'; ++at)
-        mask = mask * 10 + static_cast<unsigned>(buf[at] - '0');
-    if (at >= n || buf[at] != ' ') return all;
-    return mask;
 }
 
 // The child shares our memory and runs on the spawn stack until execve: it only makes system
@@ -86,13 +56,10 @@ AGENTCTL_CHILD_CODE int child_main(void* arg) {
     // closed by execve.
     if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) child_fail(plan, spawn_step::close_fds);
     // Default dispositions for every signal: an ignored SIGPIPE or SIGTERM of the host would
-    // otherwise survive execve. All-zero is SIG_DFL with no flags on every architecture. Born
-    // with CLONE_CLEAR_SIGHAND, the child has no handler left, so only the ignored signals need
-    // a call each (docs/DESIGN.md, "Executor").
-    const std::uint64_t reset = plan.handlers_cleared ? ignored_signals() : ~std::uint64_t{0};
+    // otherwise survive execve. All-zero is SIG_DFL with no flags on every architecture.
     unsigned char dfl[64] = {};
     for (int sig = 1; sig < 65; ++sig) {
-        if (sig == SIGKILL || sig == SIGSTOP || (reset & (std::uint64_t{1} << (sig - 1))) == 0) continue;
+        if (sig == SIGKILL || sig == SIGSTOP) continue;
         ::syscall(SYS_rt_sigaction, sig, dfl, nullptr, 8);
     }
     std::uint64_t empty = 0;
@@ -185,30 +152,18 @@ clone_result clone_child(child_plan& plan, char* stack, std::size_t stack_size, 
     if (how.clone3) {
         clone_args args{};
         args.flags = CLONE_VM | CLONE_VFORK | (how.want_pidfd ? CLONE_PIDFD : 0) |
-                     (how.cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0) | clone_clear_sighand;
+                     (how.cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0);
         args.pidfd = reinterpret_cast<std::uintptr_t>(&out.pidfd);
         args.exit_signal = SIGCHLD;
         args.stack = reinterpret_cast<std::uintptr_t>(stack);
         args.stack_size = top - reinterpret_cast<std::uintptr_t>(stack);
         args.cgroup = how.cgroup_fd >= 0 ? static_cast<std::uint64_t>(how.cgroup_fd) : 0;
-        // CLONE_CLEAR_SIGHAND (Linux >= 5.5): the child is born with no handler of ours. A
-        // kernel refusing it (EINVAL) is asked again without it, and never again after.
-        static std::atomic<bool> clear_sighand_refused{false};
-        bool clear = !clear_sighand_refused.load(std::memory_order_relaxed);
-        plan.handlers_cleared = clear;
         long rc = agentctl_exec_clone3_vm(&args, sizeof args, child_main, &plan);
-        if (clear && rc == -EINVAL) {
-            args.flags &= ~clone_clear_sighand;
-            plan.handlers_cleared = false;
-            rc = agentctl_exec_clone3_vm(&args, sizeof args, child_main, &plan);
-            if (rc != -EINVAL) clear_sighand_refused.store(true, std::memory_order_relaxed);
-        }
         out.pid = rc < 0 ? -1 : static_cast<pid_t>(rc);
         out.error = rc < 0 ? static_cast<int>(-rc) : 0;
     }
 #endif
     if (!how.clone3) {
-        plan.handlers_cleared = false;
         int flags = CLONE_VM | CLONE_VFORK | SIGCHLD | (how.want_pidfd ? CLONE_PIDFD : 0);
         out.pid = ::clone(child_main, reinterpret_cast<void*>(top), flags, &plan, &out.pidfd);
         out.error = out.pid < 0 ? errno : 0;

@@ -31,8 +31,6 @@ struct child_plan {
     int stdio[3] = {-1, -1, -1};  ///< become fds 0, 1, 2; all >= 3 so dup2 never clobbers one
     int cwd_fd = -1;              ///< fchdir() target; -1 keeps the parent's cwd
     int cgroup_procs_fd = -1;     ///< glibc clone() path: "0" is written here to join the leaf
-    /// Set by clone_child: born with CLONE_CLEAR_SIGHAND, so only ignored signals need resetting.
-    bool handlers_cleared = false;
     volatile int failed_step = 0;
     volatile int failed_errno = 0;
 };
