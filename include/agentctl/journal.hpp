@@ -458,6 +458,10 @@ public:
     /// An attempt's end and the task's final result naming it, queued together: they are
     /// committed in one transaction, so a crash never leaves the end without its final.
     bool record_end_and_final(attempt_end end, task_final final);
+    /// The same with the final that the engine records after a task's last attempt: the end's
+    /// result without its streams (streams_attempt = end.attempt, not reused), which the
+    /// writer takes from the end instead of a copy (docs/JOURNAL.md, "results").
+    bool record_end_and_final(attempt_end end, std::string task_id);
     /// The tasks left unstarted when the segment ends: one row per range, whatever their count.
     /// Replaces the finals earlier segments recorded for them, and the ranges earlier segments
     /// recorded (every task then has a final of this segment or one it reused).

@@ -72,10 +72,10 @@ void run_recorder::final_result(std::uint32_t index, bool ran, task_result r) {
         // The last attempt's end holds the streams; the final names it. Both go in one
         // commit: a crash never leaves an end whose final is missing.
         bool cleanup_failed = r.error && r.error->code == error_code::container_cleanup_failed;
+        // The final is the end's result without its streams: the writer takes it from the end.
         const std::uint32_t attempt = r.attempts;
-        task_final final{index, std::move(id), without_streams(r, /*in_place=*/true), attempt, false};
         behind_ |= journal_.record_end_and_final(attempt_end{index, attempt, std::move(r), cleanup_failed},
-                                                 std::move(final));
+                                                 std::move(id));
         return;
     }
     behind_ |= journal_.record_final(task_final{index, std::move(id), std::move(r), std::nullopt, false});

@@ -41,8 +41,16 @@ struct claim_record {
 };
 struct close_record {};
 
+// The final of record_end_and_final(end, task_id): the end's result without its streams, which
+// the writer takes from the end queued just before it instead of a copy of its own.
+struct final_of_end {
+    std::uint32_t task_index = 0;
+    std::uint32_t attempt = 0;
+    std::string task_id;
+};
+
 using record = std::variant<journal_run, claim_record, attempt_intent, attempt_handle, attempt_end,
-                            task_final, unstarted_tasks, journal_run_end, close_record>;
+                            task_final, final_of_end, unstarted_tasks, journal_run_end, close_record>;
 
 struct entry {
     record rec;
@@ -529,9 +537,9 @@ private:
                      "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                      rc);
         if (!s) return db_->error(rc, "recording an intent");
-        std::string argv = journal_detail::encode_strings(a.argv);
-        std::string env = journal_detail::encode_strings(a.env_names);
-        std::string limits = journal_detail::encode_object(a.limits);
+        const std::string& argv = argv_json_.of(a.argv, journal_detail::encode_strings);
+        const std::string& env = env_json_.of(a.env_names, journal_detail::encode_strings);
+        const std::string& limits = limits_json_.of(a.limits, journal_detail::encode_object);
         reset_guard guard(s);
         s.bind(1, run_seq_);
         s.bind(2, a.task_index);
@@ -653,7 +661,7 @@ private:
             return step_error("recording the end of task index " + std::to_string(a.task_index) +
                               " attempt " + std::to_string(a.attempt));
         if (sqlite3_changes(db_->conn.get()) != 1) return missing_attempt("the end", a.task_index, a.attempt);
-        last_end_ = recorded_end{a.task_index, a.attempt, out.length, err.length, std::move(json)};
+        last_end_ = recorded_end{a.task_index, a.attempt, out.length, err.length, std::move(json), &a.result};
         return std::nullopt;
     }
 
@@ -698,6 +706,33 @@ private:
             if (auto e = put_stream(streams.out, out)) return e;
             if (auto e = put_stream(streams.err, err)) return e;
         }
+        std::optional<std::uint32_t> streams_attempt;
+        if (from_attempt) streams_attempt = *f.streams_attempt;
+        return insert_final(f.task_index, f.task_id, f.result, f.reused, streams_attempt, out, err, json, ms);
+    }
+
+    // The final of record_end_and_final(end, task_id): the end applied just before, in this
+    // transaction, is its result, JSON and streams; stored as '' (the end's JSON, docs/JOURNAL.md,
+    // "results"), with nothing encoded or copied again.
+    std::optional<journal_error> apply_one(final_of_end& f, std::int64_t ms) {
+        if (!run_seq_) return no_run();
+        if (!last_end_ || !last_end_->result || last_end_->task_index != f.task_index ||
+            last_end_->attempt != f.attempt)
+            return missing_attempt("the final", f.task_index, f.attempt);
+        stored_stream out, err;
+        out.length = last_end_->stdout_length;
+        err.length = last_end_->stderr_length;
+        return insert_final(f.task_index, f.task_id, *last_end_->result, false, f.attempt, out, err, {}, ms);
+    }
+
+    // A results row. `streams_attempt`: the streams are that attempt's (only their lengths are
+    // here), else `out` and `err` are stored ones.
+    std::optional<journal_error> insert_final(std::uint32_t task_index, const std::string& task_id,
+                                              const task_result& result, bool reused,
+                                              std::optional<std::uint32_t> streams_attempt,
+                                              const stored_stream& out, const stored_stream& err,
+                                              const std::string& json, std::int64_t ms) {
+        int rc = SQLITE_OK;
         statement& s =
             prepared(insert_final_,
                      "INSERT OR REPLACE INTO results(run_seq, task_index, task_id, segment, recorded_ms, "
@@ -709,15 +744,15 @@ private:
         if (!s) return db_->error(rc, "recording a result");
         reset_guard guard(s);
         s.bind(1, run_seq_);
-        s.bind(2, f.task_index);
-        s.bind(3, f.task_id);
+        s.bind(2, task_index);
+        s.bind(3, task_id);
         s.bind(4, segment_pending_);
         s.bind(5, ms);
-        bind_outcome(s, 6, f.result);
-        s.bind(12, f.result.attempts);
-        s.bind(13, f.reused);
-        if (from_attempt) {
-            s.bind(14, *f.streams_attempt);
+        bind_outcome(s, 6, result);
+        s.bind(12, result.attempts);
+        s.bind(13, reused);
+        if (streams_attempt) {
+            s.bind(14, *streams_attempt);
             s.bind(16, out.length);  // the lengths, for listings; the bytes stay with the attempt
             s.bind(19, err.length);
         } else {
@@ -726,7 +761,7 @@ private:
             bind_stream(s, 19, 23, err);
         }
         s.bind(15, json);
-        if (s.step() != SQLITE_DONE) return step_error("recording the result of task " + f.task_id);
+        if (s.step() != SQLITE_DONE) return step_error("recording the result of task " + task_id);
         return std::nullopt;
     }
 
@@ -851,8 +886,26 @@ private:
     struct recorded_end {
         std::uint32_t task_index = 0, attempt = 0;
         std::uint64_t stdout_length = 0, stderr_length = 0;
-        std::string json;  // its result_json
+        std::string json;                     // its result_json
+        const task_result* result = nullptr;  // in the batch, alive until the transaction ends
     };
+    // The children of one action share their argv (but for templated args), environment
+    // names and limits: an intent's JSON is encoded again only when it differs from the last.
+    template <typename T>
+    struct last_encoded {
+        std::optional<T> value;
+        std::string json;
+        template <typename Encode>
+        const std::string& of(const T& v, Encode encode) {
+            if (!value || *value != v) {
+                json = encode(v);
+                value = v;
+            }
+            return json;
+        }
+    };
+    last_encoded<std::vector<std::string>> argv_json_, env_json_;
+    last_encoded<boost::json::object> limits_json_;
     std::optional<recorded_end> last_end_;                    // the end applied last in this transaction
     std::unordered_map<std::uint64_t, const entry*> merged_;  // handles the batch's ends write
     statement insert_run_, insert_intent_, update_handle_, update_end_, update_handle_end_, insert_final_,
@@ -911,6 +964,13 @@ bool journal_writer::record_final(task_final final) {
 
 bool journal_writer::record_end_and_final(attempt_end end, task_final final) {
     std::uint64_t end_bytes = detail::bytes_of(end.result), final_bytes = detail::bytes_of(final.result);
+    return impl_->push_pair(std::move(end), end_bytes, std::move(final), final_bytes);
+}
+
+bool journal_writer::record_end_and_final(attempt_end end, std::string task_id) {
+    std::uint64_t end_bytes = detail::bytes_of(end.result);
+    detail::final_of_end final{end.task_index, end.attempt, std::move(task_id)};
+    std::uint64_t final_bytes = sizeof final + final.task_id.size();
     return impl_->push_pair(std::move(end), end_bytes, std::move(final), final_bytes);
 }
 

@@ -680,6 +680,65 @@ BOOST_AUTO_TEST_CASE(a_final_like_its_end_stores_its_json_once) {
     BOOST_TEST((*runs)[0].tasks_by_state["succeeded"] == 6u);
 }
 
+// The engine's pair, record_end_and_final(end, task_id): the final is taken from the end, and
+// reads back as the final a task_final without the end's streams would have recorded.
+BOOST_AUTO_TEST_CASE(a_final_taken_from_its_end_reads_back_as_a_recorded_one) {
+    namespace jd = agentctl::journal_detail;
+    temp_dir tmp;
+    std::string path = tmp.file("journal.db");
+    auto without_streams = [](task_result r) {  // what the engine's final was before
+        if (r.streams_in_output)
+            for (const char* k : {"stdout", "stderr"}) r.output.as_object()[k] = "";
+        r.stdout_text.clear();
+        r.stderr_text.clear();
+        return r;
+    };
+    task_result in_output = make_result(task_state::succeeded, "out\n", "err\n");
+    task_result apart = make_result(task_state::failed, "apart\n", "", false);
+    task_result retried = make_result(task_state::succeeded, "second\n");
+    retried.attempts = 2;
+    const task_result* shapes[] = {&in_output, &apart, &retried};
+    {
+        writer_env env(open_or_fail(path, journal_access::write));
+        env.writer->record_run(make_run("run-1", 6));
+        // Tasks 0-2 through a task_final, 3-5 taken from their ends.
+        for (std::uint32_t i = 0; i < 6; ++i)
+            env.writer->record_intent(make_intent(i, shapes[i % 3]->attempts));
+        BOOST_TEST_REQUIRE(!env.sync().has_value());
+        for (std::uint32_t i = 0; i < 6; ++i) {
+            const task_result& r = *shapes[i % 3];
+            if (i < 3)
+                env.writer->record_end_and_final(make_end(i, r.attempts, r),
+                                                 make_final(i, without_streams(r), r.attempts));
+            else
+                env.writer->record_end_and_final(make_end(i, r.attempts, r), task_id(i));
+        }
+        BOOST_TEST_REQUIRE(!env.close().has_value());
+    }
+    BOOST_TEST(count_rows(path, "results", "result_json = ''") == 6);
+    BOOST_TEST(count_rows(path, "results", "streams_attempt IS NOT NULL") == 6);
+    journal j = open_or_fail(path, journal_access::read);
+    BOOST_TEST(!j.verify().has_value());
+    for (bool with_streams : {false, true}) {
+        for (std::uint32_t i = 0; i < 3; ++i) {
+            auto recorded = j.load_result_at("run-1", i, with_streams);
+            auto taken = j.load_result_at("run-1", i + 3, with_streams);
+            BOOST_TEST_REQUIRE((recorded.has_value() && recorded->has_value()), why(recorded));
+            BOOST_TEST_REQUIRE((taken.has_value() && taken->has_value()), why(taken));
+            const auto& a = **recorded;
+            const auto& b = **taken;
+            BOOST_TEST(jd::encode_result(a.result) == jd::encode_result(b.result), "shape " << i);
+            BOOST_TEST(b.result.attempts == shapes[i]->attempts);
+            BOOST_TEST(b.stdout_bytes == a.stdout_bytes);
+            BOOST_TEST(!b.reused);
+            if (with_streams) {
+                BOOST_TEST(stdout_of(b.result) == stdout_of(*shapes[i]), "shape " << i);
+                BOOST_TEST(stderr_of(b.result) == stderr_of(*shapes[i]), "shape " << i);
+            }
+        }
+    }
+}
+
 // A '' that names no end is damage: verify() and the readers say so, never read it as empty.
 BOOST_AUTO_TEST_CASE(a_stored_once_result_without_its_end_is_corrupt) {
     temp_dir tmp;
