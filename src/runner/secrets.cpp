@@ -25,7 +25,7 @@ void wipe(std::string& s) {
     std::fill(s.begin(), s.end(), '\0');
 }
 
-std::string basename_of(std::string_view path) {
+std::string program_name(std::string_view path) {
     auto slash = path.rfind('/');
     return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
 }
@@ -164,10 +164,10 @@ asio::awaitable<resolved_environment> resolve_environment(const std::vector<env_
             case env_source::kind_t::process: {
                 const secret_process_spec& spec = e.source.process;
                 const auto& allow = ctx.policy->secret_process_allowlist;
-                if (std::find(allow.begin(), allow.end(), basename_of(spec.command)) == allow.end())
+                if (std::find(allow.begin(), allow.end(), program_name(spec.command)) == allow.end())
                     co_return fail(
                         e, error_code::policy_secret_process_not_allowed,
-                        "\"" + basename_of(spec.command) + "\" is not in policy.secretProcessAllowlist");
+                        "\"" + program_name(spec.command) + "\" is not in policy.secretProcessAllowlist");
                 auto exe = resolve_executable(spec.command, ctx.search_path);
                 if (!exe) co_return fail(e, error_code::secret_unavailable, exe.error().message);
                 process_request req;

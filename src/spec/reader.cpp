@@ -17,14 +17,14 @@ namespace {
 
 using kind_t = yaml::node::kind_t;
 
-bool is_digit(char c) {
+bool is_ascii_digit(char c) {
     return c >= '0' && c <= '9';
 }
 
 // Consumes [0-9]+ from `s` at `i`; false when there is none.
 bool digits(std::string_view s, std::size_t& i) {
     std::size_t start = i;
-    while (i < s.size() && is_digit(s[i])) ++i;
+    while (i < s.size() && is_ascii_digit(s[i])) ++i;
     return i > start;
 }
 
@@ -80,7 +80,7 @@ std::string_view label(std::string_view path) {
     return dot == std::string_view::npos ? path : path.substr(dot + 1);
 }
 
-std::string quoted(std::string_view text) {
+std::string quoted_excerpt(std::string_view text) {
     constexpr std::size_t max_shown = 40;
     std::string out = "\"";
     out += utf8_prefix(text, max_shown);
@@ -139,7 +139,7 @@ scalar_type resolve_plain(std::string_view text) {
             if (text == "true" || text == "false") return scalar_type::boolean;
             return scalar_type::string;
         default:
-            if (!is_digit(text[0]) && text[0] != '-' && text[0] != '+' && text[0] != '.')
+            if (!is_ascii_digit(text[0]) && text[0] != '-' && text[0] != '+' && text[0] != '.')
                 return scalar_type::string;
             if (is_integer_text(text)) return scalar_type::integer;
             if (is_float_text(text)) return scalar_type::floating;
@@ -196,7 +196,8 @@ std::string tree_reader::describe(const place& p) {
             break;
     }
     auto type = n.plain ? resolve_plain(n.text) : scalar_type::string;
-    return std::string(type_name(type)) + " " + (type == scalar_type::string ? quoted(n.text) : n.text);
+    return std::string(type_name(type)) + " " +
+           (type == scalar_type::string ? quoted_excerpt(n.text) : n.text);
 }
 
 void tree_reader::error(const place& p, std::string code, std::string message, std::string help) {
@@ -385,7 +386,7 @@ std::optional<std::size_t> tree_reader::choice(const place& p,
         ++i;
     }
     error(p, "invalid_value",
-          std::string(label(p.path)) + " must be one of: " + join(names) + "; found " + quoted(*text),
+          std::string(label(p.path)) + " must be one of: " + join(names) + "; found " + quoted_excerpt(*text),
           suggestion(*text, names));
     return std::nullopt;
 }
@@ -454,7 +455,7 @@ std::optional<std::vector<std::pair<std::string, place>>> tree_reader::entries(
             place key_place{n.items[i], p.path.empty() ? *key : p.path + "." + *key, key_node.line,
                             key_node.column};
             error(key_place, std::string(duplicate_code),
-                  "duplicate key " + quoted(*key) + " in " + std::string(label(p.path)),
+                  "duplicate key " + quoted_excerpt(*key) + " in " + std::string(label(p.path)),
                   "each key may appear once; remove or rename one");
             continue;
         }
@@ -547,7 +548,8 @@ fields::fields(tree_reader& r, const place& mapping, std::initializer_list<std::
                 help = "dependencies are listed in needs: [task ids]";
             if (help.empty()) help = "valid keys here: " + join(known);
             r.error(entry.second, "unknown_key",
-                    "unknown key " + quoted(entry.first) + " in " + std::string(label(mapping.path)), help);
+                    "unknown key " + quoted_excerpt(entry.first) + " in " + std::string(label(mapping.path)),
+                    help);
             continue;
         }
         entries_.push_back(std::move(entry));
@@ -563,8 +565,9 @@ std::optional<place> fields::get(std::string_view key) const {
 std::optional<place> fields::require(std::string_view key) {
     auto p = get(key);
     if (!p && ok_)
-        reader_.error_at(where_, key, "missing_field",
-                         "missing required field " + quoted(key) + " in " + std::string(label(where_.path)));
+        reader_.error_at(
+            where_, key, "missing_field",
+            "missing required field " + quoted_excerpt(key) + " in " + std::string(label(where_.path)));
     return p;
 }
 

@@ -3,6 +3,7 @@
 
 #include "../support/hot_journal.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
