@@ -57,14 +57,16 @@ std::string two_tasks(const std::string& marker) {
            "    - {id: b, uses: 'action:fail', needs: [a]}\n";
 }
 
-// One task "nap" that appends a line to `marker`, then sleeps `seconds`.
-std::string one_napping_task(const temp_dir& dir, const std::string& marker, int seconds) {
+// One task "nap" that appends a line to `marker`, then sleeps `seconds` as a probe tagged `nonce`.
+std::string one_napping_task(const temp_dir& dir, const std::string& marker, int seconds,
+                             const std::string& nonce = make_nonce()) {
     return dir.write("wf.yaml",
                      "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: nap}\nspec:\n"
                      "  policy: {processAllowlist: [sh], approval: never}\n"
                      "  actions:\n"
                      "    nap: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo x >> " +
-                         marker + "; exec sleep " + std::to_string(seconds) +
+                         marker + "; exec " + probe_bin() + " sleep " + std::to_string(seconds) +
+                         " --nonce " + nonce +
                          "']}\n"
                          "  tasks:\n    - {id: nap, uses: 'action:nap'}\n");
 }
@@ -770,7 +772,8 @@ BOOST_AUTO_TEST_CASE(a_live_run_is_never_resumed_and_uncertain_attempts_refuse_r
     temp_dir dir;
     std::string db = dir.path() + "/j.db";
     std::string started = dir.path() + "/started";
-    std::string wf = one_napping_task(dir, started, 30);
+    std::string nonce = make_nonce();
+    std::string wf = one_napping_task(dir, started, 30, nonce);
     command_result live_resume, live_dry;
     bool asked = false;
     command_options o;
@@ -790,6 +793,12 @@ BOOST_AUTO_TEST_CASE(a_live_run_is_never_resumed_and_uncertain_attempts_refuse_r
     BOOST_TEST(live_resume.err.find("live") != std::string::npos, live_resume.err);
     BOOST_TEST(live_dry.exit_code == 5, live_dry.err);
     BOOST_TEST(read_file(started) == "x\n", "a live run was resumed");
+    // Its watchdog ends the killed run's task; until then a resume also warns
+    // dead_run_still_running (docs/CRASH_SAFETY.md), which is another test's case.
+    for (auto until = std::chrono::steady_clock::now() + 10s;
+         !processes_with(nonce).empty() && std::chrono::steady_clock::now() < until;)
+        std::this_thread::sleep_for(10ms);
+    BOOST_TEST_REQUIRE(processes_with(nonce).empty(), "the killed run's task outlived its watchdog's 10 s");
 
     std::string id = newest_run(db);
     auto list = agentctl({"--output", "json", "runs", "list", "--db", db});
