@@ -113,14 +113,6 @@ def chart(results, png, work=None):
 
 # What the profiles above mean, for the shortfalls we understand.
 WHY = {
-    "W2-agentctl-q": "Why: every task's captured stdout stays in its result until the run reports, "
-                     "once in the task's output and once more in its foreach parent's `items`, so "
-                     "W2 holds about 2 x 2 GiB; the time is the kernel zeroing those pages "
-                     "(`clear_page_erms`, page faults), not the executor (exec_bench, whose W2 row shows "
-                     "it without them).",
-    "W2-json-agentctl-json": "Why: the JSON document carries each 1 MiB stdout several times (the "
-                             "task's `stdout`, its `output.stdout`, the parent's `items`) and escapes "
-                             "every NUL byte as `\\u0000` (6 bytes); see the size per task above.",
     "W2-executor": "The executor's runs spread widely on this shared machine; compare its "
                    "rate over several runs before reading much into one.",
 }
@@ -190,8 +182,8 @@ def section(results, chart_rel="docs/bench/performance.png", results_rel="docs/b
     w2j = next((g for g in results["groups"] if g["id"] == "W2-json"), None)
     if w2j and w2j.get("json_bytes_per_task"):
         notes.append(
-            f"W2 with `--output json`: the document carries each task's stdout once, and escapes "
-            f"every NUL byte as `\\u0000` (6 bytes each), {w2j['json_bytes_per_task'] / 1e6:.1f} MB per 1 MiB task "
+            f"W2 with `--output json`: the document carries each task's stdout once, as base64 "
+            f"(`stdoutBase64`: a stream with NUL bytes is binary, docs/CLI.md), {w2j['json_bytes_per_task'] / 1e6:.1f} MB per 1 MiB task "
             f"({w2j['json_bytes_at_w2_n'] / 1e9:.0f} GB for W2's {results['sizes']['w2']} tasks), so it is "
             f"measured at {w2j['n']} tasks beside `-q` (human output, which prints a summary line).")
     for lat in results["latency"]:
