@@ -265,7 +265,11 @@ int read_direct(int fd, std::uint64_t size, const std::function<void(std::string
         const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(direct_chunk, whole - done));
         ssize_t n = ::read(fd, buffer, want);
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return errno == EINVAL && done == 0 ? -1 : errno;
+        if (n < 0 && errno == EINVAL && done == 0) {
+            // Refused at the first read: back to cached reads of the whole file.
+            return ::fcntl(fd, F_SETFL, flags) == 0 ? -1 : errno;
+        }
+        if (n < 0) return errno;
         if (n == 0) break;  // the file got shorter: the length check of the caller says so
         done += static_cast<std::uint64_t>(n);
         // Handed on in pieces of 64 KiB, as read_file promises: what the caller does to each
