@@ -70,6 +70,11 @@ public:
         else
             bind(i, v);
     }
+    /// `values` to the parameters from `first` on, in order.
+    template <typename... V>
+    void bind_from(int first, const V&... values) {
+        (bind(first++, values), ...);
+    }
 
     /// sqlite3_step(): SQLITE_ROW, SQLITE_DONE or an error code.
     int step() { return sqlite3_step(s_); }
