@@ -118,16 +118,12 @@ journal_result<run_query> query_run(detail::journal_db* db, std::string_view run
 void read_handle(const statement& s, int first, attempt_handle& h) {
     h.pid = s.opt_int64(first);
     if (!s.is_null(first + 1)) h.pid_start_time = s.uint64(first + 1);
-    h.cgroup = s.text(first + 2);
-    h.container = s.text(first + 3);
-    h.container_engine = s.text(first + 4);
-    h.slurm_job_id = s.text(first + 5);
+    s.texts_from(first + 2, h.cgroup, h.container, h.container_engine, h.slurm_job_id);
 }
 
 journal_owner owner_of(const statement& s, int first) {
     journal_owner o;
-    o.host = s.text(first);
-    o.boot_id = s.text(first + 1);
+    s.texts_from(first, o.host, o.boot_id);
     o.pid = s.int64(first + 2);
     o.start_time = s.uint64(first + 3);
     return o;
@@ -262,9 +258,7 @@ journal_result<std::vector<journal_run_summary>> journal::list_runs(std::size_t 
     std::vector<std::int64_t> to_count;  // runs without stored counts (still running or crashed)
     while ((rc = s.step()) == SQLITE_ROW) {
         journal_run_summary r;
-        r.run_id = s.text(1);
-        r.workflow_name = s.text(2);
-        r.workflow_path = s.text(3);
+        s.texts_from(1, r.run_id, r.workflow_name, r.workflow_path);
         r.state = parse_journal_run_state(s.text(4)).value_or(journal_run_state::failed);
         r.created_ms = s.int64(5);
         r.ended_ms = s.opt_int64(6);
@@ -319,17 +313,10 @@ journal_result<journal_run> journal::load_run(std::string_view run_id) {
     if (!row) return row.error();
     statement& s = *row;
     journal_run r;
-    r.run_id = s.text(0);
-    r.workflow_name = s.text(1);
-    r.workflow_path = s.text(2);
+    s.texts_from(0, r.run_id, r.workflow_name, r.workflow_path);
     r.workflow_source = s.blob(3);
-    r.workflow_digest = s.text(4);
-    r.plan_digest = s.text(5);
-    r.base_dir = s.text(6);
-    r.inputs_json = s.text(7);
-    r.argv_json = s.text(8);
-    r.options_json = s.text(9);
-    r.agentctl_version = s.text(10);
+    s.texts_from(4, r.workflow_digest, r.plan_digest, r.base_dir, r.inputs_json, r.argv_json, r.options_json,
+                 r.agentctl_version);
     r.task_count = s.uint32(11);
     r.owner = owner_of(s, 12);
     r.created_ms = s.int64(16);
@@ -819,16 +806,11 @@ std::optional<journal_error> journal::mark_interrupted(std::string_view run_id,
         db, "marking a run interrupted", [&]() -> std::optional<journal_error> {
             int rc = SQLITE_OK;
             statement u = db.conn.prepare(
-                "UPDATE runs SET state = 'interrupted' WHERE run_id = ? AND state = 'running' AND owner_host "
-                "= ? AND "
-                "owner_boot_id = ? AND owner_pid = ? AND owner_start = ?",
+                "UPDATE runs SET state = 'interrupted' WHERE run_id = ? AND state = 'running' AND "
+                "owner_host = ? AND owner_boot_id = ? AND owner_pid = ? AND owner_start = ?",
                 rc);
             if (!u) return db.error(rc, "marking a run interrupted");
-            u.bind(1, run_id);
-            u.bind(2, expected.host);
-            u.bind(3, expected.boot_id);
-            u.bind(4, expected.pid);
-            u.bind(5, expected.start_time);
+            u.bind_from(1, run_id, expected.host, expected.boot_id, expected.pid, expected.start_time);
             if (u.step() != SQLITE_DONE) return db.error(db.last_rc(), "marking a run interrupted");
             return std::nullopt;
         });

@@ -101,6 +101,11 @@ public:
         if (is_null(i)) return std::nullopt;
         return int64(i);
     }
+    /// The text columns from `first` on into `out`, in order.
+    template <typename... S>
+    void texts_from(int first, S&... out) const {
+        ((out = text(first++)), ...);
+    }
 
 private:
     sqlite3_stmt* s_ = nullptr;
