@@ -228,13 +228,7 @@ journal_result<std::pair<std::int64_t, std::uint32_t>> claim_in_transaction(deta
         "error_message = NULL, counts_json = NULL WHERE run_seq = ?",
         rc);
     if (!u) return db.error(rc, "claiming a run");
-    u.bind(1, owner.host);
-    u.bind(2, owner.boot_id);
-    u.bind(3, owner.pid);
-    u.bind(4, owner.start_time);
-    u.bind(5, segment + 1);
-    u.bind(6, now_ms());
-    u.bind(7, seq);
+    u.bind_from(1, owner.host, owner.boot_id, owner.pid, owner.start_time, segment + 1, now_ms(), seq);
     if (u.step() != SQLITE_DONE) return db.error(db.last_rc(), "claiming a run");
     return std::pair<std::int64_t, std::uint32_t>{seq, segment + 1};
 }
@@ -363,9 +357,7 @@ public:
                 if (!attempt_) return db_.error(rc, "reading a stream");
             }
             attempt_.reset();
-            attempt_.bind(1, run_seq);
-            attempt_.bind(2, out.task_index);
-            attempt_.bind(3, *out.streams_attempt);
+            attempt_.bind_from(1, run_seq, out.task_index, *out.streams_attempt);
             rc = attempt_.step();
             if (rc == SQLITE_DONE)
                 return journal_error{journal_errc::corrupt, "journal " + db_.path +
@@ -445,9 +437,7 @@ journal_result<std::vector<unstarted_range>> unstarted_ranges(detail::journal_db
         "first_task < ? AND end_task > ? ORDER BY first_task",
         rc);
     if (!s) return db.error(rc, "reading unstarted tasks");
-    s.bind(1, run_seq);
-    s.bind(2, end);
-    s.bind(3, first);
+    s.bind_from(1, run_seq, end, first);
     while ((rc = s.step()) == SQLITE_ROW) {
         unstarted_range r;
         r.first = s.uint32(0);
@@ -619,9 +609,7 @@ std::optional<journal_error> journal::read_stream(std::string_view run_id, std::
     if (s.is_null(5)) return journal_detail::read_stored_stream(db, s, own_streams_at + offset, what, chunk);
     statement a = db.conn.prepare(std::string(columns) + "AND task_index = ? AND attempt = ?", rc);
     if (!a) return db.error(rc, "reading a stream");
-    a.bind(1, seq);
-    a.bind(2, s.int64(0));
-    a.bind(3, s.int64(5));
+    a.bind_from(1, seq, s.int64(0), s.int64(5));
     rc = a.step();
     if (rc != SQLITE_ROW) {
         if (rc == SQLITE_DONE)
