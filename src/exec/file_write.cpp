@@ -5,7 +5,6 @@
 #include "exec/paths.hpp"
 #include "exec/sys.hpp"
 
-#include <linux/openat2.h>
 #include <sys/stat.h>
 
 namespace agentctl::exec {
@@ -19,17 +18,9 @@ task_error file_error(std::string message) {
 // keeps the whole lookup beneath the root (a symlink may lead elsewhere inside it); where the
 // kernel has no openat2, `part` is opened in its parent without following a symlink.
 int open_component(int root_fd, int parent_fd, const std::string& prefix, const std::string& part, int& err) {
-    open_how how{};
-    how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
-    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
-    for (int attempt = 0; attempt < 16; ++attempt) {
-        int fd = static_cast<int>(::syscall(SYS_openat2, root_fd, prefix.c_str(), &how, sizeof how));
-        if (fd >= 0) return fd;
-        err = errno;
-        if (err != EAGAIN && err != EINTR) break;
-    }
-    if (err != ENOSYS) return -1;
-    int fd = ::openat(parent_fd, part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = openat2_beneath(root_fd, prefix.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC, err);
+    if (fd >= 0 || err != ENOSYS) return fd;
+    fd = ::openat(parent_fd, part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) err = errno;
     return fd;
 }

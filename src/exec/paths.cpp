@@ -142,17 +142,9 @@ bool check_relative(std::string_view relative, std::string& error) {
 int open_beneath(int root_fd, std::string_view relative, std::string& error) {
     if (!check_relative(relative, error)) return -1;
     std::string path = relative.empty() ? "." : std::string(relative);
-    open_how how{};
-    how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
-    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
     int err = 0;
-    for (int attempt = 0; attempt < 16; ++attempt) {
-        int fd = static_cast<int>(::syscall(SYS_openat2, root_fd, path.c_str(), &how, sizeof how));
-        if (fd >= 0) return fd;
-        err = errno;
-        // EAGAIN: a rename raced the lookup and the kernel asks to retry.
-        if (err != EAGAIN && err != EINTR) break;
-    }
+    int fd = exec::openat2_beneath(root_fd, path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC, err);
+    if (fd >= 0) return fd;
     if (err == ENOSYS) return exec::open_beneath_components(root_fd, relative, error);
     error = describe_open_error(relative, err);
     return -1;
@@ -164,6 +156,20 @@ void redact(std::string& text, const std::vector<std::string>& secrets) {
 }
 
 namespace exec {
+
+int openat2_beneath(int dir_fd, const char* path, std::uint64_t flags, int& err) {
+    open_how how{};
+    how.flags = flags;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+    for (int attempt = 0; attempt < 16; ++attempt) {
+        int fd = static_cast<int>(::syscall(SYS_openat2, dir_fd, path, &how, sizeof how));
+        if (fd >= 0) return fd;
+        err = errno;
+        // EAGAIN: a rename raced the lookup and the kernel asks to retry.
+        if (err != EAGAIN && err != EINTR) break;
+    }
+    return -1;
+}
 
 std::string_view next_component(std::string_view& rest) {
     while (true) {

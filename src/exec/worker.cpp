@@ -140,17 +140,14 @@ private:
                                 }
                                 last_received_ = steady::now();
                                 decoder_.feed(std::string_view(read_buffer_.data(), n));
-                                wp::frame f;
-                                for (;;) {
-                                    auto s = decoder_.next(f);
-                                    if (s == wp::frame_decoder::status::need_more) break;
-                                    if (s == wp::frame_decoder::status::error) {
-                                        protocol_error(*decoder_.error());
-                                        return;
-                                    }
-                                    handle(f);
-                                    if (stopping_) return;
+                                if (auto e = decoder_.each_frame([this](const wp::frame& f) {
+                                        handle(f);
+                                        return !stopping_;
+                                    })) {
+                                    protocol_error(*e);
+                                    return;
                                 }
+                                if (stopping_) return;
                                 read_more();
                             });
     }

@@ -6,7 +6,6 @@
 
 #include <agentctl/process.hpp>
 
-#include <linux/openat2.h>
 #include <sys/stat.h>
 
 #include <climits>
@@ -76,16 +75,8 @@ read_problem classify(int err) {
 // (refusing every symlink) and the file itself with O_NOFOLLOW.
 int open_file_beneath(int dir_fd, std::string_view relative, int& err) {
     std::string path(relative);
-    open_how how{};
-    how.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
-    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
-    for (int attempt = 0; attempt < 16; ++attempt) {
-        int fd = static_cast<int>(::syscall(SYS_openat2, dir_fd, path.c_str(), &how, sizeof how));
-        if (fd >= 0) return fd;
-        err = errno;
-        if (err != EAGAIN && err != EINTR) break;
-    }
-    if (err != ENOSYS) return -1;
+    int fd = openat2_beneath(dir_fd, path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, err);
+    if (fd >= 0 || err != ENOSYS) return fd;
     auto slash = relative.rfind('/');
     std::string parent_error;
     unique_fd parent(slash == std::string_view::npos
@@ -96,7 +87,7 @@ int open_file_beneath(int dir_fd, std::string_view relative, int& err) {
         return -1;
     }
     std::string last(slash == std::string_view::npos ? relative : relative.substr(slash + 1));
-    int fd = ::openat(parent.get(), last.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+    fd = ::openat(parent.get(), last.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
     if (fd < 0) err = errno;
     return fd;
 }

@@ -118,16 +118,12 @@ journal_result<run_query> query_run(detail::journal_db* db, std::string_view run
 void read_handle(const statement& s, int first, attempt_handle& h) {
     h.pid = s.opt_int64(first);
     if (!s.is_null(first + 1)) h.pid_start_time = s.uint64(first + 1);
-    h.cgroup = s.text(first + 2);
-    h.container = s.text(first + 3);
-    h.container_engine = s.text(first + 4);
-    h.slurm_job_id = s.text(first + 5);
+    s.texts_from(first + 2, h.cgroup, h.container, h.container_engine, h.slurm_job_id);
 }
 
 journal_owner owner_of(const statement& s, int first) {
     journal_owner o;
-    o.host = s.text(first);
-    o.boot_id = s.text(first + 1);
+    s.texts_from(first, o.host, o.boot_id);
     o.pid = s.int64(first + 2);
     o.start_time = s.uint64(first + 3);
     return o;
@@ -232,13 +228,7 @@ journal_result<std::pair<std::int64_t, std::uint32_t>> claim_in_transaction(deta
         "error_message = NULL, counts_json = NULL WHERE run_seq = ?",
         rc);
     if (!u) return db.error(rc, "claiming a run");
-    u.bind(1, owner.host);
-    u.bind(2, owner.boot_id);
-    u.bind(3, owner.pid);
-    u.bind(4, owner.start_time);
-    u.bind(5, segment + 1);
-    u.bind(6, now_ms());
-    u.bind(7, seq);
+    u.bind_from(1, owner.host, owner.boot_id, owner.pid, owner.start_time, segment + 1, now_ms(), seq);
     if (u.step() != SQLITE_DONE) return db.error(db.last_rc(), "claiming a run");
     return std::pair<std::int64_t, std::uint32_t>{seq, segment + 1};
 }
@@ -262,9 +252,7 @@ journal_result<std::vector<journal_run_summary>> journal::list_runs(std::size_t 
     std::vector<std::int64_t> to_count;  // runs without stored counts (still running or crashed)
     while ((rc = s.step()) == SQLITE_ROW) {
         journal_run_summary r;
-        r.run_id = s.text(1);
-        r.workflow_name = s.text(2);
-        r.workflow_path = s.text(3);
+        s.texts_from(1, r.run_id, r.workflow_name, r.workflow_path);
         r.state = parse_journal_run_state(s.text(4)).value_or(journal_run_state::failed);
         r.created_ms = s.int64(5);
         r.ended_ms = s.opt_int64(6);
@@ -319,17 +307,10 @@ journal_result<journal_run> journal::load_run(std::string_view run_id) {
     if (!row) return row.error();
     statement& s = *row;
     journal_run r;
-    r.run_id = s.text(0);
-    r.workflow_name = s.text(1);
-    r.workflow_path = s.text(2);
+    s.texts_from(0, r.run_id, r.workflow_name, r.workflow_path);
     r.workflow_source = s.blob(3);
-    r.workflow_digest = s.text(4);
-    r.plan_digest = s.text(5);
-    r.base_dir = s.text(6);
-    r.inputs_json = s.text(7);
-    r.argv_json = s.text(8);
-    r.options_json = s.text(9);
-    r.agentctl_version = s.text(10);
+    s.texts_from(4, r.workflow_digest, r.plan_digest, r.base_dir, r.inputs_json, r.argv_json, r.options_json,
+                 r.agentctl_version);
     r.task_count = s.uint32(11);
     r.owner = owner_of(s, 12);
     r.created_ms = s.int64(16);
@@ -376,9 +357,7 @@ public:
                 if (!attempt_) return db_.error(rc, "reading a stream");
             }
             attempt_.reset();
-            attempt_.bind(1, run_seq);
-            attempt_.bind(2, out.task_index);
-            attempt_.bind(3, *out.streams_attempt);
+            attempt_.bind_from(1, run_seq, out.task_index, *out.streams_attempt);
             rc = attempt_.step();
             if (rc == SQLITE_DONE)
                 return journal_error{journal_errc::corrupt, "journal " + db_.path +
@@ -458,9 +437,7 @@ journal_result<std::vector<unstarted_range>> unstarted_ranges(detail::journal_db
         "first_task < ? AND end_task > ? ORDER BY first_task",
         rc);
     if (!s) return db.error(rc, "reading unstarted tasks");
-    s.bind(1, run_seq);
-    s.bind(2, end);
-    s.bind(3, first);
+    s.bind_from(1, run_seq, end, first);
     while ((rc = s.step()) == SQLITE_ROW) {
         unstarted_range r;
         r.first = s.uint32(0);
@@ -632,9 +609,7 @@ std::optional<journal_error> journal::read_stream(std::string_view run_id, std::
     if (s.is_null(5)) return journal_detail::read_stored_stream(db, s, own_streams_at + offset, what, chunk);
     statement a = db.conn.prepare(std::string(columns) + "AND task_index = ? AND attempt = ?", rc);
     if (!a) return db.error(rc, "reading a stream");
-    a.bind(1, seq);
-    a.bind(2, s.int64(0));
-    a.bind(3, s.int64(5));
+    a.bind_from(1, seq, s.int64(0), s.int64(5));
     rc = a.step();
     if (rc != SQLITE_ROW) {
         if (rc == SQLITE_DONE)
@@ -819,16 +794,11 @@ std::optional<journal_error> journal::mark_interrupted(std::string_view run_id,
         db, "marking a run interrupted", [&]() -> std::optional<journal_error> {
             int rc = SQLITE_OK;
             statement u = db.conn.prepare(
-                "UPDATE runs SET state = 'interrupted' WHERE run_id = ? AND state = 'running' AND owner_host "
-                "= ? AND "
-                "owner_boot_id = ? AND owner_pid = ? AND owner_start = ?",
+                "UPDATE runs SET state = 'interrupted' WHERE run_id = ? AND state = 'running' AND "
+                "owner_host = ? AND owner_boot_id = ? AND owner_pid = ? AND owner_start = ?",
                 rc);
             if (!u) return db.error(rc, "marking a run interrupted");
-            u.bind(1, run_id);
-            u.bind(2, expected.host);
-            u.bind(3, expected.boot_id);
-            u.bind(4, expected.pid);
-            u.bind(5, expected.start_time);
+            u.bind_from(1, run_id, expected.host, expected.boot_id, expected.pid, expected.start_time);
             if (u.step() != SQLITE_DONE) return db.error(db.last_rc(), "marking a run interrupted");
             return std::nullopt;
         });

@@ -70,6 +70,11 @@ public:
         else
             bind(i, v);
     }
+    /// `values` to the parameters from `first` on, in order.
+    template <typename... V>
+    void bind_from(int first, const V&... values) {
+        (bind(first++, values), ...);
+    }
 
     /// sqlite3_step(): SQLITE_ROW, SQLITE_DONE or an error code.
     int step() { return sqlite3_step(s_); }
@@ -95,6 +100,11 @@ public:
     std::optional<std::int64_t> opt_int64(int i) const {
         if (is_null(i)) return std::nullopt;
         return int64(i);
+    }
+    /// The text columns from `first` on into `out`, in order.
+    template <typename... S>
+    void texts_from(int first, S&... out) const {
+        ((out = text(first++)), ...);
     }
 
 private:

@@ -34,6 +34,62 @@ namespace {
 
 using sync_handler = asio::any_completion_handler<void(std::optional<journal_error>)>;
 
+// The writer's statements, each prepared on its first use (journal_writer_impl::prepare). The
+// schema: docs/JOURNAL.md.
+namespace sql {
+constexpr const char* insert_run =
+    "INSERT INTO runs(run_id, workflow_name, workflow_path, workflow_source, "
+    "workflow_digest, plan_digest, "
+    "base_dir, inputs_json, argv_json, options_json, agentctl_version, "
+    "task_count, owner_host, owner_boot_id, "
+    "owner_pid, owner_start, created_ms, segment, state) "
+    "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 'running')";
+constexpr const char* insert_documents =
+    "INSERT INTO run_documents(run_seq, workflow_source, inputs_json) VALUES(?, ?, ?)";
+constexpr const char* insert_blob = "INSERT INTO streams(data) VALUES(?)";
+constexpr const char* insert_intent =
+    "INSERT INTO attempts(run_seq, task_index, attempt, segment, task_id, intent_ms, "
+    "backend, isolation, argv_json, env_names_json, cwd, limits_json) "
+    "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+constexpr const char* update_handle =
+    "UPDATE attempts SET handle_ms = ?, pid = ?, pid_start = ?, cgroup = ?, container = ?, "
+    "container_engine = ?, slurm_job_id = ? "
+    "WHERE run_seq = ? AND task_index = ? AND attempt = ? AND ended_ms IS NULL";
+constexpr const char* update_end =
+    "UPDATE attempts SET ended_ms = ?, state = ?, exit_code = ?, signal = ?, "
+    "duration_ms = ?, error_code = ?, error_message = ?, cleanup_failed = ?, "
+    "result_json = ?, stdout_length = ?, stdout_crc = ?, stdout_file = ?, "
+    "stderr_length = ?, stderr_crc = ?, stderr_file = ?, stdout_blob = ?, "
+    "stderr_blob = ? "
+    "WHERE run_seq = ? AND task_index = ? AND attempt = ? AND ended_ms IS NULL";
+constexpr const char* update_handle_end =
+    "UPDATE attempts SET ended_ms = ?, state = ?, exit_code = ?, signal = ?, "
+    "duration_ms = ?, error_code = ?, error_message = ?, cleanup_failed = ?, "
+    "result_json = ?, stdout_length = ?, stdout_crc = ?, stdout_file = ?, "
+    "stderr_length = ?, stderr_crc = ?, stderr_file = ?, stdout_blob = ?, "
+    "stderr_blob = ?, handle_ms = ?, pid = ?, pid_start = ?, cgroup = ?, "
+    "container = ?, container_engine = ?, slurm_job_id = ? "
+    "WHERE run_seq = ? AND task_index = ? AND attempt = ? AND ended_ms IS NULL";
+constexpr const char* find_end_streams =
+    "SELECT stdout_length, stderr_length, result_json FROM attempts "
+    "WHERE run_seq = ? AND task_index = ? AND attempt = ? AND ended_ms IS NOT NULL";
+constexpr const char* insert_final =
+    "INSERT OR REPLACE INTO results(run_seq, task_index, task_id, segment, recorded_ms, "
+    "state, exit_code, signal, duration_ms, error_code, error_message, attempts, reused, "
+    "streams_attempt, result_json, stdout_length, stdout_crc, stdout_file, stderr_length, "
+    "stderr_crc, stderr_file, stdout_blob, stderr_blob) "
+    "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+constexpr const char* delete_older_ranges = "DELETE FROM unstarted WHERE run_seq = ? AND segment < ?";
+constexpr const char* delete_finals =
+    "DELETE FROM results WHERE run_seq = ? AND task_index >= ? AND task_index < ?";
+constexpr const char* insert_unstarted =
+    "INSERT INTO unstarted(run_seq, first_task, end_task, segment, "
+    "recorded_ms, state, result_json) VALUES(?, ?, ?, ?, ?, ?, ?)";
+constexpr const char* update_run_end =
+    "UPDATE runs SET state = ?, ended_ms = ?, duration_ms = ?, error_code = ?, "
+    "error_message = ?, counts_json = ? WHERE run_seq = ?";
+}  // namespace sql
+
 struct claim_record {
     std::string run_id;
     journal_owner owner;
@@ -337,7 +393,7 @@ private:
                 if (std::holds_alternative<close_record>(en.rec)) continue;
                 ++applied;
                 if (auto* h = std::get_if<attempt_handle>(&en.rec); h && merged_.count(key_of(*h))) continue;
-                if (auto e = std::visit([&](auto& r) { return apply_one(r, en.ms); }, en.rec)) return e;
+                if (auto e = std::visit([&](auto& r) { return apply_record(r, en.ms); }, en.rec)) return e;
             }
             if (files_written_ && db.options.durability == journal_durability::full && run_dir_)
                 if (int err = exec::sync_directory(run_dir_.get()); err != 0) return file_error(err, "");
@@ -383,9 +439,22 @@ private:
         }
     }
 
-    statement& prepared(statement& s, const char* sql, int& rc) {
+    // Every record but the run's own (recorded or claimed) goes into the run.
+    template <typename Record>
+    std::optional<journal_error> apply_record(Record& r, std::int64_t ms) {
+        constexpr bool opens_run =
+            std::is_same_v<Record, journal_run> || std::is_same_v<Record, claim_record>;
+        if (!opens_run && !run_seq_) return no_run();
+        return apply_one(r, ms);
+    }
+
+    // The statement cached in `s`, prepared from `sql` on its first use; `what` names the record in
+    // an error.
+    std::optional<journal_error> prepare(statement& s, std::string_view what, const char* sql) {
+        int rc = SQLITE_OK;
         if (!s) s = db_->conn.prepare(sql, rc);
-        return s;
+        if (!s) return db_->error(rc, what);
+        return std::nullopt;
     }
 
     journal_error no_run() const {
@@ -426,9 +495,8 @@ private:
         out.crc = journal_detail::crc32c(bytes);
         batch_stream_bytes_ += bytes.size();
         if (bytes.size() < threshold_) {
-            int rc = SQLITE_OK;
-            statement& s = prepared(insert_blob_, "INSERT INTO streams(data) VALUES(?)", rc);
-            if (!s) return db.error(rc, "recording a stream");
+            statement& s = insert_blob_;
+            if (auto e = prepare(s, "recording a stream", sql::insert_blob)) return e;
             reset_guard guard(s);
             s.bind_blob(1, bytes);
             if (s.step() != SQLITE_DONE) return step_error("recording a stream");
@@ -471,34 +539,14 @@ private:
     }
 
     std::optional<journal_error> apply_one(journal_run& r, std::int64_t ms) {
-        int rc = SQLITE_OK;
-        statement& s = prepared(insert_run_,
-                                "INSERT INTO runs(run_id, workflow_name, workflow_path, workflow_source, "
-                                "workflow_digest, plan_digest, "
-                                "base_dir, inputs_json, argv_json, options_json, agentctl_version, "
-                                "task_count, owner_host, owner_boot_id, "
-                                "owner_pid, owner_start, created_ms, segment, state) "
-                                "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 'running')",
-                                rc);
-        if (!s) return db_->error(rc, "recording the run");
+        statement& s = insert_run_;
+        if (auto e = prepare(s, "recording the run", sql::insert_run)) return e;
         reset_guard guard(s);
-        s.bind(1, r.run_id);
-        s.bind(2, r.workflow_name);
-        s.bind(3, r.workflow_path);
-        s.bind_blob(4, std::string_view());  // in run_documents
-        s.bind(5, r.workflow_digest);
-        s.bind(6, r.plan_digest);
-        s.bind(7, r.base_dir);
-        s.bind(8, std::string_view());  // in run_documents
-        s.bind(9, r.argv_json);
-        s.bind(10, r.options_json);
-        s.bind(11, r.agentctl_version);
-        s.bind(12, r.task_count);
-        s.bind(13, r.owner.host);
-        s.bind(14, r.owner.boot_id);
-        s.bind(15, r.owner.pid);
-        s.bind(16, r.owner.start_time);
-        s.bind(17, ms);
+        s.bind_from(1, r.run_id, r.workflow_name, r.workflow_path);
+        s.bind_blob(4, std::string_view());  // the source and (8) the inputs: in run_documents
+        s.bind_from(5, r.workflow_digest, r.plan_digest, r.base_dir, std::string_view(), r.argv_json,
+                    r.options_json, r.agentctl_version, r.task_count, r.owner.host, r.owner.boot_id,
+                    r.owner.pid, r.owner.start_time, ms);
         if (s.step() != SQLITE_DONE) {
             if (db_->last_rc() == SQLITE_CONSTRAINT_UNIQUE)
                 return journal_error{journal_errc::run_exists, "journal " + db_->path + ": a run \"" +
@@ -507,10 +555,8 @@ private:
         }
         run_seq_ = sqlite3_last_insert_rowid(db_->conn.get());
         segment_pending_ = 0;
-        statement& d =
-            prepared(insert_documents_,
-                     "INSERT INTO run_documents(run_seq, workflow_source, inputs_json) VALUES(?, ?, ?)", rc);
-        if (!d) return db_->error(rc, "recording the run");
+        statement& d = insert_documents_;
+        if (auto e = prepare(d, "recording the run", sql::insert_documents)) return e;
         reset_guard documents(d);
         d.bind(1, run_seq_);
         d.bind_blob(2, r.workflow_source);
@@ -528,31 +574,14 @@ private:
     }
 
     std::optional<journal_error> apply_one(attempt_intent& a, std::int64_t ms) {
-        if (!run_seq_) return no_run();
-        int rc = SQLITE_OK;
-        statement& s =
-            prepared(insert_intent_,
-                     "INSERT INTO attempts(run_seq, task_index, attempt, segment, task_id, intent_ms, "
-                     "backend, isolation, argv_json, env_names_json, cwd, limits_json) "
-                     "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                     rc);
-        if (!s) return db_->error(rc, "recording an intent");
+        statement& s = insert_intent_;
+        if (auto e = prepare(s, "recording an intent", sql::insert_intent)) return e;
         const std::string& argv = argv_json_.of(a.argv, journal_detail::encode_strings);
         const std::string& env = env_json_.of(a.env_names, journal_detail::encode_strings);
         const std::string& limits = limits_json_.of(a.limits, journal_detail::encode_object);
         reset_guard guard(s);
-        s.bind(1, run_seq_);
-        s.bind(2, a.task_index);
-        s.bind(3, a.attempt);
-        s.bind(4, segment_pending_);
-        s.bind(5, a.task_id);
-        s.bind(6, ms);
-        s.bind(7, a.backend);
-        s.bind(8, a.isolation);
-        s.bind(9, argv);
-        s.bind(10, env);
-        s.bind(11, a.cwd);
-        s.bind(12, limits);
+        s.bind_from(1, run_seq_, a.task_index, a.attempt, segment_pending_, a.task_id, ms, a.backend,
+                    a.isolation, argv, env, a.cwd, limits);
         if (s.step() != SQLITE_DONE) return step_error("recording the intent of task " + a.task_id);
         return std::nullopt;
     }
@@ -565,20 +594,11 @@ private:
     }
 
     std::optional<journal_error> apply_one(attempt_handle& h, std::int64_t ms) {
-        if (!run_seq_) return no_run();
-        int rc = SQLITE_OK;
-        statement& s =
-            prepared(update_handle_,
-                     "UPDATE attempts SET handle_ms = ?, pid = ?, pid_start = ?, cgroup = ?, container = ?, "
-                     "container_engine = ?, slurm_job_id = ? "
-                     "WHERE run_seq = ? AND task_index = ? AND attempt = ? AND ended_ms IS NULL",
-                     rc);
-        if (!s) return db_->error(rc, "recording a handle");
+        statement& s = update_handle_;
+        if (auto e = prepare(s, "recording a handle", sql::update_handle)) return e;
         reset_guard guard(s);
         bind_handle(s, 1, h, ms);
-        s.bind(8, run_seq_);
-        s.bind(9, h.task_index);
-        s.bind(10, h.attempt);
+        s.bind_from(8, run_seq_, h.task_index, h.attempt);
         if (s.step() != SQLITE_DONE) return step_error("recording a handle");
         if (sqlite3_changes(db_->conn.get()) != 1)
             return missing_attempt("the handle", h.task_index, h.attempt);
@@ -587,9 +607,7 @@ private:
 
     // HANDLE_MS, PID, PID_START, CGROUP, CONTAINER, CONTAINER_ENGINE, SLURM_JOB_ID from `first`.
     static void bind_handle(statement& s, int first, const attempt_handle& h, std::int64_t ms) {
-        s.bind(first, ms);
-        s.bind(first + 1, h.pid);
-        s.bind(first + 2, h.pid_start_time);
+        s.bind_from(first, ms, h.pid, h.pid_start_time);
         s.bind_nonempty(first + 3, h.cgroup);
         s.bind_nonempty(first + 4, h.container);
         s.bind_nonempty(first + 5, h.container_engine);
@@ -598,55 +616,36 @@ private:
 
     // The columns that results and attempts share: state, exit, duration, error.
     static void bind_outcome(statement& s, int first, const task_result& r) {
-        s.bind(first, to_string(r.state));
-        s.bind(first + 1, r.exit_code);
-        s.bind(first + 2, r.signal);
-        s.bind(first + 3, r.duration_ms);
-        if (r.error) {
-            s.bind(first + 4, to_string(r.error->code));
-            s.bind(first + 5, r.error->message);
+        s.bind_from(first, to_string(r.state), r.exit_code, r.signal, r.duration_ms);
+        bind_error(s, first + 4, r.error);
+    }
+
+    // ERROR_CODE, ERROR_MESSAGE from `first`: NULL without an error.
+    static void bind_error(statement& s, int first, const std::optional<task_error>& error) {
+        if (error) {
+            s.bind_from(first, to_string(error->code), error->message);
         } else {
-            s.bind_null(first + 4);
-            s.bind_null(first + 5);
+            s.bind_null(first);
+            s.bind_null(first + 1);
         }
     }
 
     // The end fills in the attempt's row in one statement: whole or not at all.
     std::optional<journal_error> apply_one(attempt_end& a, std::int64_t ms) {
-        if (!run_seq_) return no_run();
         auto streams = journal_detail::streams_of(a.result);
         stored_stream out, err;
         if (auto e = put_stream(streams.out, out)) return e;
         if (auto e = put_stream(streams.err, err)) return e;
-        int rc = SQLITE_OK;
         auto merged = merged_.find(key_of(a));
         bool with_handle = merged != merged_.end();
-        statement& s =
-            with_handle
-                ? prepared(update_handle_end_,
-                           "UPDATE attempts SET ended_ms = ?, state = ?, exit_code = ?, signal = ?, "
-                           "duration_ms = ?, error_code = ?, error_message = ?, cleanup_failed = ?, "
-                           "result_json = ?, stdout_length = ?, stdout_crc = ?, stdout_file = ?, "
-                           "stderr_length = ?, stderr_crc = ?, stderr_file = ?, stdout_blob = ?, "
-                           "stderr_blob = ?, handle_ms = ?, pid = ?, pid_start = ?, cgroup = ?, "
-                           "container = ?, container_engine = ?, slurm_job_id = ? "
-                           "WHERE run_seq = ? AND task_index = ? AND attempt = ? AND ended_ms IS NULL",
-                           rc)
-                : prepared(update_end_,
-                           "UPDATE attempts SET ended_ms = ?, state = ?, exit_code = ?, signal = ?, "
-                           "duration_ms = ?, error_code = ?, error_message = ?, cleanup_failed = ?, "
-                           "result_json = ?, stdout_length = ?, stdout_crc = ?, stdout_file = ?, "
-                           "stderr_length = ?, stderr_crc = ?, stderr_file = ?, stdout_blob = ?, "
-                           "stderr_blob = ? "
-                           "WHERE run_seq = ? AND task_index = ? AND attempt = ? AND ended_ms IS NULL",
-                           rc);
-        if (!s) return db_->error(rc, "recording an end");
+        statement& s = with_handle ? update_handle_end_ : update_end_;
+        if (auto e = prepare(s, "recording an end", with_handle ? sql::update_handle_end : sql::update_end))
+            return e;
         std::string json = journal_detail::encode_result(a.result);
         reset_guard guard(s);
         s.bind(1, ms);
         bind_outcome(s, 2, a.result);
-        s.bind(8, a.cleanup_failed);
-        s.bind(9, json);
+        s.bind_from(8, a.cleanup_failed, json);
         bind_stream(s, 10, 16, out);
         bind_stream(s, 13, 17, err);
         int where = 18;
@@ -654,9 +653,7 @@ private:
             bind_handle(s, 18, std::get<attempt_handle>(merged->second->rec), merged->second->ms);
             where = 25;
         }
-        s.bind(where, run_seq_);
-        s.bind(where + 1, a.task_index);
-        s.bind(where + 2, a.attempt);
+        s.bind_from(where, run_seq_, a.task_index, a.attempt);
         if (s.step() != SQLITE_DONE)
             return step_error("recording the end of task index " + std::to_string(a.task_index) +
                               " attempt " + std::to_string(a.attempt));
@@ -666,8 +663,6 @@ private:
     }
 
     std::optional<journal_error> apply_one(task_final& f, std::int64_t ms) {
-        if (!run_seq_) return no_run();
-        int rc = SQLITE_OK;
         stored_stream out, err;
         bool from_attempt = false;
         // The result's JSON, or "" when it is byte for byte that of the end named by
@@ -681,17 +676,11 @@ private:
             from_attempt = true;
             if (json == last_end_->json) json.clear();
         } else if (f.streams_attempt) {
-            statement& q =
-                prepared(find_end_streams_,
-                         "SELECT stdout_length, stderr_length, result_json FROM attempts "
-                         "WHERE run_seq = ? AND task_index = ? AND attempt = ? AND ended_ms IS NOT NULL",
-                         rc);
-            if (!q) return db_->error(rc, "recording a result");
+            statement& q = find_end_streams_;
+            if (auto e = prepare(q, "recording a result", sql::find_end_streams)) return e;
             reset_guard guard(q);
-            q.bind(1, run_seq_);
-            q.bind(2, f.task_index);
-            q.bind(3, *f.streams_attempt);
-            rc = q.step();
+            q.bind_from(1, run_seq_, f.task_index, *f.streams_attempt);
+            int rc = q.step();
             if (rc == SQLITE_ROW) {
                 out.length = q.uint64(0);
                 err.length = q.uint64(1);
@@ -715,7 +704,6 @@ private:
     // transaction, is its result, JSON and streams; stored as '' (the end's JSON, docs/JOURNAL.md,
     // "results"), with nothing encoded or copied again.
     std::optional<journal_error> apply_one(final_of_end& f, std::int64_t ms) {
-        if (!run_seq_) return no_run();
         if (!last_end_ || !last_end_->result || last_end_->task_index != f.task_index ||
             last_end_->attempt != f.attempt)
             return missing_attempt("the final", f.task_index, f.attempt);
@@ -732,25 +720,12 @@ private:
                                               std::optional<std::uint32_t> streams_attempt,
                                               const stored_stream& out, const stored_stream& err,
                                               const std::string& json, std::int64_t ms) {
-        int rc = SQLITE_OK;
-        statement& s =
-            prepared(insert_final_,
-                     "INSERT OR REPLACE INTO results(run_seq, task_index, task_id, segment, recorded_ms, "
-                     "state, exit_code, signal, duration_ms, error_code, error_message, attempts, reused, "
-                     "streams_attempt, result_json, stdout_length, stdout_crc, stdout_file, stderr_length, "
-                     "stderr_crc, stderr_file, stdout_blob, stderr_blob) "
-                     "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                     rc);
-        if (!s) return db_->error(rc, "recording a result");
+        statement& s = insert_final_;
+        if (auto e = prepare(s, "recording a result", sql::insert_final)) return e;
         reset_guard guard(s);
-        s.bind(1, run_seq_);
-        s.bind(2, task_index);
-        s.bind(3, task_id);
-        s.bind(4, segment_pending_);
-        s.bind(5, ms);
+        s.bind_from(1, run_seq_, task_index, task_id, segment_pending_, ms);
         bind_outcome(s, 6, result);
-        s.bind(12, result.attempts);
-        s.bind(13, reused);
+        s.bind_from(12, result.attempts, reused);
         if (streams_attempt) {
             s.bind(14, *streams_attempt);
             s.bind(16, out.length);  // the lengths, for listings; the bytes stay with the attempt
@@ -770,43 +745,27 @@ private:
     // earlier range. Every task the segment did not leave unstarted has a row by now, so the
     // ranges of a run never overlap, and a task's final is its row, else the range holding it.
     std::optional<journal_error> apply_one(unstarted_tasks& u, std::int64_t ms) {
-        if (!run_seq_) return no_run();
-        int rc = SQLITE_OK;
-        statement& older =
-            prepared(delete_older_ranges_, "DELETE FROM unstarted WHERE run_seq = ? AND segment < ?", rc);
-        if (!older) return db_->error(rc, "recording unstarted tasks");
+        const char* what = "recording unstarted tasks";
+        statement& older = delete_older_ranges_;
+        if (auto e = prepare(older, what, sql::delete_older_ranges)) return e;
         {
             reset_guard guard(older);
-            older.bind(1, run_seq_);
-            older.bind(2, segment_pending_);
-            if (older.step() != SQLITE_DONE) return step_error("recording unstarted tasks");
+            older.bind_from(1, run_seq_, segment_pending_);
+            if (older.step() != SQLITE_DONE) return step_error(what);
         }
-        statement& finals =
-            prepared(delete_finals_,
-                     "DELETE FROM results WHERE run_seq = ? AND task_index >= ? AND task_index < ?", rc);
-        if (!finals) return db_->error(rc, "recording unstarted tasks");
-        statement& insert = prepared(insert_unstarted_,
-                                     "INSERT INTO unstarted(run_seq, first_task, end_task, segment, "
-                                     "recorded_ms, state, result_json) VALUES(?, ?, ?, ?, ?, ?, ?)",
-                                     rc);
-        if (!insert) return db_->error(rc, "recording unstarted tasks");
+        statement& finals = delete_finals_;
+        if (auto e = prepare(finals, what, sql::delete_finals)) return e;
+        statement& insert = insert_unstarted_;
+        if (auto e = prepare(insert, what, sql::insert_unstarted)) return e;
         const std::string json = journal_detail::encode_result(u.result);
         for (const auto& [first, end] : u.ranges) {
             {
                 reset_guard guard(finals);
-                finals.bind(1, run_seq_);
-                finals.bind(2, first);
-                finals.bind(3, end);
-                if (finals.step() != SQLITE_DONE) return step_error("recording unstarted tasks");
+                finals.bind_from(1, run_seq_, first, end);
+                if (finals.step() != SQLITE_DONE) return step_error(what);
             }
             reset_guard guard(insert);
-            insert.bind(1, run_seq_);
-            insert.bind(2, first);
-            insert.bind(3, end);
-            insert.bind(4, segment_pending_);
-            insert.bind(5, ms);
-            insert.bind(6, to_string(u.result.state));
-            insert.bind(7, json);
+            insert.bind_from(1, run_seq_, first, end, segment_pending_, ms, to_string(u.result.state), json);
             if (insert.step() != SQLITE_DONE)
                 return step_error("recording unstarted tasks " + std::to_string(first) + " to " +
                                   std::to_string(end - 1));
@@ -815,29 +774,15 @@ private:
     }
 
     std::optional<journal_error> apply_one(journal_run_end& r, std::int64_t ms) {
-        if (!run_seq_) return no_run();
         std::optional<journal_error> error;
         std::string counts = journal_detail::counts_json_of(*db_, run_seq_, error);
         if (error) return error;
-        int rc = SQLITE_OK;
-        statement& s = prepared(update_run_end_,
-                                "UPDATE runs SET state = ?, ended_ms = ?, duration_ms = ?, error_code = ?, "
-                                "error_message = ?, counts_json = ? WHERE run_seq = ?",
-                                rc);
-        if (!s) return db_->error(rc, "recording the run's end");
+        statement& s = update_run_end_;
+        if (auto e = prepare(s, "recording the run's end", sql::update_run_end)) return e;
         reset_guard guard(s);
-        s.bind(1, to_string(r.state));
-        s.bind(2, ms);
-        s.bind(3, r.duration_ms);
-        if (r.error) {
-            s.bind(4, to_string(r.error->code));
-            s.bind(5, r.error->message);
-        } else {
-            s.bind_null(4);
-            s.bind_null(5);
-        }
-        s.bind(6, counts);
-        s.bind(7, run_seq_);
+        s.bind_from(1, to_string(r.state), ms, r.duration_ms);
+        bind_error(s, 4, r.error);
+        s.bind_from(6, counts, run_seq_);
         if (s.step() != SQLITE_DONE) return step_error("recording the run's end");
         return std::nullopt;
     }

@@ -50,7 +50,9 @@ void write_object(json_writer& w, const boost::json::object& o) {
     w.end_object();
 }
 
-void write_strings(json_writer& w, const std::vector<std::string>& items) {
+// `key` and a list of strings.
+void strings_member(json_writer& w, std::string_view key, const std::vector<std::string>& items) {
+    w.key(key);
     w.begin_array();
     for (const auto& s : items) w.string(s);
     w.end_array();
@@ -133,8 +135,7 @@ void write_uses_and_needs(json_writer& w, const plan& p, const plan_task& t, tas
         w.member("name", t.subworkflow->name);
         w.member("version", t.subworkflow->version);
         if (!input) {
-            w.key("children");
-            write_strings(w, t.subworkflow->children);
+            strings_member(w, "children", t.subworkflow->children);
         }
         w.end_object();
     } else if (t.route) {
@@ -149,13 +150,11 @@ void write_uses_and_needs(json_writer& w, const plan& p, const plan_task& t, tas
             w.begin_object();
             w.key("equals");
             w.value(c.equals);
-            w.key("tasks");
-            write_strings(w, c.tasks);
+            strings_member(w, "tasks", c.tasks);
             w.end_object();
         }
         w.end_array();
-        w.key("default");
-        write_strings(w, t.route->otherwise);
+        strings_member(w, "default", t.route->otherwise);
         w.end_object();
     } else {
         w.member("kind", "action");
@@ -312,11 +311,9 @@ void write_task(json_writer& w, const plan& p, const plan_task& t, task_ids& ids
     // Deferred argv shows the action's template text; rendered argv shows the values.
     const action_spec& act = p.actions[t.action_index];
     if (t.args) {
-        w.key("args");
-        write_strings(w, *t.args);
+        strings_member(w, "args", *t.args);
     } else if (t.argv_deferred) {
-        w.key("args");
-        write_strings(w, act.args);
+        strings_member(w, "args", act.args);
     }
     if (t.cwd)
         w.member("cwd", *t.cwd);
@@ -347,17 +344,37 @@ std::string env_source_text(const env_source& s) {
     return "";
 }
 
+void write_container(json_writer& w, const container_spec& c, const std::vector<std::string>& engines) {
+    w.begin_object();
+    w.member("image", c.image);
+    w.member("runtime", to_string(c.runtime));
+    strings_member(w, "engines", engines);
+    w.member("memoryLimitBytes", c.memory_limit_bytes);
+    w.member("cpuLimitMillis", static_cast<std::uint64_t>(c.cpu_limit_millis));
+    w.member("pidsLimit", static_cast<std::uint64_t>(c.pids_limit));
+    strings_member(w, "controls", fixed_container_controls());
+    w.end_object();
+}
+
+void write_extension(json_writer& w, const extension_spec& x) {
+    w.begin_object();
+    w.member("protocolVersion", x.protocol_version);
+    w.member("idempotency", to_string(x.idempotency_class));
+    strings_member(w, "capabilities", x.capabilities);
+    w.member("inputSchema", x.input_schema);
+    w.member("outputSchema", x.output_schema);
+    w.end_object();
+}
+
 void write_process(json_writer& w, const plan& p, const plan_process& proc) {
     const action_spec& a = p.actions[proc.action_index];
     w.begin_object();
     w.member("action", a.name);
     w.member("kind", to_string(a.kind));
-    w.key("tasks");
-    write_strings(w, proc.tasks);
+    strings_member(w, "tasks", proc.tasks);
     w.member("isolation", to_string(a.isolation));
     w.member("command", a.command);
-    w.key("args");
-    write_strings(w, a.args);
+    strings_member(w, "args", a.args);
     if (a.cwd) w.member("cwd", *a.cwd);
     w.key("env");
     w.begin_array();
@@ -376,31 +393,12 @@ void write_process(json_writer& w, const plan& p, const plan_process& proc) {
     w.key("limits");
     write_limits(w, a.stdout_limit_bytes, a.stderr_limit_bytes, a.combined_output_limit_bytes);
     if (a.container) {
-        const container_spec& c = *a.container;
         w.key("container");
-        w.begin_object();
-        w.member("image", c.image);
-        w.member("runtime", to_string(c.runtime));
-        w.key("engines");
-        write_strings(w, proc.engines);
-        w.member("memoryLimitBytes", c.memory_limit_bytes);
-        w.member("cpuLimitMillis", static_cast<std::uint64_t>(c.cpu_limit_millis));
-        w.member("pidsLimit", static_cast<std::uint64_t>(c.pids_limit));
-        w.key("controls");
-        write_strings(w, fixed_container_controls());
-        w.end_object();
+        write_container(w, *a.container, proc.engines);
     }
     if (a.extension) {
-        const extension_spec& x = *a.extension;
         w.key("extension");
-        w.begin_object();
-        w.member("protocolVersion", x.protocol_version);
-        w.member("idempotency", to_string(x.idempotency_class));
-        w.key("capabilities");
-        write_strings(w, x.capabilities);
-        w.member("inputSchema", x.input_schema);
-        w.member("outputSchema", x.output_schema);
-        w.end_object();
+        write_extension(w, *a.extension);
     }
     w.end_object();
 }

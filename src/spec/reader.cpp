@@ -404,12 +404,14 @@ std::optional<std::vector<place>> tree_reader::sequence(const place& p) {
     return out;
 }
 
-std::vector<std::string> tree_reader::string_list(const place& p, bool allow_empty_items) {
+std::vector<std::string> tree_reader::string_list(const place& p, bool allow_empty_items,
+                                                  const item_check& keep) {
     std::vector<std::string> out;
     if (auto items = sequence(p)) {
         out.reserve(items->size());
         for (const auto& i : *items)
-            if (auto s = string(i, allow_empty_items)) out.push_back(std::move(*s));
+            if (auto s = string(i, allow_empty_items); s && (!keep || keep(i, *s)))
+                out.push_back(std::move(*s));
     }
     return out;
 }

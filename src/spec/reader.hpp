@@ -10,6 +10,7 @@
 #include <boost/json/value.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -84,8 +85,12 @@ public:
 
     /// Items of a sequence (null = none). Reports invalid_type for anything else.
     std::optional<std::vector<place>> sequence(const place& p);
-    /// A list of strings; each bad item is reported and skipped.
-    std::vector<std::string> string_list(const place& p, bool allow_empty_items = false);
+    /// Whether to keep an item of a string list; it reports why not.
+    using item_check = std::function<bool(const place& item, const std::string& value)>;
+    /// A list of strings; each bad item is reported and skipped, and so is each that `keep`
+    /// (if given) refuses.
+    std::vector<std::string> string_list(const place& p, bool allow_empty_items = false,
+                                         const item_check& keep = {});
 
     /// Entries of a mapping (null = none), in document order, without duplicates. Reports
     /// invalid_type, duplicate keys (`duplicate_code`) and keys that are not strings.

@@ -340,22 +340,13 @@ void workflow_reader::read_spec(const place& p, workflow& wf) {
 }
 
 std::vector<std::string> workflow_reader::read_basenames(const place& p) {
-    std::vector<std::string> out;
-    auto items = r_.sequence(p);
-    if (!items) return out;
-    for (const auto& item : *items) {
-        auto s = r_.string(item);
-        if (!s) continue;
-        if (s->find('/') != std::string::npos) {
-            auto base = s->substr(s->rfind('/') + 1);
-            r_.error(item, "invalid_value",
-                     "allowlists hold executable basenames, found the path \"" + *s + "\"",
-                     base.empty() ? "list the executable's file name" : "write \"" + base + "\"");
-            continue;
-        }
-        out.push_back(std::move(*s));
-    }
-    return out;
+    return r_.string_list(p, false, [&](const place& item, const std::string& s) {
+        if (s.find('/') == std::string::npos) return true;
+        auto base = s.substr(s.rfind('/') + 1);
+        r_.error(item, "invalid_value", "allowlists hold executable basenames, found the path \"" + s + "\"",
+                 base.empty() ? "list the executable's file name" : "write \"" + base + "\"");
+        return false;
+    });
 }
 
 // A variables mapping: data of any JSON type under names that are not reserved.
@@ -377,28 +368,20 @@ boost::json::object workflow_reader::read_vars(const place& p) {
 
 // File names of `varsFiles`: literal paths relative to the workflow's folder, inside it.
 std::vector<std::string> workflow_reader::read_vars_files(const place& p) {
-    std::vector<std::string> out;
-    auto items = r_.sequence(p);
-    if (!items) return out;
-    for (const auto& item : *items) {
-        auto s = r_.string(item);
-        if (!s) continue;
+    return r_.string_list(p, false, [&](const place& item, const std::string& s) {
         std::string problem;
-        if (s->find("${{") != std::string::npos)
+        if (s.find("${{") != std::string::npos)
             problem = "a variables file is named literally, not by a template";
-        else if (s->front() == '/')
-            problem = "variables file `" + *s + "` is absolute; name it relative to the workflow's folder";
-        else if (*s == ".." || s->rfind("../", 0) == 0 || s->find("/../") != std::string::npos ||
-                 (s->size() >= 3 && s->compare(s->size() - 3, 3, "/..") == 0))
-            problem = "variables file `" + *s + "` has a `..` component";
-        if (!problem.empty()) {
-            r_.error(item, "invalid_vars_file", problem,
-                     "variables files lie beside the workflow or below its folder");
-            continue;
-        }
-        out.push_back(std::move(*s));
-    }
-    return out;
+        else if (s.front() == '/')
+            problem = "variables file `" + s + "` is absolute; name it relative to the workflow's folder";
+        else if (s == ".." || s.rfind("../", 0) == 0 || s.find("/../") != std::string::npos ||
+                 (s.size() >= 3 && s.compare(s.size() - 3, 3, "/..") == 0))
+            problem = "variables file `" + s + "` has a `..` component";
+        if (problem.empty()) return true;
+        r_.error(item, "invalid_vars_file", problem,
+                 "variables files lie beside the workflow or below its folder");
+        return false;
+    });
 }
 
 void workflow_reader::read_network(const place& p, network_spec& network) {

@@ -48,12 +48,12 @@ struct field_reader {
         else if (wide)
             v = static_cast<std::uint32_t>(*wide);
     }
-    /// An enum's byte must be one of its values: 1 to last_value(Enum{}), found by ADL.
+    /// An enum's byte must be one of its values: 1 to its `last`.
     template <typename Enum>
     requires std::is_enum_v<Enum>
     void operator()(Enum& v) {
         std::uint8_t b = r.u8();
-        if (!r.failed() && (b == 0 || b > static_cast<std::uint8_t>(last_value(Enum{}))))
+        if (!r.failed() && (b == 0 || b > static_cast<std::uint8_t>(Enum::last)))
             r.fail("an unknown enumerated value " + std::to_string(b));
         v = Enum{b};
     }

@@ -108,6 +108,24 @@ public:
     /// error() says which). The header is checked as soon as its 5 bytes are there.
     status next(frame& out);
 
+    /// Hands every complete frame to `handle` until it returns false or more bytes are needed;
+    /// the error if the stream is malformed.
+    template <typename Handle>
+    std::optional<protocol_error> each_frame(Handle&& handle) {
+        frame f;
+        for (;;) {
+            switch (next(f)) {
+                case status::frame:
+                    if (!handle(f)) return std::nullopt;
+                    break;
+                case status::need_more:
+                    return std::nullopt;
+                case status::error:
+                    return error_;
+            }
+        }
+    }
+
     /// The stream has ended: an error (truncated_stream) when it ended inside a frame.
     std::optional<protocol_error> finish();
 

@@ -29,10 +29,7 @@ struct hello {
 };
 
 /// How the worker contains the trees it starts (what `result` will say, per task).
-enum class worker_containment : std::uint8_t { cgroup = 1, process_group = 2 };
-constexpr worker_containment last_value(worker_containment) {
-    return worker_containment::process_group;
-}
+enum class worker_containment : std::uint8_t { cgroup = 1, process_group = 2, last = process_group };
 
 /// worker -> driver: the hello was accepted.
 struct welcome {
@@ -50,11 +47,9 @@ enum class refusal_reason : std::uint8_t {
     bad_magic = 1,
     protocol_version = 2,
     build_digest = 3,
-    malformed = 4
+    malformed = 4,
+    last = malformed
 };
-constexpr refusal_reason last_value(refusal_reason) {
-    return refusal_reason::malformed;
-}
 
 /// worker -> driver: the hello was refused; the worker exits having run nothing.
 struct refuse {

@@ -16,10 +16,11 @@
 namespace agentctl::worker_protocol {
 
 /// How the worker contains a task's tree (process_request::containment).
-enum class containment_request : std::uint8_t { automatic = 1, process_group_only = 2 };
-constexpr containment_request last_value(containment_request) {
-    return containment_request::process_group_only;
-}
+enum class containment_request : std::uint8_t {
+    automatic = 1,
+    process_group_only = 2,
+    last = process_group_only
+};
 
 /// driver -> worker: start one process. A process_request without what cannot cross a
 /// machine (descriptors, a file identity): the worker opens the cwd beneath the root itself.
@@ -41,10 +42,7 @@ struct run_request {
 };
 
 /// How a cancel ends the task: the ladder (SIGTERM, grace, SIGKILL) or SIGKILL at once.
-enum class cancel_kind : std::uint8_t { graceful = 1, terminal = 2 };
-constexpr cancel_kind last_value(cancel_kind) {
-    return cancel_kind::terminal;
-}
+enum class cancel_kind : std::uint8_t { graceful = 1, terminal = 2, last = terminal };
 
 /// driver -> worker: end the task of `tag` (ignored once its result is sent).
 struct cancel_request {
@@ -61,10 +59,7 @@ struct started_note {
     std::string cgroup;  ///< its leaf, or empty when its process group holds it
 };
 
-enum class stream_id : std::uint8_t { stdout_stream = 1, stderr_stream = 2 };
-constexpr stream_id last_value(stream_id) {
-    return stream_id::stderr_stream;
-}
+enum class stream_id : std::uint8_t { stdout_stream = 1, stderr_stream = 2, last = stderr_stream };
 
 /// worker -> driver: a piece of a finished task's output, in order per stream.
 struct output_chunk {
@@ -80,16 +75,11 @@ enum class run_outcome : std::uint8_t {
     cancelled,
     output_limit_exceeded,
     spawn_failed,
+    last = spawn_failed,
 };
-constexpr run_outcome last_value(run_outcome) {
-    return run_outcome::spawn_failed;
-}
 
 /// How a tree was contained (process_result::used).
-enum class used_containment : std::uint8_t { cgroup = 1, process_group = 2 };
-constexpr used_containment last_value(used_containment) {
-    return used_containment::process_group;
-}
+enum class used_containment : std::uint8_t { cgroup = 1, process_group = 2, last = process_group };
 
 /// worker -> driver: how the task ended; its output came before, in output_chunks.
 struct run_result {

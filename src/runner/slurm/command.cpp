@@ -53,6 +53,11 @@ std::vector<std::vector<std::string>> chunked(std::vector<std::string> prefix, s
     return commands;
 }
 
+// A command line refused: no argv, and why.
+argv_result refused(std::string why) {
+    return argv_result{{}, std::move(why)};
+}
+
 }  // namespace
 
 std::string env_name_error(std::string_view name) {
@@ -72,19 +77,14 @@ std::string env_name_error(std::string_view name) {
 }
 
 argv_result worker_step_argv(const worker_step_request& r) {
-    argv_result out;
-    auto fail = [&out](std::string why) {
-        out.argv.clear();
-        out.error = std::move(why);
-        return out;
-    };
-    if (auto e = value_error("the srun path", r.srun); !e.empty()) return fail(e);
-    if (auto e = value_error("agentctl's path", r.agentctl); !e.empty()) return fail(e);
+    if (auto e = value_error("the srun path", r.srun); !e.empty()) return refused(e);
+    if (auto e = value_error("agentctl's path", r.agentctl); !e.empty()) return refused(e);
     if (r.srun.front() != '/' || r.agentctl.front() != '/')
-        return fail("srun and agentctl must be absolute paths");
-    if (auto e = value_error("the node", r.node); !e.empty()) return fail(e);
-    if (auto e = value_error("the step name", r.name); !e.empty()) return fail(e);
-    if (r.job_id == 0) return fail("no allocation to run the worker in");
+        return refused("srun and agentctl must be absolute paths");
+    if (auto e = value_error("the node", r.node); !e.empty()) return refused(e);
+    if (auto e = value_error("the step name", r.name); !e.empty()) return refused(e);
+    if (r.job_id == 0) return refused("no allocation to run the worker in");
+    argv_result out;
     out.argv = {r.srun, "--jobid=" + std::to_string(r.job_id),
                 // Shares the node's CPUs with the allocation's other steps instead of claiming them:
                 // the tasks the worker starts are where they go.
@@ -99,16 +99,11 @@ argv_result worker_step_argv(const worker_step_request& r) {
 }
 
 argv_result salloc_argv(const salloc_request& r) {
+    if (auto e = value_error("the salloc path", r.salloc); !e.empty()) return refused(e);
+    if (r.salloc.front() != '/') return refused("the salloc path is not absolute: " + r.salloc);
+    if (auto e = value_error("the allocation's name", r.name); !e.empty()) return refused(e);
+    if (r.nodes == 0) return refused("an allocation needs at least one node");
     argv_result out;
-    auto fail = [&out](std::string why) {
-        out.argv.clear();
-        out.error = std::move(why);
-        return out;
-    };
-    if (auto e = value_error("the salloc path", r.salloc); !e.empty()) return fail(e);
-    if (r.salloc.front() != '/') return fail("the salloc path is not absolute: " + r.salloc);
-    if (auto e = value_error("the allocation's name", r.name); !e.empty()) return fail(e);
-    if (r.nodes == 0) return fail("an allocation needs at least one node");
     out.argv = {r.salloc,      "--no-shell",          "--quiet", "--nodes=" + std::to_string(r.nodes),
                 "--exclusive", "--job-name=" + r.name};
     for (auto [flag, value] : {std::pair<std::string_view, const std::string*>{"time", &r.time},
@@ -116,7 +111,7 @@ argv_result salloc_argv(const salloc_request& r) {
                                {"account", &r.account},
                                {"qos", &r.qos}}) {
         if (value->empty()) continue;
-        if (has_control(*value)) return fail("--" + std::string(flag) + " holds a control character");
+        if (has_control(*value)) return refused("--" + std::string(flag) + " holds a control character");
         out.argv.push_back("--" + std::string(flag) + "=" + *value);
     }
     return out;
@@ -138,28 +133,23 @@ std::optional<std::uint64_t> time_limit_minutes(std::optional<std::uint64_t> tim
 }
 
 argv_result srun_argv(const srun_request& r) {
-    argv_result out;
-    auto fail = [&](std::string why) {
-        out.argv.clear();
-        out.error = std::move(why);
-        return out;
-    };
-    if (auto e = value_error("the srun path", r.srun); !e.empty()) return fail(e);
-    if (r.srun.front() != '/') return fail("the srun path is not absolute: " + r.srun);
-    if (auto e = value_error("the executable", r.executable); !e.empty()) return fail(e);
-    if (r.executable.front() != '/') return fail("the executable is not an absolute path: " + r.executable);
-    if (auto e = value_error("the working directory", r.cwd); !e.empty()) return fail(e);
-    if (r.cwd.front() != '/') return fail("the working directory is not absolute: " + r.cwd);
+    if (auto e = value_error("the srun path", r.srun); !e.empty()) return refused(e);
+    if (r.srun.front() != '/') return refused("the srun path is not absolute: " + r.srun);
+    if (auto e = value_error("the executable", r.executable); !e.empty()) return refused(e);
+    if (r.executable.front() != '/')
+        return refused("the executable is not an absolute path: " + r.executable);
+    if (auto e = value_error("the working directory", r.cwd); !e.empty()) return refused(e);
+    if (r.cwd.front() != '/') return refused("the working directory is not absolute: " + r.cwd);
     for (const auto& a : r.args)
-        if (a.find('\0') != std::string::npos) return fail("an argument holds a NUL byte");
+        if (a.find('\0') != std::string::npos) return refused("an argument holds a NUL byte");
 
     std::string error;
     auto name = job_name(r.run_id, r.owner, r.task_id, r.attempt, error);
-    if (!name) return fail(error);
+    if (!name) return refused(error);
 
     std::string exports;
     for (const auto& n : r.env_names) {
-        if (auto e = env_name_error(n); !e.empty()) return fail(e);
+        if (auto e = env_name_error(n); !e.empty()) return refused(e);
         if (!exports.empty()) exports += ',';
         exports += n;
     }
@@ -169,10 +159,11 @@ argv_result srun_argv(const srun_request& r) {
                                {"the account", &res.account},
                                {"the QoS", &res.qos}})
         if (!value->empty() && has_control(*value))
-            return fail(std::string(what) + " holds a control character");
-    if (res.cpus_per_task && *res.cpus_per_task == 0) return fail("--cpus-per-task must be at least 1");
-    if (res.mem_mib && *res.mem_mib == 0) return fail("--mem must be at least 1 MiB");
+            return refused(std::string(what) + " holds a control character");
+    if (res.cpus_per_task && *res.cpus_per_task == 0) return refused("--cpus-per-task must be at least 1");
+    if (res.mem_mib && *res.mem_mib == 0) return refused("--mem must be at least 1 MiB");
 
+    argv_result out;
     out.argv = {
         r.srun,
         // Informational lines ("job N queued and waiting for resources") would land in the

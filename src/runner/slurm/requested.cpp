@@ -51,15 +51,7 @@ public:
         if (!name) co_return fail(error);
         name_ = *name;
         const slurm_options& o = ctx_.settings.slurm;
-        slurm::salloc_request req;
-        req.salloc = *salloc;
-        req.name = name_;
-        req.nodes = o.nodes;
-        req.time = o.time;
-        req.partition = o.partition;
-        req.account = o.account;
-        req.qos = o.qos;
-        auto argv = slurm::salloc_argv(req);
+        auto argv = slurm::salloc_argv({*salloc, name_, o.nodes, o.time, o.partition, o.account, o.qos});
         if (!argv) co_return fail(argv.error);
         if (watchdog* w = ctx_.watch) {
             w->announce_slurm({tools_.scancel, env_});

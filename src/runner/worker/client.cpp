@@ -180,17 +180,11 @@ asio::awaitable<void> client::reader() {
         }
         last_received_ = steady::now();
         decoder_.feed(bytes);
-        wp::frame f;
-        for (;;) {
-            auto s = decoder_.next(f);
-            if (s == wp::frame_decoder::status::need_more) break;
-            if (s == wp::frame_decoder::status::error) {
-                protocol_failure(*decoder_.error());
-                break;
-            }
-            handle(f);
-            if (lost_) break;
-        }
+        if (auto e = decoder_.each_frame([this](const wp::frame& f) {
+                handle(f);
+                return !lost_;
+            }))
+            protocol_failure(*e);
         // Only once nothing waits in the worker's queue (the last tasks of a run, or a run of
         // few): before that the runs sent ahead in answer carry the acknowledgement, and a
         // heartbeat after every slow answer was 175 more writes to srun in a 1 000-task run

@@ -21,8 +21,6 @@ using namespace std::chrono_literals;
 namespace agentctl {
 namespace {
 
-using steady = std::chrono::steady_clock;
-
 // How long a worker may take from its start to its welcome (srun creating the step included).
 constexpr auto connect_bound = 30s;
 // A lost worker is replaced at most this often per site and run, then the site is given up.
@@ -210,7 +208,7 @@ public:
         auto grace = std::chrono::seconds(ctx_.compiled->kill_grace_seconds);
         // Armed when the task starts: while its run waits in the worker's queue, the worker's
         // heartbeats are what says it is alive.
-        std::optional<steady::time_point> backstop;
+        std::optional<launch_control::clock::time_point> backstop;
         w->start_run(req, p);
         bool cancel_sent = false, terminal_sent = false;
         for (;;) {
@@ -218,8 +216,8 @@ public:
                 reported = true;
                 // The pid is on the worker's node: nothing this host could check or kill.
                 if (request.attempt->on_started) request.attempt->on_started(attempt_started{});
-                backstop =
-                    steady::now() + std::chrono::milliseconds(task.timeout_ms) + grace + result_backstop;
+                backstop = launch_control::clock::now() + std::chrono::milliseconds(task.timeout_ms) + grace +
+                           result_backstop;
             }
             if (p.result || w->lost()) break;
             if (ctl->cancelled() && !terminal_sent) {
@@ -229,13 +227,13 @@ public:
                 cancel_sent = true;
                 terminal_sent = terminal;
             }
-            if (backstop && steady::now() >= *backstop) {
+            if (backstop && launch_control::clock::now() >= *backstop) {
                 w->lose("no result for a task " + std::to_string(result_backstop.count()) +
                         " s after its timeout and kill grace");
                 break;
             }
             if (backstop)
-                co_await ctl->wait(*backstop - steady::now());
+                co_await ctl->wait(*backstop - launch_control::clock::now());
             else
                 co_await ctl->wait();
         }
