@@ -55,8 +55,8 @@ BOOST_AUTO_TEST_CASE(flood_is_cut_at_the_cap_and_killed) {
             req.timeout = 30s;
             milliseconds wall{};
             auto r = run_one(req, 20s, &wall);
-            const std::string& kept = fd == "1" ? r.stdout_bytes : r.stderr_bytes;
-            const std::string& other = fd == "1" ? r.stderr_bytes : r.stdout_bytes;
+            const boost::json::string& kept = fd == "1" ? r.stdout_bytes : r.stderr_bytes;
+            const boost::json::string& other = fd == "1" ? r.stderr_bytes : r.stdout_bytes;
             BOOST_TEST(r.outcome == process_outcome::output_limit_exceeded);
             BOOST_TEST(r.limit_stream == (fd == "1" ? "stdout" : "stderr"));
             BOOST_TEST(r.limit_bytes == cap);
@@ -113,7 +113,7 @@ BOOST_AUTO_TEST_CASE(exact_cap_versus_one_more) {
                 req.stderr_limit = cap;
                 req.combined_limit = 2 * cap;
                 auto r = run_one(req);
-                const std::string& kept = fd == "1" ? r.stdout_bytes : r.stderr_bytes;
+                const boost::json::string& kept = fd == "1" ? r.stdout_bytes : r.stderr_bytes;
                 auto label = "cap " + std::to_string(cap) + " bytes " + std::to_string(n) + " fd " + fd;
                 if (n <= cap) {
                     BOOST_TEST(r.outcome == process_outcome::exited, label);
