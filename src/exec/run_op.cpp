@@ -16,9 +16,13 @@
 
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 
 namespace agentctl {
 
@@ -60,6 +64,7 @@ constexpr std::size_t initial_capacity = 1024;
 constexpr std::size_t growth_step = 64 * 1024;
 constexpr std::size_t big_pipe = 1024 * 1024;
 constexpr int reads_per_event = 4;  // then yield to the reactor, so a flood cannot starve timers
+constexpr std::size_t populate_min = 16 * 1024;  // fewer bytes take their few page faults
 constexpr milliseconds longest_timer = std::chrono::hours(24 * 365 * 100);  // now() + this cannot overflow
 constexpr auto tree_wait_bound = std::chrono::seconds(1);
 constexpr auto poll_delay_max = milliseconds(50);
@@ -92,6 +97,26 @@ std::string validate(const process_request& r) {
 
 std::uint64_t micros(const timeval& tv) {
     return static_cast<std::uint64_t>(tv.tv_sec) * 1000000u + static_cast<std::uint64_t>(tv.tv_usec);
+}
+
+// Maps in, with one call, the whole pages of [dst, dst + len) that the bytes already queued in
+// the pipe will fill, instead of one page fault per 4 KiB inside read() (under the pipe's
+// lock, while the writer waits). Only what is queued: a capture's room past its data stays
+// untouched, so memory is still what the run keeps (docs/CAPTURE.md, "Fresh memory"). Pages
+// already mapped (a buffer the allocator reused) cost a page-table walk. Best effort: a kernel
+// without MADV_POPULATE_WRITE (before 5.14) says EINVAL once and the reads fault as before.
+void populate_for_read(int fd, char* dst, std::size_t len) {
+    static std::atomic<bool> unsupported{false};
+    if (unsupported.load(std::memory_order_relaxed)) return;
+    int queued = 0;
+    if (::ioctl(fd, FIONREAD, &queued) != 0 || queued <= 0) return;
+    static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    auto at = reinterpret_cast<std::uintptr_t>(dst);
+    std::uintptr_t begin = (at + page - 1) & ~(page - 1);
+    std::uintptr_t end = (at + std::min(len, static_cast<std::size_t>(queued))) & ~(page - 1);
+    if (end < begin + populate_min) return;
+    if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) != 0 && errno == EINVAL)
+        unsupported.store(true, std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -416,6 +441,8 @@ void run_op::drain(stream_state& s) {
         char* dst = nullptr;
         if (budget > 0) {
             dst = room_for(s, budget, len);
+            // Past its first 64 KiB a capture has its room up to the cap: new memory.
+            if (s.buf.size() >= growth_step) populate_for_read(s.sd.native_handle(), dst, len);
         } else {
             auto discard = svc_.discard_buffer();
             dst = discard.data();
