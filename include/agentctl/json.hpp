@@ -143,6 +143,7 @@ std::string seconds_text(std::int64_t ms);
 std::string to_utf8_lossy(std::string_view bytes, bool& lossy);
 /// The same in place: valid text is left as it is (no copy).
 void make_utf8_lossy(std::string& bytes, bool& lossy);
+void make_utf8_lossy(boost::json::string& bytes, bool& lossy);
 
 /// Whether `bytes` is valid UTF-8.
 bool is_valid_utf8(std::string_view bytes);

@@ -4,6 +4,8 @@
 
 #include <agentctl/error.hpp>
 
+#include <boost/json/string.hpp>
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -104,8 +106,11 @@ struct process_result {
     std::optional<int> exit_code;  ///< the leader exited normally (even with 137: that is not a signal)
     std::optional<int> signal;     ///< the leader died of this signal
     bool core_dumped = false;
-    std::string stdout_bytes;  ///< raw bytes, at most stdout_limit
-    std::string stderr_bytes;  ///< raw bytes, at most stderr_limit
+    /// Raw bytes, at most stdout_limit. A JSON string because the captured bytes end up as
+    /// the task's `output.stdout`: the pipe is read straight into it (grown without
+    /// zero-filling) and it is moved there, never copied (docs/CAPTURE.md).
+    boost::json::string stdout_bytes;
+    boost::json::string stderr_bytes;  ///< raw bytes, at most stderr_limit; as stdout_bytes
     std::string limit_stream;  ///< output_limit_exceeded: "stdout", "stderr" or "combined output"
     std::uint64_t limit_bytes = 0;
     std::chrono::microseconds duration{0};  ///< spawn to completion

@@ -176,4 +176,15 @@ void redact_capture(std::string& text, const secret_matcher& matcher, capture_en
     apply_redactions(text, r.ranges());
 }
 
+void redact_capture(boost::json::string& text, const secret_matcher& matcher, capture_ends ends) {
+    if (matcher.empty()) return;
+    stream_redactor r(matcher, ends);
+    r.feed(text);
+    r.finish();
+    if (r.ranges().empty()) return;
+    std::string redacted(text.data(), text.size());  // only a stream with a secret in it is copied
+    apply_redactions(redacted, r.ranges());
+    text.assign(redacted.data(), redacted.size());
+}
+
 }  // namespace agentctl

@@ -3,6 +3,8 @@
 // (docs/SECRETS.md, "Redaction"). Pure: no I/O, no allocation per byte.
 #pragma once
 
+#include <boost/json/string.hpp>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -101,5 +103,7 @@ void apply_redactions(std::string& text, const std::vector<redaction>& ranges);
 
 /// One whole capture: feed, finish, apply.
 void redact_capture(std::string& text, const secret_matcher& matcher, capture_ends ends = {});
+/// The same for a capture as the executor gives it: copied only when a secret is in it.
+void redact_capture(boost::json::string& text, const secret_matcher& matcher, capture_ends ends = {});
 
 }  // namespace agentctl

@@ -16,9 +16,13 @@
 
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 
 namespace agentctl {
 
@@ -60,6 +64,7 @@ constexpr std::size_t initial_capacity = 1024;
 constexpr std::size_t growth_step = 64 * 1024;
 constexpr std::size_t big_pipe = 1024 * 1024;
 constexpr int reads_per_event = 4;  // then yield to the reactor, so a flood cannot starve timers
+constexpr std::size_t populate_min = 16 * 1024;  // fewer bytes take their few page faults
 constexpr milliseconds longest_timer = std::chrono::hours(24 * 365 * 100);  // now() + this cannot overflow
 constexpr auto tree_wait_bound = std::chrono::seconds(1);
 constexpr auto poll_delay_max = milliseconds(50);
@@ -92,6 +97,26 @@ std::string validate(const process_request& r) {
 
 std::uint64_t micros(const timeval& tv) {
     return static_cast<std::uint64_t>(tv.tv_sec) * 1000000u + static_cast<std::uint64_t>(tv.tv_usec);
+}
+
+// Maps in, with one call, the whole pages of [dst, dst + len) that the bytes already queued in
+// the pipe will fill, instead of one page fault per 4 KiB inside read() (under the pipe's
+// lock, while the writer waits). Only what is queued: a capture's room past its data stays
+// untouched, so memory is still what the run keeps (docs/CAPTURE.md, "Fresh memory"). Pages
+// already mapped (a buffer the allocator reused) cost a page-table walk. Best effort: a kernel
+// without MADV_POPULATE_WRITE (before 5.14) says EINVAL once and the reads fault as before.
+void populate_for_read(int fd, char* dst, std::size_t len) {
+    static std::atomic<bool> unsupported{false};
+    if (unsupported.load(std::memory_order_relaxed)) return;
+    int queued = 0;
+    if (::ioctl(fd, FIONREAD, &queued) != 0 || queued <= 0) return;
+    static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    auto at = reinterpret_cast<std::uintptr_t>(dst);
+    std::uintptr_t begin = (at + page - 1) & ~(page - 1);
+    std::uintptr_t end = (at + std::min(len, static_cast<std::size_t>(queued))) & ~(page - 1);
+    if (end < begin + populate_min) return;
+    if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) != 0 && errno == EINVAL)
+        unsupported.store(true, std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -409,13 +434,15 @@ void run_op::on_readable(stream_state& s, const boost::system::error_code& ec) {
 // buffer (any byte there is an overflow). A short read means the pipe is empty for now.
 void run_op::drain(stream_state& s) {
     for (int i = 0; i < reads_per_event && s.open && phase_ != phase::finishing; ++i) {
-        std::uint64_t stream_room = s.cap - s.filled;
-        std::uint64_t combined_room = req_.combined_limit - (out_.filled + err_.filled);
+        std::uint64_t stream_room = s.cap - s.buf.size();
+        std::uint64_t combined_room = req_.combined_limit - (out_.buf.size() + err_.buf.size());
         std::uint64_t budget = std::min(stream_room, combined_room);
         std::size_t len = 0;
         char* dst = nullptr;
         if (budget > 0) {
             dst = room_for(s, budget, len);
+            // Past its first 64 KiB a capture has its room up to the cap: new memory.
+            if (s.buf.size() >= growth_step) populate_for_read(s.sd.native_handle(), dst, len);
         } else {
             auto discard = svc_.discard_buffer();
             dst = discard.data();
@@ -432,37 +459,37 @@ void run_op::drain(stream_state& s) {
             return;
         }
         auto got = static_cast<std::uint64_t>(n);
+        // What read() wrote into the room becomes part of the capture, up to the budget.
+        if (budget > 0) s.buf.grow(static_cast<std::size_t>(std::min(got, budget)));
         if (got <= budget) {
-            s.filled += got;
-            if (!s.pipe_grown && s.filled >= growth_step && budget - got >= 4 * growth_step) {
+            if (!s.pipe_grown && s.buf.size() >= growth_step && budget - got >= 4 * growth_step) {
                 // A chatty stream: a bigger pipe means fewer wakeups for both sides.
                 s.pipe_grown = true;
                 ::fcntl(s.sd.native_handle(), F_SETPIPE_SZ, static_cast<int>(big_pipe));
             }
         } else {
-            s.filled += budget;
             record_overflow(s, stream_room, combined_room);
         }
         if (static_cast<std::size_t>(n) < len) return;
     }
 }
 
-// Reads land directly in the result string. A quiet stream costs 1 KiB; one that passes
-// 64 KiB reserves up to its cap at once (address space only: pages are touched as the data
-// arrives), so a large capture is never copied to grow. Growing a std::string zero-fills;
-// doing it in 64 KiB steps keeps that fill in cache just before read() overwrites it.
+// Reads land directly in the result string, in its capacity past size(): json::string::grow()
+// then takes in what read() wrote, so no byte is zero-filled first (docs/CAPTURE.md). A quiet
+// stream costs 1 KiB; one that passes 64 KiB reserves up to its cap at once (address space
+// only: pages are touched as the data arrives), so a large capture is never copied to grow.
 char* run_op::room_for(stream_state& s, std::size_t budget, std::size_t& len) {
-    if (s.filled == s.buf.size()) {
-        // One byte past the budget tells "exactly at the cap" from "over it" in the same read.
-        std::size_t limit = s.filled + budget + 1;
-        if (s.filled >= growth_step && s.buf.capacity() < limit) s.buf.reserve(limit);
-        std::size_t next = s.buf.empty()            ? initial_capacity
-                           : s.filled < growth_step ? growth_step
-                                                    : s.filled + growth_step;
-        s.buf.resize(std::min(next, limit));
+    std::size_t size = s.buf.size();
+    // One byte past the budget tells "exactly at the cap" from "over it" in the same read.
+    std::size_t limit = size + budget + 1;
+    if (s.buf.capacity() == size || s.buf.capacity() < initial_capacity) {
+        std::size_t next = size < initial_capacity ? initial_capacity
+                           : size < growth_step    ? growth_step
+                                                   : limit;
+        s.buf.reserve(std::min(next, limit));  // more than size: next and limit both are
     }
-    len = s.buf.size() - s.filled;
-    return s.buf.data() + s.filled;
+    len = std::min(s.buf.capacity(), limit) - size;
+    return s.buf.data() + size;
 }
 
 void run_op::record_overflow(stream_state& s, std::uint64_t stream_room, std::uint64_t combined_room) {
@@ -895,9 +922,9 @@ void run_op::complete() {
             break;
     }
     for (auto* s : {&out_, &err_}) {
-        s->buf.resize(s->filled);
-        // Small captures of a large batch are kept for the whole run: do not keep slack.
-        if (s->buf.capacity() > 2 * s->filled + 64) s->buf.shrink_to_fit();
+        // Small captures of a large batch are kept for the whole run: do not keep slack. Copied
+        // to fit, not shrink_to_fit(): Boost 1.81's garbles a string that fits its inline buffer.
+        if (s->buf.capacity() > 2 * s->buf.size() + 64) s->buf = boost::json::string(s->buf.subview());
     }
     result_.stdout_bytes = std::move(out_.buf);
     result_.stderr_bytes = std::move(err_.buf);

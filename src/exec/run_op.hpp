@@ -43,6 +43,7 @@
 #include <boost/asio/cancellation_type.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/json/string.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -83,8 +84,8 @@ private:
     struct stream_state {
         explicit stream_state(const boost::asio::any_io_executor& ex) : sd(ex) {}
         boost::asio::posix::stream_descriptor sd;
-        std::string buf;  ///< buf[0, filled) is captured; the rest is room to read into
-        std::size_t filled = 0;
+        /// The captured bytes; room to read into is its capacity past size(), never filled in.
+        boost::json::string buf;
         std::uint64_t cap = 0;
         bool open = false;
         bool pipe_grown = false;

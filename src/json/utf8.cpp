@@ -115,4 +115,10 @@ void make_utf8_lossy(std::string& bytes, bool& lossy) {
     if (!is_valid_utf8(bytes)) bytes = to_utf8_lossy(std::string_view(bytes), lossy);
 }
 
+void make_utf8_lossy(boost::json::string& bytes, bool& lossy) {
+    if (is_valid_utf8(bytes)) return;
+    std::string text = to_utf8_lossy(std::string_view(bytes), lossy);
+    bytes.assign(text.data(), text.size());
+}
+
 }  // namespace agentctl

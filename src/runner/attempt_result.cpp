@@ -60,8 +60,6 @@ task_result to_task_result(launch_result r, const resolved_environment& env, std
     redact_capture(p.stderr_bytes, secrets, {.ends_early = !whole});
     make_utf8_lossy(p.stdout_bytes, t.stdout_lossy);
     make_utf8_lossy(p.stderr_bytes, t.stderr_lossy);
-    t.stdout_text = std::move(p.stdout_bytes);
-    t.stderr_text = std::move(p.stderr_bytes);
     switch (p.outcome) {
         case process_outcome::exited:
             if (p.exit_code == 0) {
@@ -118,14 +116,18 @@ task_result to_task_result(launch_result r, const resolved_environment& env, std
     else
         out["exitCode"] = nullptr;
     if (t.signal) out["signal"] = signal_name(*t.signal);
-    out["stdout"] = t.stdout_text;
-    out["stderr"] = t.stderr_text;
-    t.output = std::move(out);
-    if (streams_once) {  // a 1 MiB stdout costs 1 MiB, not 2, for the rest of the run
-        std::string().swap(t.stdout_text);
-        std::string().swap(t.stderr_text);
+    if (streams_once) {
+        // The capture buffers become output.stdout and output.stderr (moved, not copied): a
+        // 1 MiB stdout costs 1 MiB for the rest of the run, and its bytes were written once,
+        // by read() (docs/CAPTURE.md).
         t.streams_in_output = true;
+    } else {
+        t.stdout_text.assign(p.stdout_bytes.data(), p.stdout_bytes.size());
+        t.stderr_text.assign(p.stderr_bytes.data(), p.stderr_bytes.size());
     }
+    out["stdout"] = std::move(p.stdout_bytes);
+    out["stderr"] = std::move(p.stderr_bytes);
+    t.output = std::move(out);
     return t;
 }
 

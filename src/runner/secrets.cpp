@@ -25,6 +25,10 @@ void wipe(std::string& s) {
     std::fill(s.begin(), s.end(), '\0');
 }
 
+void wipe(boost::json::string& s) {
+    std::fill(s.begin(), s.end(), '\0');
+}
+
 std::string program_name(std::string_view path) {
     auto slash = path.rfind('/');
     return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
@@ -191,7 +195,9 @@ asio::awaitable<resolved_environment> resolve_environment(const std::vector<env_
                                                                            : error_code::secret_unavailable,
                                    helper_failure(r));
                 }
-                std::string value = strip_one_line_ending(std::move(r.stdout_bytes));
+                std::string value =
+                    strip_one_line_ending(std::string(r.stdout_bytes.data(), r.stdout_bytes.size()));
+                wipe(r.stdout_bytes);  // the copy above is the secret now
                 if (value.empty())
                     co_return fail(e, error_code::secret_unavailable, "the helper printed nothing");
                 if (!is_valid_utf8(value)) {

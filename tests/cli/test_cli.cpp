@@ -359,6 +359,44 @@ BOOST_AUTO_TEST_CASE(two_thousand_real_processes_at_jobs_64) {
     BOOST_TEST(succeeded == 2001u);
 }
 
+// Captures are read into memory that earlier ones left to the allocator, never zero-filled,
+// and mapped in ahead of each read (docs/CAPTURE.md, "Fresh memory"): one task after another,
+// longer ones first, each task's stdout is exactly its own bytes, with a journal (read back from
+// its files) and without one (from memory).
+BOOST_AUTO_TEST_CASE(a_task_never_shows_bytes_of_an_earlier_task) {
+    temp_dir dir;
+    const std::vector<std::pair<int, char>> outputs = {{900000, 'a'},  {300000, 'b'}, {70000, 'c'},
+                                                       {1048575, 'd'}, {65537, 'e'},  {4097, 'f'},
+                                                       {1048576, 'g'}, {200000, 'h'}};
+    std::string actions, tasks;
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+        auto [bytes, c] = outputs[i];
+        std::string id = std::string("t") + std::to_string(i);
+        actions += "    " + id + ": {kind: builtin.shell.exec, command: /bin/sh, args: [-c, \"head -c " +
+                   std::to_string(bytes) + " /dev/zero | tr '\\\\000' " + c +
+                   "\"], stdoutLimitBytes: 1048576}\n";
+        tasks += "    - {id: " + id + ", uses: action:" + id +
+                 (i ? ", needs: [t" + std::to_string(i - 1) + "]" : "") + "}\n";
+    }
+    auto wf = dir.write("wf.yaml", probe_workflow(actions, tasks));
+    for (bool journal : {true, false}) {
+        std::vector<std::string> args = {"--output", "json", "run", "--jobs", "1", wf};
+        if (!journal) args.push_back("--no-journal");
+        auto r = agentctl(args);
+        BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        json::value v = parse_json(r.out);
+        for (std::size_t i = 0; i < outputs.size(); ++i) {
+            auto [bytes, c] = outputs[i];
+            std::string id = std::string("t") + std::to_string(i);
+            const auto& out = v.at("data").at("tasks").at(id).at("stdout").as_string();
+            BOOST_TEST(out.size() == static_cast<std::size_t>(bytes),
+                       id << (journal ? " journal" : " no journal"));
+            BOOST_TEST(out.find_first_not_of(c) == json::string::npos,
+                       id << (journal ? " journal" : " no journal"));
+        }
+    }
+}
+
 // Without a journal the report keeps every result, and nothing else keeps a copy of a stream:
 // not the foreach aggregate nothing reads, not the run's output map (docs/CAPTURE.md). A
 // bound on memory, generous (1.5 x what is kept), not a timing.

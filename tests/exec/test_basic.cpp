@@ -31,13 +31,13 @@ std::string hex(const std::string& s) {
     return out;
 }
 
-std::vector<std::string> lines(const std::string& s) {
+std::vector<std::string> lines(std::string_view s) {
     std::vector<std::string> out;
     std::size_t begin = 0;
     while (begin < s.size()) {
         auto end = s.find('\n', begin);
-        if (end == std::string::npos) end = s.size();
-        out.push_back(s.substr(begin, end - begin));
+        if (end == std::string_view::npos) end = s.size();
+        out.emplace_back(s.substr(begin, end - begin));
         begin = end + 1;
     }
     return out;

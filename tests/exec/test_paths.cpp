@@ -53,7 +53,7 @@ std::string run_in(const std::string& nonce, int cwd_fd) {
     auto req = probe_request(nonce, {"report-cwd"});
     req.cwd_fd = cwd_fd;
     req.cwd_display = "sub";
-    return run_one(req).stdout_bytes;
+    return std::string(run_one(req).stdout_bytes);
 }
 
 }  // namespace

@@ -96,7 +96,7 @@ public:
         if (cancelled((co_await asio::this_coro::cancellation_state).cancelled())) co_return std::nullopt;
         bool up =
             ping.outcome == process_outcome::exited && ping.exit_code == 0 && ping_says_up(ping.stdout_bytes);
-        std::string said = excerpt(ping.stdout_bytes + " " + ping.stderr_bytes);
+        std::string said = excerpt(std::string(ping.stdout_bytes) + " " + std::string(ping.stderr_bytes));
         if (!up) {
             if (settings_.on_slurm_controller_down) settings_.on_slurm_controller_down();
             std::string detail = tools.scontrol + " ping: " + describe(ping) + ": " + said;

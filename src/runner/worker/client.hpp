@@ -10,6 +10,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/json/string.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -26,7 +27,7 @@ namespace agentctl::worker {
 /// result arrives, the connection is lost, or the launch forgets it.
 struct pending_run {
     std::optional<worker_protocol::started_note> started;
-    std::string out, err;
+    boost::json::string out, err;  ///< become the result's captured streams (moved)
     std::optional<worker_protocol::run_result> result;
     std::function<void()> notify;  ///< after every frame of this run, and when the connection is lost
 };

@@ -62,7 +62,7 @@ process_outcome local_outcome(wp::run_outcome o) {
 }
 
 // The worker's result and output as the host executor would have given them.
-process_result local_result(wp::run_result& r, std::string out, std::string err) {
+process_result local_result(wp::run_result& r, boost::json::string out, boost::json::string err) {
     process_result p;
     p.outcome = local_outcome(r.outcome);
     if (r.exit_code) p.exit_code = static_cast<int>(*r.exit_code);
