@@ -88,6 +88,7 @@ bool decided_here(const task_result& r) {
 // A task coroutine that threw: an internal error, with what it said.
 task_result thrown_result(std::exception_ptr e) {
     task_result r = failed_result(error_code::internal_error, "the task coroutine failed");
+    if (!e) return r;
     try {
         std::rethrow_exception(e);
     } catch (const std::exception& ex) {
@@ -298,8 +299,10 @@ private:
                     held ? std::optional<std::chrono::steady_clock::duration>(dispatch_gate::recheck)
                          : std::nullopt);
             while (tasks_.has_finished()) {
-                auto f = tasks_.take();
-                finish(f.id, f.error ? thrown_result(f.error) : std::move(f.result));
+                auto& f = tasks_.next_finished();
+                if (f.error || !f.result) f.result = std::make_unique<task_result>(thrown_result(f.error));
+                finish(f.id, std::move(*f.result));
+                tasks_.pop_finished();
             }
         }
         wall_timer_.cancel();
@@ -433,13 +436,16 @@ private:
     }
 
     // One coroutine per task: its attempts, with backoff between retries.
-    asio::awaitable<task_result> attempts(std::uint32_t idx, attempt_request request) {
+    // The result is made on the heap, once: through co_spawn's completion and the task group,
+    // only the pointer moves.
+    asio::awaitable<std::unique_ptr<task_result>> attempts(std::uint32_t idx, attempt_request request) {
         co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
         co_await asio::this_coro::throw_if_cancelled(false);
         const plan_task& t = plan_.node(idx);
         auto begun = std::chrono::steady_clock::now();
         std::uint32_t before = attempts_before(idx);
-        task_result result;
+        auto owned = std::make_unique<task_result>();
+        task_result& result = *owned;
         for (std::uint32_t attempt = 1;; ++attempt) {
             request.attempt = before + attempt;
             if (recorder_) {
@@ -452,7 +458,16 @@ private:
             }
             emit(run_event::kind_t::task_started, idx, request.attempt);
             attempting_.insert(idx);
-            result = co_await runner_->async_run(request, asio::use_awaitable);
+            if (builtin_) {
+                // Awaited directly: no bridge through async_run()'s handler (builtin_runner::attempt).
+                try {
+                    result = co_await builtin_->attempt(request);
+                } catch (...) {
+                    result = builtin_runner::attempt_failed_unexpectedly();
+                }
+            } else {
+                result = co_await runner_->async_run(request, asio::use_awaitable);
+            }
             attempting_.erase(idx);
             result.attempts = request.attempt;
             result.argv.clear();
@@ -498,7 +513,7 @@ private:
         result.duration_ms = static_cast<std::uint64_t>(
             std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - begun)
                 .count());
-        co_return result;
+        co_return owned;
     }
 
     // Tells the sink: an attempt started, one failed and will be retried (`result`: that
@@ -535,7 +550,7 @@ private:
         with_.events->on_event(e);
     }
 
-    void finish(std::uint32_t idx, task_result r) {
+    void finish(std::uint32_t idx, task_result&& r) {
         if (auto slot = slot_of_.find(idx); slot != slot_of_.end()) {
             slot_busy_[slot->second - 1] = false;
             slot_of_.erase(slot);
@@ -552,9 +567,11 @@ private:
     // A task reached its final state: tell the sink, journal it, keep what is read later,
     // release dependants. `ran`: it comes from attempts (the last one's end is recorded here,
     // with the final).
-    void record(std::uint32_t idx, task_result r, bool ran = false) {
+    // `r` is taken (moved from): a reference, so that it is moved once, into the journal or the
+    // results (docs/DESIGN.md, "Where a task's time goes").
+    void record(std::uint32_t idx, task_result&& r, bool ran = false) {
         // A preview's outputs are predictions: no outputSchema holds them (as in the reference).
-        if (!settings_.check) r = contracts_.check(idx, std::move(r));
+        if (!settings_.check) contracts_.check(idx, r);
         const plan_task& t = plan_.node(idx);
         state_[idx] = node::done;
         outcomes_[idx] = task_outcome{r.state, r.attempts, r.reused, decided_here(r)};
@@ -745,7 +762,7 @@ private:
     std::vector<std::vector<std::uint32_t>> dependants_;
     // Ready tasks in plan order (plan order is topological with declaration tie-breaks).
     std::priority_queue<std::uint32_t, std::vector<std::uint32_t>, std::greater<>> ready_;
-    task_group<task_result> tasks_;  // the tasks in flight, one coroutine each
+    task_group<std::unique_ptr<task_result>> tasks_;  // the tasks in flight, one coroutine each
     output_contracts contracts_;     // the tasks' outputSchemas, compiled as needed
     std::unordered_map<std::uint32_t, std::uint64_t> reservations_;
     std::vector<bool> slot_busy_;                               // by slot - 1: held by a running task
