@@ -125,6 +125,7 @@ public:
           resume_(resume),
           tasks_(ex),
           contracts_(p),
+          children_(p),
           wall_timer_(ex) {
         const std::uint32_t n = p.size();
         // Per task only a few bytes (state, outcome, flags); results are kept whole without a
@@ -157,6 +158,7 @@ public:
         slot_busy_.assign(static_cast<std::size_t>(jobs_), false);
         view_.compiled = &plan_;
         view_.inputs = &plan_.inputs;
+        view_.children = &children_;
         view_.release_unread_aggregates = true;
         view_.check = settings_.check;
         view_.state_of = [this](std::uint32_t i) -> std::optional<task_state> {
@@ -288,7 +290,8 @@ private:
                 std::uint32_t idx = ready_.top();
                 ready_.pop();
                 queue_next_child(idx);
-                co_await dispatch(idx);
+                std::optional<admission> asking = dispatch(idx);
+                if (asking) co_await approve(idx, std::move(*asking));
             }
             if (stopping() && tasks_.size() == 0) break;
             if (tasks_.size() == 0 && ready_.empty()) break;  // nothing left that can become ready
@@ -368,33 +371,44 @@ private:
         });
     }
 
-    // Acts on the admission decision for a ready task; only approval needs a wait here.
-    asio::awaitable<void> dispatch(std::uint32_t idx) {
+    // Acts on the admission decision for a ready task. Only an approval needs a wait: that
+    // decision is returned, for approve(); the others are done without a coroutine frame.
+    std::optional<admission> dispatch(std::uint32_t idx) {
         if (auto reused = reusable(idx)) {
             record(idx, std::move(*reused));
-            co_return;
+            return std::nullopt;
         }
         view_.output_reserved = output_reserved_;
         view_.job_slot = lowest_free_slot();
         admission a = admit(view_, idx);
         if (a.kind == admission::kind_t::record) {
             record(idx, std::move(a.result));
+            return std::nullopt;
+        }
+        if (a.needs_approval && with_.approvals && !approved_all_) return a;
+        start(idx, std::move(a));
+        return std::nullopt;
+    }
+
+    // A task admitted to start that needs an approval first.
+    asio::awaitable<void> approve(std::uint32_t idx, admission a) {
+        approval_answer answer = co_await with_.approvals->async_approve(plan_, idx, asio::use_awaitable);
+        if (answer == approval_answer::all) approved_all_ = true;
+        if (answer == approval_answer::no) {
+            record(idx,
+                   failed_result(error_code::approval_denied, "approval was denied; the task did not run"));
+            denied_ = true;
             co_return;
         }
-        if (a.needs_approval && with_.approvals && !approved_all_) {
-            approval_answer answer = co_await with_.approvals->async_approve(plan_, idx, asio::use_awaitable);
-            if (answer == approval_answer::all) approved_all_ = true;
-            if (answer == approval_answer::no) {
-                record(idx, failed_result(error_code::approval_denied,
-                                          "approval was denied; the task did not run"));
-                denied_ = true;
-                co_return;
-            }
-            if (stopping()) {  // cancelled while asking
-                ready_.push(idx);
-                co_return;
-            }
+        if (stopping()) {  // cancelled while asking
+            ready_.push(idx);
+            co_return;
         }
+        start(idx, std::move(a));
+    }
+
+    // In the job slot view_.job_slot.
+    void start(std::uint32_t idx, admission&& a) {
         output_reserved_ += a.reservation;
         reservations_[idx] = a.reservation;
         slot_busy_[view_.job_slot - 1] = true;
@@ -764,6 +778,7 @@ private:
     std::priority_queue<std::uint32_t, std::vector<std::uint32_t>, std::greater<>> ready_;
     task_group<std::unique_ptr<task_result>> tasks_;  // the tasks in flight, one coroutine each
     output_contracts contracts_;     // the tasks' outputSchemas, compiled as needed
+    child_tasks children_;           // the children admit() renders
     std::unordered_map<std::uint32_t, std::uint64_t> reservations_;
     std::vector<bool> slot_busy_;                               // by slot - 1: held by a running task
     std::unordered_map<std::uint32_t, std::uint32_t> slot_of_;  // running task -> its slot
