@@ -15,6 +15,7 @@
 #include <boost/version.hpp>
 
 #include <cstring>
+#include <unordered_map>
 
 namespace json = boost::json;
 
@@ -293,6 +294,31 @@ void write_released_output(json_writer& w, const plan& p, std::uint32_t index, r
     w.end_object();
 }
 
+// A run report names a released aggregate twice (in `tasks` and in `output`): its items, read
+// back from every child's result, are written once and kept as text for the second time
+// (docs/DESIGN.md, "Where a task's time goes"), unless they are too large to hold.
+class released_outputs {
+public:
+    static constexpr std::size_t max_kept_bytes = 16 * 1024 * 1024;
+
+    void write(json_writer& w, const plan& p, std::uint32_t index, result_source& results) {
+        if (auto it = kept_.find(index); it != kept_.end()) {
+            w.raw_value(it->second);
+            return;
+        }
+        string_sink text;
+        {
+            json_writer items(text);
+            write_released_output(items, p, index, results);
+        }
+        w.raw_value(text.text);
+        if (text.text.size() <= max_kept_bytes) kept_.emplace(index, std::move(text.text));
+    }
+
+private:
+    std::unordered_map<std::uint32_t, std::string> kept_;  // by the aggregate's plan index
+};
+
 // One captured stream as stream_form says.
 void write_stream(json_writer& w, std::string_view name, std::string_view bytes, stream_form form) {
     if (form == stream_form::text || is_text(bytes)) {
@@ -333,10 +359,9 @@ task_result result_of_outcome(const task_outcome& o) {
     return r;
 }
 
-}  // namespace
-
+// write_task_result(), with the released aggregates' items of the report it is part of.
 void write_task_result(json_writer& w, const plan& p, std::uint32_t index, const task_result& r,
-                       result_source* results, stream_form streams) {
+                       result_source* results, stream_form streams, released_outputs* released) {
     w.begin_object();
     w.member("state", to_string(r.state));
     w.member("attempts", static_cast<std::uint64_t>(r.attempts));
@@ -387,17 +412,29 @@ void write_task_result(json_writer& w, const plan& p, std::uint32_t index, const
         write_error(w, *r.error);
     }
     w.key("output");
-    if (r.output_released && results && p.node(index).kind == plan_task::kind_t::aggregate)
-        write_released_output(w, p, index, *results);
-    else
+    if (r.output_released && results && p.node(index).kind == plan_task::kind_t::aggregate) {
+        if (released)
+            released->write(w, p, index, *results);
+        else
+            write_released_output(w, p, index, *results);
+    } else {
         write_output(w, p, index, r.output);
+    }
     w.end_object();
+}
+
+}  // namespace
+
+void write_task_result(json_writer& w, const plan& p, std::uint32_t index, const task_result& r,
+                       result_source* results, stream_form streams) {
+    write_task_result(w, p, index, r, results, streams, nullptr);
 }
 
 void write_run_report(json_writer& w, const plan& p, const run_report& report, const sweep_report* leftovers,
                       result_source* results, stream_form streams) {
     report_results held(report.tasks);
     if (!results && !report.tasks.empty()) results = &held;
+    released_outputs released;
     w.begin_object();
     w.member("runId", report.run_id);
     w.member("state", to_string(report.state));
@@ -413,13 +450,14 @@ void write_run_report(json_writer& w, const plan& p, const run_report& report, c
     auto unrecorded_until = [&](std::uint32_t stop) {
         for (; next < stop; ++next) {
             w.key(p.task_id(next));
-            write_task_result(w, p, next, result_of_outcome(report.outcomes[next]), results, streams);
+            write_task_result(w, p, next, result_of_outcome(report.outcomes[next]), results, streams,
+                              &released);
         }
     };
     if (!report.tasks.empty()) {
         for (std::uint32_t i = 0; i < n && i < report.tasks.size(); ++i) {
             w.key(p.task_id(i));
-            write_task_result(w, p, i, report.tasks[i], results, streams);
+            write_task_result(w, p, i, report.tasks[i], results, streams, &released);
         }
     } else if (!results) {
         unrecorded_until(n);
@@ -431,7 +469,7 @@ void write_run_report(json_writer& w, const plan& p, const run_report& report, c
             // The resume's own flag: a result this segment took over reads as recorded earlier.
             r.reused = report.outcomes[i].reused;
             w.key(p.task_id(i));
-            write_task_result(w, p, i, r, results, streams);
+            write_task_result(w, p, i, r, results, streams, &released);
             next = i + 1;
             return true;
         });
@@ -446,7 +484,7 @@ void write_run_report(json_writer& w, const plan& p, const run_report& report, c
             w.key(m.key());
             auto i = p.find(m.key());
             if (i && m.value().is_null() && results && p.node(*i).kind == plan_task::kind_t::aggregate)
-                write_released_output(w, p, *i, *results);  // recorded without its items
+                released.write(w, p, *i, *results);  // recorded without its items
             else if (i)
                 write_output(w, p, *i, m.value());
             else

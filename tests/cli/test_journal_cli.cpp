@@ -709,6 +709,9 @@ BOOST_AUTO_TEST_CASE(a_released_aggregate_reports_as_if_it_had_been_kept) {
     BOOST_TEST_REQUIRE(items.size() == 3u, journaled.out);
     BOOST_TEST(items[2].at("taskId").as_string() == child_id_in(journaled.out, "each--0002"));
     BOOST_TEST(v.at("data").at("output").at("each").at("items").as_array().size() == 3u);
+    // Named twice, read back once: the second is the text of the first (wire.cpp, released_outputs).
+    BOOST_TEST(v.at("data").at("output").at("each") == v.at("data").at("tasks").at("each").at("output"));
+    BOOST_TEST(items[1].at("output").at("exitCode") == 0);
 }
 
 BOOST_AUTO_TEST_CASE(resume_reuses_what_succeeded_and_reports_reused_and_executed) {
