@@ -2,6 +2,7 @@
 
 #include "engine/outcome.hpp"
 #include "json/sha256.hpp"
+#include "plan/plan_detail.hpp"
 
 #include <agentctl/json.hpp>
 
@@ -12,6 +13,18 @@
 namespace json = boost::json;
 
 namespace agentctl {
+
+child_tasks::child_tasks(const plan& p) : plan_(p), renderers_(p.expansions.size()) {}
+child_tasks::~child_tasks() = default;
+
+const plan_task& child_tasks::task(std::uint32_t index) {
+    const plan_task& n = plan_.node(index);
+    const plan_expansion& e = plan_.expansions[n.expansion_slot];
+    auto& renderer = renderers_[n.expansion_slot];
+    if (!renderer) renderer = std::make_unique<detail::child_renderer>(plan_, e);
+    return renderer->task(index - e.first_child);
+}
+
 namespace {
 
 // An object with its top-level members sorted by key, written compactly: the reference's
@@ -308,8 +321,10 @@ admission admit(const run_view& view, std::uint32_t index) {
     if (auto skipped = route_skip(view, node)) return record(std::move(*skipped));
     // A child is rendered here, once, as it is about to start.
     std::optional<plan_task> child;
-    if (node.kind == plan_task::kind_t::child) child.emplace(p.task(index));
-    const plan_task& t = child ? *child : node;
+    const plan_task* rendered = &node;
+    if (node.kind == plan_task::kind_t::child)
+        rendered = view.children ? &view.children->task(index) : &child.emplace(p.task(index));
+    const plan_task& t = *rendered;
     json::value vars;
     if (std::string error; !resolve_vars(view, t, vars, error))
         return record(failed_result(error_code::template_error, error));

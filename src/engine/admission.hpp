@@ -8,8 +8,32 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <vector>
 
 namespace agentctl {
+
+namespace detail {
+class child_renderer;
+}
+
+/// Foreach, matrix and loop children as admit() renders them, one expansion's templates parsed
+/// and its template node copied once for all its children (plan::task() does both for each
+/// child: docs/DESIGN.md, "Where a task's time goes").
+class child_tasks {
+public:
+    explicit child_tasks(const plan& p);
+    ~child_tasks();
+    child_tasks(const child_tasks&) = delete;
+    child_tasks& operator=(const child_tasks&) = delete;
+
+    /// Child `index` (a plan index), as plan::task() returns it; valid until the next call.
+    const plan_task& task(std::uint32_t index);
+
+private:
+    const plan& plan_;
+    std::vector<std::unique_ptr<detail::child_renderer>> renderers_;  // by expansion slot, as needed
+};
 
 /// What a decision may look at.
 struct run_view {
@@ -26,6 +50,8 @@ struct run_view {
     /// An aggregate nothing reads is built without its items (false: tests of admission).
     bool release_unread_aggregates = false;
     bool check = false;  ///< `run --check`: no approval is asked (nothing with an effect runs)
+    /// Renders the children admitted; null: each is rendered by plan::task().
+    child_tasks* children = nullptr;
 };
 
 /// The decision for one ready task.

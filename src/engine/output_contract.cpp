@@ -10,11 +10,11 @@ namespace agentctl {
 output_contracts::output_contracts(const plan& p) : plan_(p) {}
 output_contracts::~output_contracts() = default;
 
-task_result output_contracts::check(std::uint32_t index, task_result r) {
-    if (r.state != task_state::succeeded || r.reused) return r;
+void output_contracts::check(std::uint32_t index, task_result& r) {
+    if (r.state != task_state::succeeded || r.reused) return;
     const std::uint32_t node = plan_.node_of(index);
     const plan_task& t = plan_.nodes[node];
-    if (!t.output_schema) return r;
+    if (!t.output_schema) return;
     auto& schema = compiled_[node];
     if (!schema) {
         std::string error, pointer;
@@ -24,15 +24,14 @@ task_result output_contracts::check(std::uint32_t index, task_result r) {
             r.state = task_state::failed;
             r.error =
                 task_error{error_code::invalid_schema, "the task's outputSchema does not compile: " + error};
-            return r;
+            return;
         }
     }
     auto errors = schema->validate(r.output);
-    if (errors.empty()) return r;
+    if (errors.empty()) return;
     r.state = task_state::failed;
     r.error = task_error{error_code::output_invalid,
                          "the task's output does not match its outputSchema: " + schema_errors_text(errors)};
-    return r;
 }
 
 }  // namespace agentctl

@@ -21,10 +21,11 @@ public:
     output_contracts(const output_contracts&) = delete;
     output_contracts& operator=(const output_contracts&) = delete;
 
-    /// `r`, the result of task `index`, failed with output_invalid (its output kept, the
+    /// Fails `r`, the result of task `index`, with output_invalid (its output kept, the
     /// schema's errors in the message) when it succeeded with an output that its task's
-    /// outputSchema does not accept; otherwise `r` as it was.
-    task_result check(std::uint32_t index, task_result r);
+    /// outputSchema does not accept; otherwise leaves it as it was. In place: a result is not
+    /// moved twice for the tasks that have no schema.
+    void check(std::uint32_t index, task_result& r);
 
 private:
     const plan& plan_;

@@ -50,7 +50,7 @@ task_result run_recorder::retried(const attempt_request& request, task_result re
     return kept;
 }
 
-void run_recorder::final_result(std::uint32_t index, bool ran, task_result r) {
+void run_recorder::final_result(std::uint32_t index, bool ran, task_result&& r) {
     std::string id = plan_.task_id(index);
     if (r.reused) {
         // Resume: a reused result whose final was lost after its end was committed gets it now.

@@ -44,7 +44,7 @@ public:
     /// A task reached its final state: its final result, with the end of its last attempt when
     /// that holds the streams (`ran`: it comes from attempts). A reused one (resume) is recorded
     /// only when the crash lost its final after its end was committed.
-    void final_result(std::uint32_t index, bool ran, task_result r);
+    void final_result(std::uint32_t index, bool ran, task_result&& r);
 
     /// The tasks left unstarted, one record whatever their count (journal_writer::record_unstarted).
     void unstarted(unstarted_tasks tasks) { behind_ |= journal_.record_unstarted(std::move(tasks)); }

@@ -88,6 +88,7 @@ bool decided_here(const task_result& r) {
 // A task coroutine that threw: an internal error, with what it said.
 task_result thrown_result(std::exception_ptr e) {
     task_result r = failed_result(error_code::internal_error, "the task coroutine failed");
+    if (!e) return r;
     try {
         std::rethrow_exception(e);
     } catch (const std::exception& ex) {
@@ -124,6 +125,7 @@ public:
           resume_(resume),
           tasks_(ex),
           contracts_(p),
+          children_(p),
           wall_timer_(ex) {
         const std::uint32_t n = p.size();
         // Per task only a few bytes (state, outcome, flags); results are kept whole without a
@@ -156,6 +158,7 @@ public:
         slot_busy_.assign(static_cast<std::size_t>(jobs_), false);
         view_.compiled = &plan_;
         view_.inputs = &plan_.inputs;
+        view_.children = &children_;
         view_.release_unread_aggregates = true;
         view_.check = settings_.check;
         view_.state_of = [this](std::uint32_t i) -> std::optional<task_state> {
@@ -287,7 +290,8 @@ private:
                 std::uint32_t idx = ready_.top();
                 ready_.pop();
                 queue_next_child(idx);
-                co_await dispatch(idx);
+                std::optional<admission> asking = dispatch(idx);
+                if (asking) co_await approve(idx, std::move(*asking));
             }
             if (stopping() && tasks_.size() == 0) break;
             if (tasks_.size() == 0 && ready_.empty()) break;  // nothing left that can become ready
@@ -298,8 +302,10 @@ private:
                     held ? std::optional<std::chrono::steady_clock::duration>(dispatch_gate::recheck)
                          : std::nullopt);
             while (tasks_.has_finished()) {
-                auto f = tasks_.take();
-                finish(f.id, f.error ? thrown_result(f.error) : std::move(f.result));
+                auto& f = tasks_.next_finished();
+                if (f.error || !f.result) f.result = std::make_unique<task_result>(thrown_result(f.error));
+                finish(f.id, std::move(*f.result));
+                tasks_.pop_finished();
             }
         }
         wall_timer_.cancel();
@@ -365,33 +371,44 @@ private:
         });
     }
 
-    // Acts on the admission decision for a ready task; only approval needs a wait here.
-    asio::awaitable<void> dispatch(std::uint32_t idx) {
+    // Acts on the admission decision for a ready task. Only an approval needs a wait: that
+    // decision is returned, for approve(); the others are done without a coroutine frame.
+    std::optional<admission> dispatch(std::uint32_t idx) {
         if (auto reused = reusable(idx)) {
             record(idx, std::move(*reused));
-            co_return;
+            return std::nullopt;
         }
         view_.output_reserved = output_reserved_;
         view_.job_slot = lowest_free_slot();
         admission a = admit(view_, idx);
         if (a.kind == admission::kind_t::record) {
             record(idx, std::move(a.result));
+            return std::nullopt;
+        }
+        if (a.needs_approval && with_.approvals && !approved_all_) return a;
+        start(idx, std::move(a));
+        return std::nullopt;
+    }
+
+    // A task admitted to start that needs an approval first.
+    asio::awaitable<void> approve(std::uint32_t idx, admission a) {
+        approval_answer answer = co_await with_.approvals->async_approve(plan_, idx, asio::use_awaitable);
+        if (answer == approval_answer::all) approved_all_ = true;
+        if (answer == approval_answer::no) {
+            record(idx,
+                   failed_result(error_code::approval_denied, "approval was denied; the task did not run"));
+            denied_ = true;
             co_return;
         }
-        if (a.needs_approval && with_.approvals && !approved_all_) {
-            approval_answer answer = co_await with_.approvals->async_approve(plan_, idx, asio::use_awaitable);
-            if (answer == approval_answer::all) approved_all_ = true;
-            if (answer == approval_answer::no) {
-                record(idx, failed_result(error_code::approval_denied,
-                                          "approval was denied; the task did not run"));
-                denied_ = true;
-                co_return;
-            }
-            if (stopping()) {  // cancelled while asking
-                ready_.push(idx);
-                co_return;
-            }
+        if (stopping()) {  // cancelled while asking
+            ready_.push(idx);
+            co_return;
         }
+        start(idx, std::move(a));
+    }
+
+    // In the job slot view_.job_slot.
+    void start(std::uint32_t idx, admission&& a) {
         output_reserved_ += a.reservation;
         reservations_[idx] = a.reservation;
         slot_busy_[view_.job_slot - 1] = true;
@@ -433,13 +450,16 @@ private:
     }
 
     // One coroutine per task: its attempts, with backoff between retries.
-    asio::awaitable<task_result> attempts(std::uint32_t idx, attempt_request request) {
+    // The result is made on the heap, once: through co_spawn's completion and the task group,
+    // only the pointer moves.
+    asio::awaitable<std::unique_ptr<task_result>> attempts(std::uint32_t idx, attempt_request request) {
         co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
         co_await asio::this_coro::throw_if_cancelled(false);
         const plan_task& t = plan_.node(idx);
         auto begun = std::chrono::steady_clock::now();
         std::uint32_t before = attempts_before(idx);
-        task_result result;
+        auto owned = std::make_unique<task_result>();
+        task_result& result = *owned;
         for (std::uint32_t attempt = 1;; ++attempt) {
             request.attempt = before + attempt;
             if (recorder_) {
@@ -452,7 +472,16 @@ private:
             }
             emit(run_event::kind_t::task_started, idx, request.attempt);
             attempting_.insert(idx);
-            result = co_await runner_->async_run(request, asio::use_awaitable);
+            if (builtin_) {
+                // Awaited directly: no bridge through async_run()'s handler (builtin_runner::attempt).
+                try {
+                    result = co_await builtin_->attempt(request);
+                } catch (...) {
+                    result = builtin_runner::attempt_failed_unexpectedly();
+                }
+            } else {
+                result = co_await runner_->async_run(request, asio::use_awaitable);
+            }
             attempting_.erase(idx);
             result.attempts = request.attempt;
             result.argv.clear();
@@ -498,7 +527,7 @@ private:
         result.duration_ms = static_cast<std::uint64_t>(
             std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - begun)
                 .count());
-        co_return result;
+        co_return owned;
     }
 
     // Tells the sink: an attempt started, one failed and will be retried (`result`: that
@@ -535,7 +564,7 @@ private:
         with_.events->on_event(e);
     }
 
-    void finish(std::uint32_t idx, task_result r) {
+    void finish(std::uint32_t idx, task_result&& r) {
         if (auto slot = slot_of_.find(idx); slot != slot_of_.end()) {
             slot_busy_[slot->second - 1] = false;
             slot_of_.erase(slot);
@@ -552,9 +581,11 @@ private:
     // A task reached its final state: tell the sink, journal it, keep what is read later,
     // release dependants. `ran`: it comes from attempts (the last one's end is recorded here,
     // with the final).
-    void record(std::uint32_t idx, task_result r, bool ran = false) {
+    // `r` is taken (moved from): a reference, so that it is moved once, into the journal or the
+    // results (docs/DESIGN.md, "Where a task's time goes").
+    void record(std::uint32_t idx, task_result&& r, bool ran = false) {
         // A preview's outputs are predictions: no outputSchema holds them (as in the reference).
-        if (!settings_.check) r = contracts_.check(idx, std::move(r));
+        if (!settings_.check) contracts_.check(idx, r);
         const plan_task& t = plan_.node(idx);
         state_[idx] = node::done;
         outcomes_[idx] = task_outcome{r.state, r.attempts, r.reused, decided_here(r)};
@@ -745,8 +776,9 @@ private:
     std::vector<std::vector<std::uint32_t>> dependants_;
     // Ready tasks in plan order (plan order is topological with declaration tie-breaks).
     std::priority_queue<std::uint32_t, std::vector<std::uint32_t>, std::greater<>> ready_;
-    task_group<task_result> tasks_;  // the tasks in flight, one coroutine each
+    task_group<std::unique_ptr<task_result>> tasks_;  // the tasks in flight, one coroutine each
     output_contracts contracts_;     // the tasks' outputSchemas, compiled as needed
+    child_tasks children_;           // the children admit() renders
     std::unordered_map<std::uint32_t, std::uint64_t> reservations_;
     std::vector<bool> slot_busy_;                               // by slot - 1: held by a running task
     std::unordered_map<std::uint32_t, std::uint32_t> slot_of_;  // running task -> its slot

@@ -15,6 +15,8 @@
 #include <boost/version.hpp>
 
 #include <cstring>
+#include <memory>
+#include <unordered_map>
 
 namespace json = boost::json;
 
@@ -293,6 +295,92 @@ void write_released_output(json_writer& w, const plan& p, std::uint32_t index, r
     w.end_object();
 }
 
+// A run report names a released aggregate twice (in `tasks` and in `output`), and its items
+// are its children's results, which the report's `tasks` has just read back from the journal
+// (children come before their aggregate, in order). So the items are gathered as the children
+// pass by and written at the aggregate; their text is kept for its second time. Each child's
+// result is read back once, not three times (docs/DESIGN.md, "Where a task's time goes").
+// Items that would take more than max_kept_bytes are read back as before.
+class released_outputs {
+public:
+    static constexpr std::size_t max_kept_bytes = 16 * 1024 * 1024;
+
+    /// Child `child` as the report's `tasks` passes it: `r` its result, streams included, or
+    /// nullptr when it has none (its item lists it as skipped, as write_released_output() does).
+    void gather(const plan& p, std::uint32_t child, const task_result* r) {
+        const plan_task& t = p.node(child);
+        if (t.kind != plan_task::kind_t::child) return;
+        auto [it, first] = gathering_.try_emplace(p.expansions[t.expansion_slot].aggregate);
+        gathered& g = it->second;
+        if (first) g.next = t.first_child;
+        if (g.abandoned) return;
+        // An output that holds copies of the streams other than a shell's (which items leave
+        // out) would carry them here and not when read back without them.
+        if (child != g.next || (r && r->streams_in_output && !output_holds_streams(p, child))) {
+            g.abandon();
+            return;
+        }
+        if (!g.writer) {
+            g.writer = std::make_unique<json_writer>(g.text);
+            g.writer->begin_object();
+            g.writer->key("items");
+            g.writer->begin_array();
+        }
+        write_item(*g.writer, p, aggregate_item(p, child, r), child);
+        g.writer->flush();
+        ++g.next;
+        if (g.text.text.size() > max_kept_bytes) g.abandon();
+    }
+
+    /// Aggregate `index` was written with its items: what was gathered for it goes.
+    void forget(std::uint32_t index) { gathering_.erase(index); }
+
+    /// The released aggregate `index`'s output: gathered, written before, or read back.
+    void write(json_writer& w, const plan& p, std::uint32_t index, result_source& results) {
+        if (auto it = kept_.find(index); it != kept_.end()) {
+            w.raw_value(it->second);
+            return;
+        }
+        std::string text;
+        const plan_task& t = p.node(index);
+        if (auto it = gathering_.find(index); it != gathering_.end()) {
+            gathered& g = it->second;
+            if (!g.abandoned && g.writer && g.next == t.first_child + t.child_count) {
+                g.writer->end_array();
+                g.writer->end_object();
+                g.writer->flush();
+                text = std::move(g.text.text);
+            }
+            gathering_.erase(it);
+        }
+        if (text.empty()) {
+            string_sink read;
+            {
+                json_writer items(read);
+                write_released_output(items, p, index, results);
+            }
+            text = std::move(read.text);
+        }
+        w.raw_value(text);
+        if (text.size() <= max_kept_bytes) kept_.emplace(index, std::move(text));
+    }
+
+private:
+    struct gathered {
+        string_sink text;
+        std::unique_ptr<json_writer> writer;  // writes into `text`
+        std::uint32_t next = 0;               // the child expected next
+        bool abandoned = false;
+        void abandon() {
+            abandoned = true;
+            writer.reset();
+            std::string().swap(text.text);
+        }
+    };
+    std::unordered_map<std::uint32_t, gathered> gathering_;  // by the aggregate's plan index
+    std::unordered_map<std::uint32_t, std::string> kept_;    // by the aggregate's plan index
+};
+
 // One captured stream as stream_form says.
 void write_stream(json_writer& w, std::string_view name, std::string_view bytes, stream_form form) {
     if (form == stream_form::text || is_text(bytes)) {
@@ -333,10 +421,9 @@ task_result result_of_outcome(const task_outcome& o) {
     return r;
 }
 
-}  // namespace
-
+// write_task_result(), with the released aggregates' items of the report it is part of.
 void write_task_result(json_writer& w, const plan& p, std::uint32_t index, const task_result& r,
-                       result_source* results, stream_form streams) {
+                       result_source* results, stream_form streams, released_outputs* released) {
     w.begin_object();
     w.member("state", to_string(r.state));
     w.member("attempts", static_cast<std::uint64_t>(r.attempts));
@@ -387,17 +474,30 @@ void write_task_result(json_writer& w, const plan& p, std::uint32_t index, const
         write_error(w, *r.error);
     }
     w.key("output");
-    if (r.output_released && results && p.node(index).kind == plan_task::kind_t::aggregate)
-        write_released_output(w, p, index, *results);
-    else
+    if (r.output_released && results && p.node(index).kind == plan_task::kind_t::aggregate) {
+        if (released)
+            released->write(w, p, index, *results);
+        else
+            write_released_output(w, p, index, *results);
+    } else {
         write_output(w, p, index, r.output);
+        if (released) released->forget(index);
+    }
     w.end_object();
+}
+
+}  // namespace
+
+void write_task_result(json_writer& w, const plan& p, std::uint32_t index, const task_result& r,
+                       result_source* results, stream_form streams) {
+    write_task_result(w, p, index, r, results, streams, nullptr);
 }
 
 void write_run_report(json_writer& w, const plan& p, const run_report& report, const sweep_report* leftovers,
                       result_source* results, stream_form streams) {
     report_results held(report.tasks);
     if (!results && !report.tasks.empty()) results = &held;
+    released_outputs released;
     w.begin_object();
     w.member("runId", report.run_id);
     w.member("state", to_string(report.state));
@@ -413,13 +513,15 @@ void write_run_report(json_writer& w, const plan& p, const run_report& report, c
     auto unrecorded_until = [&](std::uint32_t stop) {
         for (; next < stop; ++next) {
             w.key(p.task_id(next));
-            write_task_result(w, p, next, result_of_outcome(report.outcomes[next]), results, streams);
+            write_task_result(w, p, next, result_of_outcome(report.outcomes[next]), results, streams,
+                              &released);
+            if (results) released.gather(p, next, nullptr);
         }
     };
     if (!report.tasks.empty()) {
         for (std::uint32_t i = 0; i < n && i < report.tasks.size(); ++i) {
             w.key(p.task_id(i));
-            write_task_result(w, p, i, report.tasks[i], results, streams);
+            write_task_result(w, p, i, report.tasks[i], results, streams, &released);
         }
     } else if (!results) {
         unrecorded_until(n);
@@ -431,7 +533,8 @@ void write_run_report(json_writer& w, const plan& p, const run_report& report, c
             // The resume's own flag: a result this segment took over reads as recorded earlier.
             r.reused = report.outcomes[i].reused;
             w.key(p.task_id(i));
-            write_task_result(w, p, i, r, results, streams);
+            write_task_result(w, p, i, r, results, streams, &released);
+            released.gather(p, i, &r);
             next = i + 1;
             return true;
         });
@@ -446,7 +549,7 @@ void write_run_report(json_writer& w, const plan& p, const run_report& report, c
             w.key(m.key());
             auto i = p.find(m.key());
             if (i && m.value().is_null() && results && p.node(*i).kind == plan_task::kind_t::aggregate)
-                write_released_output(w, p, *i, *results);  // recorded without its items
+                released.write(w, p, *i, *results);  // recorded without its items
             else if (i)
                 write_output(w, p, *i, m.value());
             else

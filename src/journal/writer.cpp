@@ -149,10 +149,12 @@ public:
         if (db_) threshold_ = db_->options.stream_file_threshold;
     }
 
-    bool push(record rec, std::uint64_t bytes) { return push_pair(std::move(rec), bytes, std::nullopt, 0); }
+    bool push(record&& rec, std::uint64_t bytes) { return push_pair(std::move(rec), bytes, std::nullopt, 0); }
 
     // One record, or two under one lock: a drain takes both or neither, so they commit together.
-    bool push_pair(record first, std::uint64_t first_bytes, std::optional<record> second,
+    // Taken by reference down to the queue: a task's result is moved once into its record and
+    // once into the queue.
+    bool push_pair(record&& first, std::uint64_t first_bytes, std::optional<record>&& second,
                    std::uint64_t second_bytes) {
         bool post = false, above = false, stop = false;
         {
@@ -171,10 +173,10 @@ public:
     }
 
     // Under mu_.
-    void enqueue(record rec, std::uint64_t bytes) {
+    void enqueue(record&& rec, std::uint64_t bytes) {
         if (std::holds_alternative<attempt_intent>(rec)) ++in_flight_;
         if (std::holds_alternative<attempt_end>(rec) && in_flight_ > 0) --in_flight_;
-        queue_.push_back(entry{std::move(rec), journal_detail::now_ms(), bytes});
+        queue_.emplace_back(std::move(rec), journal_detail::now_ms(), bytes);
         ++queued_;
         queued_bytes_ += bytes;
         peak_queued_bytes_ = std::max(peak_queued_bytes_, queued_bytes_);

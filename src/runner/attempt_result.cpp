@@ -109,6 +109,7 @@ task_result to_task_result(launch_result r, const resolved_environment& env, std
     if (t.error) redact_capture(t.error->message, secrets);
 
     json::object out;
+    out.reserve(6);  // its members below: no rehash as it grows
     out["status"] = t.state == task_state::succeeded ? "changed" : "failed";
     out["changed"] = t.state == task_state::succeeded;
     if (t.exit_code)

@@ -109,9 +109,11 @@ struct builtin_runner::state {
         co_return std::move(done.result);
     }
 
-    // `request` outlives the attempt: the scheduler keeps it until the handler runs.
-    asio::awaitable<task_result> attempt(const attempt_request& request) {
-        co_await accept_all_cancellation();
+    // `request` outlives the attempt: the scheduler keeps it until the handler runs. Through
+    // async_run() the attempt is a coroutine of its own (`spawned`), which must accept every
+    // cancellation type first; awaited by the scheduler's, it has done so.
+    asio::awaitable<task_result> attempt(const attempt_request& request, bool spawned) {
+        if (spawned) co_await accept_all_cancellation();
         const action_spec& action = request.action();
         if (action.kind == action_kind::read) co_return run_read(ctx, request);
         if (action.kind == action_kind::write) co_return run_write(ctx, request, artifacts);
@@ -181,14 +183,21 @@ void builtin_runner::async_prepare_impl(
     });
 }
 
+task_result builtin_runner::attempt_failed_unexpectedly() {
+    task_result r;
+    r.state = task_state::failed;
+    r.error = task_error{error_code::internal_error, "the attempt failed unexpectedly"};
+    return r;
+}
+
 void builtin_runner::async_run_impl(const attempt_request& request,
                                     asio::any_completion_handler<void(task_result)> handler) {
-    complete_with(state_->ctx.ex, state_->attempt(request), std::move(handler), [] {
-        task_result r;
-        r.state = task_state::failed;
-        r.error = task_error{error_code::internal_error, "the attempt failed unexpectedly"};
-        return r;
-    });
+    complete_with(state_->ctx.ex, state_->attempt(request, /*spawned=*/true), std::move(handler),
+                  attempt_failed_unexpectedly);
+}
+
+asio::awaitable<task_result> builtin_runner::attempt(const attempt_request& request) {
+    return state_->attempt(request, /*spawned=*/false);
 }
 
 int builtin_runner::dispatch_ahead(int jobs) {

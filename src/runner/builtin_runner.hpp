@@ -6,6 +6,8 @@
 #include <agentctl/runner.hpp>
 #include <agentctl/watchdog.hpp>
 
+#include <boost/asio/awaitable.hpp>
+
 #include <memory>
 #include <vector>
 
@@ -28,6 +30,15 @@ public:
     std::vector<swept_container> take_leftovers();
 
     int dispatch_ahead(int jobs) override;
+
+    /// One attempt, for the scheduler that made this runner: what async_run() does, without
+    /// its type-erased handler, its co_spawn and its dispatch, through which the result went
+    /// by several moves (docs/DESIGN.md, "Where a task's time goes"). Awaited inside the
+    /// attempt's coroutine, which accepts every cancellation type already: it shares that
+    /// coroutine's cancellation state. It may throw: the caller completes the attempt with
+    /// attempt_failed_unexpectedly() then, as async_run() does.
+    boost::asio::awaitable<task_result> attempt(const attempt_request& request);
+    static task_result attempt_failed_unexpectedly();
 
 private:
     void async_prepare_impl(

@@ -45,7 +45,7 @@ public:
             ex_, std::move(child),
             boost::asio::bind_cancellation_slot(
                 signal.slot(), [this, id, owner = std::move(owner)](std::exception_ptr e, Result r) {
-                    done_.push_back(finished{id, std::move(r), e});
+                    done_.emplace_back(id, std::move(r), e);
                     wake();
                 }));
     }
@@ -67,9 +67,19 @@ public:
     /// The next finished child; its slot goes with it.
     finished take() {
         finished f = std::move(done_.front());
-        done_.pop_front();
-        signals_.erase(f.id);
+        pop_finished();
         return f;
+    }
+
+    /// The next finished child, its slot gone already (it counts no more in size()), left in
+    /// place until pop_finished(): a large Result is not moved out to be read.
+    finished& next_finished() {
+        signals_.erase(done_.front().id);
+        return done_.front();
+    }
+    void pop_finished() {
+        signals_.erase(done_.front().id);
+        done_.pop_front();
     }
 
     /// Until a child finishes or wake() is called, at most `bound` (none: no bound). Returns at

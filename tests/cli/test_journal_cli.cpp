@@ -709,6 +709,44 @@ BOOST_AUTO_TEST_CASE(a_released_aggregate_reports_as_if_it_had_been_kept) {
     BOOST_TEST_REQUIRE(items.size() == 3u, journaled.out);
     BOOST_TEST(items[2].at("taskId").as_string() == child_id_in(journaled.out, "each--0002"));
     BOOST_TEST(v.at("data").at("output").at("each").at("items").as_array().size() == 3u);
+    // Named twice, read back once: the second is the text of the first (wire.cpp, released_outputs).
+    BOOST_TEST(v.at("data").at("output").at("each") == v.at("data").at("tasks").at("each").at("output"));
+    BOOST_TEST(items[1].at("output").at("exitCode") == 0);
+}
+
+// The items of a released aggregate are gathered as the report's `tasks` reads its children
+// back (wire.cpp, released_outputs): a failed child, and children a stop left unstarted (one
+// journal range for all of them), are listed as the children's own results say.
+BOOST_AUTO_TEST_CASE(a_released_aggregate_of_a_stopped_run_lists_its_unstarted_children) {
+    temp_dir dir;
+    std::string db = dir.path() + "/j.db";
+    std::string wf =
+        dir.write("wf.yaml",
+                  "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: fan}\nspec:\n"
+                  "  policy: {processAllowlist: [sh], approval: never}\n"
+                  "  actions:\n"
+                  "    say: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo $0; test $0 != 2', "
+                  "'${{ vars.item }}']}\n"
+                  "  tasks:\n"
+                  "    - {id: each, uses: 'action:say', foreach: {items: [1, 2, 3, 4]}}\n");
+    auto journaled = agentctl({"--output", "json", "run", wf, "--db", db, "--jobs", "1"});
+    BOOST_TEST(journaled.exit_code == 4, journaled.err);
+    auto memory = agentctl({"--output", "json", "run", wf, "--no-journal", "--jobs", "1"});
+    BOOST_TEST(normalised(journaled.out) == normalised(memory.out));
+    auto v = parse_json(journaled.out);
+    const auto& output = v.at("data").at("tasks").at("each").at("output");
+    BOOST_TEST(v.at("data").at("output").at("each") == output);
+    const auto& items = output.at("items").as_array();
+    BOOST_TEST_REQUIRE(items.size() == 4u, journaled.out);
+    BOOST_TEST(items[0].at("state").as_string() == "succeeded");
+    BOOST_TEST(items[1].at("state").as_string() == "failed");
+    BOOST_TEST(items[1].at("error").at("code").as_string() == "exit_nonzero");
+    for (std::size_t i : {2, 3}) {
+        BOOST_TEST(items[i].at("state").as_string() == "skipped");
+        BOOST_TEST(items[i].at("error").at("code").as_string() == "run_stopped");
+        BOOST_TEST(items[i].at("taskId").as_string() ==
+                   child_id_in(journaled.out, "each--000" + std::to_string(i)));
+    }
 }
 
 BOOST_AUTO_TEST_CASE(resume_reuses_what_succeeded_and_reports_reused_and_executed) {

@@ -223,3 +223,55 @@ BOOST_AUTO_TEST_CASE(file_actions_start_in_the_runner) {
     run.view.check = true;
     BOOST_TEST(!run.admit("w").needs_approval);
 }
+
+// The scheduler renders children through one child_tasks (run_view::children), which keeps each
+// expansion's template node and parsed templates between children: a child must come out as
+// plan::task() makes it, whatever was rendered before it (another expansion's child, a later
+// sibling, the same child again).
+BOOST_AUTO_TEST_CASE(children_rendered_through_one_child_tasks_are_those_plan_task_renders) {
+    plan p = compile_yaml(
+        "  policy: {processAllowlist: [sh], approval: never}\n"
+        "  actions:\n"
+        "    t: {kind: builtin.shell.exec, command: /bin/sh,\n"
+        "        args: [\"-c\", \"${{ with.n }} ${{ vars.item }}\"]}\n"
+        "    u: {kind: builtin.shell.exec, command: /bin/sh, cwd: \"d${{ vars.matrix.os }}\", args: [x]}\n"
+        "    set: {kind: builtin.assign}\n"
+        "  tasks:\n"
+        "    - {id: f, uses: action:t, with: {n: \"${{ vars.item }}\"}, foreach: {items: [a, b, c]}}\n"
+        "    - {id: m, uses: action:u, matrix: {axes: {os: [l, w], arch: [x, y]}}}\n"
+        "    - id: loop\n"
+        "      uses: action:set\n"
+        "      loop: {maxIterations: 3, while: \"${{ vars.loopIndex < 3 }}\", initial: {v: 0}}\n"
+        "      with: {previous: \"${{ vars.loopPrevious }}\", i: \"${{ vars.loopIndex }}\"}\n");
+    fake_run run(p);
+    // Loop iterations 0 and 1 are final: 1 and 2 may be admitted.
+    run.finish("loop--0000", task_state::succeeded, boost::json::object{{"v", 1}});
+    run.finish("loop--0001", task_state::succeeded, boost::json::object{{"v", 2}});
+    child_tasks children(p);
+    auto both_ways = [&](const std::string& id) {
+        const std::uint32_t index = *p.find(test_support::full_id(p, id));
+        run.view.children = nullptr;
+        admission alone = agentctl::admit(run.view, index);
+        run.view.children = &children;
+        admission cached = agentctl::admit(run.view, index);
+        run.view.children = nullptr;
+        BOOST_TEST_CONTEXT(id) {
+            BOOST_TEST((cached.kind == alone.kind));
+            BOOST_TEST(cached.request.task_id == alone.request.task_id);
+            if (cached.kind == admission::kind_t::start)
+                BOOST_TEST(cached.request.task_id == test_support::full_id(p, id));
+            BOOST_TEST(to_json(cached.request.with) == to_json(alone.request.with));
+            BOOST_TEST(cached.request.args == alone.request.args);
+            BOOST_TEST((cached.request.cwd == alone.request.cwd));
+            BOOST_TEST(to_json(cached.result.output) == to_json(alone.result.output));
+        }
+        return cached;
+    };
+    for (const char* id : {"f--0002", "m--0001", "f--0000", "loop--0002", "m--0003", "f--0000", "f--0001",
+                           "loop--0001", "m--0000"})
+        both_ways(id);
+    admission f1 = both_ways("f--0001");
+    BOOST_TEST(f1.request.args == (std::vector<std::string>{"-c", "b b"}));
+    BOOST_TEST(to_json(both_ways("loop--0002").result.output.at("after")) == R"({"previous":{"v":2},"i":2})");
+    BOOST_TEST(*both_ways("m--0003").request.cwd == "dw");
+}

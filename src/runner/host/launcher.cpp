@@ -55,7 +55,7 @@ private:
         if (!opened) return opened.error();
         cwd = std::move(*opened);
         req.cwd_fd = cwd->fd;
-        req.cwd_display = cwd->path;
+        req.cwd_display = std::move(cwd->path);  // only the descriptor is needed afterwards
 
         // 4. Exactly the declared environment. 5. Spawn settings.
         req.argv.reserve(request.args.size() + launch.extra_args.size() + 1);
@@ -71,8 +71,10 @@ private:
         req.kill_grace = std::chrono::seconds(ctx_.compiled->kill_grace_seconds);
         req.drain_grace = settings.drain_grace;
         req.containment = settings.containment;
+        // The request outlives the launch: its callback is referred to, not copied (a copy of
+        // a std::function in another one's capture is an allocation per task).
         if (request.on_started)
-            req.on_started = [report = request.on_started](const process_started& p) {
+            req.on_started = [&report = request.on_started](const process_started& p) {
                 attempt_started a;
                 a.pid = p.pid;
                 a.start_lo = p.start_lo;
