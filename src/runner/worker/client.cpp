@@ -288,13 +288,18 @@ asio::awaitable<void> client::ticker() {
     }
 }
 
-asio::awaitable<void> client::close(std::chrono::milliseconds bound) {
-    auto self = shared_from_this();
+void client::close_input() {
+    if (closing_) return;
     closing_ = true;
     tick_timer_.cancel();
     nudge_timer_.cancel();
+    if (channel_) channel_->close_input();
+}
+
+asio::awaitable<void> client::close(std::chrono::milliseconds bound) {
+    auto self = shared_from_this();
+    close_input();
     if (!channel_) co_return;
-    channel_->close_input();
     auto deadline = steady::now() + bound;
     // The worker exits once its stdin is closed; its stdout ends with it, and the reader.
     while (owned_ > 0 && steady::now() < deadline) {

@@ -77,6 +77,9 @@ public:
     /// and waits until it has exited, at most `bound`, then kills it. Awaits the reader and the
     /// ticker. Call once, before the client is dropped.
     boost::asio::awaitable<void> close(std::chrono::milliseconds bound);
+    /// close()'s first step alone, so that several workers end side by side: their stdin
+    /// closed now, their end awaited by close().
+    void close_input();
 
 private:
     boost::asio::awaitable<void> reader();
