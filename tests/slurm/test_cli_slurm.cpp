@@ -1102,6 +1102,73 @@ BOOST_AUTO_TEST_CASE(a_stopped_controller_inside_an_allocation_stops_the_startin
     BOOST_TEST(std::stoi(r.err.substr(took + 6)) < 5000, "the run waited for srun: " << r.err);
 }
 
+// The workers of several nodes start side by side (docs/WORKER.md, "Dispatch"). The fixture has
+// one node, so it is named twice in SLURM_JOB_NODELIST: two sites, two worker steps on it. Both
+// start: the run's tasks run. The second srun fails (a shim on agentctl's PATH lets one srun
+// through and fails the other): exit 4 naming the site, nothing run, the worker that did start
+// stopped, no step of the run left (squeue -s inside the allocation, for at most 2 s) and no
+// worker process left.
+BOOST_AUTO_TEST_CASE(the_workers_of_two_sites_start_side_by_side) {
+    const auto& c = cluster::get();
+    cli_test::temp_dir dir;
+    std::string shims = dir.path() + "/shims";
+    std::filesystem::create_directory(shims);
+    std::ofstream(shims + "/srun") << "#!/bin/sh\nif [ -e " << dir.path() << "/fail-one ] && ! mkdir "
+                                   << dir.path() << "/one-started 2>/dev/null; then\n"
+                                   << "  echo 'srun: error: no step here (test)' >&2; exit 1\nfi\nexec "
+                                   << slurm_test::tool("srun") << " \"$@\"\n";
+    std::filesystem::permissions(shims + "/srun", std::filesystem::perms::owner_all);
+    auto wf = dir.write("wf.yaml", workflow("    processAllowlist: [sh]\n", sh_action,
+                                            "    - {id: t, uses: action:sh, foreach: {items: ['touch " +
+                                                dir.path() + "/ran1', 'touch " + dir.path() + "/ran2']}}\n"));
+    std::string script =
+        "SLURM_JOB_NODELIST=\"$1,$1\" SLURM_JOB_CPUS_PER_NODE='1(x2)' PATH=\"$2:/usr/bin:/bin\" \"$0\" "
+        "--output json "
+        "run --backend slurm --jobs 2 \"$3\"; status=$?; for i in $(seq 40); do "
+        "steps=$(\"$4\" -h -s -o %j | grep worker.); [ -z \"$steps\" ] && break; sleep 0.05; done; "
+        "echo \"steps: $steps\" >&2; exit $status";
+    auto run = [&] {
+        std::vector<std::string> argv = {slurm_test::tool("salloc"),
+                                         "--nodes=1",
+                                         "--exclusive",
+                                         "--quiet",
+                                         "--",
+                                         "/bin/sh",
+                                         "-c",
+                                         script,
+                                         cli_test::agentctl_bin(),
+                                         c.node,
+                                         shims,
+                                         wf,
+                                         slurm_test::tool("squeue")};
+        cli_test::command_options o;
+        o.env.push_back("SLURM_CONF=" + c.conf);
+        o.bound = 180s;
+        return cli_test::run(argv, o);
+    };
+    auto both = run();
+    BOOST_TEST_REQUIRE(both.exit_code == 0, both.out << both.err);
+    BOOST_TEST(std::filesystem::exists(dir.path() + "/ran1"));
+    BOOST_TEST(std::filesystem::exists(dir.path() + "/ran2"));
+    std::filesystem::remove(dir.path() + "/ran1");
+    std::filesystem::remove(dir.path() + "/ran2");
+
+    dir.write("fail-one", "");
+    auto one = run();
+    BOOST_TEST_REQUIRE(!one.timed_out, one.out << one.err);
+    BOOST_TEST_REQUIRE(one.exit_code == 4, one.out << one.err);
+    json::value v = parse_json(one.out);
+    std::string message(v.at("data").at("error").at("message").as_string());
+    BOOST_TEST(message.find("did not start") != std::string::npos, message);
+    BOOST_TEST(message.find("nothing was run") != std::string::npos, message);
+    BOOST_TEST(!std::filesystem::exists(dir.path() + "/ran1"));
+    BOOST_TEST(!std::filesystem::exists(dir.path() + "/ran2"));
+    BOOST_TEST_REQUIRE(one.err.find("steps:") != std::string::npos, one.err);
+    BOOST_TEST(one.err.find("worker.") == std::string::npos,
+               "a worker step outlived agentctl by 2 s: " << one.err);
+    BOOST_TEST(all_gone_within({worker_command()}, 5s), "a worker outlived the run");
+}
+
 // A worker killed mid-task: a lost worker fails its task as worker_lost and the run goes on;
 // nothing of the run is left.
 BOOST_AUTO_TEST_CASE(a_killed_worker_fails_its_task_as_worker_lost) {
