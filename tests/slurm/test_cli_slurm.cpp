@@ -1062,6 +1062,57 @@ BOOST_AUTO_TEST_CASE(inside_an_allocation_the_preflight_asks_no_sinfo) {
     BOOST_TEST(calls2.find("sinfo") != std::string::npos, calls2);
 }
 
+// A run refused before its preflight starts nothing on Slurm and runs nothing: the worker steps
+// start during the preflight (docs/WORKER.md, "Starting early"), never while the workflow is read
+// or the journal opened; a step started earlier would have to be ended before anything ran
+// (docs/SLURM.md, section 13, "fourth pass"). Every Slurm client agentctl starts goes through a
+// shim on its PATH that logs it.
+BOOST_AUTO_TEST_CASE(a_run_refused_before_its_preflight_starts_no_worker_step) {
+    cli_test::temp_dir dir;
+    std::string shims = dir.path() + "/shims", log = dir.path() + "/calls.log";
+    std::filesystem::create_directory(shims);
+    for (const char* tool : {"srun", "squeue", "scancel", "scontrol", "sinfo"}) {
+        std::string path = shims + "/" + tool;
+        std::ofstream(path) << "#!/bin/sh\necho " << tool << " >> " << log << "\nexec "
+                            << slurm_test::tool(tool) << " \"$@\"\n";
+        std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+    }
+    cli_test::command_options o;
+    o.env.push_back("PATH=" + shims + ":/usr/bin:/bin");
+    std::string touch =
+        "    - {id: one, uses: action:ACTION, foreach: {items: ['touch " + dir.path() + "/ran']}}\n";
+    auto with_action = [&](const std::string& action) {
+        std::string tasks = touch;
+        tasks.replace(tasks.find("ACTION"), 6, action);
+        return workflow("    processAllowlist: [sh]\n", sh_action, tasks);
+    };
+    // A workflow that does not compile (its task names an action that is not there).
+    auto invalid = in_allocation(
+        {"--output", "json", "run", "--backend", "slurm", dir.write("invalid.yaml", with_action("missing"))},
+        o);
+    BOOST_TEST(invalid.exit_code != 0, invalid.out << invalid.err);
+    BOOST_TEST(invalid.exit_code != 4, invalid.out << invalid.err);  // refused before the backend
+    // A journal that cannot be used (a folder where its file should be): exit 5.
+    std::filesystem::create_directory(dir.path() + "/journal.db");
+    auto journal = in_allocation({"--output", "json", "run", "--backend", "slurm", "--db",
+                                  dir.path() + "/journal.db", dir.write("valid.yaml", with_action("sh"))},
+                                 o);
+    BOOST_TEST(journal.exit_code == 5, journal.out << journal.err);
+    std::ifstream in(log);
+    std::string calls((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    BOOST_TEST(calls.find("srun") == std::string::npos, calls);
+    BOOST_TEST(!std::filesystem::exists(dir.path() + "/ran"));
+    // The same workflow with a usable journal does run on the worker, through the shim.
+    auto ran = in_allocation({"--output", "json", "run", "--backend", "slurm", "--db",
+                              dir.path() + "/journal2.db", dir.path() + "/valid.yaml"},
+                             o);
+    BOOST_TEST_REQUIRE(ran.exit_code == 0, ran.out << ran.err);
+    BOOST_TEST(std::filesystem::exists(dir.path() + "/ran"));
+    std::ifstream again(log);
+    std::string calls2((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
+    BOOST_TEST(calls2.find("srun") != std::string::npos, calls2);
+}
+
 // The worker step starts before `scontrol ping` answers, in parallel with it (docs/WORKER.md,
 // "Starting early"); a controller that does not answer fails the run as before, and the srun
 // started meanwhile is killed at once, with no step (it could not create one): without that,
