@@ -1062,6 +1062,57 @@ BOOST_AUTO_TEST_CASE(inside_an_allocation_the_preflight_asks_no_sinfo) {
     BOOST_TEST(calls2.find("sinfo") != std::string::npos, calls2);
 }
 
+// A run refused before its preflight starts nothing on Slurm and runs nothing: the worker steps
+// start during the preflight (docs/WORKER.md, "Starting early"), never while the workflow is read
+// or the journal opened; a step started earlier would have to be ended before anything ran
+// (docs/SLURM.md, section 13, "fourth pass"). Every Slurm client agentctl starts goes through a
+// shim on its PATH that logs it.
+BOOST_AUTO_TEST_CASE(a_run_refused_before_its_preflight_starts_no_worker_step) {
+    cli_test::temp_dir dir;
+    std::string shims = dir.path() + "/shims", log = dir.path() + "/calls.log";
+    std::filesystem::create_directory(shims);
+    for (const char* tool : {"srun", "squeue", "scancel", "scontrol", "sinfo"}) {
+        std::string path = shims + "/" + tool;
+        std::ofstream(path) << "#!/bin/sh\necho " << tool << " >> " << log << "\nexec "
+                            << slurm_test::tool(tool) << " \"$@\"\n";
+        std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+    }
+    cli_test::command_options o;
+    o.env.push_back("PATH=" + shims + ":/usr/bin:/bin");
+    std::string touch =
+        "    - {id: one, uses: action:ACTION, foreach: {items: ['touch " + dir.path() + "/ran']}}\n";
+    auto with_action = [&](const std::string& action) {
+        std::string tasks = touch;
+        tasks.replace(tasks.find("ACTION"), 6, action);
+        return workflow("    processAllowlist: [sh]\n", sh_action, tasks);
+    };
+    // A workflow that does not compile (its task names an action that is not there).
+    auto invalid = in_allocation(
+        {"--output", "json", "run", "--backend", "slurm", dir.write("invalid.yaml", with_action("missing"))},
+        o);
+    BOOST_TEST(invalid.exit_code != 0, invalid.out << invalid.err);
+    BOOST_TEST(invalid.exit_code != 4, invalid.out << invalid.err);  // refused before the backend
+    // A journal that cannot be used (a folder where its file should be): exit 5.
+    std::filesystem::create_directory(dir.path() + "/journal.db");
+    auto journal = in_allocation({"--output", "json", "run", "--backend", "slurm", "--db",
+                                  dir.path() + "/journal.db", dir.write("valid.yaml", with_action("sh"))},
+                                 o);
+    BOOST_TEST(journal.exit_code == 5, journal.out << journal.err);
+    std::ifstream in(log);
+    std::string calls((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    BOOST_TEST(calls.find("srun") == std::string::npos, calls);
+    BOOST_TEST(!std::filesystem::exists(dir.path() + "/ran"));
+    // The same workflow with a usable journal does run on the worker, through the shim.
+    auto ran = in_allocation({"--output", "json", "run", "--backend", "slurm", "--db",
+                              dir.path() + "/journal2.db", dir.path() + "/valid.yaml"},
+                             o);
+    BOOST_TEST_REQUIRE(ran.exit_code == 0, ran.out << ran.err);
+    BOOST_TEST(std::filesystem::exists(dir.path() + "/ran"));
+    std::ifstream again(log);
+    std::string calls2((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
+    BOOST_TEST(calls2.find("srun") != std::string::npos, calls2);
+}
+
 // The worker step starts before `scontrol ping` answers, in parallel with it (docs/WORKER.md,
 // "Starting early"); a controller that does not answer fails the run as before, and the srun
 // started meanwhile is killed at once, with no step (it could not create one): without that,
@@ -1100,6 +1151,73 @@ BOOST_AUTO_TEST_CASE(a_stopped_controller_inside_an_allocation_stops_the_startin
     auto took = r.err.find("took: ");
     BOOST_TEST_REQUIRE(took != std::string::npos, r.err);
     BOOST_TEST(std::stoi(r.err.substr(took + 6)) < 5000, "the run waited for srun: " << r.err);
+}
+
+// The workers of several nodes start side by side (docs/WORKER.md, "Dispatch"). The fixture has
+// one node, so it is named twice in SLURM_JOB_NODELIST: two sites, two worker steps on it. Both
+// start: the run's tasks run. The second srun fails (a shim on agentctl's PATH lets one srun
+// through and fails the other): exit 4 naming the site, nothing run, the worker that did start
+// stopped, no step of the run left (squeue -s inside the allocation, for at most 2 s) and no
+// worker process left.
+BOOST_AUTO_TEST_CASE(the_workers_of_two_sites_start_side_by_side) {
+    const auto& c = cluster::get();
+    cli_test::temp_dir dir;
+    std::string shims = dir.path() + "/shims";
+    std::filesystem::create_directory(shims);
+    std::ofstream(shims + "/srun") << "#!/bin/sh\nif [ -e " << dir.path() << "/fail-one ] && ! mkdir "
+                                   << dir.path() << "/one-started 2>/dev/null; then\n"
+                                   << "  echo 'srun: error: no step here (test)' >&2; exit 1\nfi\nexec "
+                                   << slurm_test::tool("srun") << " \"$@\"\n";
+    std::filesystem::permissions(shims + "/srun", std::filesystem::perms::owner_all);
+    auto wf = dir.write("wf.yaml", workflow("    processAllowlist: [sh]\n", sh_action,
+                                            "    - {id: t, uses: action:sh, foreach: {items: ['touch " +
+                                                dir.path() + "/ran1', 'touch " + dir.path() + "/ran2']}}\n"));
+    std::string script =
+        "SLURM_JOB_NODELIST=\"$1,$1\" SLURM_JOB_CPUS_PER_NODE='1(x2)' PATH=\"$2:/usr/bin:/bin\" \"$0\" "
+        "--output json "
+        "run --backend slurm --jobs 2 \"$3\"; status=$?; for i in $(seq 40); do "
+        "steps=$(\"$4\" -h -s -o %j | grep worker.); [ -z \"$steps\" ] && break; sleep 0.05; done; "
+        "echo \"steps: $steps\" >&2; exit $status";
+    auto run = [&] {
+        std::vector<std::string> argv = {slurm_test::tool("salloc"),
+                                         "--nodes=1",
+                                         "--exclusive",
+                                         "--quiet",
+                                         "--",
+                                         "/bin/sh",
+                                         "-c",
+                                         script,
+                                         cli_test::agentctl_bin(),
+                                         c.node,
+                                         shims,
+                                         wf,
+                                         slurm_test::tool("squeue")};
+        cli_test::command_options o;
+        o.env.push_back("SLURM_CONF=" + c.conf);
+        o.bound = 180s;
+        return cli_test::run(argv, o);
+    };
+    auto both = run();
+    BOOST_TEST_REQUIRE(both.exit_code == 0, both.out << both.err);
+    BOOST_TEST(std::filesystem::exists(dir.path() + "/ran1"));
+    BOOST_TEST(std::filesystem::exists(dir.path() + "/ran2"));
+    std::filesystem::remove(dir.path() + "/ran1");
+    std::filesystem::remove(dir.path() + "/ran2");
+
+    dir.write("fail-one", "");
+    auto one = run();
+    BOOST_TEST_REQUIRE(!one.timed_out, one.out << one.err);
+    BOOST_TEST_REQUIRE(one.exit_code == 4, one.out << one.err);
+    json::value v = parse_json(one.out);
+    std::string message(v.at("data").at("error").at("message").as_string());
+    BOOST_TEST(message.find("did not start") != std::string::npos, message);
+    BOOST_TEST(message.find("nothing was run") != std::string::npos, message);
+    BOOST_TEST(!std::filesystem::exists(dir.path() + "/ran1"));
+    BOOST_TEST(!std::filesystem::exists(dir.path() + "/ran2"));
+    BOOST_TEST_REQUIRE(one.err.find("steps:") != std::string::npos, one.err);
+    BOOST_TEST(one.err.find("worker.") == std::string::npos,
+               "a worker step outlived agentctl by 2 s: " << one.err);
+    BOOST_TEST(all_gone_within({worker_command()}, 5s), "a worker outlived the run");
 }
 
 // A worker killed mid-task: a lost worker fails its task as worker_lost and the run goes on;

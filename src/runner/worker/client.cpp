@@ -65,25 +65,32 @@ std::optional<std::string> client::start(const exec::channel_command& command) {
 
 asio::awaitable<std::optional<std::string>> client::handshake(wp::hello hello,
                                                               std::chrono::milliseconds bound) {
+    if (auto why = send_hello(std::move(hello))) co_return why;
+    co_return co_await await_welcome(bound);
+}
+
+std::optional<std::string> client::send_hello(wp::hello hello) {
+    if (lost_) return lost_reason_;
     digest_ = hello.build_digest;
     heartbeat_ = std::chrono::milliseconds(hello.heartbeat_ms);
     last_received_ = last_sent_ = steady::now();
     std::string frame;
     if (auto e = wp::append_hello(frame, hello)) {
         lose(e->message);
-        co_return e->message;
+        return e->message;
     }
     send(std::move(frame));
     spawn_owned(reader());
+    return std::nullopt;
+}
+
+asio::awaitable<std::optional<std::string>> client::await_welcome(std::chrono::milliseconds bound) {
     auto deadline = steady::now() + bound;
     while (!connected_ && !refused_ && !lost_ && steady::now() < deadline) {
         wake_.expires_at(deadline);
         co_await wake_.async_wait(asio::as_tuple(asio::use_awaitable));
     }
-    if (connected_ && !lost_) {
-        spawn_owned(ticker());
-        co_return std::nullopt;
-    }
+    if (connected_ && !lost_) co_return std::nullopt;
     std::string why = refused_ ? "refused: " + *refused_
                       : lost_  ? lost_reason_
                                : "no answer within " + std::to_string(bound.count() / 1000) + " s";
@@ -214,6 +221,9 @@ void client::handle(const wp::frame& f) {
             welcome_ = std::move(*m);
             connected_ = true;
             decoder_.set_limit(wp::payload_limit);
+            // Heartbeats from now on, even while the launcher awaits another worker's welcome:
+            // the worker takes a driver silent for three intervals for gone.
+            spawn_owned(ticker());
             wake();
             return;
         }
@@ -282,13 +292,18 @@ asio::awaitable<void> client::ticker() {
     }
 }
 
-asio::awaitable<void> client::close(std::chrono::milliseconds bound) {
-    auto self = shared_from_this();
+void client::close_input() {
+    if (closing_) return;
     closing_ = true;
     tick_timer_.cancel();
     nudge_timer_.cancel();
+    if (channel_) channel_->close_input();
+}
+
+asio::awaitable<void> client::close(std::chrono::milliseconds bound) {
+    auto self = shared_from_this();
+    close_input();
     if (!channel_) co_return;
-    channel_->close_input();
     auto deadline = steady::now() + bound;
     // The worker exits once its stdin is closed; its stdout ends with it, and the reader.
     while (owned_ > 0 && steady::now() < deadline) {

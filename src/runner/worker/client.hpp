@@ -47,6 +47,11 @@ public:
     std::optional<std::string> start(const exec::channel_command& command);
     boost::asio::awaitable<std::optional<std::string>> handshake(worker_protocol::hello hello,
                                                                  std::chrono::milliseconds bound);
+    /// handshake() in two steps, so that several workers' hellos go out before any welcome is
+    /// awaited: the hello sent now (nothing, or why not: the program is then gone), then the
+    /// welcome awaited at most `bound`.
+    std::optional<std::string> send_hello(worker_protocol::hello hello);
+    boost::asio::awaitable<std::optional<std::string>> await_welcome(std::chrono::milliseconds bound);
 
     const std::string& label() const { return label_; }
     const worker_protocol::welcome& welcome() const { return welcome_; }
@@ -78,6 +83,9 @@ public:
     /// and waits until it has exited, at most `bound`, then kills it. Awaits the reader and the
     /// ticker. Call once, before the client is dropped.
     boost::asio::awaitable<void> close(std::chrono::milliseconds bound);
+    /// close()'s first step alone, so that several workers end side by side: their stdin
+    /// closed now, their end awaited by close().
+    void close_input();
 
 private:
     boost::asio::awaitable<void> reader();

@@ -99,27 +99,33 @@ public:
         hello_.heartbeat_ms = heartbeat_ms;
     }
 
-    // Every site's first worker, together; the first failure fails them all.
+    // Every site's first worker. Every srun is started and every hello sent before any welcome
+    // is awaited, so that the steps start side by side (Slurm takes tens of milliseconds for
+    // each: docs/SLURM.md, section 13) rather than node after node. The first failure fails
+    // them all.
     asio::awaitable<std::optional<task_error>> start_all() {
+        std::vector<std::optional<std::string>> why(sites_.size());
+        for (std::size_t i = 0; i < sites_.size(); ++i) why[i] = spawn(sites_[i]);
+        for (std::size_t i = 0; i < sites_.size(); ++i)
+            if (!why[i]) why[i] = greet(sites_[i]);
         std::optional<task_error> failed;
-        for (auto& s : sites_) {
-            std::optional<std::string> why = abandoned_;
-            if (!why) why = co_await start(s);
-            if (why) {
+        for (std::size_t i = 0; i < sites_.size(); ++i) {
+            site_state& s = sites_[i];
+            if (failed && !why[i]) why[i] = "another worker did not start";
+            why[i] = co_await welcomed(s, why[i]);
+            if (why[i] && !failed)
                 failed = task_error{
                     error_code::backend_unavailable,
-                    "the worker on " + s.site.label + " did not start: " + *why + "; nothing was run"};
-                break;
-            }
+                    "the worker on " + s.site.label + " did not start: " + *why[i] + "; nothing was run"};
         }
         if (failed) co_await finish();
         co_return failed;
     }
 
-    // start_all() ends now: the worker it waits for is lost, and no other starts.
+    // start_all() ends now: the workers it waits for are lost, and no other starts.
     void abandon(const std::string& why) {
         abandoned_ = why;
-        if (starting_) starting_->lose(why);
+        for (auto& w : starting_) w->lose(why);
     }
 
     asio::awaitable<launch_result> launch(const launch_request& request) override {
@@ -255,13 +261,18 @@ public:
         return static_cast<int>(ahead);
     }
 
-    // The end of the run: every worker's stdin closed, and each awaited until it has exited.
+    // The end of the run: every worker's stdin closed, then each awaited until it has exited.
+    // Closed together, the workers' steps end side by side: Slurm's end of one step takes ~30 ms
+    // after its worker's exit (docs/SLURM.md, section 13), which one node after the other
+    // would add up.
     asio::awaitable<std::optional<task_error>> finish() override {
+        std::vector<std::shared_ptr<worker::client>> ending;
         for (auto& s : sites_) {
             if (!s.worker) continue;
-            auto w = std::move(s.worker);
-            co_await w->close(close_bound);
+            ending.push_back(std::move(s.worker));
+            ending.back()->close_input();
         }
+        for (auto& w : ending) co_await w->close(close_bound);
         co_return std::nullopt;
     }
 
@@ -273,27 +284,53 @@ private:
             auto old = std::move(s.worker);
             co_await old->close(close_bound);
         }
+        auto why = spawn(s);
+        if (!why) why = greet(s);
+        co_return co_await welcomed(s, why);
+    }
+
+    // start() in three steps, so that start_all() can take each step on every site before the
+    // next. First the worker's program (its srun), unless the start was abandoned.
+    std::optional<std::string> spawn(site_state& s) {
+        s.starting = true;
         ++s.starts;
         auto w = std::make_shared<worker::client>(ctx_.ex, s.site.label, s.site.slots);
-        auto command = s.site.command(s.starts);
-        std::optional<std::string> why = command ? w->start(*command) : command.error().message;
-        // The digest is computed once per process, while the first srun creates its step (the
-        // binary's SHA-256 takes milliseconds, tens under load: docs/SLURM.md, section 13).
-        if (!why && hello_.build_digest.empty()) {
+        s.worker = w;
+        std::optional<std::string> why = abandoned_;
+        if (!why) {
+            auto command = s.site.command(s.starts);
+            why = command ? w->start(*command) : command.error().message;
+        }
+        if (why) w->lose(*why);
+        return why;
+    }
+
+    // Then its hello. The digest is computed once per process, while the first srun creates its
+    // step (the binary's SHA-256 takes milliseconds, tens under load: docs/SLURM.md, section 13).
+    std::optional<std::string> greet(site_state& s) {
+        std::optional<std::string> why;
+        if (hello_.build_digest.empty()) {
             if (const auto& digest = exec::build_digest())
                 hello_.build_digest = *digest;
             else
                 why = "the worker protocol needs this agentctl's build digest: " + digest.error().message;
         }
         if (!why && abandoned_) why = *abandoned_;
-        if (!why) {
-            starting_ = w;
-            why = co_await w->handshake(hello_, connect_bound);
-            starting_ = nullptr;
+        if (!why) why = s.worker->send_hello(hello_);
+        if (why) {
+            s.worker->lose(*why);
         } else {
-            w->lose(*why);
+            starting_.push_back(s.worker);
         }
-        s.worker = w;
+        return why;
+    }
+
+    // Then its welcome, unless `why` says it failed already (it is then lost).
+    asio::awaitable<std::optional<std::string>> welcomed(site_state& s, std::optional<std::string> why) {
+        std::shared_ptr<worker::client> w = s.worker;
+        if (!why) why = co_await w->await_welcome(connect_bound);
+        if (why) w->lose(*why);
+        std::erase(starting_, w);
         s.starting = false;
         if (why) s.last_error = *why;
         if (!why && jobs_) {
@@ -395,7 +432,7 @@ private:
     std::uint64_t next_tag_ = 1;
     std::uint32_t jobs_ = 0;              ///< the run's --jobs, from dispatch_ahead()
     std::list<launch_control*> waiters_;  ///< launches waiting for a free slot
-    std::shared_ptr<worker::client> starting_;  ///< the worker whose welcome start() awaits
+    std::vector<std::shared_ptr<worker::client>> starting_;  ///< hellos sent, welcomes not yet in
     std::optional<std::string> abandoned_;      ///< abandon()'s reason
 };
 
