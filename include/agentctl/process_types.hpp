@@ -68,6 +68,11 @@ struct process_request {
                                             ///< Borrowed: must stay open until the operation completes.
     std::string cwd_display;                ///< the cwd for messages
     std::optional<std::string> stdin_data;  ///< nullopt: stdin is /dev/null; else written then closed
+    /// The child's stdout and stderr are this process's own (descriptors 1 and 2), passed as they
+    /// are: nothing is read or captured, the three output limits do not apply, the result's
+    /// streams stay empty, and the leader's exit ends the run at once (no pipe to drain). What
+    /// `agentctl parallel -u` does (docs/PARALLEL.md, "Output").
+    bool pass_output = false;
     std::uint64_t stdout_limit = 1024 * 1024;        ///< >= 1
     std::uint64_t stderr_limit = 1024 * 1024;        ///< >= 1
     std::uint64_t combined_limit = 2 * 1024 * 1024;  ///< >= 1
@@ -104,8 +109,8 @@ struct process_result {
     std::optional<int> exit_code;  ///< the leader exited normally (even with 137: that is not a signal)
     std::optional<int> signal;     ///< the leader died of this signal
     bool core_dumped = false;
-    std::string stdout_bytes;  ///< raw bytes, at most stdout_limit
-    std::string stderr_bytes;  ///< raw bytes, at most stderr_limit
+    std::string stdout_bytes;  ///< raw bytes, at most stdout_limit; empty with pass_output
+    std::string stderr_bytes;  ///< raw bytes, at most stderr_limit; empty with pass_output
     std::string limit_stream;  ///< output_limit_exceeded: "stdout", "stderr" or "combined output"
     std::uint64_t limit_bytes = 0;
     std::chrono::microseconds duration{0};  ///< spawn to completion
