@@ -113,6 +113,14 @@ struct run_settings {
     backend_kind backend = backend_kind::local;
     slurm_options slurm;  ///< backend slurm: resource options of every job
     std::chrono::milliseconds drain_grace{250};
+    /// Each builtin.shell.exec process writes its stdout and stderr straight to this process's
+    /// own (descriptors 1 and 2, inherited): nothing is captured, redacted or capped, and each
+    /// result says so (task_result::output_passed_through). The jobs' output may interleave.
+    /// Local host processes only: with the slurm backend, a container action or a secret in an
+    /// action's environment (its output could not be redacted) the run fails before any effect.
+    /// Other actions (extension.process speaks its protocol on stdout) capture as always.
+    /// `agentctl parallel -u` (docs/PARALLEL.md, "Output").
+    bool pass_output = false;
     /// `run --check`: a preview. Nothing with an effect runs and no approval is asked:
     /// processes give `{status: requires_execution}`, builtin.write says what it would write,
     /// builtin.read, assign and assert run (docs/DESIGN.md, "Files").

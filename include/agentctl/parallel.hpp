@@ -77,6 +77,10 @@ struct parallel_request {
     // What is printed and logged (the front end does it; these shape the jobs' strings).
     std::optional<std::string> tagstring;  ///< `--tagstring STR` (`--tag` is `{}`)
     std::optional<std::string> results;    ///< `--results DIR`
+    /// `-u`: each job writes straight to agentctl's stdout and stderr, nothing is captured
+    /// (the run's run_settings::pass_output; docs/PARALLEL.md, "Output"). Refused with
+    /// `--results`, `--tag`, `--tagstring` and `--container`, which need the output in hand.
+    bool ungroup = false;
     bool resume = false;                   ///< `--resume`: skip jobs the joblog lists
     bool resume_failed = false;            ///< `--resume-failed`: skip jobs the joblog lists as succeeded
 };

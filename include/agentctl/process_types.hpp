@@ -70,6 +70,11 @@ struct process_request {
                                             ///< Borrowed: must stay open until the operation completes.
     std::string cwd_display;                ///< the cwd for messages
     std::optional<std::string> stdin_data;  ///< nullopt: stdin is /dev/null; else written then closed
+    /// The child's stdout and stderr are this process's own (descriptors 1 and 2), passed as they
+    /// are: nothing is read or captured, the three output limits do not apply, the result's
+    /// streams stay empty, and the leader's exit ends the run at once (no pipe to drain). What
+    /// `agentctl parallel -u` does (docs/PARALLEL.md, "Output").
+    bool pass_output = false;
     std::uint64_t stdout_limit = 1024 * 1024;        ///< >= 1
     std::uint64_t stderr_limit = 1024 * 1024;        ///< >= 1
     std::uint64_t combined_limit = 2 * 1024 * 1024;  ///< >= 1
@@ -106,9 +111,9 @@ struct process_result {
     std::optional<int> exit_code;  ///< the leader exited normally (even with 137: that is not a signal)
     std::optional<int> signal;     ///< the leader died of this signal
     bool core_dumped = false;
-    /// Raw bytes, at most stdout_limit. A JSON string because the captured bytes end up as
-    /// the task's `output.stdout`: the pipe is read straight into it (grown without
-    /// zero-filling) and it is moved there, never copied (docs/CAPTURE.md).
+    /// Raw bytes, at most stdout_limit; empty with pass_output. A JSON string because the
+    /// captured bytes end up as the task's `output.stdout`: the pipe is read straight into it
+    /// (grown without zero-filling) and it is moved there, never copied (docs/CAPTURE.md).
     boost::json::string stdout_bytes;
     boost::json::string stderr_bytes;  ///< raw bytes, at most stderr_limit; as stdout_bytes
     std::string limit_stream;  ///< output_limit_exceeded: "stdout", "stderr" or "combined output"

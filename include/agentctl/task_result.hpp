@@ -54,6 +54,9 @@ struct task_result {
     std::string limit_stream;  ///< output_limit_exceeded: "stdout" | "stderr" | "combined output"
     std::uint64_t limit_bytes = 0;
     std::uint64_t output_bytes = 0;  ///< bytes captured, for the output budget
+    /// The process wrote its stdout and stderr straight to agentctl's own (run_settings::
+    /// pass_output): nothing was captured, so the streams here are empty, not silent.
+    bool output_passed_through = false;
     std::optional<task_error> error;
     boost::json::value output;  ///< what `tasks.<id>.output` refers to
     /// The text is kept once: in `output.stdout` and `output.stderr` (builtin actions, whose

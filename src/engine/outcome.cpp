@@ -46,6 +46,7 @@ task_result without_streams(const task_result& r, bool in_place) {
     out.limit_stream = r.limit_stream;
     out.limit_bytes = r.limit_bytes;
     out.output_bytes = r.output_bytes;
+    out.output_passed_through = r.output_passed_through;
     out.error = r.error;
     out.streams_in_output = r.streams_in_output;
     out.reused = r.reused;

@@ -8,14 +8,17 @@
 
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json/object.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 
 namespace asio = boost::asio;
 namespace json = boost::json;
 
 namespace agentctl {
 
-run_recorder::run_recorder(journal_writer& journal, const plan& p, const resume_state* resume)
-    : journal_(journal), plan_(p), resume_(resume), ended_(p.size(), false) {}
+run_recorder::run_recorder(journal_writer& journal, const plan& p, const resume_state* resume,
+                           bool pass_output)
+    : journal_(journal), plan_(p), resume_(resume), ended_(p.size(), false), pass_output_(pass_output) {}
 
 asio::awaitable<std::optional<journal_error>> run_recorder::start_run(journal_run run,
                                                                       const std::string& run_id) {
@@ -26,6 +29,15 @@ asio::awaitable<std::optional<journal_error>> run_recorder::start_run(journal_ru
     run.plan_digest = plan_.plan_digest;
     run.task_count = plan_.size() - static_cast<std::uint32_t>(plan_.expansions.size());  // no aggregates
     run.owner = this_process_owner();
+    if (pass_output_) {
+        // The run's options say that its shell tasks' output was not captured.
+        boost::system::error_code ec;
+        json::value options = run.options_json.empty() ? json::object() : json::parse(run.options_json, ec);
+        if (!ec && options.is_object()) {
+            options.get_object()["passOutput"] = true;
+            run.options_json = json::serialize(options);
+        }
+    }
     journal_.record_run(std::move(run));
     co_return co_await journal_.async_sync(asio::use_awaitable);
 }
@@ -113,6 +125,11 @@ attempt_intent run_recorder::intent_of(const attempt_request& request) const {
     i.argv.insert(i.argv.end(), request.args.begin(), request.args.end());
     for (const auto& e : a.env) i.env_names.push_back(e.name);
     i.cwd = request.cwd;
+    if (pass_output_ && a.kind == action_kind::shell_exec) {
+        // Nothing is read, so no cap applies: the intent says where the output went instead.
+        i.limits = json::object{{"timeoutMs", t.timeout_ms}, {"output", "passed through"}};
+        return i;
+    }
     i.limits = json::object{{"timeoutMs", t.timeout_ms},
                             {"stdoutBytes", t.limits.stdout_bytes},
                             {"stderrBytes", t.limits.stderr_bytes},

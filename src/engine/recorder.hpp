@@ -22,7 +22,9 @@ struct resume_state;
 class run_recorder {
 public:
     /// `journal` records into one run; `resume`: that run is an earlier one, taken over.
-    run_recorder(journal_writer& journal, const plan& p, const resume_state* resume);
+    /// `pass_output`: run_settings::pass_output (each shell attempt's intent says so).
+    run_recorder(journal_writer& journal, const plan& p, const resume_state* resume,
+                 bool pass_output = false);
 
     /// The run's record, committed before any effect (a resumed run is recorded already).
     boost::asio::awaitable<std::optional<journal_error>> start_run(journal_run record,
@@ -62,6 +64,7 @@ private:
     const resume_state* resume_;
     std::vector<bool> ended_;  // the journal has the end of the task's last attempt already
     bool behind_ = false;      // the journal's queue passed its high-water mark
+    bool pass_output_ = false;
 };
 
 }  // namespace agentctl

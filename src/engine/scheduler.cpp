@@ -108,6 +108,7 @@ runner_settings settings_for_runner(const run_settings& s, const std::string& ru
     r.backend = s.backend;
     r.slurm = s.slurm;
     r.drain_grace = s.drain_grace;
+    r.pass_output = s.pass_output;
     r.check = s.check;
     r.diff = s.diff;
     return r;
@@ -131,7 +132,7 @@ public:
         // Per task only a few bytes (state, outcome, flags); results are kept whole without a
         // journal, and with one only where something reads them (docs/DESIGN.md, "Engine").
         if (with_.journal)
-            recorder_.emplace(*with_.journal, p, resume);
+            recorder_.emplace(*with_.journal, p, resume, settings_.pass_output);
         else
             results_.resize(n);
         state_.assign(n, node::pending);

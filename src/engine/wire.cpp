@@ -458,6 +458,8 @@ void write_task_result(json_writer& w, const plan& p, std::uint32_t index, const
         write_stream(w, "stderr", stderr_of(r), streams);
         if (r.stdout_lossy) w.member("stdoutLossy", true);
         if (r.stderr_lossy) w.member("stderrLossy", true);
+        // Empty streams that are not silence: the output went straight to agentctl's (-u).
+        if (r.output_passed_through) w.member("outputPassedThrough", true);
         w.key("usage");
         w.begin_object();
         w.member("userMs", r.usage.user_us / 1000);

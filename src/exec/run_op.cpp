@@ -219,8 +219,11 @@ bool run_op::prepare_and_clone() {
             return false;
         }
     }
-    if (int err = make_pipe(out_fd_, out_child, true)) return fail("cannot create the stdout pipe", err);
-    if (int err = make_pipe(err_fd_, err_child, true)) return fail("cannot create the stderr pipe", err);
+    // pass_output: the child writes where we write; nothing to read, so no pipe.
+    if (!req_.pass_output) {
+        if (int err = make_pipe(out_fd_, out_child, true)) return fail("cannot create the stdout pipe", err);
+        if (int err = make_pipe(err_fd_, err_child, true)) return fail("cannot create the stderr pipe", err);
+    }
     int stdin_fd = -1;
     if (req_.stdin_data && !req_.stdin_data->empty()) {
         if (int err = make_pipe(in_fd_, in_child, false)) return fail("cannot create the stdin pipe", err);
@@ -257,8 +260,8 @@ bool run_op::prepare_and_clone() {
     plan.argv = ptrs.data();
     plan.envp = ptrs.data() + req_.argv.size() + 1;
     plan.stdio[0] = stdin_fd;
-    plan.stdio[1] = out_child.get();
-    plan.stdio[2] = err_child.get();
+    plan.stdio[1] = req_.pass_output ? STDOUT_FILENO : out_child.get();
+    plan.stdio[2] = req_.pass_output ? STDERR_FILENO : err_child.get();
     plan.cwd_fd = req_.cwd_fd;
 
     // clone3(CLONE_PIDFD | CLONE_INTO_CGROUP) where the kernel (>= 5.7) and seccomp allow it;
@@ -368,7 +371,7 @@ void run_op::continue_after_spawn() {
         pidfd_fd_.reset();
         use_pidfd_ = false;
     }
-    bool watched = adopt(out_.sd, out_fd_) && adopt(err_.sd, err_fd_);
+    bool watched = req_.pass_output || (adopt(out_.sd, out_fd_) && adopt(err_.sd, err_fd_));
     out_.open = out_.sd.is_open();
     err_.open = err_.sd.is_open();
     out_fd_.reset();

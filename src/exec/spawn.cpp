@@ -39,7 +39,11 @@ AGENTCTL_CHILD_CODE int child_main(void* arg) {
         child_fail(plan, spawn_step::cgroup);
     }
     for (int target = 0; target < 3; ++target) {
-        if (::dup2(plan.stdio[target], target) < 0) child_fail(plan, spawn_step::stdio);
+        // Our own descriptor passed as it is: dup2() onto itself would keep a close-on-exec
+        // flag, so clear it (in the child's copy of the table only).
+        int rc =
+            plan.stdio[target] == target ? ::fcntl(target, F_SETFD, 0) : ::dup2(plan.stdio[target], target);
+        if (rc < 0) child_fail(plan, spawn_step::stdio);
     }
     if (plan.cwd_fd >= 0) {
         if (::fchdir(plan.cwd_fd) != 0) child_fail(plan, spawn_step::cwd);

@@ -28,7 +28,9 @@ struct child_plan {
     int exe_fd = -1;
     char* const* argv = nullptr;
     char* const* envp = nullptr;
-    int stdio[3] = {-1, -1, -1};  ///< become fds 0, 1, 2; all >= 3 so dup2 never clobbers one
+    /// Become fds 0, 1, 2: each >= 3 so dup2 never clobbers one, or equal to its target (the
+    /// parent's own descriptor, passed as it is: process_request::pass_output).
+    int stdio[3] = {-1, -1, -1};
     int cwd_fd = -1;              ///< fchdir() target; -1 keeps the parent's cwd
     int cgroup_procs_fd = -1;     ///< glibc clone() path: "0" is written here to join the leaf
     volatile int failed_step = 0;

@@ -194,6 +194,7 @@ std::string encode_result(const task_result& r) {
             w.member("limit_bytes", r.limit_bytes);
         }
         if (r.output_bytes) w.member("output_bytes", r.output_bytes);
+        if (r.output_passed_through) w.member("output_passed_through", true);
         if (r.error) {
             w.key("error");
             w.begin_object();
@@ -295,6 +296,7 @@ bool decode_result(std::string_view text, task_result& r) {
     r.limit_stream = string_at(o, "limit_stream");
     r.limit_bytes = uint_at(o, "limit_bytes");
     r.output_bytes = uint_at(o, "output_bytes");
+    r.output_passed_through = o.contains("output_passed_through");
     if (auto* e = o.if_contains("error"); e && e->is_object())
         r.error = task_error{error_code_from_string(string_at(e->get_object(), "code")).value_or(error_code::internal_error),
                              string_at(e->get_object(), "message")};

@@ -394,6 +394,19 @@ parallel_translation translate_parallel(const parallel_request& request, const p
     if (request.timeout_seconds && !(*request.timeout_seconds >= 0.001 && *request.timeout_seconds <= 86400))
         return fail("--timeout must be between 0.001 and 86400 seconds");
     if (request.retries < 0 || request.retries > 20) return fail("--retries must be between 0 and 20");
+    // -u keeps nothing, so nothing can be written to files or tagged afterwards.
+    if (request.ungroup && request.results)
+        return fail(
+            "-u and --results exclude each other: -u passes each job's output straight through and keeps "
+            "none of it, --results writes it to files from the journal");
+    if (request.ungroup && request.tagstring)
+        return fail(
+            "-u and --tag/--tagstring exclude each other: -u passes each job's output straight through, "
+            "so there is no line to put a tag before (leave out -u)");
+    if (request.ungroup && request.container_image)
+        return fail(
+            "-u is not available with --container: a container's output reaches agentctl through the "
+            "engine's client, not agentctl's own stdout (leave out -u)");
 
     jobs_result made = make_jobs(request, context);
     if (!made.error.empty()) return fail(made.error);

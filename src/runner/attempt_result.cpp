@@ -46,6 +46,7 @@ task_result to_task_result(launch_result r, const resolved_environment& env, std
     t.signal = p.signal;
     t.usage = p.usage;
     t.descendants_killed = p.descendants_killed;
+    t.output_passed_through = r.output_passed;
     t.output_bytes = p.stdout_bytes.size() + p.stderr_bytes.size();
     t.duration_ms = static_cast<std::uint64_t>(p.duration.count() / 1000);
     // A capture is whole when the program ended by itself with a status it chose (0-128) and

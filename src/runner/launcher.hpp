@@ -72,6 +72,7 @@ struct launch_result {
     /// failed (container cleanup); the task fails with this error.
     std::optional<task_error> error;
     bool oom_killed = false;  ///< container: the engine says the memory limit killed it
+    bool output_passed = false;  ///< host: the process wrote to agentctl's stdout/stderr (pass_output)
     std::string backend = "local";              ///< "local" | "slurm"
     std::optional<std::uint64_t> slurm_job_id;  ///< slurm: the job, once squeue listed it
     std::string slurm_node;                     ///< slurm: the node, as squeue printed it

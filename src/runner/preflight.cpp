@@ -98,6 +98,7 @@ public:
 
     asio::awaitable<preflight_result> run() {
         if (!open_workspace()) co_return std::move(result_);
+        if (!survey() && !pass_output_possible()) co_return std::move(result_);
         // `run --check` runs no process: what they need is not looked for, no helper runs.
         if (settings_.check && !survey()) co_return std::move(result_);
         // The backend before any environment: a run that cannot reach Slurm runs no secret
@@ -126,6 +127,14 @@ public:
             }
             prepared.environment = co_await resolve_environment(a.env, env_context());
             for (const auto& weak : prepared.environment.short_secrets) short_secret_warning(a, weak);
+            if (settings_.pass_output && !prepared.environment.secrets.empty() &&
+                !prepared.environment.error) {
+                result_.error = task_error{error_code::invalid_request,
+                                           "action \"" + a.name +
+                                               "\" has a secret in its environment, and output passed "
+                                               "through (-u) is not redacted: capture it instead"};
+                co_return std::move(result_);
+            }
             if (prepared.environment.error) {
                 result_.error =
                     task_error{prepared.environment.error->code,
@@ -151,6 +160,24 @@ public:
 private:
     bool survey() const { return settings_.mode == preflight_mode::survey; }
     bool on_slurm() const { return settings_.backend == backend_kind::slurm; }
+
+    // run_settings::pass_output hands agentctl's own descriptors to a host process; a Slurm job
+    // or a container has none of them (docs/PARALLEL.md, "Output").
+    bool pass_output_possible() {
+        if (!settings_.pass_output) return true;
+        std::string why;
+        if (on_slurm())
+            why = "the slurm backend: a job's output reaches agentctl through Slurm, not its own descriptors";
+        for (const auto& proc : plan_.processes)
+            if (why.empty() && plan_.actions[proc.action_index].isolation == isolation_mode::container)
+                why = "a container action (\"" + plan_.actions[proc.action_index].name +
+                      "\"): its output reaches agentctl through the engine's client";
+        if (why.empty()) return true;
+        result_.error =
+            task_error{error_code::invalid_request,
+                       "output passed through (-u) is not available with " + why + "; nothing was run"};
+        return false;
+    }
 
     void add(std::string action, std::string check, std::string subject, std::string status,
              std::string detail, bool blocking = true) {

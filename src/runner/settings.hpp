@@ -23,6 +23,8 @@ struct runner_settings {
     backend_kind backend = backend_kind::local;
     slurm_options slurm;  ///< backend slurm: resource options of every job
     std::chrono::milliseconds drain_grace{250};
+    /// builtin.shell.exec's stdout and stderr are agentctl's own (run_settings::pass_output).
+    bool pass_output = false;
     /// `run --check`: nothing with an effect runs (processes, writes), reads still do.
     bool check = false;
     /// `run --diff`: builtin.write results carry their diff.

@@ -11,6 +11,7 @@
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -526,6 +527,12 @@ BOOST_AUTO_TEST_CASE(unsupported_options_are_refused_with_a_way_out) {
         {{"no-such-program-here", ":::", "a"}, "use an absolute path or add its folder to PATH"},
         {{"--slurm-dispatch", "job", "echo", ":::", "a"}, "need --backend slurm"},
         {{"--backend", "slurm", "--slurm-dispatch", "nodes", "echo", ":::", "a"}, "auto, worker or job"},
+        // -u keeps no output: nothing for --results or a tag; and only agentctl's own
+        // descriptors can be passed on (docs/PARALLEL.md, "Output").
+        {{"-u", "--results", "res", "echo", ":::", "a"}, "-u and --results exclude each other"},
+        {{"-u", "--tag", "echo", ":::", "a"}, "-u and --tag/--tagstring exclude each other"},
+        {{"-u", "--container", "img@sha256:0", "echo", ":::", "a"}, "-u is not available with --container"},
+        {{"-u", "--backend", "slurm", "echo", ":::", "a"}, "-u is not available with --backend slurm"},
     };
     for (const auto& c : cases) {
         auto r = s.ours(c.args);
@@ -601,6 +608,95 @@ BOOST_AUTO_TEST_CASE(job_slots_are_exclusive) {
     int lines = 0;
     for (std::string l; std::getline(in, l); ++lines) BOOST_TEST((l == "1" || l == "2" || l == "3"), l);
     BOOST_TEST(lines == 9);
+}
+
+// -u: each job's stdout and stderr are agentctl's own, inherited, not a pipe: a job sees the
+// file agentctl writes to, may write past the 1 MiB cap, and the journal says nothing was
+// captured (docs/PARALLEL.md, "Output").
+BOOST_AUTO_TEST_CASE(ungrouped_jobs_write_straight_to_agentctls_descriptors) {
+    sitting s;
+    const std::string job =
+        "if test -p /dev/stdout; then echo pipe {}; else echo file {}; fi; echo err {} >&2";
+    auto into_files = [&](const std::vector<std::string>& options, const std::string& name) {
+        std::string line = "exec " + sh_quote(agentctl_bin()) + " parallel --shell";
+        for (const auto& o : options) line += " " + sh_quote(o);
+        line += " " + sh_quote(job) + " ::: a b > " + name + ".out 2> " + name + ".err < /dev/null";
+        command_options o;
+        o.cwd = s.our_dir.path();
+        o.env = {"AGENTCTL_STATE_DIR=" + s.home.path() + "/state"};
+        return run({"/bin/sh", "-c", line}, o);
+    };
+    auto ungrouped = into_files({"-u"}, "u");
+    BOOST_TEST(ungrouped.exit_code == 0, ungrouped.err);
+    BOOST_TEST(sorted_lines(file_text(s.our_dir.path() + "/u.out")) == "file a\nfile b\n");
+    BOOST_TEST(sorted_lines(our_stderr(file_text(s.our_dir.path() + "/u.err"))) == "err a\nerr b\n");
+    // Grouped, the same job writes into agentctl's pipe, which agentctl prints.
+    auto grouped = into_files({}, "g");
+    BOOST_TEST(grouped.exit_code == 0, grouped.err);
+    BOOST_TEST(sorted_lines(file_text(s.our_dir.path() + "/g.out")) == "pipe a\npipe b\n");
+
+    // The journal: each job's outcome, its output marked as not captured.
+    command_options o;
+    o.env = {"AGENTCTL_STATE_DIR=" + s.home.path() + "/state"};
+    auto list = agentctl({"--output", "json", "runs"}, o);
+    json::value v = json::parse(list.out);
+    const auto& runs = v.at("data").at("runs").as_array();
+    BOOST_TEST_REQUIRE(runs.size() == 2u);
+    std::string id;
+    for (const auto& r : runs) {
+        auto shown =
+            agentctl({"--output", "json", "runs", "show", std::string(r.at("runId").as_string())}, o);
+        if (shown.out.find("outputPassedThrough") != std::string::npos) id = r.at("runId").as_string();
+    }
+    BOOST_TEST_REQUIRE(!id.empty(), "the -u run's results say outputPassedThrough");
+    auto shown = agentctl({"--output", "json", "runs", "show", id}, o);
+    std::string task = child_id_in(shown.out, "job--0000");
+    auto record = agentctl({"--output", "json", "runs", "show", id, "--task", task}, o);
+    json::value rv = json::parse(record.out);
+    BOOST_TEST(rv.at("data").at("result").at("state").as_string() == "succeeded");
+    BOOST_TEST(rv.at("data").at("result").at("outputPassedThrough").as_bool());
+    auto human = agentctl({"runs", "show", id, "--task", task}, o);
+    BOOST_TEST(human.out.find("output: not captured") != std::string::npos, human.out);
+    auto stream = agentctl({"runs", "show", id, "--task", task, "--stdout"}, o);
+    BOOST_TEST(stream.exit_code == 0, stream.err);
+    BOOST_TEST(stream.out.empty());
+    BOOST_TEST(stream.err.find("was not captured") != std::string::npos, stream.err);
+
+    // Nothing is read, so no cap applies: 2 MiB from one job (grouped: output_limit_exceeded).
+    std::string line =
+        "exec " + sh_quote(agentctl_bin()) + " parallel -u head -c {} /dev/zero ::: 2097152 > big";
+    command_options bo;
+    bo.cwd = s.our_dir.path();
+    bo.env = {"AGENTCTL_STATE_DIR=" + s.home.path() + "/state"};
+    auto b = run({"/bin/sh", "-c", line}, bo);
+    BOOST_TEST(b.exit_code == 0, b.err);
+    BOOST_TEST(fs::file_size(s.our_dir.path() + "/big") == 2097152u);
+}
+
+// -u changes where the output goes, not how a job ends: a timeout still kills the whole tree,
+// a background child included, and the joblog says so as for any timeout.
+BOOST_AUTO_TEST_CASE(ungrouped_timeout_kills_the_tree) {
+    sitting s;
+    auto again =
+        s.ours({"-u", "--timeout", "0.5", "--joblog", "log", "sleep 60 & echo $! > bg-{}; wait", ":::", "x"},
+               {"--shell"});
+    BOOST_TEST(again.exit_code == 1, again.err);
+    BOOST_TEST(again.wall < std::chrono::seconds(20));
+    BOOST_TEST(again.err.find("timed out") != std::string::npos, again.err);
+    const std::string pid_text = file_text(s.our_dir.path() + "/bg-x");
+    BOOST_TEST_REQUIRE(!pid_text.empty());
+    const pid_t pid = std::stoi(pid_text);
+    // Gone (or at most a zombie not yet reaped by its new parent).
+    bool alive = ::kill(pid, 0) == 0;
+    if (alive) {
+        std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+        std::string all((std::istreambuf_iterator<char>(stat)), {});
+        auto close = all.rfind(')');
+        alive = close != std::string::npos && close + 2 < all.size() && all[close + 2] != 'Z';
+    }
+    BOOST_TEST(!alive, "the background sleep " << pid << " outlived the timeout");
+    BOOST_TEST(joblog_columns(file_text(s.our_dir.path() + "/log")).find("\t-1\t15\t") != std::string::npos,
+               file_text(s.our_dir.path() + "/log"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

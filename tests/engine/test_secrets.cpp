@@ -230,3 +230,51 @@ spec:
     }
     BOOST_TEST(boost::json::parse(sink.text).at("stdout") == t.output.at("stdout"));
 }
+
+// Output passed through (run_settings::pass_output) is never read, so it cannot be redacted:
+// a run with a secret is refused before anything runs; so is one on a backend without
+// agentctl's own descriptors (docs/PARALLEL.md, "Output").
+BOOST_AUTO_TEST_CASE(passed_through_output_is_refused_where_it_cannot_be_honest) {
+    workspace ws;
+    ws.write("secrets/token", "tok-5f3a9c\n");
+    std::string yaml = R"(apiVersion: agentctl.dev/v1
+kind: Workflow
+metadata: {name: passed}
+spec:
+  policy:
+    processAllowlist: [printenv]
+    environmentAllowlist: [TOKEN]
+    secretFileRoots: [secrets]
+    approval: never
+  actions:
+    show:
+      kind: builtin.shell.exec
+      command: printenv
+      env:
+        TOKEN: {file: secrets/token}
+  tasks:
+    - {id: show, uses: action:show}
+)";
+    auto parsed = parse_workflow(yaml, "passed.yaml");
+    BOOST_REQUIRE(parsed.document);
+    auto compiled = compile(*parsed.document);
+    BOOST_REQUIRE(compiled.compiled);
+    for (backend_kind backend : {backend_kind::local, backend_kind::slurm}) {
+        asio::io_context io;
+        run_settings options;
+        options.base_dir = ws.path;
+        options.search_path = "/usr/bin:/bin";
+        options.pass_output = true;
+        options.backend = backend;
+        std::optional<run_report> report;
+        async_run(io.get_executor(), *compiled.compiled, options,
+                  [&](run_report r) { report = std::move(r); });
+        BOOST_REQUIRE(agentctl::test::run_with_deadline(io, 20s, [&] { return report.has_value(); }));
+        BOOST_REQUIRE(report->error);
+        BOOST_TEST((report->error->code == error_code::invalid_request));
+        const std::string says = backend == backend_kind::slurm ? "slurm backend" : "secret";
+        BOOST_TEST(report->error->message.find(says) != std::string::npos, report->error->message);
+        BOOST_TEST((report->state != run_state::succeeded));
+        for (const auto& t : report->tasks) BOOST_TEST(t.attempts == 0u);
+    }
+}

@@ -52,8 +52,12 @@ const std::vector<parallel_option>& parallel_options() {
          "STR",
          "put STR (with replacement strings) and a tab before each line"},
         {{"--group"}, "", "print each job's output whole when it ends (the default)"},
-        {{"--line-buffer", "--lb"}, "", "accepted: each job's output is printed whole when it ends"},
-        {{"-u", "--ungroup"}, "", "accepted: each job's output is printed whole when it ends"},
+        {{"--line-buffer", "--lb"},
+         "",
+         "accepted: each job's output is printed whole when it ends, as --group"},
+        {{"-u", "--ungroup"},
+         "",
+         "each job writes straight to agentctl's stdout and stderr (may interleave; not captured)"},
         {{"--results", "--res", "--result"},
          "DIR",
          "write each job's seq, stdout and stderr under DIR; print none"},
@@ -276,6 +280,10 @@ std::string apply(parallel_command& pc, const parallel_option& o, const std::str
         r.tagstring = value;
     else if (name == "--results")
         r.results = value;
+    else if (name == "-u")
+        r.ungroup = true;
+    else if (name == "--group")
+        r.ungroup = false;  // the last of -u and --group counts
     else if (name == "--joblog") {
         pc.joblog_append = !value.empty() && value.front() == '+';
         pc.joblog = pc.joblog_append ? value.substr(1) : value;
@@ -452,6 +460,9 @@ std::string parse(const std::vector<std::string>& args, parallel_command& pc) {
         return "--slurm-* options need --backend slurm";
     // As for run: --slurm-time without --slurm-nodes, --slurm-nodes with --slurm-dispatch job.
     if (std::string why = slurm_options_error(pc.cl.slurm); !why.empty()) return why;
+    if (pc.request.ungroup && pc.cl.backend == backend_kind::slurm)
+        return "-u is not available with --backend slurm: a job's output reaches agentctl through Slurm, not "
+               "agentctl's own stdout (leave out -u)";
     if (pc.request.command.empty() && !pc.request.shell && !pc.help)
         return "no command: each input line is then a command line, which needs a shell: add --shell "
                "(agentctl parallel --shell < jobs.txt)";
@@ -597,6 +608,9 @@ int run_parallel(const std::vector<std::string>& args, std::vector<std::string> 
             standard_error().write(
                 "agentctl: note: --timeout N% is decided while agentctl parallel runs: in this workflow "
                 "each job may take a day\n");
+        if (pc.request.ungroup)
+            standard_error().write(
+                "agentctl: note: -u is agentctl parallel's: agentctl run captures each task's output\n");
         if (t.printed_workflow.size() > limits::max_document_bytes)
             standard_error().write(
                 "agentctl: warning: this workflow is larger than agentctl run reads (1 MiB): put its "
@@ -683,6 +697,7 @@ int run_parallel(const std::vector<std::string>& args, std::vector<std::string> 
     o.keep_order = pc.keep_order;
     o.verbose = cl.verbose;
     o.print_output = !pc.request.results;
+    o.pass_output = pc.request.ungroup;
     // The progress line when asked for, or when nothing else is printed (--results).
     o.progress = (pc.progress || pc.request.results) && ::isatty(STDERR_FILENO);
     o.halt = pc.halt;
@@ -691,6 +706,7 @@ int run_parallel(const std::vector<std::string>& args, std::vector<std::string> 
     o.joblog_on_stdout = joblog_on_stdout;
     // The display lives on the run's loop, which execute_run() makes.
     run_frontend fe;
+    fe.pass_output = pc.request.ungroup;
     std::optional<parallel_display> display;
     bool reported = false;
     fe.report = [&](const run_report& report, result_source* results) {

@@ -247,6 +247,7 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
     settings.host_env = host.lookup;
     settings.backend = cl.backend;
     settings.slurm = cl.slurm;
+    settings.pass_output = frontend && frontend->pass_output;
     progress_printer progress(io, cl, p);
     progress.set_behind([&err_queue] { return err_queue.backlog() > 0; });
     if (std::string root = workspace_root_path(p, base_dir); root != current_folder())

@@ -274,11 +274,34 @@ std::string result_line(const std::string& id, const task_result& r, bool reused
     return line + "\n";
 }
 
+// Whether the task's output went straight to agentctl's own stdout and stderr (-u), so that
+// the journal holds none of it.
+bool output_passed_through(journal& db, const journal_run& run, const std::string& task) {
+    std::string why;
+    auto p = stored_plan(run, why);
+    auto index = p ? p->find(task) : std::nullopt;
+    if (!index) return false;
+    auto result = db.load_result_at(run.run_id, *index, false);
+    return result && *result && (**result).result.output_passed_through;
+}
+
 int show_stream(const command_line& cl, journal& db, const journal_run& run) {
     fd_sink out(STDOUT_FILENO);
+    std::uint64_t written = 0;
     auto e = db.read_stream(
         cl.run_id, *cl.task, cl.show_stdout ? journal_stream::stdout_stream : journal_stream::stderr_stream,
-        [&](std::string_view chunk) { out.write(chunk); }, cl.attempt);
+        [&](std::string_view chunk) {
+            written += chunk.size();
+            out.write(chunk);
+        },
+        cl.attempt);
+    if (!e && written == 0 && !cl.attempt) {
+        // Nothing recorded: silence, or output that was never captured (-u)? Say which.
+        if (output_passed_through(db, run, *cl.task))
+            standard_error().write(
+                "agentctl: the output of " + terminal_text(*cl.task) +
+                " was not captured: it went straight to agentctl's stdout and stderr (-u)\n");
+    }
     if (e && e->code == journal_errc::unknown_run && !cl.attempt) {
         // A task recorded among unstarted ones has no row of its own, and no stream: its index
         // in the stored plan finds its result (the plan is compiled only then).
@@ -358,6 +381,8 @@ int print_task_record(const command_line& cl, const journal_run& run,
 
 // The last lines of a result's streams, for people.
 std::string stream_tails(const task_result& r) {
+    if (r.output_passed_through)
+        return "  output: not captured (it went straight to agentctl's stdout and stderr: -u)\n";
     std::string out;
     for (const char* which : {"stdout", "stderr"}) {
         auto lines = tail_lines(which[3] == 'o' ? stdout_of(r) : stderr_of(r), 10);

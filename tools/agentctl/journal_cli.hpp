@@ -92,6 +92,7 @@ struct run_frontend {
     std::function<void(boost::asio::io_context& io)> prepare;
     event_sink* events = nullptr;
     dispatch_gate* gate = nullptr;  ///< asked too, before the gate that waits for agentctl's readers
+    bool pass_output = false;       ///< run_settings::pass_output (`agentctl parallel -u`)
     task_expiry* expiry = nullptr;  ///< bound by the run while it runs
     /// Called on the run's loop as soon as the run has ended: what keeps the loop busy (a
     /// timer) must stop there, or the loop never returns.

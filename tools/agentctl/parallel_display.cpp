@@ -91,6 +91,8 @@ void parallel_display::on_event(const run_event& e) {
     if (e.kind == run_event::kind_t::task_started) {
         running_[job] = {std::chrono::system_clock::now(), std::chrono::steady_clock::now(),
                          e.job_slot ? e.job_slot : 1};
+        if (options_.pass_output && options_.verbose)
+            print({t_.line.fill(t_.jobs[job], running_[job].slot) + "\n", "", ""});
         return;
     }
     // A retried attempt that timed out is said as parallel says each kill.
@@ -127,7 +129,8 @@ void parallel_display::finished(std::uint32_t job, const task_result& r, std::ui
         ++done_;
         failed_ += failed;
         if (options_.print_output) {
-            if (options_.verbose) b.out = tagged(command + "\n", tag);  // tagged too, as parallel does
+            if (options_.verbose && !options_.pass_output)
+                b.out = tagged(command + "\n", tag);  // tagged too, as parallel does
             b.out += tagged(stdout_of(r), tag);
             b.err = tagged(stderr_of(r), tag);
         }

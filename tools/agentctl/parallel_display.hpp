@@ -29,6 +29,9 @@ struct parallel_display_options {
     bool keep_order = false;   ///< -k
     bool verbose = false;      ///< -v: each job's command line before its output
     bool print_output = true;  ///< false with --results: parallel prints nothing then
+    /// -u: the jobs write to agentctl's stdout and stderr themselves; -v's command line is
+    /// printed as a job starts, before what it writes.
+    bool pass_output = false;
     bool progress = false;     ///< draw the progress line (stderr is a terminal)
     parallel_halt halt;
     std::string halt_text;  ///< --halt as given, for the cancellation's reason

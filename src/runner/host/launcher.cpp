@@ -28,6 +28,7 @@ public:
             co_return out;
         }
         out.command = req.executable;
+        out.output_passed = req.pass_output;
         out.process = co_await async_run_process(ctx_.ex, std::move(req), asio::use_awaitable);
         out.containment = std::string(to_string(out.process.used));
         co_return out;
@@ -70,6 +71,8 @@ private:
         req.timeout = std::chrono::milliseconds(task.timeout_ms);
         req.kill_grace = std::chrono::seconds(ctx_.compiled->kill_grace_seconds);
         req.drain_grace = settings.drain_grace;
+        // Only a shell action's streams are the user's; an extension's stdout is its protocol.
+        req.pass_output = settings.pass_output && launch.phase == "shell";
         req.containment = settings.containment;
         // The request outlives the launch: its callback is referred to, not copied (a copy of
         // a std::function in another one's capture is an allocation per task).
