@@ -48,13 +48,15 @@ BOOST_AUTO_TEST_SUITE(worker_queue_cli)
 int attempts_without_end(const std::string& db) {
     auto list = cli_test::run({cli_test::agentctl_bin(), "--output", "json", "runs", "list", "--db", db}, {});
     if (list.exit_code != 0) return -1;
-    const auto& runs = json::parse(list.out).at("data").at("runs").as_array();
+    json::value listed = json::parse(list.out);
+    const auto& runs = listed.at("data").at("runs").as_array();
     if (runs.empty()) return -1;
     std::string run_id(runs.at(0).at("runId").as_string());
     auto show =
         cli_test::run({cli_test::agentctl_bin(), "--output", "json", "runs", "show", run_id, "--db", db}, {});
     if (show.exit_code != 0) return -1;
-    return static_cast<int>(json::parse(show.out).at("data").at("uncertain").as_array().size());
+    json::value shown = json::parse(show.out);
+    return static_cast<int>(shown.at("data").at("uncertain").as_array().size());
 }
 
 // --jobs 1: the worker runs one task and holds the next four in its queue. The worker is killed
