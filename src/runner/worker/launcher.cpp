@@ -36,8 +36,8 @@ constexpr std::uint32_t heartbeat_ms = 1000;
 // written close together arrive ~40 ms apart), while a slot frees every few hundred
 // microseconds for a short task (docs/SLURM.md, section 13: 4 gave 0.49x the local throughput
 // on a quiet machine, 16 about 0.75x at 1 000 tasks, 32 no better); few enough that little
-// waits on a worker that may be lost (a queued run is then sent to another worker: it never
-// started).
+// waits on a worker that may be lost (its queued runs then end worker_lost with it:
+// docs/WORKER.md, "Pipelining").
 constexpr std::uint32_t ahead_per_slot = 16;
 
 std::optional<error_code> code_named(const std::string& name) {
@@ -142,31 +142,25 @@ public:
         }
         out.command = req.executable;
 
-        // A worker with a free slot, or a wait for one; again when the worker was lost before
-        // the run left its queue (it never started: docs/WORKER.md, "Pipelining").
+        // A worker with a free slot, or a wait for one, then the run sent to it once. Sent, it
+        // ends only by that worker's result or as worker_lost, never on another worker: a run
+        // with no `started` may have started all the same, its `started` lost with the worker
+        // (docs/WORKER.md, "Pipelining").
         worker::pending_run p;
         std::shared_ptr<worker::client> w;
         std::uint32_t generation = 0;
-        bool reported = false;
-        for (;;) {
-            co_await dispatch(request, req, ctl, w, generation, p, reported, out);
-            if (!w || p.result || p.started || !w->lost()) break;
-            p = worker::pending_run{};
-            if (ctl->cancelled()) {
-                out.process.outcome = process_outcome::cancelled;
-                out.process.error_message = "cancelled before it started";
-                co_return out;
-            }
-        }
+        co_await dispatch(request, req, ctl, w, generation, p, out);
         if (!w) co_return out;
         out.slurm_node = w->label();  // the node as Slurm names it (the worker says its host name)
         out.slurm_worker = "worker." + w->label() + ":" + std::to_string(generation);
         if (!p.result) {
-            // The worker is gone with the task: whether it had its effect is unknown.
+            // The worker is gone with the run, started or queued: whether it had its effect is
+            // unknown (docs/WORKER.md, "Failures").
             out.process.outcome = ctl->cancelled() ? process_outcome::cancelled : process_outcome::exited;
             out.containment = "worker";
-            out.error = task_error{error_code::worker_lost, "the worker on " + w->label() + " was lost (" +
-                                                                w->lost_reason() + ") while the task ran"};
+            out.error = task_error{error_code::worker_lost,
+                                   "the worker on " + w->label() + " was lost (" + w->lost_reason() +
+                                       ") with the task sent to it; whether it ran is unknown"};
             co_return out;
         }
         out.process = local_result(*p.result, std::move(p.out), std::move(p.err));
@@ -174,12 +168,11 @@ public:
         co_return out;
     }
 
-    // One try: a worker with room (w stays null when there is none and never will be: `out`
-    // says why), the run sent, and its frames until the result or the worker's loss.
+    // A worker with room (w stays null when there is none and never will be: `out` says why),
+    // the run sent, and its frames until the result or the worker's loss.
     asio::awaitable<void> dispatch(const launch_request& request, wp::run_request& req,
                                    std::shared_ptr<launch_control>& ctl, std::shared_ptr<worker::client>& w,
-                                   std::uint32_t& generation, worker::pending_run& p, bool& reported,
-                                   launch_result& out) {
+                                   std::uint32_t& generation, worker::pending_run& p, launch_result& out) {
         w = nullptr;
         for (;;) {
             std::tie(w, generation) = pick();
@@ -216,7 +209,7 @@ public:
         // heartbeats are what says it is alive.
         std::optional<launch_control::clock::time_point> backstop;
         w->start_run(req, p);
-        bool cancel_sent = false, terminal_sent = false;
+        bool cancel_sent = false, terminal_sent = false, reported = false;
         for (;;) {
             if (p.started && !reported) {
                 reported = true;
