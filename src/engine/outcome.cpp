@@ -3,6 +3,8 @@
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 
+#include <tuple>
+
 namespace json = boost::json;
 
 namespace agentctl {
@@ -22,36 +24,17 @@ task_result failed_result(error_code code, std::string message) {
 }
 
 task_result without_streams(const task_result& r, bool in_place) {
+    // Every member but the three that may hold the captured text (stdout_text, stderr_text and
+    // output, below), which this copy must not duplicate: a new member of task_result belongs here.
+    using t = task_result;
+    constexpr auto members = std::tuple(
+        &t::state, &t::attempts, &t::exit_code, &t::signal, &t::stdout_lossy, &t::stderr_lossy,
+        &t::duration_ms, &t::command, &t::argv, &t::isolation, &t::engine, &t::containment, &t::backend,
+        &t::slurm_job_id, &t::slurm_node, &t::slurm_worker, &t::slurm_state, &t::descendants_killed,
+        &t::usage, &t::limit_stream, &t::limit_bytes, &t::output_bytes, &t::output_passed_through, &t::error,
+        &t::streams_in_output, &t::reused, &t::streams_released, &t::output_released);
     task_result out;
-    // Every member but the streams, spelled out so that a new member is not forgotten silently.
-    out.state = r.state;
-    out.attempts = r.attempts;
-    out.exit_code = r.exit_code;
-    out.signal = r.signal;
-    out.stdout_lossy = r.stdout_lossy;
-    out.stderr_lossy = r.stderr_lossy;
-    out.duration_ms = r.duration_ms;
-    out.command = r.command;
-    out.argv = r.argv;
-    out.isolation = r.isolation;
-    out.engine = r.engine;
-    out.containment = r.containment;
-    out.backend = r.backend;
-    out.slurm_job_id = r.slurm_job_id;
-    out.slurm_node = r.slurm_node;
-    out.slurm_worker = r.slurm_worker;
-    out.slurm_state = r.slurm_state;
-    out.descendants_killed = r.descendants_killed;
-    out.usage = r.usage;
-    out.limit_stream = r.limit_stream;
-    out.limit_bytes = r.limit_bytes;
-    out.output_bytes = r.output_bytes;
-    out.output_passed_through = r.output_passed_through;
-    out.error = r.error;
-    out.streams_in_output = r.streams_in_output;
-    out.reused = r.reused;
-    out.streams_released = r.streams_released;
-    out.output_released = r.output_released;
+    std::apply([&](auto... member) { ((out.*member = r.*member), ...); }, members);
     if (r.streams_in_output && r.output.is_object()) {
         json::object o;
         for (const auto& m : r.output.get_object())

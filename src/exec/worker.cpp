@@ -42,8 +42,6 @@ using std::chrono::milliseconds;
 using steady = std::chrono::steady_clock;
 
 constexpr std::size_t read_size = 64 * 1024;
-// Heartbeats the driver may miss before the worker takes it for gone (docs/WORKER.md).
-constexpr int missed_heartbeats = 3;
 
 void say(const std::string& text) {
     std::string line = "agentctl worker: " + text + "\n";
@@ -103,6 +101,7 @@ class worker_loop {
 public:
     worker_loop(asio::io_context& io, int in_fd, int out_fd)
         : io_(io), in_(io), out_(io), ticker_(io), signals_(io, SIGTERM, SIGINT) {
+        heartbeats_.last_received = heartbeats_.last_sent = steady::now();
         boost::system::error_code ec;
         in_.assign(in_fd, ec);
         if (!ec) out_.assign(out_fd, ec);
@@ -138,7 +137,7 @@ private:
                                     connection_closed(ec == asio::error::eof ? "" : ec.message());
                                     return;
                                 }
-                                last_received_ = steady::now();
+                                heartbeats_.last_received = steady::now();
                                 decoder_.feed(std::string_view(read_buffer_.data(), n));
                                 if (auto e = decoder_.each_frame([this](const wp::frame& f) {
                                         handle(f);
@@ -205,7 +204,7 @@ private:
                 wp::protocol_error{wp::protocol_errc::build_digest,
                                    "this worker cannot compute its build digest: " + own.error().message});
         if (auto e = wp::check_hello(*hello, *own)) return refuse(*e);
-        heartbeat_ = milliseconds(hello->heartbeat_ms);
+        heartbeats_.interval = milliseconds(hello->heartbeat_ms);
         wp::welcome w;
         w.build_digest = *own;
         w.node = exec::host_name();
@@ -377,21 +376,16 @@ private:
     // intervals from the driver end the connection.
 
     void tick() {
-        ticker_.expires_after(heartbeat_);
+        ticker_.expires_after(heartbeats_.interval);
         ticker_.async_wait([this](const boost::system::error_code& ec) {
             if (ec || stopping_) return;
             auto now = steady::now();
-            if (now - last_received_ > missed_heartbeats * heartbeat_) {
-                stop(worker_status::connection, "no frame from the driver for " +
-                                                    std::to_string(missed_heartbeats * heartbeat_.count()) +
-                                                    " ms: taking it for gone");
+            if (heartbeats_.peer_gone(now)) {
+                stop(worker_status::connection,
+                     "no frame from the driver for " + heartbeats_.silence_limit() + ": taking it for gone");
                 return;
             }
-            if (now - last_sent_ >= heartbeat_) {
-                std::string frame;
-                wp::append_heartbeat(frame, {++heartbeats_sent_});
-                send(std::move(frame));
-            }
+            if (heartbeats_.idle(now)) send(heartbeats_.next_frame());
             tick();
         });
     }
@@ -419,7 +413,7 @@ private:
         writing_ = true;
         in_flight_.swap(pending_);
         pending_.clear();
-        last_sent_ = steady::now();
+        heartbeats_.last_sent = steady::now();
         asio::async_write(
             out_, asio::buffer(in_flight_), [this](const boost::system::error_code& ec, std::size_t) {
                 writing_ = false;
@@ -472,10 +466,8 @@ private:
     std::array<char, read_size> read_buffer_{};
     wp::frame_decoder decoder_;
     bool handshake_done_ = false;
-    milliseconds heartbeat_{1000};
-    std::uint64_t heartbeats_sent_ = 0;
-    steady::time_point last_received_ = steady::now();
-    steady::time_point last_sent_ = steady::now();
+    // Both directions count as heard from at construction.
+    wp::heartbeats<steady::time_point, milliseconds> heartbeats_;
     std::optional<exec::directory> root_;  ///< the last run's workspace root, kept open for the next
     std::string root_name_;                ///< as the driver named it
     std::map<std::uint64_t, std::unique_ptr<task>> tasks_;  ///< started, not finished

@@ -73,15 +73,22 @@ std::optional<task_error> error_of(const statement& s, int code_col, int message
                       std::string(s.text(message_col))};
 }
 
+// `sql` prepared, or the error saying it happened while `doing`.
+journal_result<statement> prepare(detail::journal_db& db, std::string_view doing, std::string_view sql) {
+    int rc = SQLITE_OK;
+    statement s = db.conn.prepare(sql, rc);
+    if (!s) return db.error(rc, doing);
+    return s;
+}
+
 // `sql`, whose one parameter is the run id, stepped onto the run's row; else the error
 // (`unknown_run` when there is no such run), saying it happened while `doing`.
 journal_result<statement> run_row(detail::journal_db& db, std::string_view sql, std::string_view run_id,
                                   const char* doing) {
-    int rc = SQLITE_OK;
-    statement s = db.conn.prepare(sql, rc);
-    if (!s) return db.error(rc, doing);
-    s.bind(1, run_id);
-    rc = s.step();
+    auto s = prepare(db, doing, sql);
+    if (!s) return s.error();
+    s->bind(1, run_id);
+    int rc = s->step();
     if (rc == SQLITE_DONE) return unknown_run_error(db, run_id);
     if (rc != SQLITE_ROW) return db.error(db.last_rc(), doing);
     return s;
@@ -106,11 +113,10 @@ journal_result<run_query> query_run(detail::journal_db* db, std::string_view run
     if (!db) return closed_error();
     auto seq = run_seq_of(*db, run_id);
     if (!seq) return seq.error();
-    int rc = SQLITE_OK;
-    statement s = db->conn.prepare(sql, rc);
-    if (!s) return db->error(rc, doing);
-    s.bind(1, *seq);
-    return run_query{*seq, std::move(s)};
+    auto s = prepare(*db, doing, sql);
+    if (!s) return s.error();
+    s->bind(1, *seq);
+    return run_query{*seq, std::move(*s)};
 }
 
 // The process a handle names: pid, pid_start, cgroup, container, container_engine and
@@ -185,14 +191,14 @@ std::optional<journal_error> count_results(detail::journal_db& db, std::int64_t 
     // A foreach or matrix parent is not a task that runs: its children are counted. It is the
     // one final without an attempt and without an error of its own (at most child_failed):
     // every other task that did not run says why (a condition, a failed need, not started).
-    statement s = db.conn.prepare(sql, rc);
-    if (!s) return db.error(rc, "counting results");
-    s.bind(1, run_seq);
-    while ((rc = s.step()) == SQLITE_ROW) {
-        auto n = s.uint32(2);
+    auto s = prepare(db, "counting results", sql);
+    if (!s) return s.error();
+    s->bind(1, run_seq);
+    while ((rc = s->step()) == SQLITE_ROW) {
+        auto n = s->uint32(2);
         if (n == 0) continue;  // a range whose tasks all have rows
-        c.by_state[std::string(s.text(0))] += n;
-        if (s.int64(1)) c.reused += n;
+        c.by_state[std::string(s->text(0))] += n;
+        if (s->int64(1)) c.reused += n;
         c.recorded += n;
     }
     if (rc != SQLITE_DONE) return db.error(db.last_rc(), "counting results");
@@ -209,7 +215,6 @@ journal_result<std::pair<std::int64_t, std::uint32_t>> claim_in_transaction(deta
                        run_id, "claiming a run");
     if (!row) return row.error();
     statement& s = *row;
-    int rc = SQLITE_OK;
     std::int64_t seq = s.int64(0);
     bool running = s.text(1) == "running";
     auto segment = s.uint32(2);
@@ -221,15 +226,15 @@ journal_result<std::pair<std::int64_t, std::uint32_t>> claim_in_transaction(deta
                              "run " + std::string(run_id) + " is live: its owner (pid " +
                                  std::to_string(previous.pid) + " on " + previous.host +
                                  ") is still running it; journal " + db.path};
-    statement u = db.conn.prepare(
-        "UPDATE runs SET owner_host = ?, owner_boot_id = ?, owner_pid = ?, owner_start = ?, state = "
-        "'running', "
-        "segment = ?, claimed_ms = ?, ended_ms = NULL, duration_ms = NULL, error_code = NULL, "
-        "error_message = NULL, counts_json = NULL WHERE run_seq = ?",
-        rc);
-    if (!u) return db.error(rc, "claiming a run");
-    u.bind_from(1, owner.host, owner.boot_id, owner.pid, owner.start_time, segment + 1, now_ms(), seq);
-    if (u.step() != SQLITE_DONE) return db.error(db.last_rc(), "claiming a run");
+    auto u =
+        prepare(db, "claiming a run",
+                "UPDATE runs SET owner_host = ?, owner_boot_id = ?, owner_pid = ?, owner_start = ?, state = "
+                "'running', "
+                "segment = ?, claimed_ms = ?, ended_ms = NULL, duration_ms = NULL, error_code = NULL, "
+                "error_message = NULL, counts_json = NULL WHERE run_seq = ?");
+    if (!u) return u.error();
+    u->bind_from(1, owner.host, owner.boot_id, owner.pid, owner.start_time, segment + 1, now_ms(), seq);
+    if (u->step() != SQLITE_DONE) return db.error(db.last_rc(), "claiming a run");
     return std::pair<std::int64_t, std::uint32_t>{seq, segment + 1};
 }
 
@@ -240,41 +245,41 @@ journal_result<std::vector<journal_run_summary>> journal::list_runs(std::size_t 
     if (!db_) return closed_error();
     auto& db = *db_;
     int rc = SQLITE_OK;
-    statement s = db.conn.prepare(
+    auto s = prepare(
+        db, "listing runs",
         "SELECT run_seq, run_id, workflow_name, workflow_path, state, created_ms, ended_ms, duration_ms, "
         "task_count, "
         "segment, counts_json, owner_host, owner_boot_id, owner_pid, owner_start FROM runs "
-        "ORDER BY created_ms DESC, run_seq DESC LIMIT ?",
-        rc);
-    if (!s) return db.error(rc, "listing runs");
-    s.bind(1, static_cast<std::int64_t>(std::min<std::size_t>(limit, INT64_MAX)));
+        "ORDER BY created_ms DESC, run_seq DESC LIMIT ?");
+    if (!s) return s.error();
+    s->bind(1, static_cast<std::int64_t>(std::min<std::size_t>(limit, INT64_MAX)));
     std::vector<journal_run_summary> out;
     std::vector<std::int64_t> to_count;  // runs without stored counts (still running or crashed)
-    while ((rc = s.step()) == SQLITE_ROW) {
+    while ((rc = s->step()) == SQLITE_ROW) {
         journal_run_summary r;
-        s.texts_from(1, r.run_id, r.workflow_name, r.workflow_path);
-        r.state = parse_journal_run_state(s.text(4)).value_or(journal_run_state::failed);
-        r.created_ms = s.int64(5);
-        r.ended_ms = s.opt_int64(6);
-        if (!s.is_null(7)) r.duration_ms = s.uint64(7);
-        r.task_count = s.uint32(8);
-        r.segment = s.uint32(9);
-        r.owner = owner_of(s, 11);
-        if (!s.is_null(10)) {
-            counts c = parse_counts(s.text(10));
+        s->texts_from(1, r.run_id, r.workflow_name, r.workflow_path);
+        r.state = parse_journal_run_state(s->text(4)).value_or(journal_run_state::failed);
+        r.created_ms = s->int64(5);
+        r.ended_ms = s->opt_int64(6);
+        if (!s->is_null(7)) r.duration_ms = s->uint64(7);
+        r.task_count = s->uint32(8);
+        r.segment = s->uint32(9);
+        r.owner = owner_of(*s, 11);
+        if (!s->is_null(10)) {
+            counts c = parse_counts(s->text(10));
             r.tasks_by_state = std::move(c.by_state);
             r.reused = c.reused;
             r.recorded = c.recorded;
             to_count.push_back(0);
         } else {
-            to_count.push_back(s.int64(0));
+            to_count.push_back(s->int64(0));
         }
         if (r.state == journal_run_state::running && alive && !alive(r.owner))
             r.state = journal_run_state::interrupted;
         out.push_back(std::move(r));
     }
     if (rc != SQLITE_DONE) return db.error(db.last_rc(), "listing runs");
-    s.reset();
+    s->reset();
     for (std::size_t i = 0; i < out.size(); ++i) {
         if (!to_count[i]) continue;
         counts c;
@@ -347,18 +352,17 @@ public:
         const statement* cols = &row;
         int first = own_streams_at;
         if (out.streams_attempt) {
-            int rc = SQLITE_OK;
             if (!attempt_) {
-                attempt_ = db_.conn.prepare(
-                    "SELECT stdout_length, stdout_crc, stdout_file, stdout_blob, stderr_length, stderr_crc, "
-                    "stderr_file, stderr_blob FROM attempts WHERE run_seq = ? AND task_index = ? AND attempt "
-                    "= ?",
-                    rc);
-                if (!attempt_) return db_.error(rc, "reading a stream");
+                auto s = prepare(db_, "reading a stream",
+                                 "SELECT stdout_length, stdout_crc, stdout_file, stdout_blob, stderr_length, "
+                                 "stderr_crc, stderr_file, stderr_blob FROM attempts WHERE run_seq = ? AND "
+                                 "task_index = ? AND attempt = ?");
+                if (!s) return s.error();
+                attempt_ = std::move(*s);
             }
             attempt_.reset();
             attempt_.bind_from(1, run_seq, out.task_index, *out.streams_attempt);
-            rc = attempt_.step();
+            int rc = attempt_.step();
             if (rc == SQLITE_DONE)
                 return journal_error{journal_errc::corrupt, "journal " + db_.path +
                                                                 ": the attempt holding the streams of "
@@ -432,19 +436,19 @@ journal_result<std::vector<unstarted_range>> unstarted_ranges(detail::journal_db
     std::vector<unstarted_range> out;
     if (db.schema_version < 4) return out;
     int rc = SQLITE_OK;
-    statement s = db.conn.prepare(
+    auto s = prepare(
+        db, "reading unstarted tasks",
         "SELECT first_task, end_task, segment, recorded_ms, result_json FROM unstarted WHERE run_seq = ? AND "
-        "first_task < ? AND end_task > ? ORDER BY first_task",
-        rc);
-    if (!s) return db.error(rc, "reading unstarted tasks");
-    s.bind_from(1, run_seq, end, first);
-    while ((rc = s.step()) == SQLITE_ROW) {
+        "first_task < ? AND end_task > ? ORDER BY first_task");
+    if (!s) return s.error();
+    s->bind_from(1, run_seq, end, first);
+    while ((rc = s->step()) == SQLITE_ROW) {
         unstarted_range r;
-        r.first = s.uint32(0);
-        r.end = s.uint32(1);
-        r.segment = s.uint32(2);
-        r.recorded_ms = s.int64(3);
-        if (!journal_detail::decode_result(s.text(4), r.result))
+        r.first = s->uint32(0);
+        r.end = s->uint32(1);
+        r.segment = s->uint32(2);
+        r.recorded_ms = s->int64(3);
+        if (!journal_detail::decode_result(s->text(4), r.result))
             return journal_error{journal_errc::corrupt, "journal " + db.path +
                                                             ": the result of unstarted tasks " +
                                                             std::to_string(r.first) + " to " +
@@ -607,17 +611,17 @@ std::optional<journal_error> journal::read_stream(std::string_view run_id, std::
                                  " has no result for task \"" + std::string(task_id) + "\""};
     if (rc != SQLITE_ROW) return db.error(db.last_rc(), "reading a stream");
     if (s.is_null(5)) return journal_detail::read_stored_stream(db, s, own_streams_at + offset, what, chunk);
-    statement a = db.conn.prepare(std::string(columns) + "AND task_index = ? AND attempt = ?", rc);
-    if (!a) return db.error(rc, "reading a stream");
-    a.bind_from(1, seq, s.int64(0), s.int64(5));
-    rc = a.step();
+    auto a = prepare(db, "reading a stream", std::string(columns) + "AND task_index = ? AND attempt = ?");
+    if (!a) return a.error();
+    a->bind_from(1, seq, s.int64(0), s.int64(5));
+    rc = a->step();
     if (rc != SQLITE_ROW) {
         if (rc == SQLITE_DONE)
             return journal_error{journal_errc::corrupt,
                                  "journal " + db.path + ": the attempt holding " + what + " is missing"};
         return db.error(db.last_rc(), "reading a stream");
     }
-    return journal_detail::read_stored_stream(db, a, offset, what, chunk);
+    return journal_detail::read_stored_stream(db, *a, offset, what, chunk);
 }
 
 journal_result<std::optional<journal_attempt>> journal::load_attempt(std::string_view run_id,
@@ -733,36 +737,36 @@ journal_result<std::vector<journal_dead_run>> journal::dead_runs(const owner_ali
     int rc = SQLITE_OK;
     std::vector<std::pair<std::int64_t, journal_dead_run>> dead;
     {
-        statement s = db.conn.prepare(
-            "SELECT run_seq, run_id, owner_host, owner_boot_id, owner_pid, owner_start FROM runs "
-            "WHERE state = 'running' ORDER BY run_seq",
-            rc);
-        if (!s) return db.error(rc, "finding dead runs");
-        while ((rc = s.step()) == SQLITE_ROW) {
+        auto s =
+            prepare(db, "finding dead runs",
+                    "SELECT run_seq, run_id, owner_host, owner_boot_id, owner_pid, owner_start FROM runs "
+                    "WHERE state = 'running' ORDER BY run_seq");
+        if (!s) return s.error();
+        while ((rc = s->step()) == SQLITE_ROW) {
             journal_dead_run d;
-            d.run_id = s.text(1);
-            d.owner = owner_of(s, 2);
+            d.run_id = s->text(1);
+            d.owner = owner_of(*s, 2);
             if (alive && alive(d.owner)) continue;
-            dead.emplace_back(s.int64(0), std::move(d));
+            dead.emplace_back(s->int64(0), std::move(d));
         }
         if (rc != SQLITE_DONE) return db.error(db.last_rc(), "finding dead runs");
     }
-    statement h = db.conn.prepare(
+    auto h = prepare(
+        db, "finding dead runs",
         "SELECT task_index, attempt, pid, pid_start, cgroup, container, container_engine, slurm_job_id "
         "FROM attempts WHERE run_seq = ? AND handle_ms IS NOT NULL AND (ended_ms IS NULL OR cleanup_failed = "
         "1) "
-        "ORDER BY task_index, attempt",
-        rc);
-    if (!h) return db.error(rc, "finding dead runs");
+        "ORDER BY task_index, attempt");
+    if (!h) return h.error();
     std::vector<journal_dead_run> out;
     for (auto& [seq, d] : dead) {
-        reset_guard guard(h);
-        h.bind(1, seq);
-        while ((rc = h.step()) == SQLITE_ROW) {
+        reset_guard guard(*h);
+        h->bind(1, seq);
+        while ((rc = h->step()) == SQLITE_ROW) {
             attempt_handle a;
-            a.task_index = h.uint32(0);
-            a.attempt = h.uint32(1);
-            read_handle(h, 2, a);
+            a.task_index = h->uint32(0);
+            a.attempt = h->uint32(1);
+            read_handle(*h, 2, a);
             d.handles.push_back(std::move(a));
         }
         if (rc != SQLITE_DONE) return db.error(db.last_rc(), "finding dead runs");
@@ -792,14 +796,13 @@ std::optional<journal_error> journal::mark_interrupted(std::string_view run_id,
     auto& db = *db_;
     return journal_detail::in_write_transaction(
         db, "marking a run interrupted", [&]() -> std::optional<journal_error> {
-            int rc = SQLITE_OK;
-            statement u = db.conn.prepare(
-                "UPDATE runs SET state = 'interrupted' WHERE run_id = ? AND state = 'running' AND "
-                "owner_host = ? AND owner_boot_id = ? AND owner_pid = ? AND owner_start = ?",
-                rc);
-            if (!u) return db.error(rc, "marking a run interrupted");
-            u.bind_from(1, run_id, expected.host, expected.boot_id, expected.pid, expected.start_time);
-            if (u.step() != SQLITE_DONE) return db.error(db.last_rc(), "marking a run interrupted");
+            auto u =
+                prepare(db, "marking a run interrupted",
+                        "UPDATE runs SET state = 'interrupted' WHERE run_id = ? AND state = 'running' AND "
+                        "owner_host = ? AND owner_boot_id = ? AND owner_pid = ? AND owner_start = ?");
+            if (!u) return u.error();
+            u->bind_from(1, run_id, expected.host, expected.boot_id, expected.pid, expected.start_time);
+            if (u->step() != SQLITE_DONE) return db.error(db.last_rc(), "marking a run interrupted");
             return std::nullopt;
         });
 }
@@ -839,6 +842,19 @@ std::optional<std::int64_t> parse_seq(std::string_view s) {
     return v;
 }
 
+// The inline stream bytes of run ?1's attempts and results, and the stream files they name.
+constexpr const char* delete_run_blobs =
+    "DELETE FROM streams WHERE stream_id IN ("
+    "SELECT stdout_blob FROM attempts WHERE run_seq = ?1 AND stdout_blob IS NOT NULL "
+    "UNION ALL SELECT stderr_blob FROM attempts WHERE run_seq = ?1 AND stderr_blob IS NOT NULL "
+    "UNION ALL SELECT stdout_blob FROM results WHERE run_seq = ?1 AND stdout_blob IS NOT NULL "
+    "UNION ALL SELECT stderr_blob FROM results WHERE run_seq = ?1 AND stderr_blob IS NOT NULL)";
+constexpr const char* select_run_files =
+    "SELECT stdout_file FROM attempts WHERE run_seq = ?1 AND stdout_file IS NOT NULL "
+    "UNION ALL SELECT stderr_file FROM attempts WHERE run_seq = ?1 AND stderr_file IS NOT NULL "
+    "UNION ALL SELECT stdout_file FROM results WHERE run_seq = ?1 AND stdout_file IS NOT NULL "
+    "UNION ALL SELECT stderr_file FROM results WHERE run_seq = ?1 AND stderr_file IS NOT NULL";
+
 }  // namespace
 
 journal_result<journal_gc_report> journal::gc(std::size_t keep, const owner_alive_fn& alive) {
@@ -853,15 +869,15 @@ journal_result<journal_gc_report> journal::gc(std::size_t keep, const owner_aliv
             int rc = SQLITE_OK;
             std::set<std::int64_t> existing;
             {
-                statement s = db.conn.prepare(
+                auto s = prepare(
+                    db, "removing old runs",
                     "SELECT run_seq, state, owner_host, owner_boot_id, owner_pid, owner_start FROM runs "
-                    "ORDER BY created_ms DESC, run_seq DESC",
-                    rc);
-                if (!s) return db.error(rc, "removing old runs");
+                    "ORDER BY created_ms DESC, run_seq DESC");
+                if (!s) return s.error();
                 std::size_t position = 0;
-                while ((rc = s.step()) == SQLITE_ROW) {
-                    std::int64_t seq = s.int64(0);
-                    bool live = s.text(1) == "running" && alive && alive(owner_of(s, 2));
+                while ((rc = s->step()) == SQLITE_ROW) {
+                    std::int64_t seq = s->int64(0);
+                    bool live = s->text(1) == "running" && alive && alive(owner_of(*s, 2));
                     if (position++ < keep) {
                         ++report.runs_kept;
                         existing.insert(seq);
@@ -876,45 +892,32 @@ journal_result<journal_gc_report> journal::gc(std::size_t keep, const owner_aliv
             }
             // Inline stream bytes first, found through the rows about to go.
             {
-                statement d = db.conn.prepare(
-                    "DELETE FROM streams WHERE stream_id IN ("
-                    "SELECT stdout_blob FROM attempts WHERE run_seq = ?1 AND stdout_blob IS NOT NULL "
-                    "UNION ALL SELECT stderr_blob FROM attempts WHERE run_seq = ?1 AND stderr_blob IS NOT "
-                    "NULL "
-                    "UNION ALL SELECT stdout_blob FROM results WHERE run_seq = ?1 AND stdout_blob IS NOT "
-                    "NULL "
-                    "UNION ALL SELECT stderr_blob FROM results WHERE run_seq = ?1 AND stderr_blob IS NOT "
-                    "NULL)",
-                    rc);
-                if (!d) return db.error(rc, "removing old runs");
+                auto d = prepare(db, "removing old runs", delete_run_blobs);
+                if (!d) return d.error();
                 for (auto seq : removed) {
-                    reset_guard guard(d);
-                    d.bind(1, seq);
-                    if (d.step() != SQLITE_DONE) return db.error(db.last_rc(), "removing old runs");
+                    reset_guard guard(*d);
+                    d->bind(1, seq);
+                    if (d->step() != SQLITE_DONE) return db.error(db.last_rc(), "removing old runs");
                 }
             }
             static constexpr const char* tables[] = {"unstarted", "attempts", "results", "run_documents",
                                                      "runs"};
             for (const char* table : tables) {
-                statement d = db.conn.prepare(std::string("DELETE FROM ") + table + " WHERE run_seq = ?", rc);
-                if (!d) return db.error(rc, "removing old runs");
+                auto d = prepare(db, "removing old runs",
+                                 std::string("DELETE FROM ") + table + " WHERE run_seq = ?");
+                if (!d) return d.error();
                 for (auto seq : removed) {
-                    reset_guard guard(d);
-                    d.bind(1, seq);
-                    if (d.step() != SQLITE_DONE) return db.error(db.last_rc(), "removing old runs");
+                    reset_guard guard(*d);
+                    d->bind(1, seq);
+                    if (d->step() != SQLITE_DONE) return db.error(db.last_rc(), "removing old runs");
                 }
             }
             report.runs_removed = static_cast<std::uint32_t>(removed.size());
             // Stream files no row refers to. Writers write their files inside their write
             // transaction, so while this one holds the lock no file is written but not committed.
             if (journal_detail::streams_dir(db, false) != 0) return std::nullopt;
-            statement files = db.conn.prepare(
-                "SELECT stdout_file FROM attempts WHERE run_seq = ?1 AND stdout_file IS NOT NULL "
-                "UNION ALL SELECT stderr_file FROM attempts WHERE run_seq = ?1 AND stderr_file IS NOT NULL "
-                "UNION ALL SELECT stdout_file FROM results WHERE run_seq = ?1 AND stdout_file IS NOT NULL "
-                "UNION ALL SELECT stderr_file FROM results WHERE run_seq = ?1 AND stderr_file IS NOT NULL",
-                rc);
-            if (!files) return db.error(rc, "removing old runs");
+            auto files = prepare(db, "removing old runs", select_run_files);
+            if (!files) return files.error();
             for (const auto& name : exec::list_directory(db.streams_dir.get())) {
                 auto seq = parse_seq(name);
                 if (!seq || !existing.count(*seq)) {
@@ -923,9 +926,9 @@ journal_result<journal_gc_report> journal::gc(std::size_t keep, const owner_aliv
                 }
                 std::set<std::string> referenced;
                 {
-                    reset_guard guard(files);
-                    files.bind(1, *seq);
-                    while ((rc = files.step()) == SQLITE_ROW) referenced.insert(std::string(files.text(0)));
+                    reset_guard guard(*files);
+                    files->bind(1, *seq);
+                    while ((rc = files->step()) == SQLITE_ROW) referenced.insert(std::string(files->text(0)));
                     if (rc != SQLITE_DONE) return db.error(db.last_rc(), "removing old runs");
                 }
                 exec::unique_fd dir;
@@ -968,42 +971,43 @@ std::optional<journal_error> journal::verify() {
     auto& db = *db_;
     int rc = SQLITE_OK;
     {
-        statement s = db.conn.prepare("PRAGMA integrity_check;", rc);
-        if (!s) return db.error(rc, "checking integrity");
-        rc = s.step();
+        auto s = prepare(db, "checking integrity", "PRAGMA integrity_check;");
+        if (!s) return s.error();
+        rc = s->step();
         if (rc != SQLITE_ROW) return db.error(db.last_rc(), "checking integrity");
-        if (s.text(0) != "ok")
+        if (s->text(0) != "ok")
             return journal_error{
                 journal_errc::corrupt,
-                "journal " + db.path + ": damaged (integrity_check: " + std::string(s.text(0)) + ")"};
+                "journal " + db.path + ": damaged (integrity_check: " + std::string(s->text(0)) + ")"};
     }
     // Every stored stream: attempts', and results' own (not those that name an attempt's).
     for (const char* table : {"attempts", "results"}) {
-        statement s = db.conn.prepare(
-            std::string("SELECT task_id, stdout_length, stdout_crc, stdout_file, stdout_blob, "
-                        "stderr_length, stderr_crc, stderr_file, stderr_blob FROM ") +
-                table + (std::string_view(table) == "results" ? " WHERE streams_attempt IS NULL" : ""),
-            rc);
-        if (!s) return db.error(rc, "checking streams");
-        while ((rc = s.step()) == SQLITE_ROW) {
-            std::string what = std::string("a stream of task ") + std::string(s.text(0)) + " (" + table + ")";
+        auto s = prepare(db, "checking streams",
+                         std::string("SELECT task_id, stdout_length, stdout_crc, stdout_file, stdout_blob, "
+                                     "stderr_length, stderr_crc, stderr_file, stderr_blob FROM ") +
+                             table +
+                             (std::string_view(table) == "results" ? " WHERE streams_attempt IS NULL" : ""));
+        if (!s) return s.error();
+        while ((rc = s->step()) == SQLITE_ROW) {
+            std::string what =
+                std::string("a stream of task ") + std::string(s->text(0)) + " (" + table + ")";
             for (int first : {1, 5})
-                if (auto e = journal_detail::read_stored_stream(db, s, first, what, [](std::string_view) {}))
+                if (auto e = journal_detail::read_stored_stream(db, *s, first, what, [](std::string_view) {}))
                     return e;
         }
         if (rc != SQLITE_DONE) return db.error(db.last_rc(), "checking streams");
     }
     // A result stored as its end's JSON ('') names an end that is there.
-    statement s = db.conn.prepare(
-        "SELECT task_id FROM results WHERE result_json = '' AND NOT EXISTS (SELECT 1 FROM attempts a "
-        "WHERE a.run_seq = results.run_seq AND a.task_index = results.task_index AND a.attempt = "
-        "results.streams_attempt AND a.result_json IS NOT NULL) LIMIT 1",
-        rc);
-    if (!s) return db.error(rc, "checking results");
-    rc = s.step();
+    auto s =
+        prepare(db, "checking results",
+                "SELECT task_id FROM results WHERE result_json = '' AND NOT EXISTS (SELECT 1 FROM attempts a "
+                "WHERE a.run_seq = results.run_seq AND a.task_index = results.task_index AND a.attempt = "
+                "results.streams_attempt AND a.result_json IS NOT NULL) LIMIT 1");
+    if (!s) return s.error();
+    rc = s->step();
     if (rc == SQLITE_ROW)
         return journal_error{journal_errc::corrupt, "journal " + db.path + ": the result of task " +
-                                                        std::string(s.text(0)) +
+                                                        std::string(s->text(0)) +
                                                         " is that of an attempt's end that is missing"};
     if (rc != SQLITE_DONE) return db.error(db.last_rc(), "checking results");
     return std::nullopt;

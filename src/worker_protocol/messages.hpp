@@ -141,4 +141,30 @@ decoded<heartbeat> decode_heartbeat(std::string_view payload);
 /// A count of 0 is malformed.
 decoded<slots_limit> decode_slots(std::string_view payload);
 
+/// One end's heartbeats (docs/WORKER.md, "Messages"): a direction idle for `interval` carries
+/// a heartbeat, and a peer that sends nothing for missed intervals is gone. The times are the
+/// caller's steady clock's, a std::chrono time point and milliseconds (this library reads no
+/// clock and includes no <chrono>).
+template <typename time_point, typename milliseconds>
+struct heartbeats {
+    static constexpr int missed = 3;
+
+    milliseconds interval{1000};
+    time_point last_received{}, last_sent{};
+    std::uint64_t sent = 0;
+
+    /// The peer has sent nothing for `missed` intervals.
+    bool peer_gone(time_point now) const { return now - last_received > missed * interval; }
+    /// This end has sent nothing for an interval.
+    bool idle(time_point now) const { return now - last_sent >= interval; }
+    /// How long a peer stays silent before it is gone, in ms: for the message that says so.
+    std::string silence_limit() const { return std::to_string(missed * interval.count()) + " ms"; }
+    /// The frame of the next heartbeat.
+    std::string next_frame() {
+        std::string frame;
+        append_heartbeat(frame, {++sent});
+        return frame;
+    }
+};
+
 }  // namespace agentctl::worker_protocol

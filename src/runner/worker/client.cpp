@@ -17,8 +17,6 @@ using steady = std::chrono::steady_clock;
 namespace agentctl::worker {
 
 namespace {
-// Heartbeats the worker may miss before the driver takes it for lost (docs/WORKER.md).
-constexpr int missed_heartbeats = 3;
 // A read answered by nothing for this long is answered by a heartbeat (arm_nudge()).
 constexpr auto nudge_after = std::chrono::milliseconds(2);
 }  // namespace
@@ -72,8 +70,8 @@ asio::awaitable<std::optional<std::string>> client::handshake(wp::hello hello,
 std::optional<std::string> client::send_hello(wp::hello hello) {
     if (lost_) return lost_reason_;
     digest_ = hello.build_digest;
-    heartbeat_ = std::chrono::milliseconds(hello.heartbeat_ms);
-    last_received_ = last_sent_ = steady::now();
+    heartbeats_.interval = std::chrono::milliseconds(hello.heartbeat_ms);
+    heartbeats_.last_received = heartbeats_.last_sent = steady::now();
     std::string frame;
     if (auto e = wp::append_hello(frame, hello)) {
         lose(e->message);
@@ -100,7 +98,7 @@ asio::awaitable<std::optional<std::string>> client::await_welcome(std::chrono::m
 
 void client::send(std::string frame) {
     if (!channel_ || lost_) return;
-    last_sent_ = steady::now();
+    heartbeats_.last_sent = steady::now();
     channel_->send(std::move(frame));
 }
 
@@ -117,10 +115,9 @@ void client::arm_nudge() {
     nudge_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
         self->nudge_armed_ = false;
         if (ec || self->lost_ || self->closing_ || self->running_.empty()) return;
-        if (self->last_sent_ >= self->last_received_) return;  // answered meanwhile
-        std::string frame;
-        wp::append_heartbeat(frame, {++self->heartbeats_sent_});
-        self->send(std::move(frame));
+        auto& beats = self->heartbeats_;
+        if (beats.last_sent >= beats.last_received) return;  // answered meanwhile
+        self->send(beats.next_frame());
     });
 }
 
@@ -185,7 +182,7 @@ asio::awaitable<void> client::reader() {
             }
             co_return;
         }
-        last_received_ = steady::now();
+        heartbeats_.last_received = steady::now();
         decoder_.feed(bytes);
         if (auto e = decoder_.each_frame([this](const wp::frame& f) {
                 handle(f);
@@ -204,13 +201,19 @@ asio::awaitable<void> client::reader() {
 
 void client::handle(const wp::frame& f) {
     if (auto e = wp::check_arrival(wp::side::driver, connected_, f.type)) return protocol_failure(*e);
-    auto for_tag = [this](std::uint64_t tag) -> pending_run* {
-        if (!running_.count(tag)) {
-            protocol_failure({wp::protocol_errc::unexpected_message,
-                              "a frame for tag " + std::to_string(tag) + ", which is not running"});
+    // The run a decoded started, output or result message names; nullptr, the failure
+    // reported, when the message did not decode or its tag is not running.
+    auto run_of = [this](const auto& m) -> pending_run* {
+        if (!m) {
+            protocol_failure(m.error());
             return nullptr;
         }
-        auto it = waiting_.find(tag);
+        if (!running_.count(m->tag)) {
+            protocol_failure({wp::protocol_errc::unexpected_message,
+                              "a frame for tag " + std::to_string(m->tag) + ", which is not running"});
+            return nullptr;
+        }
+        auto it = waiting_.find(m->tag);
         return it == waiting_.end() ? &orphan_ : it->second;
     };
     switch (f.type) {
@@ -235,8 +238,7 @@ void client::handle(const wp::frame& f) {
         }
         case wp::message_type::started: {
             auto m = wp::decode_started(f.payload);
-            if (!m) return protocol_failure(m.error());
-            pending_run* p = for_tag(m->tag);
+            pending_run* p = run_of(m);
             if (!p) return;
             p->started = std::move(*m);
             if (p->notify) p->notify();
@@ -244,16 +246,14 @@ void client::handle(const wp::frame& f) {
         }
         case wp::message_type::output: {
             auto m = wp::decode_output(f.payload);
-            if (!m) return protocol_failure(m.error());
-            pending_run* p = for_tag(m->tag);
+            pending_run* p = run_of(m);
             if (!p) return;
             (m->stream == wp::stream_id::stdout_stream ? p->out : p->err) += m->bytes;
             return;
         }
         case wp::message_type::result: {
             auto m = wp::decode_result(f.payload);
-            if (!m) return protocol_failure(m.error());
-            pending_run* p = for_tag(m->tag);
+            pending_run* p = run_of(m);
             if (!p) return;
             if (p->out.size() != m->stdout_size || p->err.size() != m->stderr_size)
                 return protocol_failure({wp::protocol_errc::malformed_payload,
@@ -275,20 +275,15 @@ void client::handle(const wp::frame& f) {
 asio::awaitable<void> client::ticker() {
     auto self = shared_from_this();
     while (!lost_ && !closing_) {
-        tick_timer_.expires_after(heartbeat_);
+        tick_timer_.expires_after(heartbeats_.interval);
         co_await tick_timer_.async_wait(asio::as_tuple(asio::use_awaitable));
         if (lost_ || closing_) break;
         auto now = steady::now();
-        if (now - last_received_ > missed_heartbeats * heartbeat_) {
-            lose("no frame from the worker for " + std::to_string(missed_heartbeats * heartbeat_.count()) +
-                 " ms");
+        if (heartbeats_.peer_gone(now)) {
+            lose("no frame from the worker for " + heartbeats_.silence_limit());
             break;
         }
-        if (now - last_sent_ >= heartbeat_) {
-            std::string frame;
-            wp::append_heartbeat(frame, {++heartbeats_sent_});
-            send(std::move(frame));
-        }
+        if (heartbeats_.idle(now)) send(heartbeats_.next_frame());
     }
 }
 

@@ -104,7 +104,6 @@ private:
     std::uint32_t ahead_ = 0;
     std::unique_ptr<exec::channel> channel_;
     std::string digest_;
-    std::chrono::milliseconds heartbeat_{1000};
     worker_protocol::frame_decoder decoder_;
     worker_protocol::welcome welcome_;
     std::optional<std::string> refused_;
@@ -115,8 +114,7 @@ private:
     std::unordered_map<std::uint64_t, pending_run*> waiting_;  ///< runs whose launch waits
     std::unordered_set<std::uint64_t> running_;                ///< tags sent and not answered yet
     int owned_ = 0;                                            ///< reader and ticker still running
-    std::chrono::steady_clock::time_point last_received_, last_sent_;
-    std::uint64_t heartbeats_sent_ = 0;
+    worker_protocol::heartbeats<std::chrono::steady_clock::time_point, std::chrono::milliseconds> heartbeats_;
     pending_run orphan_;                    ///< where the frames of a forgotten run go
     boost::asio::steady_timer wake_;        ///< connect() and close() wait on it
     boost::asio::steady_timer tick_timer_;  ///< the ticker's
