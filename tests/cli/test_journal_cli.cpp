@@ -228,6 +228,19 @@ std::string good_journal(const temp_dir& dir, const std::string& name) {
     return db;
 }
 
+// A foreach over `items` whose children run `sh -c SCRIPT ITEM`.
+std::string fan_workflow(const std::string& script, const std::string& items) {
+    return "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: fan}\nspec:\n"
+           "  policy: {processAllowlist: [sh], approval: never}\n"
+           "  actions:\n"
+           "    say: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, '" +
+           script +
+           "', '${{ vars.item }}']}\n"
+           "  tasks:\n"
+           "    - {id: each, uses: 'action:say', foreach: {items: " +
+           items + "}}\n";
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(journal_cli)
@@ -690,15 +703,7 @@ BOOST_AUTO_TEST_CASE(earlier_attempts_are_shown_with_their_streams) {
 BOOST_AUTO_TEST_CASE(a_released_aggregate_reports_as_if_it_had_been_kept) {
     temp_dir dir;
     std::string db = dir.path() + "/j.db";
-    std::string wf =
-        dir.write("wf.yaml",
-                  "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: fan}\nspec:\n"
-                  "  policy: {processAllowlist: [sh], approval: never}\n"
-                  "  actions:\n"
-                  "    say: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo $0', "
-                  "'${{ vars.item }}']}\n"
-                  "  tasks:\n"
-                  "    - {id: each, uses: 'action:say', foreach: {items: [red, green, blue]}}\n");
+    std::string wf = dir.write("wf.yaml", fan_workflow("echo $0", "[red, green, blue]"));
     auto journaled = agentctl({"--output", "json", "run", wf, "--db", db});
     BOOST_TEST(journaled.exit_code == 0, journaled.err);
     auto memory = agentctl({"--output", "json", "run", wf, "--no-journal"});
@@ -720,15 +725,7 @@ BOOST_AUTO_TEST_CASE(a_released_aggregate_reports_as_if_it_had_been_kept) {
 BOOST_AUTO_TEST_CASE(a_released_aggregate_of_a_stopped_run_lists_its_unstarted_children) {
     temp_dir dir;
     std::string db = dir.path() + "/j.db";
-    std::string wf =
-        dir.write("wf.yaml",
-                  "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: fan}\nspec:\n"
-                  "  policy: {processAllowlist: [sh], approval: never}\n"
-                  "  actions:\n"
-                  "    say: {kind: builtin.shell.exec, command: /bin/sh, args: [-c, 'echo $0; test $0 != 2', "
-                  "'${{ vars.item }}']}\n"
-                  "  tasks:\n"
-                  "    - {id: each, uses: 'action:say', foreach: {items: [1, 2, 3, 4]}}\n");
+    std::string wf = dir.write("wf.yaml", fan_workflow("echo $0; test $0 != 2", "[1, 2, 3, 4]"));
     auto journaled = agentctl({"--output", "json", "run", wf, "--db", db, "--jobs", "1"});
     BOOST_TEST(journaled.exit_code == 4, journaled.err);
     auto memory = agentctl({"--output", "json", "run", wf, "--no-journal", "--jobs", "1"});

@@ -90,6 +90,22 @@ bool mentions(const resolved_environment& r, const std::string& text) {
 std::string code_of(const resolved_environment& r) { return r.error ? std::string(to_string(r.error->code)) : ""; }
 std::string message_of(const resolved_environment& r) { return r.error ? r.error->message : ""; }
 
+// A workflow of one task that prints its environment: TOKEN from secrets/token, then `more`
+// (each a line `NAME: {value: ...}`), all of them allowed.
+std::string printenv_workflow(const std::string& name, const std::vector<std::string>& more) {
+    std::string allowed = "TOKEN", env;
+    for (const auto& line : more) {
+        allowed += ", " + line.substr(0, line.find(':'));
+        env += "        " + line + "\n";
+    }
+    return "apiVersion: agentctl.dev/v1\nkind: Workflow\nmetadata: {name: " + name +
+           "}\nspec:\n  policy:\n    processAllowlist: [printenv]\n    environmentAllowlist: [" + allowed +
+           "]\n    secretFileRoots: [secrets]\n    approval: never\n  actions:\n    show:\n"
+           "      kind: builtin.shell.exec\n      command: printenv\n      env:\n"
+           "        TOKEN: {file: secrets/token}\n" +
+           env + "  tasks:\n    - {id: show, uses: action:show}\n";
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(value_and_env_sources) {
@@ -183,26 +199,7 @@ BOOST_AUTO_TEST_CASE(process_sources_are_allowlisted_and_bounded) {
 BOOST_AUTO_TEST_CASE(secret_values_are_redacted_from_task_output) {
     workspace ws;
     ws.write("secrets/token", "tok-5f3a9c\n");
-    std::string yaml = R"(apiVersion: agentctl.dev/v1
-kind: Workflow
-metadata: {name: redact}
-spec:
-  policy:
-    processAllowlist: [printenv]
-    environmentAllowlist: [TOKEN, PLAIN]
-    secretFileRoots: [secrets]
-    approval: never
-  actions:
-    show:
-      kind: builtin.shell.exec
-      command: printenv
-      env:
-        TOKEN: {file: secrets/token}
-        PLAIN: {value: visible}
-  tasks:
-    - {id: show, uses: action:show}
-)";
-    auto parsed = parse_workflow(yaml, "redact.yaml");
+    auto parsed = parse_workflow(printenv_workflow("redact", {"PLAIN: {value: visible}"}), "redact.yaml");
     BOOST_REQUIRE(parsed.document);
     auto compiled = compile(*parsed.document);
     BOOST_REQUIRE(compiled.compiled);
@@ -237,25 +234,7 @@ spec:
 BOOST_AUTO_TEST_CASE(passed_through_output_is_refused_where_it_cannot_be_honest) {
     workspace ws;
     ws.write("secrets/token", "tok-5f3a9c\n");
-    std::string yaml = R"(apiVersion: agentctl.dev/v1
-kind: Workflow
-metadata: {name: passed}
-spec:
-  policy:
-    processAllowlist: [printenv]
-    environmentAllowlist: [TOKEN]
-    secretFileRoots: [secrets]
-    approval: never
-  actions:
-    show:
-      kind: builtin.shell.exec
-      command: printenv
-      env:
-        TOKEN: {file: secrets/token}
-  tasks:
-    - {id: show, uses: action:show}
-)";
-    auto parsed = parse_workflow(yaml, "passed.yaml");
+    auto parsed = parse_workflow(printenv_workflow("passed", {}), "passed.yaml");
     BOOST_REQUIRE(parsed.document);
     auto compiled = compile(*parsed.document);
     BOOST_REQUIRE(compiled.compiled);

@@ -876,6 +876,18 @@ cli_test::command_result in_allocation(const std::vector<std::string>& args,
     return cli_test::run(argv, options);
 }
 
+// `salloc -N1 --exclusive -- /bin/sh -c SCRIPT ARGS...` with the fixture's SLURM_CONF: for cases
+// that look at the allocation after agentctl is gone (the script's $0 is usually agentctl).
+cli_test::command_result sh_in_allocation(const std::string& script, const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {
+        slurm_test::tool("salloc"), "--nodes=1", "--exclusive", "--quiet", "--", "/bin/sh", "-c", script};
+    argv.insert(argv.end(), args.begin(), args.end());
+    cli_test::command_options options;
+    options.env.push_back("SLURM_CONF=" + cluster::get().conf);
+    options.bound = 180s;
+    return cli_test::run(argv, options);
+}
+
 const std::string sh_action =
     "    sh:\n      kind: builtin.shell.exec\n      command: /bin/sh\n      args: ['-c', '${{ vars.item "
     "}}']\n";
@@ -1003,21 +1015,7 @@ BOOST_AUTO_TEST_CASE(a_preflight_that_fails_leaves_no_worker_step) {
         "\"$0\" --output json run --backend slurm \"$1\"; status=$?; for i in $(seq 40); do "
         "steps=$(\"$2\" -h -s -o %j | grep worker.); [ -z \"$steps\" ] && break; sleep 0.05; done; "
         "echo \"steps: $steps\" >&2; exit $status";
-    std::vector<std::string> argv = {slurm_test::tool("salloc"),
-                                     "--nodes=1",
-                                     "--exclusive",
-                                     "--quiet",
-                                     "--",
-                                     "/bin/sh",
-                                     "-c",
-                                     script,
-                                     cli_test::agentctl_bin(),
-                                     wf,
-                                     slurm_test::tool("squeue")};
-    cli_test::command_options o;
-    o.env.push_back("SLURM_CONF=" + cluster::get().conf);
-    o.bound = 180s;
-    auto r = cli_test::run(argv, o);
+    auto r = sh_in_allocation(script, {cli_test::agentctl_bin(), wf, slurm_test::tool("squeue")});
     BOOST_TEST_REQUIRE(!r.timed_out, r.out << r.err);
     BOOST_TEST(r.exit_code != 0, r.out << r.err);
     BOOST_TEST(r.out.find("executable_not_found") != std::string::npos, r.out << r.err);
@@ -1025,6 +1023,31 @@ BOOST_AUTO_TEST_CASE(a_preflight_that_fails_leaves_no_worker_step) {
     BOOST_TEST(r.err.find("worker.") == std::string::npos,
                "a worker step outlived agentctl by 2 s: " << r.err);
 }
+
+// Every Slurm client agentctl starts with `options` goes through a shim in `dir` that logs its
+// name; calls() reads the log and empties it.
+struct logged_clients {
+    std::string log;
+    cli_test::command_options options;
+
+    explicit logged_clients(const cli_test::temp_dir& dir) : log(dir.path() + "/calls.log") {
+        std::string shims = dir.path() + "/shims";
+        std::filesystem::create_directory(shims);
+        for (const char* tool : {"srun", "squeue", "scancel", "scontrol", "sinfo"}) {
+            std::string path = shims + "/" + tool;
+            std::ofstream(path) << "#!/bin/sh\necho " << tool << " >> " << log << "\nexec "
+                                << slurm_test::tool(tool) << " \"$@\"\n";
+            std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+        }
+        options.env.push_back("PATH=" + shims + ":/usr/bin:/bin");
+    }
+    std::string calls() const {
+        std::ifstream in(log);
+        std::string said((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        std::ofstream(log, std::ios::trunc).close();
+        return said;
+    }
+};
 
 // Inside an allocation, with no partition named, the preflight asks no `sinfo`: the worker steps
 // run in the allocation whatever the cluster's default partition is (docs/SLURM.md, section 13).
@@ -1034,31 +1057,20 @@ BOOST_AUTO_TEST_CASE(inside_an_allocation_the_preflight_asks_no_sinfo) {
     auto wf =
         dir.write("wf.yaml", workflow("    processAllowlist: [sh]\n", sh_action,
                                       "    - {id: one, uses: action:sh, foreach: {items: ['true']}}\n"));
-    std::string shims = dir.path() + "/shims", log = dir.path() + "/calls.log";
-    std::filesystem::create_directory(shims);
-    for (const char* tool : {"srun", "squeue", "scancel", "scontrol", "sinfo"}) {
-        std::string path = shims + "/" + tool;
-        std::ofstream(path) << "#!/bin/sh\necho " << tool << " >> " << log << "\nexec "
-                            << slurm_test::tool(tool) << " \"$@\"\n";
-        std::filesystem::permissions(path, std::filesystem::perms::owner_all);
-    }
-    cli_test::command_options o;
-    o.env.push_back("PATH=" + shims + ":/usr/bin:/bin");
+    logged_clients clients(dir);
+    const cli_test::command_options& o = clients.options;
     auto r = in_allocation({"--output", "json", "run", "--backend", "slurm", wf}, o);
     BOOST_TEST_REQUIRE(r.exit_code == 0, r.out << r.err);
-    std::ifstream in(log);
-    std::string calls((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string calls = clients.calls();
     BOOST_TEST(calls.find("srun") != std::string::npos, calls);
     BOOST_TEST(calls.find("scontrol") != std::string::npos, calls);
     BOOST_TEST(calls.find("sinfo") == std::string::npos, calls);
     // A partition named is still checked.
-    std::ofstream(log, std::ios::trunc).close();
     auto named = in_allocation(
         {"--output", "json", "run", "--backend", "slurm", "--slurm-partition", cluster::get().partition, wf},
         o);
     BOOST_TEST_REQUIRE(named.exit_code == 0, named.out << named.err);
-    std::ifstream again(log);
-    std::string calls2((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
+    std::string calls2 = clients.calls();
     BOOST_TEST(calls2.find("sinfo") != std::string::npos, calls2);
 }
 
@@ -1069,16 +1081,8 @@ BOOST_AUTO_TEST_CASE(inside_an_allocation_the_preflight_asks_no_sinfo) {
 // shim on its PATH that logs it.
 BOOST_AUTO_TEST_CASE(a_run_refused_before_its_preflight_starts_no_worker_step) {
     cli_test::temp_dir dir;
-    std::string shims = dir.path() + "/shims", log = dir.path() + "/calls.log";
-    std::filesystem::create_directory(shims);
-    for (const char* tool : {"srun", "squeue", "scancel", "scontrol", "sinfo"}) {
-        std::string path = shims + "/" + tool;
-        std::ofstream(path) << "#!/bin/sh\necho " << tool << " >> " << log << "\nexec "
-                            << slurm_test::tool(tool) << " \"$@\"\n";
-        std::filesystem::permissions(path, std::filesystem::perms::owner_all);
-    }
-    cli_test::command_options o;
-    o.env.push_back("PATH=" + shims + ":/usr/bin:/bin");
+    logged_clients clients(dir);
+    const cli_test::command_options& o = clients.options;
     std::string touch =
         "    - {id: one, uses: action:ACTION, foreach: {items: ['touch " + dir.path() + "/ran']}}\n";
     auto with_action = [&](const std::string& action) {
@@ -1098,8 +1102,7 @@ BOOST_AUTO_TEST_CASE(a_run_refused_before_its_preflight_starts_no_worker_step) {
                                   dir.path() + "/journal.db", dir.write("valid.yaml", with_action("sh"))},
                                  o);
     BOOST_TEST(journal.exit_code == 5, journal.out << journal.err);
-    std::ifstream in(log);
-    std::string calls((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string calls = clients.calls();
     BOOST_TEST(calls.find("srun") == std::string::npos, calls);
     BOOST_TEST(!std::filesystem::exists(dir.path() + "/ran"));
     // The same workflow with a usable journal does run on the worker, through the shim.
@@ -1108,8 +1111,7 @@ BOOST_AUTO_TEST_CASE(a_run_refused_before_its_preflight_starts_no_worker_step) {
                              o);
     BOOST_TEST_REQUIRE(ran.exit_code == 0, ran.out << ran.err);
     BOOST_TEST(std::filesystem::exists(dir.path() + "/ran"));
-    std::ifstream again(log);
-    std::string calls2((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
+    std::string calls2 = clients.calls();
     BOOST_TEST(calls2.find("srun") != std::string::npos, calls2);
 }
 
@@ -1133,13 +1135,7 @@ BOOST_AUTO_TEST_CASE(a_stopped_controller_inside_an_allocation_stops_the_startin
         "echo \"took: $(( ($(date +%s%N) - start) / 1000000 )) ms\" >&2; "
         "echo \"sruns: $(pgrep -f -c \"srun.*:worker[.]\")\" >&2; "
         "fixture start \"$2\" \"$3\" || exit 98; exit $status";
-    std::vector<std::string> argv = {
-        slurm_test::tool("salloc"), "--nodes=1", "--exclusive", "--quiet", "--", "/bin/sh", "-c", script,
-        cli_test::agentctl_bin(),   wf,          c.fixture,     c.dir};
-    cli_test::command_options o;
-    o.env.push_back("SLURM_CONF=" + c.conf);
-    o.bound = 180s;
-    auto r = cli_test::run(argv, o);
+    auto r = sh_in_allocation(script, {cli_test::agentctl_bin(), wf, c.fixture, c.dir});
     wait_node_idle();
     BOOST_TEST_REQUIRE(!r.timed_out, r.out << r.err);
     BOOST_TEST_REQUIRE(r.exit_code == 4, r.out << r.err);
@@ -1179,23 +1175,8 @@ BOOST_AUTO_TEST_CASE(the_workers_of_two_sites_start_side_by_side) {
         "steps=$(\"$4\" -h -s -o %j | grep worker.); [ -z \"$steps\" ] && break; sleep 0.05; done; "
         "echo \"steps: $steps\" >&2; exit $status";
     auto run = [&] {
-        std::vector<std::string> argv = {slurm_test::tool("salloc"),
-                                         "--nodes=1",
-                                         "--exclusive",
-                                         "--quiet",
-                                         "--",
-                                         "/bin/sh",
-                                         "-c",
-                                         script,
-                                         cli_test::agentctl_bin(),
-                                         c.node,
-                                         shims,
-                                         wf,
-                                         slurm_test::tool("squeue")};
-        cli_test::command_options o;
-        o.env.push_back("SLURM_CONF=" + c.conf);
-        o.bound = 180s;
-        return cli_test::run(argv, o);
+        return sh_in_allocation(script,
+                                {cli_test::agentctl_bin(), c.node, shims, wf, slurm_test::tool("squeue")});
     };
     auto both = run();
     BOOST_TEST_REQUIRE(both.exit_code == 0, both.out << both.err);
