@@ -42,6 +42,7 @@ struct channel::impl : std::enable_shared_from_this<impl> {
     asio::steady_timer poll_timer;  ///< wait_exit()'s bound, or its polling without a pidfd
     pid_t pid = -1;
     bool reaped = false;
+    bool left_running = false;  ///< leave_running(): the watchdog's to see to its end
     std::optional<channel_end> ended;
     std::shared_ptr<tree_observer> observer;
     std::string pending;
@@ -181,7 +182,7 @@ channel::~channel() {
     impl_->out.close(ignored);
     impl_->err.close(ignored);
     impl_->poll_timer.cancel();
-    if (!impl_->reaped) {
+    if (!impl_->reaped && !impl_->left_running) {
         // The group id is ours until the leader is reaped: no one else can own it here.
         ::kill(-impl_->pid, SIGKILL);
         impl_->reap(true);
@@ -224,6 +225,19 @@ void channel::close_input() {
 
 void channel::kill() {
     if (!impl_->reaped) ::kill(-impl_->pid, SIGKILL);
+}
+
+bool channel::leave_running() {
+    if (impl_->reaped) return true;
+    if (!impl_->observer || !impl_->observer->sees_to_leftovers()) return false;
+    impl_->left_running = true;
+    boost::system::error_code ignored;
+    impl_->in.close(ignored);
+    impl_->pending.clear();
+    impl_->out.close(ignored);
+    impl_->err.close(ignored);
+    impl_->pidfd.close(ignored);
+    return true;
 }
 
 asio::awaitable<std::optional<channel_end>> channel::wait_exit(std::chrono::milliseconds bound) {
