@@ -4,20 +4,27 @@
 //     sh -c "/bin/sleep SECONDS; : NONCE"
 // as a channel (its own session), leaves it running (exec::channel::leave_running), says
 // clean_exit() and exits 0 at once. The nonce comes from $AGENTCTL_TEST_NONCE, not argv.
+// With `reap`, it first waits SECONDS + 0.5 s and starts another channel, as an embedding
+// application's next run does, and exits 4 if the program is then an unreaped zombie.
 //
-//   linger_victim SECONDS REPORT
+//   linger_victim SECONDS REPORT [reap]
 #include "exec/channel.hpp"
 
 #include <agentctl/watchdog.hpp>
 
 #include <boost/asio/io_context.hpp>
 
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 int main(int argc, char** argv) {
-    if (argc != 3) return 2;
+    if (argc != 3 && !(argc == 4 && std::string(argv[3]) == "reap")) return 2;
     agentctl::watchdog_options options;
     options.report_path = argv[2];
     std::string error;
@@ -39,6 +46,20 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "linger_victim: the watchdog does not see to what is left\n");
         return 1;
     }
+    pid_t program = (*started)->pid();
     started->reset();
+    if (argc == 4) {
+        std::this_thread::sleep_for(
+            std::chrono::milliseconds(static_cast<long>(std::atof(argv[1]) * 1000) + 500));
+        auto next = agentctl::exec::channel::start(io.get_executor(), {"/bin/true", {"true"}, {}});
+        if (!next) return 1;
+        next->reset();
+        siginfo_t si{};
+        if (::waitid(P_PID, static_cast<id_t>(program), &si, WEXITED | WNOHANG | WNOWAIT) == 0) {
+            std::fprintf(stderr, "linger_victim: the program was left unreaped (pid %d)\n", si.si_pid);
+            return 4;
+        }
+        if (errno != ECHILD) return 5;
+    }
     return wd->clean_exit() ? 0 : 3;
 }

@@ -365,8 +365,10 @@ struct lingered {
     pid_t victim = -1;
     double exit_s = 0;  ///< from the spawn to the victim's exit
 };
-lingered run_linger_victim(const std::string& nonce, const std::string& seconds, const std::string& report) {
+lingered run_linger_victim(const std::string& nonce, const std::string& seconds, const std::string& report,
+                           bool reap = false) {
     std::vector<std::string> argv = {env_path("AGENTCTL_LINGER_VICTIM"), seconds, report};
+    if (reap) argv.push_back("reap");
     std::vector<std::string> env = {"AGENTCTL_TEST_NONCE=" + nonce};
     std::vector<char*> a, e;
     for (auto& s : argv) a.push_back(s.data());
@@ -417,6 +419,17 @@ BOOST_AUTO_TEST_CASE(a_program_left_at_a_clean_exit_is_killed_after_2_s) {
     BOOST_TEST(gone_s < 3.5, gone_s);
     BOOST_TEST(read_text(report).rfind("clean-exit linger-bound 1\ngroup-killed ", 0) == 0,
                read_text(report));
+}
+
+// An application that embeds the library runs one run after another: a program left running
+// is reaped by the next start once it has ended, not kept as a zombie per run (the victim exits
+// 4 if it finds one).
+BOOST_AUTO_TEST_CASE(a_program_left_running_is_reaped_by_the_next_start) {
+    temp_dir work;
+    std::string report = work.path + "/report";
+    run_linger_victim(nonce, "0.3", report, true);
+    BOOST_TEST(processes_with(nonce).empty());
+    BOOST_TEST(read_text(report) == "clean-exit\n");
 }
 
 // Ctrl-C on a terminal sends SIGINT to the foreground process group; the victim handles it
