@@ -10,6 +10,8 @@ local backend's, i.e. at most ~1 ms added per task.
       salloc --nodes=1 --exclusive --quiet -- python3 bench/slurm_worker_bench.py BUILD [RUNS] [N]
 
 It must run inside the allocation (SLURM_JOB_ID set): that is where allocation mode applies.
+With `--against OTHER_BUILD` after N, a third command, OTHER_BUILD's worker, joins the rounds (an
+A/B of two builds in the same allocation and rounds), and each round's order is shuffled.
 
   AGENTCTL_SLURM_CPUS=8 tools/slurm-fixture run -- \\
       python3 bench/slurm_worker_bench.py BUILD --scale 10000,100000
@@ -23,6 +25,7 @@ smallest's, fewer than 50 calls.
 """
 
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -102,6 +105,7 @@ def main():
     build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
     runs = int(sys.argv[2]) if len(sys.argv) > 2 else 5
     n = int(sys.argv[3]) if len(sys.argv) > 3 else 1000
+    other = os.path.abspath(sys.argv[5]) if len(sys.argv) > 5 and sys.argv[4] == "--against" else None
     if not os.environ.get("SLURM_JOB_ID"):
         sys.exit("slurm-worker-bench: not inside an allocation: run it under salloc (see the header)")
     work = tempfile.mkdtemp(prefix="agentctl-worker-bench.")
@@ -112,13 +116,17 @@ def main():
         "local": [agentctl, "run"] + common,
         "worker": [agentctl, "run", "--backend", "slurm"] + common,
     }
+    if other:
+        commands["worker-against"] = [os.path.join(other, "agentctl"), "run", "--backend", "slurm"] + common
     for name, argv in commands.items():
         print(f"{name} command: {' '.join(argv)}")
         timed(argv, work)
     t = {name: [] for name in commands}
     for i in range(runs):
         order = list(commands.items())
-        if i % 2:
+        if other:
+            random.shuffle(order)
+        elif i % 2:
             order.reverse()
         for name, argv in order:
             wall = timed(argv, work)
@@ -128,10 +136,15 @@ def main():
     for name in commands:
         xs = sorted(t[name])
         med = statistics.median(xs)
+        p10, p90 = xs[len(xs) // 10], xs[-1 - len(xs) // 10]
         print(f"{name}: median {med:.3f} s ({med / n * 1000:.2f} ms per task, {n / med:.0f} tasks/s); "
-              f"runs " + " ".join(f"{x:.3f}" for x in xs))
+              f"p10-p90 {p10:.3f}-{p90:.3f}; runs " + " ".join(f"{x:.3f}" for x in xs))
     print(f"worker throughput / local throughput: {local / worker:.3f} (target >= 0.9); "
           f"added per task: {(worker - local) / n * 1000:.2f} ms")
+    if other:
+        against = statistics.median(t["worker-against"])
+        print(f"worker-against ({other}) throughput / local throughput: {local / against:.3f}; "
+              f"worker minus worker-against: {(worker - against) * 1000:.1f} ms")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,9 @@
 
 #include <spawn.h>
 
+#include <mutex>
+#include <vector>
+
 namespace asio = boost::asio;
 
 namespace agentctl::exec {
@@ -42,6 +45,7 @@ struct channel::impl : std::enable_shared_from_this<impl> {
     asio::steady_timer poll_timer;  ///< wait_exit()'s bound, or its polling without a pidfd
     pid_t pid = -1;
     bool reaped = false;
+    bool left_running = false;  ///< leave_running(): the watchdog's to see to its end
     std::optional<channel_end> ended;
     std::shared_ptr<tree_observer> observer;
     std::string pending;
@@ -121,11 +125,37 @@ struct channel::impl : std::enable_shared_from_this<impl> {
         observer.reset();
         return true;
     }
+
+    // Programs left running (leave_running), until reaped. A pending wait on the executor would
+    // keep the CLI's io_context running until srun ends, the very wait leave_running saves;
+    // instead each start and each leave reaps those that ended, so an application that embeds
+    // the library and runs one run after another keeps at most one run's worth of zombies, not
+    // one per run. Never destroyed: nothing of it may outlive its io_context at exit.
+    struct left_program {
+        pid_t pid;
+        std::weak_ptr<tree_observer> observer;
+    };
+    static inline std::mutex left_mutex;
+    static inline auto* left_programs = new std::vector<left_program>;
+
+    static void reap_left_programs() {
+        std::lock_guard lock(left_mutex);
+        std::erase_if(*left_programs, [](const left_program& p) {
+            siginfo_t si{};
+            int rc;
+            while ((rc = sys_waitid(P_PID, p.pid, &si, WEXITED | WNOHANG, nullptr)) < 0 && errno == EINTR) {
+            }
+            if (rc == 0 && si.si_pid == 0) return false;  // still running
+            if (auto o = p.observer.lock()) o->group_reaped(p.pid);
+            return true;
+        });
+    }
 };
 
 channel::channel(std::shared_ptr<impl> i) : impl_(std::move(i)) {}
 
 expected<std::unique_ptr<channel>> channel::start(asio::any_io_executor ex, const channel_command& command) {
+    impl::reap_left_programs();
     auto i = std::make_shared<impl>(ex);
     unique_fd in_parent, in_child, out_parent, out_child, err_parent, err_child;
     if (int e = make_pipe(in_parent, in_child, false)) return spawn_problem("cannot create a pipe", e);
@@ -181,7 +211,7 @@ channel::~channel() {
     impl_->out.close(ignored);
     impl_->err.close(ignored);
     impl_->poll_timer.cancel();
-    if (!impl_->reaped) {
+    if (!impl_->reaped && !impl_->left_running) {
         // The group id is ours until the leader is reaped: no one else can own it here.
         ::kill(-impl_->pid, SIGKILL);
         impl_->reap(true);
@@ -224,6 +254,22 @@ void channel::close_input() {
 
 void channel::kill() {
     if (!impl_->reaped) ::kill(-impl_->pid, SIGKILL);
+}
+
+bool channel::leave_running() {
+    if (impl_->reaped) return true;
+    if (!impl_->observer || !impl_->observer->sees_to_leftovers()) return false;
+    impl_->left_running = true;
+    boost::system::error_code ignored;
+    impl_->in.close(ignored);
+    impl_->pending.clear();
+    impl_->out.close(ignored);
+    impl_->err.close(ignored);
+    impl_->pidfd.close(ignored);
+    impl::reap_left_programs();
+    std::lock_guard lock(impl::left_mutex);
+    impl::left_programs->push_back({impl_->pid, impl_->observer});
+    return true;
 }
 
 asio::awaitable<std::optional<channel_end>> channel::wait_exit(std::chrono::milliseconds bound) {

@@ -55,6 +55,13 @@ public:
     void close_input();
     /// SIGKILL to its process group (what it started on this host goes with it).
     void kill();
+    /// Leaves the program to end by itself, unreaped, to the watchdog that was told of its
+    /// group (exec_service's observer), which waits for its end after our clean exit and kills
+    /// its group after a bound (docs/CRASH_SAFETY.md, docs/WORKER.md "The end of a run"). Our
+    /// ends of its pipes are closed (a pending read_some() ends empty); the destructor does not
+    /// kill it; once it has ended, the next channel's start (or leave) reaps it. False, and
+    /// nothing changed, without such a watchdog.
+    bool leave_running();
     /// Until it has exited (then reaped), at most `bound`: nothing when it still runs.
     boost::asio::awaitable<std::optional<channel_end>> wait_exit(std::chrono::milliseconds bound);
     /// The last bytes of its stderr (at most 16 KiB).

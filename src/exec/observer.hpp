@@ -23,6 +23,10 @@ public:
     virtual void group_started(pid_t leader, std::uint64_t start_lo, std::uint64_t start_hi) noexcept = 0;
     /// That leader was reaped, its tree killed: its pid may belong to someone else from now on.
     virtual void group_reaped(pid_t leader) noexcept = 0;
+    /// Whether a leader left unreaped at this process's clean exit is waited for and, after a
+    /// bound, killed (the watchdog: docs/CRASH_SAFETY.md); a channel may then leave its
+    /// program's last milliseconds to it (channel::leave_running).
+    virtual bool sees_to_leftovers() const noexcept { return false; }
 };
 
 }  // namespace agentctl::exec

@@ -36,6 +36,10 @@ namespace {
 
 constexpr std::size_t max_datagram = 256 * 1024;
 constexpr long batch_pause_ns = 5'000'000;
+// How long a process group left unreaped at a clean exit may take to end before it is killed:
+// an allocation worker's srun normally ends ~30 ms after its worker's bye (hundreds under load);
+// killed, its step is gone ~2.4 s later, within the 5 s of docs/WORKER.md.
+constexpr auto linger_bound = std::chrono::milliseconds(2000);
 
 template <typename T>
 bool parse_number(std::string_view s, T& out) {
@@ -170,8 +174,48 @@ private:
         [[maybe_unused]] auto n = ::write(report_fd_.get(), text.data(), text.size());
     }
 
+    // A clean exit. A process group its owner left unreaped on purpose (an allocation worker's
+    // srun, whose worker said every task of it was reaped: docs/WORKER.md, "The end of a run")
+    // is seen to its end: the owner is told we are done at once (our end of the socket closes),
+    // then we wait for the group's leader to exit, at most linger_bound, and kill the group if it
+    // has not. Groups that are not there any more, or whose pid is someone else's, are skipped.
     [[noreturn]] void finish_clean() {
-        report("clean-exit");
+        std::vector<unique_fd> lingering;
+        unique_fd proc(groups_.empty() ? -1 : ::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        for (const auto& [leader, window] : groups_) {
+            if (!proc) break;
+            unique_fd fd(exec::sys_pidfd_open(leader));
+            exec::proc_stat now;
+            if (!fd || !exec::read_proc_stat(proc.get(), leader, now) || now.start < window.lo ||
+                now.start > window.hi)
+                continue;
+            lingering.push_back(std::move(fd));
+        }
+        if (lingering.empty()) {
+            report("clean-exit");
+            ::_exit(0);
+        }
+        ::alarm(static_cast<unsigned>(std::max<long long>(cfg_.options.lifetime_bound.count(), 1)));
+        sock_.reset();  // the owner's clean_exit() returns now
+        auto t0 = steady::now();
+        auto deadline = t0 + linger_bound;
+        while (!lingering.empty() && steady::now() < deadline) {
+            // A pidfd is readable once its process has exited.
+            std::erase_if(lingering, [](const unique_fd& fd) {
+                pollfd p{fd.get(), POLLIN, 0};
+                return ::poll(&p, 1, 0) == 1;
+            });
+            if (lingering.empty()) break;
+            pollfd p{lingering.front().get(), POLLIN, 0};
+            ::poll(&p, 1, 5);
+        }
+        if (lingering.empty()) {
+            report("clean-exit lingered " + std::to_string(ms_since(t0)));
+            ::_exit(0);
+        }
+        report("clean-exit linger-bound " + std::to_string(lingering.size()));
+        std::vector<unique_fd> dying;
+        kill_groups(dying);
         ::_exit(0);
     }
 
@@ -474,6 +518,7 @@ public:
               std::string_view(lo_text, static_cast<std::size_t>(lo - lo_text)),
               std::string_view(hi_text, static_cast<std::size_t>(hi - hi_text))});
     }
+    bool sees_to_leftovers() const noexcept override { return healthy_.load(std::memory_order_relaxed); }
     void group_reaped(pid_t leader) noexcept override {
         char pid_text[16];
         auto p = std::to_chars(pid_text, pid_text + sizeof pid_text, leader).ptr;

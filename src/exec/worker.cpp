@@ -163,7 +163,13 @@ private:
                                                 std::to_string(tasks_.size()) +
                                                 " task(s) running: killing them");
         } else {
-            stop(worker_status::done, "");
+            // Nothing runs: every task's tree was reaped (its result sent). The last frame says so,
+            // so that the driver need not wait for the step's end through srun to know that
+            // nothing of the run is left here (docs/WORKER.md, "The end of a run").
+            std::string frame;
+            wp::append_bye(frame, {tasks_started_});
+            send(std::move(frame));
+            stop(worker_status::done, "", /*flush_output=*/true);
         }
     }
 
@@ -301,6 +307,7 @@ private:
                               ? containment_policy::process_group_only
                               : containment_policy::automatic;
         req.on_started = [this, tag](const process_started& p) {
+            ++tasks_started_;
             wp::started_note n;
             n.tag = tag;
             n.pid = static_cast<std::uint32_t>(p.pid);
@@ -481,6 +488,7 @@ private:
     bool close_when_flushed_ = false;
     bool flush_posted_ = false;
     bool stopping_ = false;
+    std::uint64_t tasks_started_ = 0;  ///< for the bye
     worker_status status_ = worker_status::done;
 };
 

@@ -41,6 +41,8 @@ std::string_view to_string(message_type t) {
             return "heartbeat";
         case message_type::slots:
             return "slots";
+        case message_type::bye:
+            return "bye";
     }
     return "unknown";
 }

@@ -35,8 +35,9 @@ enum class message_type : std::uint8_t {
     result,     ///< worker -> driver: how it ended (last for its tag)
     heartbeat,  ///< both ways
     slots,      ///< driver -> worker (version 2): how many runs may be running at once
+    bye,        ///< worker -> driver (version 3): every process it started is reaped; it exits
 };
-inline constexpr std::uint8_t last_message_type = static_cast<std::uint8_t>(message_type::slots);
+inline constexpr std::uint8_t last_message_type = static_cast<std::uint8_t>(message_type::bye);
 std::string_view to_string(message_type t);
 
 /// What went wrong with a frame or a payload. Any of them ends the connection: a byte stream

@@ -155,9 +155,9 @@ std::optional<protocol_error> check_arrival(side receiver, bool handshake_done, 
                       ? (type == t::run || type == t::cancel || type == t::heartbeat || type == t::slots)
                       : type == t::hello;
     else
-        allowed = handshake_done
-                      ? (type == t::started || type == t::output || type == t::result || type == t::heartbeat)
-                      : (type == t::welcome || type == t::refuse);
+        allowed = handshake_done ? (type == t::started || type == t::output || type == t::result ||
+                                    type == t::heartbeat || type == t::bye)
+                                 : (type == t::welcome || type == t::refuse);
     if (allowed) return std::nullopt;
     return protocol_error{protocol_errc::unexpected_message,
                           "a " + std::string(to_string(type)) + " message reached the " +

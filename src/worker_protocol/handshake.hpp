@@ -15,7 +15,7 @@ namespace agentctl::worker_protocol {
 /// Starts every hello and welcome: a peer that is not agentctl is caught at its first frame.
 inline constexpr std::string_view magic = "agentctl-worker";
 /// Changes whenever a message's fields or meaning change.
-inline constexpr std::uint32_t protocol_version = 2;
+inline constexpr std::uint32_t protocol_version = 3;
 /// A build digest is the SHA-256 of the agentctl executable's bytes: 32 bytes.
 inline constexpr std::size_t build_digest_size = 32;
 

@@ -60,6 +60,7 @@ constexpr auto result_fields = [](auto& io, auto& m) {
 };
 constexpr auto heartbeat_fields = [](auto& io, auto& m) { io(m.sequence); };
 constexpr auto slots_fields = [](auto& io, auto& m) { io(m.count); };
+constexpr auto bye_fields = [](auto& io, auto& m) { io(m.tasks); };
 
 // Fails the reader with `what` unless `ok` (the first problem is the one reported).
 void require(payload_reader& r, bool ok, const std::string& what) {
@@ -174,6 +175,15 @@ decoded<slots_limit> decode_slots(std::string_view payload) {
         payload, "slots", slots_fields,
         failing_only<slots_limit>(
             [](payload_reader& r, const slots_limit& m) { require(r, m.count >= 1, "a slot count of 0"); }));
+}
+
+std::optional<protocol_error> append_bye(std::string& out, const bye& m) {
+    return append(out, message_type::bye, m, bye_fields);
+}
+
+decoded<bye> decode_bye(std::string_view payload) {
+    return detail::decode_message<bye>(payload, "bye", bye_fields,
+                                       failing_only<bye>([](payload_reader&, const auto&) {}));
 }
 
 }  // namespace agentctl::worker_protocol

@@ -111,6 +111,13 @@ struct slots_limit {
     std::uint32_t count = 1;  ///< >= 1
 };
 
+/// worker -> driver (protocol 3), its last frame: the driver closed its stdin with nothing
+/// running, every process the worker started has been reaped, and it exits now
+/// (docs/WORKER.md, "The end of a run").
+struct bye {
+    std::uint64_t tasks = 0;  ///< the runs it started over its life, every one reaped
+};
+
 /// Both ways, when a direction has been idle for the heartbeat interval.
 struct heartbeat {
     std::uint64_t sequence = 0;
@@ -124,6 +131,7 @@ std::optional<protocol_error> append_started(std::string& out, const started_not
 std::optional<protocol_error> append_result(std::string& out, const run_result& m);
 std::optional<protocol_error> append_heartbeat(std::string& out, const heartbeat& m);
 std::optional<protocol_error> append_slots(std::string& out, const slots_limit& m);
+std::optional<protocol_error> append_bye(std::string& out, const bye& m);
 
 /// Appends `bytes` of one stream as output frames of at most output_chunk_limit bytes each
 /// (none for no bytes).
@@ -140,6 +148,7 @@ decoded<run_result> decode_result(std::string_view payload);
 decoded<heartbeat> decode_heartbeat(std::string_view payload);
 /// A count of 0 is malformed.
 decoded<slots_limit> decode_slots(std::string_view payload);
+decoded<bye> decode_bye(std::string_view payload);
 
 /// One end's heartbeats (docs/WORKER.md, "Messages"): a direction idle for `interval` carries
 /// a heartbeat, and a peer that sends nothing for missed intervals is gone. The times are the

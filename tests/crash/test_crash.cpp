@@ -357,6 +357,81 @@ BOOST_AUTO_TEST_CASE(clean_exit_leaves_nothing_and_the_watchdog_exits_without_ac
     for (pid_t p : v.tree) BOOST_TEST(!running(p));
 }
 
+// A program its owner left running at a clean exit on purpose (an allocation worker's srun after
+// the worker's bye: docs/WORKER.md, "The end of a run"): the owner's clean_exit() returns at
+// once; the watchdog waits for the program to end, and kills its group after 2 s if it has not.
+namespace {
+struct lingered {
+    pid_t victim = -1;
+    double exit_s = 0;  ///< from the spawn to the victim's exit
+};
+lingered run_linger_victim(const std::string& nonce, const std::string& seconds, const std::string& report,
+                           bool reap = false) {
+    std::vector<std::string> argv = {env_path("AGENTCTL_LINGER_VICTIM"), seconds, report};
+    if (reap) argv.push_back("reap");
+    std::vector<std::string> env = {"AGENTCTL_TEST_NONCE=" + nonce};
+    std::vector<char*> a, e;
+    for (auto& s : argv) a.push_back(s.data());
+    a.push_back(nullptr);
+    for (auto& s : env) e.push_back(s.data());
+    e.push_back(nullptr);
+    lingered l;
+    auto t0 = steady::now();
+    BOOST_REQUIRE(::posix_spawn(&l.victim, argv[0].c_str(), nullptr, nullptr, a.data(), e.data()) == 0);
+    int status = -1;
+    BOOST_REQUIRE(::waitpid(l.victim, &status, 0) == l.victim);
+    l.exit_s = std::chrono::duration<double>(steady::now() - t0).count();
+    BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0), "status " << status);
+    return l;
+}
+bool nonce_gone_within(const std::string& nonce, std::chrono::milliseconds bound) {
+    auto until = steady::now() + bound;
+    while (!processes_with(nonce).empty()) {
+        if (steady::now() >= until) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return true;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_program_left_at_a_clean_exit_is_seen_to_its_end) {
+    temp_dir work;
+    std::string report = work.path + "/report";
+    auto l = run_linger_victim(nonce, "0.5", report);
+    BOOST_TEST(l.exit_s < 0.45, "the owner waited for the program: " << l.exit_s << " s");
+    BOOST_TEST(nonce_gone_within(nonce, std::chrono::milliseconds(1800)));
+    // The watchdog writes its line once the program is gone, then exits.
+    auto until = steady::now() + 2s;
+    while (read_text(report).find("lingered") == std::string::npos && steady::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    BOOST_TEST(read_text(report).rfind("clean-exit lingered ", 0) == 0, read_text(report));
+}
+
+BOOST_AUTO_TEST_CASE(a_program_left_at_a_clean_exit_is_killed_after_2_s) {
+    temp_dir work;
+    std::string report = work.path + "/report";
+    auto t0 = steady::now();
+    run_linger_victim(nonce, "30", report);
+    std::this_thread::sleep_for(1s);
+    BOOST_TEST(!processes_with(nonce).empty(), "killed before the bound");
+    BOOST_TEST(nonce_gone_within(nonce, std::chrono::milliseconds(2500)));
+    double gone_s = std::chrono::duration<double>(steady::now() - t0).count();
+    BOOST_TEST(gone_s < 3.5, gone_s);
+    BOOST_TEST(read_text(report).rfind("clean-exit linger-bound 1\ngroup-killed ", 0) == 0,
+               read_text(report));
+}
+
+// An application that embeds the library runs one run after another: a program left running
+// is reaped by the next start once it has ended, not kept as a zombie per run (the victim exits
+// 4 if it finds one).
+BOOST_AUTO_TEST_CASE(a_program_left_running_is_reaped_by_the_next_start) {
+    temp_dir work;
+    std::string report = work.path + "/report";
+    run_linger_victim(nonce, "0.3", report, true);
+    BOOST_TEST(processes_with(nonce).empty());
+    BOOST_TEST(read_text(report) == "clean-exit\n");
+}
+
 // Ctrl-C on a terminal sends SIGINT to the foreground process group; the victim handles it
 // (as the CLI does) and the watchdog must neither die nor act. Nor do INT, HUP or TERM sent
 // to the watchdog itself. Each note round trip proves the watchdog had read everything before.

@@ -1024,6 +1024,36 @@ BOOST_AUTO_TEST_CASE(a_preflight_that_fails_leaves_no_worker_step) {
                "a worker step outlived agentctl by 2 s: " << r.err);
 }
 
+// The end of a run (docs/WORKER.md, "The end of a run"): agentctl returns at the worker's `bye`
+// (every task of it reaped) and leaves srun's last milliseconds and the step's end to its
+// watchdog. Nothing of the run outlives that for long: no worker step in squeue -s (inside the
+// allocation, polled every 5 ms after agentctl returned) and no worker or srun process within 2 s
+// (tens of milliseconds normally; the watchdog kills srun after 2 s at most, and Slurm then ends
+// the step within ~2.4 s, so 5 s is the bound that holds whatever happens).
+BOOST_AUTO_TEST_CASE(the_worker_step_ends_right_after_agentctl_returns) {
+    cli_test::temp_dir dir;
+    std::string items;
+    for (int i = 0; i < 20; ++i) items += std::string(items.empty() ? "" : ", ") + "'true'";
+    auto wf = dir.write("wf.yaml",
+                        workflow("    processAllowlist: [sh]\n", sh_action,
+                                 "    - {id: many, uses: action:sh, foreach: {items: [" + items + "]}}\n"));
+    std::string script =
+        "\"$0\" --output json run --backend slurm --jobs 4 \"$1\"; status=$?; listed=0; for i in $(seq 400); "
+        "do "
+        "steps=$(\"$2\" -h -s -o %j | grep worker.); [ -z \"$steps\" ] && break; listed=$((listed + 1)); "
+        "sleep 0.005; done; echo \"steps: $steps (listed in $listed polls)\" >&2; exit $status";
+    auto r = sh_in_allocation(script, {cli_test::agentctl_bin(), wf, slurm_test::tool("squeue")});
+    BOOST_TEST_REQUIRE(!r.timed_out, r.out << r.err);
+    BOOST_TEST_REQUIRE(r.exit_code == 0, r.out << r.err);
+    json::value v = parse_json(r.out);
+    BOOST_TEST(v.at("data").at("state").as_string() == "succeeded", r.out);
+    BOOST_TEST_REQUIRE(r.err.find("steps:") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("worker.") == std::string::npos,
+               "a worker step outlived agentctl by 2 s: " << r.err);
+    BOOST_TEST(all_gone_within({worker_command()}, 2s), "a worker or its srun outlived agentctl by 2 s");
+    BOOST_TEST_MESSAGE("after agentctl returned: " << r.err.substr(r.err.find("steps:")));
+}
+
 // Every Slurm client agentctl starts with `options` goes through a shim in `dir` that logs its
 // name; calls() reads the log and empties it.
 struct logged_clients {

@@ -171,6 +171,11 @@ BOOST_AUTO_TEST_CASE(cancel_started_heartbeat_round_trip) {
     BOOST_TEST(!decode_slots(
         payload_of(message_type::slots, [](std::string& out) { return append_slots(out, slots_limit{0}); })));
 
+    auto b = decode_bye(
+        payload_of(message_type::bye, [](std::string& out) { return append_bye(out, bye{1000}); }));
+    BOOST_TEST_REQUIRE(bool(b));
+    BOOST_TEST(b->tasks == 1000u);
+
     // Out of range.
     std::string bad_kind = payload_of(message_type::cancel, [](std::string& out) {
         return append_cancel(out, cancel_request{1, cancel_kind{7}});

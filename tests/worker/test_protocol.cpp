@@ -488,7 +488,7 @@ BOOST_AUTO_TEST_CASE(each_side_receives_only_its_messages) {
     const std::set<t> worker_before = {t::hello};
     const std::set<t> worker_after = {t::run, t::cancel, t::heartbeat, t::slots};
     const std::set<t> driver_before = {t::welcome, t::refuse};
-    const std::set<t> driver_after = {t::started, t::output, t::result, t::heartbeat};
+    const std::set<t> driver_after = {t::started, t::output, t::result, t::heartbeat, t::bye};
     for (std::uint8_t i = 1; i <= last_message_type; ++i) {
         t type{i};
         BOOST_TEST((!check_arrival(side::worker, false, type)) == (worker_before.count(type) > 0),

@@ -348,6 +348,11 @@ BOOST_AUTO_TEST_CASE(handshake_then_clean_close) {
     ::gethostname(host, sizeof host - 1);
     BOOST_TEST(welcome.node == host);
     w.close_input();
+    // Nothing ran: the last frame says so (docs/WORKER.md, "The end of a run").
+    auto bye = w.next();
+    BOOST_TEST_REQUIRE(bye.has_value());
+    BOOST_TEST_REQUIRE(int(bye->type) == int(wp::message_type::bye));
+    BOOST_TEST(wp::decode_bye(bye->payload)->tasks == 0u);
     BOOST_TEST(!w.next().has_value());
     BOOST_TEST(w.wait() == 0, w.stderr_text());
 }
@@ -395,6 +400,12 @@ BOOST_AUTO_TEST_CASE(runs_a_task_as_a_local_run_does) {
     BOOST_TEST(l.out.size() == 1000u);
     BOOST_TEST(l.result.limit_stream == "stdout");
     w.close_input();
+    // Every task reaped, then the bye, the last frame.
+    auto bye = w.next();
+    BOOST_TEST_REQUIRE(bye.has_value());
+    BOOST_TEST_REQUIRE(int(bye->type) == int(wp::message_type::bye));
+    BOOST_TEST(wp::decode_bye(bye->payload)->tasks >= 1u);
+    BOOST_TEST(!w.next().has_value());
     BOOST_TEST(w.wait() == 0, w.stderr_text());
 }
 

@@ -550,7 +550,7 @@ std::optional<slurm::allocation> allocation_for_workers(const launch_context& ct
 
 // One site per node of `alloc`, each starting `srun ... agentctl worker` there.
 expected<std::vector<worker_site>> allocation_sites(launch_context& ctx, const slurm::tools& tools,
-                                                    const slurm::allocation& alloc) {
+                                                    const slurm::allocation& alloc, bool leave_step_end) {
     auto self = exec::canonical_path("/proc/self/exe");
     if (!self)
         return task_error{error_code::backend_unavailable,
@@ -562,6 +562,7 @@ expected<std::vector<worker_site>> allocation_sites(launch_context& ctx, const s
         worker_site site;
         site.label = alloc.nodes[i];
         site.slots = alloc.cpus[i];
+        site.leave_step_end = leave_step_end;
         site.command = [&ctx, srun = tools.srun, agentctl = *self, owner, job = alloc.job_id,
                         node = alloc.nodes[i],
                         cpus = alloc.cpus[i]](std::uint32_t generation) -> expected<exec::channel_command> {
@@ -591,7 +592,7 @@ std::unique_ptr<starting_workers> allocation_workers_to_start(launch_context& ct
                                                               const slurm::tools& tools) {
     auto alloc = allocation_for_workers(ctx);
     if (!alloc) return nullptr;
-    auto sites = allocation_sites(ctx, tools, *alloc);
+    auto sites = allocation_sites(ctx, tools, *alloc, true);
     if (!sites) return nullptr;  // start_slurm_launcher meets the same error and says it
     return workers_to_start(ctx, std::move(*sites), "slurm");
 }
@@ -622,12 +623,14 @@ asio::awaitable<expected<std::unique_ptr<launcher>>> start_slurm_launcher(launch
             error_code::backend_unavailable,
             "--slurm-dispatch worker needs a Slurm allocation: run agentctl inside salloc or "
             "sbatch, ask for one with --slurm-nodes, or choose --slurm-dispatch job; nothing was run"};
-    co_return co_await start_allocation_workers(ctx, tools, *a.found);
+    co_return co_await start_allocation_workers(ctx, tools, *a.found, true);
 }
 
-asio::awaitable<expected<std::unique_ptr<launcher>>> start_allocation_workers(
-    launch_context& ctx, const slurm::tools& tools, const slurm::allocation& alloc) {
-    auto sites = allocation_sites(ctx, tools, alloc);
+asio::awaitable<expected<std::unique_ptr<launcher>>> start_allocation_workers(launch_context& ctx,
+                                                                              const slurm::tools& tools,
+                                                                              const slurm::allocation& alloc,
+                                                                              bool leave_step_end) {
+    auto sites = allocation_sites(ctx, tools, alloc, leave_step_end);
     if (!sites) co_return sites.error();
     co_return co_await start_worker_launcher(ctx, std::move(*sites), "slurm");
 }

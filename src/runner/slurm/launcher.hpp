@@ -30,8 +30,10 @@ std::unique_ptr<starting_workers> allocation_workers_to_start(launch_context& ct
 
 /// Starts one worker step per node of `allocation` (a job of this cluster that agentctl may
 /// start steps in) and waits for each welcome; backend_unavailable when one cannot start.
+/// `leave_step_end`: worker_site::leave_step_end of each (false where the allocation is
+/// cancelled right after the workers end).
 boost::asio::awaitable<expected<std::unique_ptr<launcher>>> start_allocation_workers(
-    launch_context& ctx, const slurm::tools& tools, const slurm::allocation& allocation);
+    launch_context& ctx, const slurm::tools& tools, const slurm::allocation& allocation, bool leave_step_end);
 
 /// --slurm-nodes (docs/WORKER.md, "Asking for nodes"): asks for the nodes (salloc --no-shell,
 /// waiting in the queue until granted or cancelled), tells the watchdog to cancel the

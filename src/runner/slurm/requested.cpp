@@ -214,7 +214,7 @@ asio::awaitable<expected<std::unique_ptr<launcher>>> start_requested_allocation(
     std::unique_ptr<launcher> workers;
     if (!granted) {
         failed = granted.error();
-    } else if (auto made = co_await start_allocation_workers(ctx, allocation->tools(), *granted)) {
+    } else if (auto made = co_await start_allocation_workers(ctx, allocation->tools(), *granted, false)) {
         workers = std::move(*made);
     } else {
         failed = made.error();

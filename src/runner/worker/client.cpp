@@ -267,6 +267,17 @@ void client::handle(const wp::frame& f) {
             orphan_ = pending_run{};
             return;
         }
+        case wp::message_type::bye: {
+            auto m = wp::decode_bye(f.payload);
+            if (!m) return protocol_failure(m.error());
+            if (!closing_ || !running_.empty())
+                return protocol_failure(
+                    {wp::protocol_errc::unexpected_message,
+                     "a bye before the driver closed the connection, or with runs unanswered"});
+            said_bye_ = true;
+            wake();
+            return;
+        }
         default:
             return;  // heartbeat: its arrival is what counts
     }
@@ -295,15 +306,27 @@ void client::close_input() {
     if (channel_) channel_->close_input();
 }
 
-asio::awaitable<void> client::close(std::chrono::milliseconds bound) {
+asio::awaitable<void> client::close(std::chrono::milliseconds bound, bool leave_step_end) {
     auto self = shared_from_this();
     close_input();
     if (!channel_) co_return;
     auto deadline = steady::now() + bound;
-    // The worker exits once its stdin is closed; its stdout ends with it, and the reader.
-    while (owned_ > 0 && steady::now() < deadline) {
+    // The worker exits once its stdin is closed; its stdout ends with it (at srun's exit), and
+    // the reader. Its bye comes first: every task of it reaped, it exits.
+    while (owned_ > 0 && !(leave_step_end && said_bye_) && steady::now() < deadline) {
         wake_.expires_at(deadline);
         co_await wake_.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+    // Nothing of the run is left on the node but the worker's exit and the step's end, which
+    // take Slurm ~30 ms more; the watchdog sees srun to its end (docs/WORKER.md, "The end of a
+    // run"). Closing our ends of its pipes ends the reader.
+    if (owned_ > 0 && leave_step_end && said_bye_ && channel_->leave_running()) {
+        while (owned_ > 0) {
+            wake_.expires_after(std::chrono::seconds(1));
+            co_await wake_.async_wait(asio::as_tuple(asio::use_awaitable));
+        }
+        channel_.reset();
+        co_return;
     }
     if (owned_ > 0) channel_->kill();
     while (owned_ > 0) {

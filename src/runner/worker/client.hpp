@@ -81,8 +81,11 @@ public:
 
     /// Closes the worker's stdin (it exits once its tasks are done, killing any still running)
     /// and waits until it has exited, at most `bound`, then kills it. Awaits the reader and the
-    /// ticker. Call once, before the client is dropped.
-    boost::asio::awaitable<void> close(std::chrono::milliseconds bound);
+    /// ticker. Call once, before the client is dropped. With `leave_step_end`, returns at the
+    /// worker's `bye` (every task of it reaped) and leaves its program's last milliseconds (srun
+    /// and the step's end) to the watchdog, where the executor has one (docs/WORKER.md, "The
+    /// end of a run").
+    boost::asio::awaitable<void> close(std::chrono::milliseconds bound, bool leave_step_end = false);
     /// close()'s first step alone, so that several workers end side by side: their stdin
     /// closed now, their end awaited by close().
     void close_input();
@@ -110,6 +113,7 @@ private:
     bool connected_ = false;
     bool lost_ = false;
     bool closing_ = false;
+    bool said_bye_ = false;  ///< the worker's last frame: nothing of it runs, it exits
     std::string lost_reason_;
     std::unordered_map<std::uint64_t, pending_run*> waiting_;  ///< runs whose launch waits
     std::unordered_set<std::uint64_t> running_;                ///< tags sent and not answered yet

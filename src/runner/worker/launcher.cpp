@@ -254,18 +254,20 @@ public:
         return static_cast<int>(ahead);
     }
 
-    // The end of the run: every worker's stdin closed, then each awaited until it has exited.
-    // Closed together, the workers' steps end side by side: Slurm's end of one step takes ~30 ms
-    // after its worker's exit (docs/SLURM.md, section 13), which one node after the other
-    // would add up.
+    // The end of the run: every worker's stdin closed, then each awaited until it has said
+    // `bye` (every task of it reaped) or exited. Closed together, the workers end side by side.
+    // Slurm's end of a step takes ~30 ms more after its worker's exit (docs/SLURM.md, section
+    // 13): with a watchdog, that is left to it, which waits for each srun after our clean exit
+    // and kills it after a bound (docs/WORKER.md, "The end of a run"); without one, each srun
+    // is awaited here.
     asio::awaitable<std::optional<task_error>> finish() override {
-        std::vector<std::shared_ptr<worker::client>> ending;
+        std::vector<std::pair<std::shared_ptr<worker::client>, bool>> ending;
         for (auto& s : sites_) {
             if (!s.worker) continue;
-            ending.push_back(std::move(s.worker));
-            ending.back()->close_input();
+            ending.emplace_back(std::move(s.worker), s.site.leave_step_end && ctx_.watch);
+            ending.back().first->close_input();
         }
-        for (auto& w : ending) co_await w->close(close_bound);
+        for (auto& [w, leave] : ending) co_await w->close(close_bound, leave);
         co_return std::nullopt;
     }
 

@@ -25,6 +25,10 @@ struct worker_site {
     /// The program for the worker's `generation`-th start on this site (1, then 2, ... after
     /// a lost worker is replaced), or why there is none.
     std::function<expected<exec::channel_command>(std::uint32_t generation)> command;
+    /// At the end of the run, once its worker said `bye`, the program's last milliseconds (srun
+    /// and the step's end) may be left to the watchdog instead of awaited (docs/WORKER.md, "The
+    /// end of a run"). Not where the allocation is cancelled right after the workers end.
+    bool leave_step_end = false;
 };
 
 /// Starts a worker on every site and waits until each said welcome with this build's digest.
