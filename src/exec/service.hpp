@@ -170,7 +170,8 @@ private:
     // The leaf keeper (docs/DESIGN.md, "Executor", Containment): where the application gave
     // a housekeeping executor (set_housekeeper; the library starts no thread), leaves are made
     // there ahead of the spawns (the pool is kept at spare_target_, which doubles, up to
-    // max_spares, each time a spawn found it empty) and released ones removed there, so that
+    // max_spares, each time a spawn found it empty; a spare holds one fd, within
+    // fit_jobs_to_fd_limit's reserve) and released ones removed there, so that
     // mkdir and rmdir leave the thread that spawns. State under mutex_; the system calls
     // outside it. Without a housekeeper, leaves are made and removed inline.
     struct keeper_link;
@@ -179,7 +180,7 @@ private:
     void stop_keeper();
     bool keeper_has_work() const;
     bool keeper_available() const { return housekeeper_ && !keeper_stop_; }
-    static constexpr std::size_t max_spares = 64;
+    static constexpr std::size_t max_spares = 32;
     boost::asio::any_io_executor housekeeper_;
     std::shared_ptr<keeper_link> keeper_link_;
     bool keeper_posted_ = false;

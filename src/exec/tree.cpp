@@ -214,6 +214,7 @@ std::vector<pid_t> parse_pids(const std::string& text) {
 }  // namespace
 
 std::optional<bool> leaf_populated(cgroup_leaf& leaf) {
+    if (!leaf.events) leaf.events.reset(::openat(leaf.dir.get(), "cgroup.events", O_RDONLY | O_CLOEXEC));
     if (!leaf.events) return cgroup_populated(leaf.dir.get());
     // One read: "populated" is the file's first line.
     char buf[256];
@@ -366,12 +367,7 @@ int make_cgroup_leaf(const cgroup_parent& parent, const std::string& name, cgrou
     out.dir.reset(::openat(parent.dir.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     int err = out.dir ? 0 : errno;
     if (err == 0 && ::faccessat(out.dir.get(), "cgroup.kill", W_OK, 0) != 0) err = errno;
-    if (err == 0) {
-        out.events.reset(::openat(out.dir.get(), "cgroup.events", O_RDONLY | O_CLOEXEC));
-        if (!out.events) err = errno;
-    }
     if (err != 0) {
-        out.events.reset();
         out.dir.reset();
         ::unlinkat(parent.dir.get(), name.c_str(), AT_REMOVEDIR);
     }
