@@ -7,6 +7,9 @@
 //   W3-burst  exec_bench -n 1000 -j 1000 -t 2 -A -- /bin/sleep 10  (one deadline for all: cancel)
 //   MEM exec_bench -n 1000 -j 1000 -m 2 -- /bin/sleep 10           (RSS per in-flight task)
 //
+// -H gives the executor a housekeeping thread for its cgroup leaves, as `agentctl run` does
+// (agentctl::use_housekeeping_executor).
+//
 // One thread, one io_context. Prints one JSON line; exit 0 when no task failed to spawn.
 #include <agentctl/process.hpp>
 
@@ -14,6 +17,7 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -25,6 +29,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +42,7 @@ struct options {
     long j = 64;
     double timeout_s = 0;  // 0: none (a day)
     bool absolute = false;
+    bool housekeeping = false;
     double hold_s = 0;  // MEM: cancel everything after this long, sampling RSS first
     std::uint64_t cap = 1024 * 1024;
     agentctl::containment_policy containment = agentctl::containment_policy::automatic;
@@ -44,16 +50,17 @@ struct options {
 };
 
 [[noreturn]] void usage() {
-    std::fprintf(
-        stderr,
-        "usage: exec_bench [-n N] [-j J] [-t SECONDS] [-A] [-m SECONDS] [-c CAP] [-g] -- PROGRAM [ARG...]\n"
-        "  -n N        tasks to run (default 1000)\n"
-        "  -j J        tasks in flight at most (default 64)\n"
-        "  -t SECONDS  timeout per task, from its spawn (default: none)\n"
-        "  -A          one absolute deadline for all: start + SECONDS, by cancellation\n"
-        "  -m SECONDS  after SECONDS, sample VmRSS and cancel everything (memory per task)\n"
-        "  -c CAP      stdout and stderr limit per task (default 1048576)\n"
-        "  -g          process-group containment only (default: automatic, a cgroup leaf)\n");
+    std::fprintf(stderr,
+                 "usage: exec_bench [-n N] [-j J] [-t SECONDS] [-A] [-m SECONDS] [-c CAP] [-g] [-H] -- "
+                 "PROGRAM [ARG...]\n"
+                 "  -n N        tasks to run (default 1000)\n"
+                 "  -j J        tasks in flight at most (default 64)\n"
+                 "  -t SECONDS  timeout per task, from its spawn (default: none)\n"
+                 "  -A          one absolute deadline for all: start + SECONDS, by cancellation\n"
+                 "  -m SECONDS  after SECONDS, sample VmRSS and cancel everything (memory per task)\n"
+                 "  -c CAP      stdout and stderr limit per task (default 1048576)\n"
+                 "  -g          process-group containment only (default: automatic, a cgroup leaf)\n"
+                 "  -H          a housekeeping thread makes and removes cgroup leaves (as agentctl run)\n");
     std::exit(2);
 }
 
@@ -81,6 +88,8 @@ options parse(int argc, char** argv) {
             o.hold_s = std::stod(value());
         } else if (a == "-c") {
             o.cap = std::stoull(value());
+        } else if (a == "-H") {
+            o.housekeeping = true;
         } else if (a == "-g") {
             o.containment = agentctl::containment_policy::process_group_only;
         } else {
@@ -189,7 +198,10 @@ int main(int argc, char** argv) {
         nofile.rlim_cur = nofile.rlim_max;
         ::setrlimit(RLIMIT_NOFILE, &nofile);
     }
+    std::optional<boost::asio::thread_pool> housekeeping;  // outlives b.io
+    if (opt.housekeeping) housekeeping.emplace(1);
     bench b(opt);
+    if (housekeeping) agentctl::use_housekeeping_executor(b.io, housekeeping->get_executor());
     const char* path = std::getenv("PATH");
     auto exe = agentctl::resolve_executable(opt.argv[0], path ? path : "/usr/bin:/bin");
     if (!exe) {

@@ -109,7 +109,9 @@ const expected<std::string>& build_digest() {
 }
 
 namespace {
-// Each task in flight holds two pipe read ends and a pidfd, and briefly a cwd and a cgroup fd.
+// Each task in flight holds two pipe read ends, a pidfd and, with cgroup containment, its
+// leaf's directory, cgroup.events and (once killed) cgroup.procs; briefly a cwd. The spare
+// leaves made ahead (at most 32, one fd each) fit in the reserve.
 constexpr rlim_t fds_per_task = 8;
 constexpr rlim_t fds_reserved = 64;
 }  // namespace

@@ -51,6 +51,10 @@ void async_run_process_impl(boost::asio::any_io_executor ex, process_request req
 
 }  // namespace detail
 
+void use_housekeeping_executor(boost::asio::execution_context& ctx, boost::asio::any_io_executor helper) {
+    boost::asio::use_service<exec::exec_service>(ctx).set_housekeeper(std::move(helper));
+}
+
 namespace exec {
 
 namespace {
@@ -738,7 +742,7 @@ void run_op::signal_tree(int sig) {
     // the group in one call, then the members that left it.
     std::vector<proc_stat> escaped;
     if (leaf_) {
-        for (auto& p : stat_all(svc_.proc_fd(), cgroup_procs(leaf_->dir.get()), pid_)) {
+        for (auto& p : stat_all(svc_.proc_fd(), leaf_procs(*leaf_), pid_)) {
             note_killed(p.pid);
             if (p.pgrp != pid_ || reaped_) escaped.push_back(p);
         }
@@ -761,7 +765,7 @@ void run_op::signal_tree(int sig) {
 void run_op::kill_tree() {
     if (leaf_) {
         bool others = false;
-        for (pid_t p : cgroup_procs(leaf_->dir.get())) {
+        for (pid_t p : leaf_procs(*leaf_)) {
             if (p != pid_) {
                 note_killed(p);
                 others = true;
@@ -815,7 +819,7 @@ void run_op::finish() {
     timer_.cancel();
     if (poll_timer_) poll_timer_->cancel();
     if (leaf_) {
-        leaf_empty_ = !cgroup_populated(leaf_->dir.get()).value_or(true);
+        leaf_empty_ = !leaf_populated(*leaf_).value_or(true);
         if (!leaf_empty_) kill_tree();
     } else {
         // Someone still holding the pipes is worth a scan (to count it, and escaped members).
@@ -842,7 +846,7 @@ void run_op::finish() {
 
 bool run_op::tree_gone() {
     if (leaf_ && !leaf_empty_) {
-        leaf_empty_ = !cgroup_populated(leaf_->dir.get()).value_or(false);
+        leaf_empty_ = !leaf_populated(*leaf_).value_or(false);
         if (!leaf_empty_) return false;
     }
     // A pidfd is readable once its process has exited.

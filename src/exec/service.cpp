@@ -6,7 +6,11 @@
 
 #include <boost/asio/post.hpp>
 
+#include <time.h>
+
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 
 namespace agentctl::exec {
@@ -24,7 +28,9 @@ exec_service::exec_service(boost::asio::execution_context& ctx)
     leaf_prefix_ = tag;
 }
 
-exec_service::~exec_service() = default;
+exec_service::~exec_service() {
+    stop_keeper();
+}
 
 void exec_service::attach(run_op& op) {
     std::lock_guard lock(mutex_);
@@ -149,6 +155,7 @@ bool exec_service::open_owner_dir() {
         return false;
     }
     cgroup_parent_ = std::move(owner);
+    ++owner_dir_generation_;
     if (observer_) observer_->owner_cgroup_created(cgroup_parent_->path);
     return true;
 }
@@ -179,13 +186,19 @@ std::optional<cgroup_leaf> exec_service::acquire_leaf() {
     if (!free_leaves_.empty()) {
         cgroup_leaf leaf = std::move(free_leaves_.back());
         free_leaves_.pop_back();
+        if (free_leaves_.size() < spare_target_ / 2) wake_keeper();
         return leaf;
     }
+    // The spawns outran the pool: ask the keeper for more ahead, and make this one here.
+    spare_target_ = std::clamp<std::size_t>(spare_target_ * 2, 4, max_spares);
     if (!cgroup_parent_ && !open_owner_dir()) return std::nullopt;
     for (int attempt = 0; attempt < 100; ++attempt) {
         cgroup_leaf leaf;
         int err = make_cgroup_leaf(*cgroup_parent_, leaf_prefix_ + std::to_string(next_leaf_++), leaf);
-        if (err == 0) return leaf;
+        if (err == 0) {
+            wake_keeper();
+            return leaf;
+        }
         if (err == ENOENT) {
             // Another exec_service of this process removed the owner directory when it shut
             // down, between our opening it and now: make it again.
@@ -204,13 +217,128 @@ std::optional<cgroup_leaf> exec_service::acquire_leaf() {
 
 void exec_service::release_leaf(cgroup_leaf leaf, bool reusable) {
     std::lock_guard lock(mutex_);
-    if (reusable && cgroup_usable_) {
+    // Beyond what the spawns ahead can use (none queued, the pool at its target), a reusable
+    // leaf is surplus: removed now, off this thread, rather than all at shutdown.
+    bool surplus = queue_.empty() && free_leaves_.size() >= spare_target_ && keeper_available();
+    if (reusable && cgroup_usable_ && !surplus) {
         free_leaves_.push_back(std::move(leaf));
         return;
     }
-    leaf.dir.reset();
+    leaf = cgroup_leaf{{}, {}, {}, std::move(leaf.name)};  // its descriptors closed
+    if (cgroup_parent_ && keeper_available()) {
+        doomed_leaves_.push_back(std::move(leaf.name));
+        wake_keeper();
+        return;
+    }
     if (!cgroup_parent_ || remove_cgroup_leaf(*cgroup_parent_, leaf.name) != 0)
         stuck_leaves_.push_back(leaf.name);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The leaf keeper
+
+// Jobs posted to the housekeeper reach the service only through this link: the service
+// clears it at shutdown (waiting for a job under way), so that a job that runs later, or
+// never, touches nothing that is gone.
+struct exec_service::keeper_link {
+    std::mutex mutex;
+    std::condition_variable idle;
+    exec_service* service = nullptr;
+    bool running = false;
+};
+
+void exec_service::set_housekeeper(boost::asio::any_io_executor ex) {
+    std::lock_guard lock(mutex_);
+    if (keeper_stop_ || housekeeper_) return;
+    housekeeper_ = std::move(ex);
+    keeper_link_ = std::make_shared<keeper_link>();
+    keeper_link_->service = this;
+}
+
+// Under mutex_.
+bool exec_service::keeper_has_work() const {
+    if (!cgroup_parent_ || keeper_stop_) return false;
+    return !doomed_leaves_.empty() ||
+           (cgroup_usable_ && free_leaves_.size() + leaves_in_making_ < spare_target_);
+}
+
+// Under mutex_. One job at a time, posted only when there is work and none is queued (no
+// post per spawn while the keeper keeps up).
+void exec_service::wake_keeper() {
+    if (!keeper_available() || keeper_posted_ || !keeper_has_work()) return;
+    keeper_posted_ = true;
+    boost::asio::post(housekeeper_, [link = keeper_link_] {
+        std::unique_lock lock(link->mutex);
+        if (!link->service) return;
+        link->running = true;
+        lock.unlock();
+        link->service->keeper_work();
+        lock.lock();
+        link->running = false;
+        link->idle.notify_all();
+    });
+}
+
+// On the housekeeper: works until nothing is left to do.
+void exec_service::keeper_work() {
+    std::unique_lock lock(mutex_);
+    cgroup_parent parent;  // a descriptor of its own: the spawning thread may replace the owner directory
+    unsigned generation = 0;
+    while (keeper_has_work()) {
+        if (generation != owner_dir_generation_ || !parent.dir) {
+            parent.dir.reset(::fcntl(cgroup_parent_->dir.get(), F_DUPFD_CLOEXEC, 0));
+            parent.path = cgroup_parent_->path;
+            generation = owner_dir_generation_;
+            if (!parent.dir) break;
+        }
+        if (!doomed_leaves_.empty()) {
+            std::string name = std::move(doomed_leaves_.back());
+            doomed_leaves_.pop_back();
+            lock.unlock();
+            // rmdir of a cgroup whose last process just exited can fail with EBUSY for a moment.
+            int err = remove_cgroup_leaf(parent, name);
+            for (int retry = 0; err == EBUSY && retry < 20; ++retry) {
+                timespec pause{0, 1000000};
+                ::nanosleep(&pause, nullptr);
+                err = remove_cgroup_leaf(parent, name);
+            }
+            lock.lock();
+            if (err != 0 && err != ENOENT) stuck_leaves_.push_back(std::move(name));
+            continue;
+        }
+        std::string name = leaf_prefix_ + std::to_string(next_leaf_++);
+        ++leaves_in_making_;
+        lock.unlock();
+        cgroup_leaf leaf;
+        int err = make_cgroup_leaf(parent, name, leaf);
+        lock.lock();
+        --leaves_in_making_;
+        if (err != 0) {
+            // The spawning thread meets the same error and handles it (ENOENT, permissions).
+            spare_target_ = 0;
+            continue;
+        }
+        if (cgroup_usable_ && generation == owner_dir_generation_ && !keeper_stop_) {
+            free_leaves_.push_back(std::move(leaf));
+        } else {
+            doomed_leaves_.push_back(std::move(leaf.name));  // removed here, or at shutdown
+        }
+    }
+    keeper_posted_ = false;
+}
+
+// From here on leaves are made and removed inline; a job under way is waited for.
+void exec_service::stop_keeper() {
+    std::shared_ptr<keeper_link> link;
+    {
+        std::lock_guard lock(mutex_);
+        keeper_stop_ = true;
+        link = std::move(keeper_link_);
+    }
+    if (!link) return;
+    std::unique_lock lock(link->mutex);
+    link->service = nullptr;
+    link->idle.wait(lock, [&] { return !link->running; });
 }
 
 std::string exec_service::leaf_path(const cgroup_leaf& leaf) {
@@ -244,12 +372,15 @@ void exec_service::shutdown() {
         op->emergency_stop();
         delete op;
     }
+    stop_keeper();  // from here on leaves are removed inline
     std::lock_guard lock(mutex_);
     if (cgroup_parent_) {
         for (auto& leaf : free_leaves_) remove_cgroup_leaf(*cgroup_parent_, leaf.name);
+        for (auto& name : doomed_leaves_) remove_cgroup_leaf(*cgroup_parent_, name);
         for (auto& name : stuck_leaves_) remove_cgroup_leaf(*cgroup_parent_, name);
     }
     free_leaves_.clear();
+    doomed_leaves_.clear();
     stuck_leaves_.clear();
     remove_owner_dir();
 }

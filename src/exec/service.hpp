@@ -45,19 +45,23 @@ public:
         (tail_ ? tail_->next : head_) = &h;
         tail_ = &h;
         h.linked = true;
+        ++size_;
     }
     void erase(list_hook& h) {
         (h.prev ? h.prev->next : head_) = h.next;
         (h.next ? h.next->prev : tail_) = h.prev;
         h.prev = h.next = nullptr;
         h.linked = false;
+        --size_;
     }
     list_hook* front() const { return head_; }
     bool empty() const { return head_ == nullptr; }
+    std::size_t size() const { return size_; }
 
 private:
     list_hook* head_ = nullptr;
     list_hook* tail_ = nullptr;
+    std::size_t size_ = 0;
 };
 
 class exec_service : public boost::asio::execution_context::service {
@@ -101,12 +105,15 @@ public:
     // beneath our own cgroup (shared by every exec_service of this process), so that one
     // cgroup.kill on it ends every tree should the process die (docs/CRASH_SAFETY.md).
     std::optional<cgroup_leaf> acquire_leaf();
-    /// Pools the leaf if `reusable` (empty and never killed), else removes it.
+    /// Pools the leaf if `reusable` (empty and never killed), else removes it: on the leaf
+    /// keeper's thread where it runs, as are leaves pooled beyond what the spawns ahead need.
     void release_leaf(cgroup_leaf leaf, bool reusable);
     /// The absolute path of a leaf handed out by acquire_leaf().
     std::string leaf_path(const cgroup_leaf& leaf);
     /// Joining a leaf failed (no permission on this host): stop trying.
     void disable_cgroups();
+    /// Where leaves are made ahead and removed (agentctl::use_housekeeping_executor).
+    void set_housekeeper(boost::asio::any_io_executor ex);
 
     /// Who is told about the trees started from now on (the watchdog); null: nobody.
     void set_observer(std::shared_ptr<tree_observer> observer);
@@ -158,6 +165,29 @@ private:
     std::vector<std::string> stuck_leaves_;  ///< could not be removed when released; retried at shutdown
     std::string leaf_prefix_;
     unsigned next_leaf_ = 0;
+    unsigned owner_dir_generation_ = 0;  ///< counts open_owner_dir(): the keeper's copy is current
+
+    // The leaf keeper (docs/DESIGN.md, "Executor", Containment): where the application gave
+    // a housekeeping executor (set_housekeeper; the library starts no thread), leaves are made
+    // there ahead of the spawns (the pool is kept at spare_target_, which doubles, up to
+    // max_spares, each time a spawn found it empty; a spare holds one fd, within
+    // fit_jobs_to_fd_limit's reserve) and released ones removed there, so that
+    // mkdir and rmdir leave the thread that spawns. State under mutex_; the system calls
+    // outside it. Without a housekeeper, leaves are made and removed inline.
+    struct keeper_link;
+    void wake_keeper();
+    void keeper_work();
+    void stop_keeper();
+    bool keeper_has_work() const;
+    bool keeper_available() const { return housekeeper_ && !keeper_stop_; }
+    static constexpr std::size_t max_spares = 32;
+    boost::asio::any_io_executor housekeeper_;
+    std::shared_ptr<keeper_link> keeper_link_;
+    bool keeper_posted_ = false;
+    bool keeper_stop_ = false;
+    std::size_t spare_target_ = 0;
+    std::size_t leaves_in_making_ = 0;
+    std::vector<std::string> doomed_leaves_;  ///< released for good, for the keeper to remove
 
     std::atomic<bool> reactor_ready_{false};
     std::atomic<bool> clone3_{clone3_built()};

@@ -179,10 +179,26 @@ std::optional<bool> cgroup_populated(int leaf_dir) {
     return parse_populated(text);
 }
 
-std::vector<pid_t> cgroup_procs(int leaf_dir) {
-    std::string text;
+namespace {
+
+// The whole of an open kernfs file from its start: a read at offset 0 restarts its iterator.
+bool pread_all(int fd, std::string& out) {
+    out.clear();
+    char buf[4096];
+    for (;;) {
+        ssize_t n = ::pread(fd, buf, sizeof buf, static_cast<off_t>(out.size()));
+        if (n > 0) {
+            out.append(buf, static_cast<std::size_t>(n));
+        } else if (n == 0) {
+            return true;
+        } else if (errno != EINTR) {
+            return false;
+        }
+    }
+}
+
+std::vector<pid_t> parse_pids(const std::string& text) {
     std::vector<pid_t> out;
-    if (!read_small_file(leaf_dir, "cgroup.procs", text)) return out;
     const char* p = text.data();
     const char* end = p + text.size();
     while (p < end) {
@@ -193,6 +209,35 @@ std::vector<pid_t> cgroup_procs(int leaf_dir) {
         while (p < end && (*p < '0' || *p > '9')) ++p;
     }
     return out;
+}
+
+}  // namespace
+
+std::optional<bool> leaf_populated(cgroup_leaf& leaf) {
+    if (!leaf.events) leaf.events.reset(::openat(leaf.dir.get(), "cgroup.events", O_RDONLY | O_CLOEXEC));
+    if (!leaf.events) return cgroup_populated(leaf.dir.get());
+    // One read: "populated" is the file's first line.
+    char buf[256];
+    ssize_t n;
+    do {
+        n = ::pread(leaf.events.get(), buf, sizeof buf, 0);
+    } while (n < 0 && errno == EINTR);
+    if (n <= 0) return std::nullopt;
+    return parse_populated(std::string_view(buf, static_cast<std::size_t>(n)));
+}
+
+std::vector<pid_t> cgroup_procs(int leaf_dir) {
+    std::string text;
+    if (!read_small_file(leaf_dir, "cgroup.procs", text)) return {};
+    return parse_pids(text);
+}
+
+std::vector<pid_t> leaf_procs(cgroup_leaf& leaf) {
+    if (!leaf.procs) leaf.procs.reset(::openat(leaf.dir.get(), "cgroup.procs", O_RDONLY | O_CLOEXEC));
+    if (!leaf.procs) return cgroup_procs(leaf.dir.get());
+    std::string text;
+    if (!pread_all(leaf.procs.get(), text)) return {};
+    return parse_pids(text);
 }
 
 int cgroup_kill(int leaf_dir) {

@@ -52,17 +52,26 @@ std::vector<proc_stat> stat_all(int proc_fd, const std::vector<pid_t>& pids, pid
 /// so that a recycled pid is never signalled. True if the signal was sent.
 bool signal_verified(int proc_fd, const proc_stat& p, int sig);
 
-/// A cgroup v2 leaf directory created by us.
+/// A cgroup v2 leaf directory created by us. Once read, its cgroup.events (at every
+/// completion) and cgroup.procs (at a kill) stay open with it, pooled with it: a pread at
+/// offset 0 restarts a kernfs file, so neither is opened again per task. A spare leaf not yet
+/// used holds its directory only.
 struct cgroup_leaf {
     unique_fd dir;
+    unique_fd events;  ///< cgroup.events, opened by the first leaf_populated()
+    unique_fd procs;   ///< cgroup.procs, opened by the first leaf_procs()
     std::string name;  ///< relative to the parent cgroup
 };
 
 /// `populated` from cgroup.events; nullopt if it cannot be read.
 std::optional<bool> cgroup_populated(int leaf_dir);
+/// The same through the leaf's cgroup.events, opened at the first call and kept.
+std::optional<bool> leaf_populated(cgroup_leaf& leaf);
 
 /// Members listed in cgroup.procs.
 std::vector<pid_t> cgroup_procs(int leaf_dir);
+/// The same through the leaf's cgroup.procs, opened at the first call and kept.
+std::vector<pid_t> leaf_procs(cgroup_leaf& leaf);
 
 /// Writes "1" to cgroup.kill. Returns 0 or an errno value.
 int cgroup_kill(int leaf_dir);

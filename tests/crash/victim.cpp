@@ -29,6 +29,7 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -201,7 +202,11 @@ int main(int argc, char** argv) {
         if (!wd) fail("watchdog: " + error);
     }
 
+    // As the CLI: the cgroup leaves are made ahead and removed on a housekeeping thread, so
+    // empty spare leaves sit beside the trees' when the victim dies.
+    asio::thread_pool housekeeping(1);
     asio::io_context io(1);
+    agentctl::use_housekeeping_executor(io, housekeeping.get_executor());
     if (wd) {
         wd->observe(io);
         for (auto e : opt.engines) {

@@ -11,6 +11,7 @@
 
 #include <agentctl/watchdog.hpp>
 
+#include <boost/asio/thread_pool.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <fcntl.h>
@@ -19,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <functional>
 
 using namespace exec_test;
@@ -70,6 +72,97 @@ BOOST_AUTO_TEST_CASE(runs_after_a_kill_are_not_killed) {
             BOOST_TEST(results[i].exit_code.value_or(-1) == 7, "run " << i);
         }
     }
+}
+
+namespace {
+
+std::vector<pid_t> leaf_members(const std::string& leaf) {
+    std::vector<pid_t> out;
+    std::ifstream in(leaf + "/cgroup.procs");
+    for (pid_t p; in >> p;) out.push_back(p);
+    return out;
+}
+
+}  // namespace
+
+// A pooled leaf is reused only empty: the next run's leaf holds its leader alone, and the
+// result's usage is its own (the leader's rusage from waitid; nothing is read from the
+// cgroup). With and without a housekeeping executor (docs/DESIGN.md, "Executor").
+BOOST_FIXTURE_TEST_CASE(a_reused_leaf_carries_nothing_of_the_previous_run, isolated_process_fixture,
+                        *boost::unit_test::precondition(test_support::needs("a writable cgroup v2 hierarchy",
+                                                                            host_has_cgroup_v2))) {
+    for (bool housekept : {false, true}) {
+        boost::asio::thread_pool housekeeping(1);
+        boost::asio::io_context io;
+        if (housekept) agentctl::use_housekeeping_executor(io, housekeeping.get_executor());
+        std::vector<agentctl::process_started> started;
+        std::vector<std::vector<pid_t>> members;
+        auto record = [&](const agentctl::process_started& s) {
+            started.push_back(s);
+            members.push_back(leaf_members(s.cgroup));
+        };
+        // The first burns CPU until its timeout kills it through its pidfd (alone in its leaf,
+        // so the leaf goes back to the pool); the second sleeps 1 s (alive when it is looked at).
+        auto burn = command_request({"/bin/sh", "-c", "while :; do :; done", nonce});
+        burn.timeout = 500ms;
+        burn.on_started = record;
+        auto quick = probe_request(nonce, {"sleep", "1"});
+        quick.on_started = record;
+        std::vector<agentctl::process_result> results;
+        agentctl::async_run_process(io.get_executor(), burn, [&](agentctl::process_result r) {
+            results.push_back(std::move(r));
+            agentctl::async_run_process(io.get_executor(), quick, [&](agentctl::process_result r2) {
+                results.push_back(std::move(r2));
+            });
+        });
+        io.run_for(20s);
+        BOOST_REQUIRE(results.size() == 2u);
+        BOOST_REQUIRE(started.size() == 2u);
+        BOOST_TEST(results[0].outcome == process_outcome::timed_out);
+        BOOST_TEST(results[0].used == containment::cgroup);
+        BOOST_TEST(results[1].exit_code.value_or(-1) == 0);
+        // Without a housekeeper the pool holds that one leaf: the second run gets it.
+        if (!housekept) BOOST_TEST(started[1].cgroup == started[0].cgroup);
+        BOOST_TEST(members[1] == std::vector<pid_t>{started[1].pid}, "housekept " << housekept);
+        // The burner's CPU (whatever a loaded machine gave it) is not in the sleeper's usage.
+        auto cpu = [](const agentctl::process_result& r) { return r.usage.user_us + r.usage.system_us; };
+        BOOST_TEST(cpu(results[0]) >= 10000u);
+        BOOST_TEST(cpu(results[1]) < cpu(results[0]), "housekept " << housekept);
+    }
+}
+
+// With a housekeeping executor, leaves made ahead, pooled, retired after cgroup.kill or
+// surplus are all gone when the io_context is, and so is the owner directory.
+BOOST_FIXTURE_TEST_CASE(housekept_leaves_are_all_removed, isolated_process_fixture,
+                        *boost::unit_test::precondition(test_support::needs("a writable cgroup v2 hierarchy",
+                                                                            host_has_cgroup_v2))) {
+    temp_dir pids;
+    std::string leaf;
+    int timed_out = 0;
+    {
+        boost::asio::thread_pool housekeeping(1);
+        boost::asio::io_context io;
+        agentctl::use_housekeeping_executor(io, housekeeping.get_executor());
+        for (int i = 0; i < 40; ++i) {
+            // Lone sleepers (killed through the pidfd: leaf pooled) and trees with a grandchild
+            // (killed with cgroup.kill: leaf retired, removed by the housekeeper).
+            auto req =
+                i % 2 == 0
+                    ? probe_request(nonce, {"sleep", "10"})
+                    : probe_request(nonce, {"fork-hold", "--leader", "sleep", "--pidfile-dir", pids.path});
+            req.timeout = 200ms;
+            req.on_started = [&leaf](const agentctl::process_started& s) { leaf = s.cgroup; };
+            agentctl::async_run_process(io.get_executor(), req, [&](agentctl::process_result r) {
+                if (r.outcome == process_outcome::timed_out) ++timed_out;
+            });
+        }
+        io.run_for(60s);
+    }
+    BOOST_TEST(timed_out == 40);
+    BOOST_REQUIRE(!leaf.empty());
+    std::string owner = leaf.substr(0, leaf.rfind('/'));
+    BOOST_TEST(::access(owner.c_str(), F_OK) != 0, owner << " is still there");
+    for (auto& p : read_pidfiles(pids.path)) BOOST_TEST(!alive(p));
 }
 
 // Leaves left behind by a process that died without destroying its io_context are removed

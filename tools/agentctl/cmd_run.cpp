@@ -6,6 +6,7 @@
 
 #include <agentctl/doctor.hpp>
 #include <agentctl/engine.hpp>
+#include <agentctl/process.hpp>
 #include <agentctl/resume.hpp>
 #include <agentctl/wire.hpp>
 
@@ -16,6 +17,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
 
 #include <unistd.h>
 
@@ -223,7 +225,11 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
                 const std::string& base_dir, std::optional<journal> db, dead_run_sweep swept,
                 journal_run record, const resume_plan* resume, run_frontend* frontend) {
     sweep_report& leftovers = swept.removed;
+    // The executor's cgroup leaves are made and removed on this thread, not the run's
+    // (docs/DESIGN.md, "Executor"); declared first, it outlives the io_context.
+    asio::thread_pool housekeeping(1);
     asio::io_context io(1);
+    use_housekeeping_executor(io, housekeeping.get_executor());
     if (watch) watch->observe(io);
     // From here on agentctl's own output goes through queues, written by threads of the
     // CLI's: a reader that stalls never stalls supervision.
