@@ -36,6 +36,13 @@ void async_run_process_impl(boost::asio::any_io_executor ex, process_request req
                             boost::asio::any_completion_handler<void(process_result)> handler);
 }
 
+/// Optional. Lets the runs on `ctx` do their cgroup housekeeping on `helper` (a one-thread
+/// pool, say) instead of on the thread that spawns: cgroup leaves are made there ahead of the
+/// spawns, and leaves released for good are removed there (docs/DESIGN.md, "Executor"). The
+/// library starts no thread; without a helper all of it happens inline, as a spawn needs it.
+/// Call from `ctx`'s thread before its first run; `helper`'s context must outlive `ctx`.
+void use_housekeeping_executor(boost::asio::execution_context& ctx, boost::asio::any_io_executor helper);
+
 /// Runs one process to completion.
 ///
 /// Completion signature: void(process_result). Errors are values in the result. The handler
@@ -61,12 +68,6 @@ void async_run_process_impl(boost::asio::any_io_executor ex, process_request req
 /// Thread safety: call from the executor's thread; the operation runs on `ex`, an io_context
 /// executor or a strand of one. Runs on different strands of one context may proceed in
 /// parallel. Destroying the io_context with runs in flight kills and reaps their trees.
-/// Optional. Lets the runs on `ctx` do their cgroup housekeeping on `helper` (a one-thread
-/// pool, say) instead of on the thread that spawns: cgroup leaves are made there ahead of the
-/// spawns, and leaves released for good are removed there (docs/DESIGN.md, "Executor"). The
-/// library starts no thread; without a helper all of it happens inline, as a spawn needs it.
-/// Call from `ctx`'s thread before its first run; `helper`'s context must outlive `ctx`.
-void use_housekeeping_executor(boost::asio::execution_context& ctx, boost::asio::any_io_executor helper);
 
 template <typename Token>
 auto async_run_process(boost::asio::any_io_executor ex, process_request request, Token&& token) {
