@@ -6,13 +6,11 @@
 
 namespace agentctl::exec {
 
-bool read_small_file(int dir_fd, const char* path, std::string& out) {
-    unique_fd fd(::openat(dir_fd, path, O_RDONLY | O_CLOEXEC));
-    if (!fd) return false;
+bool read_whole(int fd, std::string& out) {
     out.clear();
     char buf[4096];
     for (;;) {
-        ssize_t n = ::read(fd.get(), buf, sizeof buf);
+        ssize_t n = ::pread(fd, buf, sizeof buf, static_cast<off_t>(out.size()));
         if (n > 0) {
             out.append(buf, static_cast<std::size_t>(n));
         } else if (n == 0) {
@@ -21,6 +19,11 @@ bool read_small_file(int dir_fd, const char* path, std::string& out) {
             return false;
         }
     }
+}
+
+bool read_small_file(int dir_fd, const char* path, std::string& out) {
+    unique_fd fd(::openat(dir_fd, path, O_RDONLY | O_CLOEXEC));
+    return fd && read_whole(fd.get(), out);
 }
 
 int write_small_file(int dir_fd, const char* path, std::string_view data) {

@@ -61,6 +61,10 @@ private:
     int fd_ = -1;
 };
 
+/// The whole of an open file from its start (pread: a kernfs or procfs file's read at offset 0
+/// restarts its iterator, so an fd kept open reads its current contents each time). False on
+/// error.
+bool read_whole(int fd, std::string& out);
 /// Reads a small file (procfs, cgroupfs) relative to `dir_fd` into `out`. False on error.
 bool read_small_file(int dir_fd, const char* path, std::string& out);
 

@@ -181,22 +181,6 @@ std::optional<bool> cgroup_populated(int leaf_dir) {
 
 namespace {
 
-// The whole of an open kernfs file from its start: a read at offset 0 restarts its iterator.
-bool pread_all(int fd, std::string& out) {
-    out.clear();
-    char buf[4096];
-    for (;;) {
-        ssize_t n = ::pread(fd, buf, sizeof buf, static_cast<off_t>(out.size()));
-        if (n > 0) {
-            out.append(buf, static_cast<std::size_t>(n));
-        } else if (n == 0) {
-            return true;
-        } else if (errno != EINTR) {
-            return false;
-        }
-    }
-}
-
 std::vector<pid_t> parse_pids(const std::string& text) {
     std::vector<pid_t> out;
     const char* p = text.data();
@@ -236,7 +220,7 @@ std::vector<pid_t> leaf_procs(cgroup_leaf& leaf) {
     if (!leaf.procs) leaf.procs.reset(::openat(leaf.dir.get(), "cgroup.procs", O_RDONLY | O_CLOEXEC));
     if (!leaf.procs) return cgroup_procs(leaf.dir.get());
     std::string text;
-    if (!pread_all(leaf.procs.get(), text)) return {};
+    if (!read_whole(leaf.procs.get(), text)) return {};
     return parse_pids(text);
 }
 

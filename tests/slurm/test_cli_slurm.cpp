@@ -117,6 +117,19 @@ std::vector<queue_entry> my_active_jobs() {
     return agentctl::slurm::parse_squeue(o.out);
 }
 
+// The same once a run inside salloc has ended: agentctl returns at its workers' bye, and the
+// allocation stays COMPLETING until Slurm has ended the worker's step (tens of milliseconds;
+// docs/WORKER.md, "The end of a run", bounds it at 5 s). Polled until empty, at most 5 s.
+std::vector<queue_entry> my_active_jobs_after_the_steps_end() {
+    auto until = std::chrono::steady_clock::now() + 5s;
+    auto left = my_active_jobs();
+    while (!left.empty() && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(50ms);
+        left = my_active_jobs();
+    }
+    return left;
+}
+
 // The jobs, not final, submitted by the agentctl with pid `pid` (the owner in their names).
 std::vector<queue_entry> active_jobs_of(pid_t pid) {
     std::vector<queue_entry> out;
@@ -982,7 +995,7 @@ BOOST_AUTO_TEST_CASE(thirty_tasks_in_an_exclusive_allocation_run_on_the_worker) 
     BOOST_TEST(env.find("GREETING=hello") != std::string::npos, env);
     BOOST_TEST(env.find("SLURM_") == std::string::npos, env);
     // No job was submitted for a task: the allocation is the only job, and it is gone.
-    auto left = my_active_jobs();
+    auto left = my_active_jobs_after_the_steps_end();
     BOOST_TEST(left.empty(), names_of(left));
 }
 
@@ -1305,7 +1318,7 @@ BOOST_AUTO_TEST_CASE(sigint_cancels_the_running_tasks_through_the_worker) {
     BOOST_TEST(cancelled == 2, r.out);
     BOOST_TEST(all_gone_within({nonce, worker_command()}, 5s),
                "tasks, the worker or its srun still there 5 s after the cancelled run ended");
-    auto left = my_active_jobs();
+    auto left = my_active_jobs_after_the_steps_end();
     BOOST_TEST(left.empty(), names_of(left));
 }
 
@@ -1469,7 +1482,7 @@ BOOST_AUTO_TEST_CASE(a_lost_workers_attempt_is_uncertain_for_resume) {
     const auto& rerun = resumed.at("data").at("tasks").at(task).as_object();
     BOOST_TEST(rerun.at("stdout").as_string() == "again\n");
     BOOST_TEST(rerun.at("slurm").at("node").as_string() == c.node);
-    auto left = my_active_jobs();
+    auto left = my_active_jobs_after_the_steps_end();
     BOOST_TEST(left.empty(), names_of(left));
 }
 
@@ -1565,7 +1578,7 @@ BOOST_AUTO_TEST_CASE(a_node_set_down_ends_its_attempts_and_the_run) {
     }
     BOOST_TEST(codes.size() == 3u, r.out);
     BOOST_TEST(gone_within(nonce, 10s), "the task outlived its node");
-    auto left = my_active_jobs();
+    auto left = my_active_jobs_after_the_steps_end();
     BOOST_TEST(left.empty(), names_of(left));
 }
 
