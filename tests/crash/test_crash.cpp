@@ -155,6 +155,21 @@ int populated_subdirs(const std::string& dir) {
 }
 
 /// A running crash_victim, ready (every tree process runs), killed and reaped at the end.
+// Spawns argv with nothing in its environment but the test's nonce (never in argv, so that
+// only the processes of this case match it); `attr` may be null.
+pid_t spawn_with_nonce(std::vector<std::string> argv, const std::string& nonce,
+                       const posix_spawnattr_t* attr) {
+    std::vector<std::string> env = {"AGENTCTL_TEST_NONCE=" + nonce};
+    std::vector<char*> a, e;
+    for (auto& s : argv) a.push_back(s.data());
+    a.push_back(nullptr);
+    for (auto& s : env) e.push_back(s.data());
+    e.push_back(nullptr);
+    pid_t pid = -1;
+    BOOST_REQUIRE(::posix_spawn(&pid, argv[0].c_str(), nullptr, attr, a.data(), e.data()) == 0);
+    return pid;
+}
+
 struct victim {
     temp_dir work;
     std::string pidfiles = work.path + "/pids";
@@ -184,17 +199,11 @@ struct victim {
         std::vector<std::string> argv = {victim_path(), "--probe",  probe_path(), "--pidfile-dir",
                                          pidfiles,      "--marker", marker};
         argv.insert(argv.end(), args.begin(), args.end());
-        std::vector<std::string> env = {"AGENTCTL_TEST_NONCE=" + nonce};
-        std::vector<char*> a, e;
-        for (auto& s : argv) a.push_back(s.data());
-        a.push_back(nullptr);
-        for (auto& s : env) e.push_back(s.data());
-        e.push_back(nullptr);
         posix_spawnattr_t attr;
         ::posix_spawnattr_init(&attr);
         ::posix_spawnattr_setpgroup(&attr, 0);
         ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-        BOOST_REQUIRE(::posix_spawn(&pid, argv[0].c_str(), nullptr, &attr, a.data(), e.data()) == 0);
+        pid = spawn_with_nonce(std::move(argv), nonce, &attr);
         ::posix_spawnattr_destroy(&attr);
 
         boost::asio::io_context io;
@@ -384,15 +393,9 @@ lingered run_linger_victim(const std::string& nonce, const std::string& seconds,
                            bool reap = false) {
     std::vector<std::string> argv = {env_path("AGENTCTL_LINGER_VICTIM"), seconds, report};
     if (reap) argv.push_back("reap");
-    std::vector<std::string> env = {"AGENTCTL_TEST_NONCE=" + nonce};
-    std::vector<char*> a, e;
-    for (auto& s : argv) a.push_back(s.data());
-    a.push_back(nullptr);
-    for (auto& s : env) e.push_back(s.data());
-    e.push_back(nullptr);
     lingered l;
     auto t0 = steady::now();
-    BOOST_REQUIRE(::posix_spawn(&l.victim, argv[0].c_str(), nullptr, nullptr, a.data(), e.data()) == 0);
+    l.victim = spawn_with_nonce(std::move(argv), nonce, nullptr);
     int status = -1;
     BOOST_REQUIRE(::waitpid(l.victim, &status, 0) == l.victim);
     l.exit_s = std::chrono::duration<double>(steady::now() - t0).count();
