@@ -127,6 +127,12 @@ struct run_settings {
     bool check = false;
     /// `run --diff`: each builtin.write result carries its diff (else `diff` is null).
     bool diff = false;
+    /// Without a journal: whether run_report::tasks keeps the captured streams of the tasks
+    /// that succeeded. A front end that never prints them (the CLI's human output) sets it
+    /// false, and a succeeded task's streams then leave memory when it ends, unless something
+    /// reads its output later (plan::output_referenced()); failed tasks keep theirs. So memory
+    /// stays flat however much the tasks print (docs/CAPTURE.md, "Without a journal").
+    bool keep_streams = true;
     /// With a journal: the run's record as the caller knows it (workflow source and path,
     /// argv, inputs, options); the engine fills in the run id, the digests, the task count and
     /// the owner. Not used when resuming (the run is recorded already).

@@ -603,7 +603,10 @@ private:
         }
         emit(run_event::kind_t::task_finished, idx, r.attempts, &r);
         if (!recorder_) {
-            results_[idx] = std::move(r);
+            if (keeps_streams(idx, r.state))
+                results_[idx] = std::move(r);
+            else
+                results_[idx] = without_streams(r);
         } else {
             keep(idx, r);
             recorder_->final_result(idx, ran, std::move(r));
@@ -736,9 +739,15 @@ private:
         outcomes_[idx] = task_outcome{r.state, r.attempts, r.reused, decided_here(r)};
         ++finished_;
         if (!recorder_)
-            results_[idx] = r;
+            results_[idx] = keeps_streams(idx, r.state) ? r : without_streams(r);
         else
             keep(idx, r);
+    }
+
+    // Without a journal, whether a finished task's result stays whole in results_ (for the
+    // report), or leaves its captured streams (run_settings::keep_streams).
+    bool keeps_streams(std::uint32_t idx, task_state state) const {
+        return settings_.keep_streams || state != task_state::succeeded || plan_.output_referenced(idx);
     }
 
     void emit_not_started(std::uint32_t first, std::uint32_t end, const task_result& r) {

@@ -397,9 +397,11 @@ BOOST_AUTO_TEST_CASE(a_task_never_shows_bytes_of_an_earlier_task) {
     }
 }
 
-// Without a journal the report keeps every result, and nothing else keeps a copy of a stream:
-// not the foreach aggregate nothing reads, not the run's output map (docs/CAPTURE.md). A
-// bound on memory, generous (1.5 x what is kept), not a timing.
+// Without a journal, human output keeps no stream of a task that succeeded (nothing would print
+// it), and nothing else keeps a copy: not the foreach aggregate nothing reads, not the run's
+// output map (docs/CAPTURE.md, "Without a journal"). 64 tasks of 1 MiB at --jobs 8 then peak
+// as high as 64 tasks of 1 byte plus what their captures in flight hold: a bound on memory
+// (half the 64 MiB a report keeping them would hold), not a timing.
 BOOST_AUTO_TEST_CASE(no_journal_memory_is_bounded_by_the_streams_kept) {
     temp_dir dir;
     auto workflow = [&](const std::string& name, int bytes) {
@@ -421,12 +423,12 @@ BOOST_AUTO_TEST_CASE(no_journal_memory_is_bounded_by_the_streams_kept) {
     auto loud = agentctl({"run", "-q", "--no-journal", "--jobs", "8", workflow("loud.yaml", 1 << 20)}, o);
     BOOST_TEST(quiet.exit_code == 0, quiet.err);
     BOOST_TEST(loud.exit_code == 0, loud.err);
-    const long kept_kib = 64 * 1024;  // 64 streams of 1 MiB
-    BOOST_TEST_MESSAGE("peak RSS " << loud.max_rss_kib << " KiB keeping 64 MiB, " << quiet.max_rss_kib
-                                   << " KiB keeping 64 bytes");
-    BOOST_TEST(loud.max_rss_kib - quiet.max_rss_kib < kept_kib * 3 / 2,
-               "peak RSS " << loud.max_rss_kib << " KiB keeping 64 MiB of streams, " << quiet.max_rss_kib
-                           << " KiB keeping 64 bytes");
+    const long printed_kib = 64 * 1024;  // 64 streams of 1 MiB, none kept
+    BOOST_TEST_MESSAGE("peak RSS " << loud.max_rss_kib << " KiB after 64 MiB, " << quiet.max_rss_kib
+                                   << " KiB after 64 bytes");
+    BOOST_TEST(loud.max_rss_kib - quiet.max_rss_kib < printed_kib / 2,
+               "peak RSS " << loud.max_rss_kib << " KiB after 64 MiB of streams, " << quiet.max_rss_kib
+                           << " KiB after 64 bytes");
     // The aggregate kept nothing, yet the document lists its items, from the children's results.
     auto doc = agentctl({"--output", "json", "run", "--no-journal", workflow("doc.yaml", 3)}, o);
     BOOST_TEST(doc.exit_code == 0, doc.err);

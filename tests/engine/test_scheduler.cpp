@@ -672,6 +672,60 @@ BOOST_AUTO_TEST_CASE(foreach_aggregate_collects_children_and_templates_render) {
     BOOST_TEST(r.output.at("first").as_string() == "out-" + test_support::full_id(p, "each--0000"));
 }
 
+// A runner whose tasks print: stdout "printed by ID", stderr "warned by ID"; a task whose id
+// starts with "bad" exits 1.
+class printing_runner final : public task_runner {
+public:
+    explicit printing_runner(asio::io_context& io) : io_(io) {}
+    void async_run_impl(const attempt_request& request,
+                        asio::any_completion_handler<void(task_result)> handler) override {
+        task_result r;
+        const bool bad = request.task_id.rfind("bad", 0) == 0;
+        r.state = bad ? task_state::failed : task_state::succeeded;
+        r.exit_code = bad ? 1 : 0;
+        r.stdout_text = "printed by " + request.task_id;
+        r.stderr_text = "warned by " + request.task_id;
+        r.output = json::object{{"exitCode", *r.exit_code}};
+        asio::post(io_, [h = std::move(handler), r = std::move(r)]() mutable { std::move(h)(std::move(r)); });
+    }
+
+private:
+    asio::io_context& io_;
+};
+
+// Without a journal, run_settings::keep_streams false (the CLI's human output, docs/CAPTURE.md,
+// "Without a journal"): a succeeded task's streams leave the report, those of a failed task and
+// of a task whose output a later task reads stay; by default every task keeps its own.
+BOOST_AUTO_TEST_CASE(without_a_journal_the_report_keeps_streams_only_where_asked) {
+    plan p = compile_text(std::string(header) + R"(  tasks:
+    - {id: quiet, uses: action:run}
+    - {id: read, uses: action:run}
+    - {id: bad, uses: action:run, failure: continue}
+    - {id: after, uses: action:assign, needs: [read], with: {code: "${{ tasks.read.output.exitCode }}"}}
+)");
+    for (bool keep : {false, true}) {
+        BOOST_TEST_CONTEXT("keep_streams " << keep) {
+            asio::io_context io;
+            printing_runner runner(io);
+            run_settings o;
+            o.keep_streams = keep;
+            run_collaborators with;
+            with.runner = &runner;
+            run_report r = run_plan(io, p, o, with);
+            BOOST_TEST(r.state == run_state::failed);
+            const task_result& quiet = result_of(p, r, "quiet");
+            BOOST_TEST(quiet.state == task_state::succeeded);
+            BOOST_TEST((quiet.exit_code == 0));
+            BOOST_TEST(stdout_of(quiet) == (keep ? "printed by quiet" : ""));
+            BOOST_TEST(stderr_of(quiet) == (keep ? "warned by quiet" : ""));
+            BOOST_TEST(stdout_of(result_of(p, r, "read")) == "printed by read");
+            BOOST_TEST(stderr_of(result_of(p, r, "bad")) == "warned by bad");
+            BOOST_TEST(stdout_of(result_of(p, r, "bad")) == "printed by bad");
+            BOOST_TEST(result_of(p, r, "after").state == task_state::succeeded);
+        }
+    }
+}
+
 // A bounded loop (docs/CONTROL_FLOW.md): iterations run one after the other while `while`
 // holds, each sees the one before as vars.loopPrevious; the first false guard skips the rest;
 // the aggregate lists every iteration and counts those that ran. The reference's

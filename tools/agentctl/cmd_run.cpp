@@ -254,6 +254,10 @@ int execute_run(const command_line& cl, watchdog* watch, const plan& p, const di
     settings.backend = cl.backend;
     settings.slurm = cl.slurm;
     settings.pass_output = frontend && frontend->pass_output;
+    // Human output prints no succeeded task's streams from the report (--show-output prints
+    // each as its task ends), so a run without a journal lets them go as tasks end
+    // (docs/CAPTURE.md, "Without a journal").
+    settings.keep_streams = cl.output != output_format::human || frontend;
     progress_printer progress(io, cl, p);
     progress.set_behind([&err_queue] { return err_queue.backlog() > 0; });
     if (std::string root = workspace_root_path(p, base_dir); root != current_folder())
