@@ -1202,17 +1202,22 @@ BOOST_AUTO_TEST_CASE(a_stopped_controller_inside_an_allocation_stops_the_startin
 
 // The workers of several nodes start side by side (docs/WORKER.md, "Dispatch"). The fixture has
 // one node, so it is named twice in SLURM_JOB_NODELIST: two sites, two worker steps on it. Both
-// start: the run's tasks run. The second srun fails (a shim on agentctl's PATH lets one srun
-// through and fails the other): exit 4 naming the site, nothing run, the worker that did start
-// stopped, no step of the run left (squeue -s inside the allocation, for at most 5 s) and no
-// worker process left.
+// start: the run's tasks run. Then one srun fails (a shim on agentctl's PATH lets one srun
+// through and fails the other), first the later one, then the earlier one 0.1 s in, while the
+// other's step starts: exit 4 naming the site, nothing run, the worker that did start stopped,
+// no step of the run left (squeue -s inside the allocation, for at most 5 s) and no worker
+// process left. Killing the other srun instead of closing its worker's stdin left its step for
+// more than 5 s in the second case.
 BOOST_AUTO_TEST_CASE(the_workers_of_two_sites_start_side_by_side) {
     const auto& c = cluster::get();
     cli_test::temp_dir dir;
     std::string shims = dir.path() + "/shims";
     std::filesystem::create_directory(shims);
-    std::ofstream(shims + "/srun") << "#!/bin/sh\nif [ -e " << dir.path() << "/fail-one ] && ! mkdir "
-                                   << dir.path() << "/one-started 2>/dev/null; then\n"
+    // fail-later: the srun that comes second fails; fail-earlier: the first fails, 0.1 s in.
+    std::ofstream(shims + "/srun") << "#!/bin/sh\ncd " << dir.path() << " || exit 1\n"
+                                   << "if mkdir one-started 2>/dev/null; then first=1; else first=0; fi\n"
+                                   << "if { [ -e fail-later ] && [ $first = 0 ]; } || "
+                                      "{ [ -e fail-earlier ] && [ $first = 1 ] && sleep 0.1; }; then\n"
                                    << "  echo 'srun: error: no step here (test)' >&2; exit 1\nfi\nexec "
                                    << slurm_test::tool("srun") << " \"$@\"\n";
     std::filesystem::permissions(shims + "/srun", std::filesystem::perms::owner_all);
@@ -1232,23 +1237,30 @@ BOOST_AUTO_TEST_CASE(the_workers_of_two_sites_start_side_by_side) {
     BOOST_TEST_REQUIRE(both.exit_code == 0, both.out << both.err);
     BOOST_TEST(std::filesystem::exists(dir.path() + "/ran1"));
     BOOST_TEST(std::filesystem::exists(dir.path() + "/ran2"));
-    std::filesystem::remove(dir.path() + "/ran1");
-    std::filesystem::remove(dir.path() + "/ran2");
 
-    dir.write("fail-one", "");
-    auto one = run();
-    BOOST_TEST_REQUIRE(!one.timed_out, one.out << one.err);
-    BOOST_TEST_REQUIRE(one.exit_code == 4, one.out << one.err);
-    json::value v = parse_json(one.out);
-    std::string message(v.at("data").at("error").at("message").as_string());
-    BOOST_TEST(message.find("did not start") != std::string::npos, message);
-    BOOST_TEST(message.find("nothing was run") != std::string::npos, message);
-    BOOST_TEST(!std::filesystem::exists(dir.path() + "/ran1"));
-    BOOST_TEST(!std::filesystem::exists(dir.path() + "/ran2"));
-    BOOST_TEST_REQUIRE(one.err.find("steps:") != std::string::npos, one.err);
-    BOOST_TEST(one.err.find("worker.") == std::string::npos,
-               "a worker step outlived agentctl by 5 s: " << one.err);
-    BOOST_TEST(all_gone_within({worker_command()}, 5s), "a worker outlived the run");
+    for (std::string failing : {"fail-later", "fail-earlier"}) {
+        BOOST_TEST_CONTEXT(failing) {
+            std::filesystem::remove_all(dir.path() + "/one-started");
+            std::filesystem::remove(dir.path() + "/fail-later");
+            std::filesystem::remove(dir.path() + "/ran1");
+            std::filesystem::remove(dir.path() + "/ran2");
+            dir.write(failing, "");
+            auto one = run();
+            BOOST_TEST_REQUIRE(!one.timed_out, one.out << one.err);
+            BOOST_TEST_REQUIRE(one.exit_code == 4, one.out << one.err);
+            json::value v = parse_json(one.out);
+            std::string message(v.at("data").at("error").at("message").as_string());
+            BOOST_TEST(message.find("did not start") != std::string::npos, message);
+            BOOST_TEST(message.find("nothing was run") != std::string::npos, message);
+            BOOST_TEST(!std::filesystem::exists(dir.path() + "/ran1"));
+            BOOST_TEST(!std::filesystem::exists(dir.path() + "/ran2"));
+            BOOST_TEST_REQUIRE(one.err.find("steps:") != std::string::npos, one.err);
+            BOOST_TEST_MESSAGE(failing << ": " << one.err.substr(one.err.find("steps:")));
+            BOOST_TEST(one.err.find("worker.") == std::string::npos,
+                       "a worker step outlived agentctl by 5 s: " << one.err);
+            BOOST_TEST(all_gone_within({worker_command()}, 5s), "a worker outlived the run");
+        }
+    }
 }
 
 // A worker killed mid-task: a lost worker fails its task as worker_lost and the run goes on;

@@ -111,7 +111,10 @@ public:
         std::optional<task_error> failed;
         for (std::size_t i = 0; i < sites_.size(); ++i) {
             site_state& s = sites_[i];
-            if (failed && !why[i]) why[i] = "another worker did not start";
+            if (failed && !why[i]) {
+                stop_starting(s, "another worker did not start");
+                continue;
+            }
             why[i] = co_await welcomed(s, why[i]);
             if (why[i] && !failed)
                 failed = task_error{
@@ -318,6 +321,17 @@ private:
             starting_.push_back(s.worker);
         }
         return why;
+    }
+
+    // A worker started beside one that failed is stopped as at the end of a run: its stdin
+    // closed, finish() awaits its bye or its exit. Killing its srun instead, perhaps while
+    // the step is being created, leaves the step listed for seconds more (docs/WORKER.md,
+    // "Dispatch").
+    void stop_starting(site_state& s, const std::string& why) {
+        s.worker->close_input();
+        std::erase(starting_, s.worker);
+        s.starting = false;
+        s.last_error = why;
     }
 
     // Then its welcome, unless `why` says it failed already (it is then lost).
