@@ -162,6 +162,7 @@ command_result run(const std::vector<std::string>& argv, const command_options& 
     }
     r.wall = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - begun);
     r.max_rss_kib = usage.ru_maxrss;
+    r.minor_faults = usage.ru_minflt;
     if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
     else if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
     return r;

@@ -25,6 +25,7 @@ struct command_result {
     /// that peak to the current size (/proc/self/clear_refs), so this is at least the test
     /// process's resident set at the start, and otherwise the command's own peak.
     long max_rss_kib = 0;
+    long minor_faults = 0;  ///< wait4's ru_minflt: pages first touched (or mapped in) by the command
 };
 
 struct command_options {

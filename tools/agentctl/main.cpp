@@ -5,11 +5,8 @@
 // global options; each command reads its own (parse_* beside its run_*, cmd_*.cpp).
 #include "cli.hpp"
 
+#include <agentctl/process_heap.hpp>
 #include <boost/program_options.hpp>
-
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
 
 #include <algorithm>
 #include <csignal>
@@ -415,20 +412,6 @@ std::optional<int> read_arguments(int argc, char** argv, command_line& cl, argum
     return std::nullopt;
 }
 
-// Captured streams are blocks of 64 KiB up to the 16 MiB cap. glibc would give each block of
-// 128 KiB or more a mmap of its own until one is freed, and give freed memory back to the
-// system once 128 KiB sit free at the top of the heap: either way a capture lands in memory
-// never touched, faulted in page by page, and without a journal (nothing freed) every capture
-// stays its own mapping, unmapped one by one at the end. From the heap, a capture reuses what an
-// earlier one left (docs/CAPTURE.md, "Fresh memory").
-void use_the_heap_for_captures() {
-#if defined(__GLIBC__)
-    constexpr int largest_capture = 32 * 1024 * 1024;  // glibc's largest threshold, above the cap
-    ::mallopt(M_MMAP_THRESHOLD, largest_capture);
-    ::mallopt(M_TRIM_THRESHOLD, largest_capture);
-#endif
-}
-
 }  // namespace
 
 namespace agentctl::cli {
@@ -446,7 +429,8 @@ int main(int argc, char** argv) {
     // signal that kills agentctl and leaves its tasks running. Children get default
     // dispositions back when they are spawned.
     ::signal(SIGPIPE, SIG_IGN);
-    use_the_heap_for_captures();
+    // Captures on the heap, its first 64 MiB on huge pages (docs/CAPTURE.md, "Huge pages").
+    agentctl::prepare_process_heap();
     // GNU parallel's own grammar: everything after the word is its (cmd_parallel.cpp).
     if (argc >= 2 && std::string_view(argv[1]) == "parallel")
         return run_parallel({argv + 2, argv + argc}, {argv, argv + argc});
