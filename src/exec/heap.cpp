@@ -14,21 +14,31 @@
 
 namespace agentctl {
 
-void prepare_process_heap(std::size_t huge_bytes) {
+namespace {
+// glibc's largest mmap threshold, above a stream's 16 MiB cap.
+constexpr std::size_t largest_block = std::size_t{32} << 20;
+}  // namespace
+
+void prepare_process_heap() {
 #if defined(__GLIBC__)
-    // glibc's largest mmap threshold, above a stream's 16 MiB cap: no capture gets a mapping
-    // of its own, faulted in page by page and unmapped alone ("Fresh memory").
-    constexpr std::size_t largest_block = std::size_t{32} << 20;
+    // No capture gets a mapping of its own, faulted in page by page and unmapped alone, and
+    // what one frees at the top of the heap is the next one's ("Fresh memory").
     ::mallopt(M_MMAP_THRESHOLD, static_cast<int>(largest_block));
-    // Freed memory at the top of the heap goes back to the system only past the reserve and
-    // a largest block more: the reserve is never given back.
-    ::mallopt(M_TRIM_THRESHOLD, static_cast<int>(huge_bytes + largest_block));
-    if (huge_bytes == 0) return;
+    ::mallopt(M_TRIM_THRESHOLD, static_cast<int>(largest_block));
+#endif
+}
+
+void reserve_huge_page_heap(std::size_t bytes) {
+#if defined(__GLIBC__)
+    if (bytes == 0) return;
+    // Freed memory at the top goes back to the system only past the reserve and a largest
+    // block more: the reserve is never given back.
+    ::mallopt(M_TRIM_THRESHOLD, static_cast<int>(bytes + largest_block));
     // The next growth of the heap takes the reserve with it: one block larger than what the
     // top has left this early, freed at once (volatile: the compiler may not drop the pair).
     constexpr std::size_t first_block = std::size_t{16} << 20;
     auto* before = static_cast<char*>(::sbrk(0));
-    ::mallopt(M_TOP_PAD, static_cast<int>(huge_bytes > first_block ? huge_bytes - first_block : 0));
+    ::mallopt(M_TOP_PAD, static_cast<int>(bytes > first_block ? bytes - first_block : 0));
     static void* volatile block;
     block = std::malloc(first_block);
     std::free(block);
@@ -41,7 +51,7 @@ void prepare_process_heap(std::size_t huge_bytes) {
     // EINVAL (a kernel without THP) leaves 4 KiB pages, as without this call.
     if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
 #else
-    (void)huge_bytes;
+    (void)bytes;
 #endif
 }
 

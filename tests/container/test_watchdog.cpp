@@ -1,6 +1,7 @@
 // The watchdog against the real engines (docs/CRASH_SAFETY.md): crash_victim starts containers
 // on Docker and Podman, announces the engines to its watchdog and is SIGKILLed; every
 // container with its owner label must be gone within 10 s, through the engines.
+#include "../support/spawn_env.hpp"
 #include "harness.hpp"
 
 #include <boost/test/unit_test.hpp>
@@ -113,13 +114,7 @@ BOOST_AUTO_TEST_CASE(sigkill_removes_the_containers_on_both_engines_through_the_
     std::vector<std::string> env = {"AGENTCTL_TEST_NONCE=" + nonce, "PATH=" + required_env("PATH")};
     for (auto& e : fixture_env()) env.push_back(e);
     if (const char* home = std::getenv("HOME")) env.push_back(std::string("HOME=") + home);
-    std::vector<char*> a, e;
-    for (auto& s : argv) a.push_back(s.data());
-    a.push_back(nullptr);
-    for (auto& s : env) e.push_back(s.data());
-    e.push_back(nullptr);
-    pid_t victim = -1;
-    BOOST_REQUIRE(::posix_spawn(&victim, argv[0].c_str(), nullptr, nullptr, a.data(), e.data()) == 0);
+    pid_t victim = test_support::spawn_with_env(argv, env);
 
     bool up = wait_file(marker, victim, std::chrono::seconds(120));
     if (!up) {

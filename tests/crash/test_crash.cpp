@@ -1,6 +1,7 @@
 // Crash safety (docs/CRASH_SAFETY.md): a process that uses the watchdog is SIGKILLed for real,
 // and what it started must be gone within the bounds; the next process's sweep removes what a
 // process without a watchdog left.
+#include "../support/spawn_env.hpp"
 #include "harness.hpp"
 
 #include "exec/owner.hpp"
@@ -159,15 +160,7 @@ int populated_subdirs(const std::string& dir) {
 // only the processes of this case match it); `attr` may be null.
 pid_t spawn_with_nonce(std::vector<std::string> argv, const std::string& nonce,
                        const posix_spawnattr_t* attr) {
-    std::vector<std::string> env = {"AGENTCTL_TEST_NONCE=" + nonce};
-    std::vector<char*> a, e;
-    for (auto& s : argv) a.push_back(s.data());
-    a.push_back(nullptr);
-    for (auto& s : env) e.push_back(s.data());
-    e.push_back(nullptr);
-    pid_t pid = -1;
-    BOOST_REQUIRE(::posix_spawn(&pid, argv[0].c_str(), nullptr, attr, a.data(), e.data()) == 0);
-    return pid;
+    return test_support::spawn_with_env(std::move(argv), {"AGENTCTL_TEST_NONCE=" + nonce}, attr);
 }
 
 struct victim {

@@ -429,7 +429,7 @@ int main(int argc, char** argv) {
     // signal that kills agentctl and leaves its tasks running. Children get default
     // dispositions back when they are spawned.
     ::signal(SIGPIPE, SIG_IGN);
-    // Captures on the heap, its first 64 MiB on huge pages (docs/CAPTURE.md, "Huge pages").
+    // Captures on the heap (docs/CAPTURE.md, "Fresh memory").
     agentctl::prepare_process_heap();
     // GNU parallel's own grammar: everything after the word is its (cmd_parallel.cpp).
     if (argc >= 2 && std::string_view(argv[1]) == "parallel")
@@ -452,6 +452,9 @@ int main(int argc, char** argv) {
     const command_info* command = find_command(cl.command);
     if (!command) return usage_error(cl, "unknown command \"" + cl.command + "\"");
     if (a.has("help")) return print_text(command_help(*command));
+    // A workflow read and compiled once: its memory on huge pages; not a run's, whose many
+    // small live blocks would make whole 2 MiB pages resident (docs/CAPTURE.md, "Huge pages").
+    if (cl.command == "check" || cl.command == "plan") agentctl::reserve_huge_page_heap();
 
     // An option given to a command that does not take it is refused, not ignored.
     for (const auto& o : options()) {
