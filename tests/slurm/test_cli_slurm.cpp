@@ -936,6 +936,17 @@ std::string worker_command() {
 // Normally no poll lists one; the bound is what holds whatever happens (docs/WORKER.md, "The
 // end of a run": the watchdog kills srun after 2 s at most, and Slurm then ends the step within
 // ~2.4 s), also on a loaded 2-core machine running the sanitizer build.
+// A run refused before anything ran (exit 4 under --output json): its message, which must say
+// `why` and that nothing was run.
+void expect_refused(const cli_test::command_result& r, const std::string& why) {
+    BOOST_TEST_REQUIRE(!r.timed_out, r.out << r.err);
+    BOOST_TEST_REQUIRE(r.exit_code == 4, r.out << r.err);
+    json::value v = parse_json(r.out);
+    std::string message(v.at("data").at("error").at("message").as_string());
+    BOOST_TEST(message.find(why) != std::string::npos, message);
+    BOOST_TEST(message.find("nothing was run") != std::string::npos, message);
+}
+
 std::string poll_worker_steps(const std::string& squeue) {
     return "listed=0; end=$(($(date +%s) + 5)); while steps=$(\"" + squeue +
            "\" -h -s -o %j | grep worker.); [ -n \"$steps\" ] && [ $(date +%s) -lt $end ]; do "
@@ -1188,12 +1199,7 @@ BOOST_AUTO_TEST_CASE(a_stopped_controller_inside_an_allocation_stops_the_startin
         "fixture start \"$2\" \"$3\" || exit 98; exit $status";
     auto r = sh_in_allocation(script, {cli_test::agentctl_bin(), wf, c.fixture, c.dir});
     wait_node_idle();
-    BOOST_TEST_REQUIRE(!r.timed_out, r.out << r.err);
-    BOOST_TEST_REQUIRE(r.exit_code == 4, r.out << r.err);
-    json::value v = parse_json(r.out);
-    std::string message(v.at("data").at("error").at("message").as_string());
-    BOOST_TEST(message.find("scontrol ping") != std::string::npos, message);
-    BOOST_TEST(message.find("nothing was run") != std::string::npos, message);
+    expect_refused(r, "scontrol ping");
     BOOST_TEST(r.err.find("sruns: 0") != std::string::npos, "an srun outlived agentctl: " << r.err);
     auto took = r.err.find("took: ");
     BOOST_TEST_REQUIRE(took != std::string::npos, r.err);
@@ -1246,12 +1252,7 @@ BOOST_AUTO_TEST_CASE(the_workers_of_two_sites_start_side_by_side) {
             std::filesystem::remove(dir.path() + "/ran2");
             dir.write(failing, "");
             auto one = run();
-            BOOST_TEST_REQUIRE(!one.timed_out, one.out << one.err);
-            BOOST_TEST_REQUIRE(one.exit_code == 4, one.out << one.err);
-            json::value v = parse_json(one.out);
-            std::string message(v.at("data").at("error").at("message").as_string());
-            BOOST_TEST(message.find("did not start") != std::string::npos, message);
-            BOOST_TEST(message.find("nothing was run") != std::string::npos, message);
+            expect_refused(one, "did not start");
             BOOST_TEST(!std::filesystem::exists(dir.path() + "/ran1"));
             BOOST_TEST(!std::filesystem::exists(dir.path() + "/ran2"));
             BOOST_TEST_REQUIRE(one.err.find("steps:") != std::string::npos, one.err);
