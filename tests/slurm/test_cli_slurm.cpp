@@ -3,6 +3,7 @@
 // hook that cancels a dead run's jobs. Every case that starts jobs ends by proving that no
 // job of its run is pending, running or completing.
 #include "../cli/command.hpp"
+#include "../support/deadline.hpp"
 #include "slurm_names.hpp"
 #include "spawn.hpp"
 
@@ -121,12 +122,11 @@ std::vector<queue_entry> my_active_jobs() {
 // allocation stays COMPLETING until Slurm has ended the worker's step (tens of milliseconds;
 // docs/WORKER.md, "The end of a run", bounds it at 5 s). Polled until empty, at most 5 s.
 std::vector<queue_entry> my_active_jobs_after_the_steps_end() {
-    auto until = std::chrono::steady_clock::now() + 5s;
-    auto left = my_active_jobs();
-    while (!left.empty() && std::chrono::steady_clock::now() < until) {
-        std::this_thread::sleep_for(50ms);
+    std::vector<queue_entry> left;
+    agentctl::test::poll_until(5s, 50ms, [&] {
         left = my_active_jobs();
-    }
+        return left.empty();
+    });
     return left;
 }
 
@@ -361,12 +361,11 @@ BOOST_AUTO_TEST_CASE(sigkill_of_agentctl_cancels_its_running_jobs) {
     auto r = cli({"--output", "json", "run", "--backend", "slurm", "--jobs", "2", wf}, o);
     BOOST_TEST_REQUIRE(killed, "never saw both jobs running: " << r.out << r.err);
     BOOST_TEST(r.signal == SIGKILL);
-    auto deadline = std::chrono::steady_clock::now() + 30s;
-    auto left = active_jobs_of(agent);
-    while (!left.empty() && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(200ms);
+    std::vector<queue_entry> left;
+    agentctl::test::poll_until(30s, 200ms, [&] {
         left = active_jobs_of(agent);
-    }
+        return left.empty();
+    });
     BOOST_TEST(left.empty(), "still pending or running 30 s after the SIGKILL: " << names_of(left));
 }
 
@@ -908,16 +907,10 @@ const std::string sh_action =
 // Until no process of this machine carries any of `needles` in its command line, at most
 // `bound`.
 bool all_gone_within(const std::vector<std::string>& needles, std::chrono::seconds bound) {
-    auto until = std::chrono::steady_clock::now() + bound;
-    auto any_left = [&] {
-        return std::any_of(needles.begin(), needles.end(),
-                           [](const std::string& n) { return !cli_test::processes_with(n).empty(); });
-    };
-    while (any_left()) {
-        if (std::chrono::steady_clock::now() >= until) return false;
-        std::this_thread::sleep_for(50ms);
-    }
-    return true;
+    return agentctl::test::poll_until(bound, 50ms, [&] {
+        return std::none_of(needles.begin(), needles.end(),
+                            [](const std::string& n) { return !cli_test::processes_with(n).empty(); });
+    });
 }
 
 bool gone_within(const std::string& nonce, std::chrono::seconds bound) {

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <functional>
+#include <thread>
 
 namespace agentctl::test {
 
@@ -28,6 +29,19 @@ inline bool run_with_deadline(boost::asio::io_context& io, std::chrono::millisec
     }
     io.restart();
     io.poll();
+    return true;
+}
+
+/// Asks `done()` every `interval` until it holds or `bound` has passed; true when it held.
+/// For state outside the test that nothing can signal (Slurm's queue, the process table):
+/// where a child can write a marker or the loop can complete, wait on that instead.
+inline bool poll_until(std::chrono::milliseconds bound, std::chrono::milliseconds interval,
+                       const std::function<bool()>& done) {
+    auto until = std::chrono::steady_clock::now() + bound;
+    while (!done()) {
+        if (std::chrono::steady_clock::now() >= until) return false;
+        std::this_thread::sleep_for(interval);
+    }
     return true;
 }
 
