@@ -923,12 +923,6 @@ std::string worker_command() {
     return cli_test::agentctl_bin() + std::string(1, '\0') + "worker";
 }
 
-// Shell, for a script run inside the allocation after agentctl returned: polls `squeue -s`
-// (`squeue`: the script's argument naming it, such as "$2") every 5 ms until no worker step of
-// the run is listed, for at most 5 s, then prints "steps: LEFT (listed in N polls)" on stderr.
-// Normally no poll lists one; the bound is what holds whatever happens (docs/WORKER.md, "The
-// end of a run": the watchdog kills srun after 2 s at most, and Slurm then ends the step within
-// ~2.4 s), also on a loaded 2-core machine running the sanitizer build.
 // A run refused before anything ran (exit 4 under --output json): its message, which must say
 // `why` and that nothing was run.
 void expect_refused(const cli_test::command_result& r, const std::string& why) {
@@ -940,6 +934,12 @@ void expect_refused(const cli_test::command_result& r, const std::string& why) {
     BOOST_TEST(message.find("nothing was run") != std::string::npos, message);
 }
 
+// Shell, for a script run inside the allocation after agentctl returned: polls `squeue -s`
+// (`squeue`: the script's argument naming it, such as "$2") every 5 ms until no worker step of
+// the run is listed, for at most 5 s, then prints "steps: LEFT (listed in N polls)" on stderr.
+// Normally no poll lists one; the bound is what holds whatever happens (docs/WORKER.md, "The
+// end of a run": the watchdog kills srun after 2 s at most, and Slurm then ends the step within
+// ~2.4 s), also on a loaded 2-core machine running the sanitizer build.
 std::string poll_worker_steps(const std::string& squeue) {
     return "listed=0; end=$(($(date +%s) + 5)); while steps=$(\"" + squeue +
            "\" -h -s -o %j | grep worker.); [ -n \"$steps\" ] && [ $(date +%s) -lt $end ]; do "
@@ -1202,23 +1202,27 @@ BOOST_AUTO_TEST_CASE(a_stopped_controller_inside_an_allocation_stops_the_startin
 // The workers of several nodes start side by side (docs/WORKER.md, "Dispatch"). The fixture has
 // one node, so it is named twice in SLURM_JOB_NODELIST: two sites, two worker steps on it. Both
 // start: the run's tasks run. Then one srun fails (a shim on agentctl's PATH lets one srun
-// through and fails the other), first the later one, then the earlier one 0.1 s in, while the
-// other's step starts: exit 4 naming the site, nothing run, the worker that did start stopped,
-// no step of the run left (squeue -s inside the allocation, for at most 5 s) and no worker
-// process left. Killing the other srun instead of closing its worker's stdin left its step for
-// more than 5 s in the second case.
+// through and fails the other), first the later one, then the earlier one once the other srun
+// has started (a marker the other's shim writes), while the other's step starts: exit 4 naming the site,
+// nothing run, the worker that did start stopped, no step of the run left (squeue -s inside the allocation,
+// for at most 5 s) and no worker process left. Killing the other srun instead of closing its worker's stdin
+// left its step for more than 5 s in the second case.
 BOOST_AUTO_TEST_CASE(the_workers_of_two_sites_start_side_by_side) {
     const auto& c = cluster::get();
     cli_test::temp_dir dir;
     std::string shims = dir.path() + "/shims";
     std::filesystem::create_directory(shims);
-    // fail-later: the srun that comes second fails; fail-earlier: the first fails, 0.1 s in.
-    std::ofstream(shims + "/srun") << "#!/bin/sh\ncd " << dir.path() << " || exit 1\n"
-                                   << "if mkdir one-started 2>/dev/null; then first=1; else first=0; fi\n"
-                                   << "if { [ -e fail-later ] && [ $first = 0 ]; } || "
-                                      "{ [ -e fail-earlier ] && [ $first = 1 ] && sleep 0.1; }; then\n"
-                                   << "  echo 'srun: error: no step here (test)' >&2; exit 1\nfi\nexec "
-                                   << slurm_test::tool("srun") << " \"$@\"\n";
+    // fail-later: the srun that comes second fails; fail-earlier: the first fails once the second
+    // has started.
+    std::ofstream(shims + "/srun")
+        << "#!/bin/sh\ncd " << dir.path() << " || exit 1\n"
+        << "if mkdir one-started 2>/dev/null; then first=1; else first=0; : >two-started; fi\n"
+        << "other_started() { i=0; while [ ! -e two-started ] && [ $i -lt 200 ]; do "
+           "sleep 0.05; i=$((i + 1)); done; }\n"
+        << "if { [ -e fail-later ] && [ $first = 0 ]; } || "
+           "{ [ -e fail-earlier ] && [ $first = 1 ] && other_started; }; then\n"
+        << "  echo 'srun: error: no step here (test)' >&2; exit 1\nfi\nexec " << slurm_test::tool("srun")
+        << " \"$@\"\n";
     std::filesystem::permissions(shims + "/srun", std::filesystem::perms::owner_all);
     auto wf = dir.write("wf.yaml", workflow("    processAllowlist: [sh]\n", sh_action,
                                             "    - {id: t, uses: action:sh, foreach: {items: ['touch " +
@@ -1240,6 +1244,7 @@ BOOST_AUTO_TEST_CASE(the_workers_of_two_sites_start_side_by_side) {
     for (std::string failing : {"fail-later", "fail-earlier"}) {
         BOOST_TEST_CONTEXT(failing) {
             std::filesystem::remove_all(dir.path() + "/one-started");
+            std::filesystem::remove(dir.path() + "/two-started");
             std::filesystem::remove(dir.path() + "/fail-later");
             std::filesystem::remove(dir.path() + "/ran1");
             std::filesystem::remove(dir.path() + "/ran2");
