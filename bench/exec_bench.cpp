@@ -8,7 +8,8 @@
 //   MEM exec_bench -n 1000 -j 1000 -m 2 -- /bin/sleep 10           (RSS per in-flight task)
 //
 // -H gives the executor a housekeeping thread for its cgroup leaves, as `agentctl run` does
-// (agentctl::use_housekeeping_executor).
+// (agentctl::use_housekeeping_executor); -S a thread of its own for the spawns
+// (agentctl::use_spawn_executor).
 //
 // One thread, one io_context. Prints one JSON line; exit 0 when no task failed to spawn.
 #include <agentctl/process.hpp>
@@ -43,6 +44,7 @@ struct options {
     double timeout_s = 0;  // 0: none (a day)
     bool absolute = false;
     bool housekeeping = false;
+    bool spawner = false;
     double hold_s = 0;  // MEM: cancel everything after this long, sampling RSS first
     std::uint64_t cap = 1024 * 1024;
     agentctl::containment_policy containment = agentctl::containment_policy::automatic;
@@ -51,7 +53,7 @@ struct options {
 
 [[noreturn]] void usage() {
     std::fprintf(stderr,
-                 "usage: exec_bench [-n N] [-j J] [-t SECONDS] [-A] [-m SECONDS] [-c CAP] [-g] [-H] -- "
+                 "usage: exec_bench [-n N] [-j J] [-t SECONDS] [-A] [-m SECONDS] [-c CAP] [-g] [-H] [-S] -- "
                  "PROGRAM [ARG...]\n"
                  "  -n N        tasks to run (default 1000)\n"
                  "  -j J        tasks in flight at most (default 64)\n"
@@ -60,7 +62,8 @@ struct options {
                  "  -m SECONDS  after SECONDS, sample VmRSS and cancel everything (memory per task)\n"
                  "  -c CAP      stdout and stderr limit per task (default 1048576)\n"
                  "  -g          process-group containment only (default: automatic, a cgroup leaf)\n"
-                 "  -H          a housekeeping thread makes and removes cgroup leaves (as agentctl run)\n");
+                 "  -H          a housekeeping thread makes and removes cgroup leaves (as agentctl run)\n"
+                 "  -S          a thread of its own spawns the tasks (use_spawn_executor)\n");
     std::exit(2);
 }
 
@@ -90,6 +93,8 @@ options parse(int argc, char** argv) {
             o.cap = std::stoull(value());
         } else if (a == "-H") {
             o.housekeeping = true;
+        } else if (a == "-S") {
+            o.spawner = true;
         } else if (a == "-g") {
             o.containment = agentctl::containment_policy::process_group_only;
         } else {
@@ -198,10 +203,12 @@ int main(int argc, char** argv) {
         nofile.rlim_cur = nofile.rlim_max;
         ::setrlimit(RLIMIT_NOFILE, &nofile);
     }
-    std::optional<boost::asio::thread_pool> housekeeping;  // outlives b.io
+    std::optional<boost::asio::thread_pool> housekeeping, spawner;  // outlive b.io
     if (opt.housekeeping) housekeeping.emplace(1);
+    if (opt.spawner) spawner.emplace(1);
     bench b(opt);
     if (housekeeping) agentctl::use_housekeeping_executor(b.io, housekeeping->get_executor());
+    if (spawner) agentctl::use_spawn_executor(b.io, spawner->get_executor());
     const char* path = std::getenv("PATH");
     auto exe = agentctl::resolve_executable(opt.argv[0], path ? path : "/usr/bin:/bin");
     if (!exe) {

@@ -43,12 +43,22 @@ void async_run_process_impl(boost::asio::any_io_executor ex, process_request req
 /// Call from `ctx`'s thread before its first run; `helper`'s context must outlive `ctx`.
 void use_housekeeping_executor(boost::asio::execution_context& ctx, boost::asio::any_io_executor helper);
 
+/// Optional. Lets the runs on `ctx` be spawned on `spawner` (a one-thread pool, say): a spawn
+/// blocks its thread until the child has exec'd (a fraction of a millisecond on an idle
+/// machine, tens under load, docs/DESIGN.md, "Executor"), and with a spawner that thread is
+/// never `ctx`'s, so an application's own timers on `ctx` keep their pace. Everything else of
+/// a run (reading, timeouts, killing, completion) stays on the run's executor. The library
+/// starts no thread. Call from `ctx`'s thread before its first run; `spawner`'s context must
+/// outlive `ctx` (destroying `ctx` waits for a spawn under way on it, then kills every tree).
+void use_spawn_executor(boost::asio::execution_context& ctx, boost::asio::any_io_executor spawner);
+
 /// Runs one process to completion.
 ///
 /// Completion signature: void(process_result). Errors are values in the result. The handler
 /// is invoked exactly once, through its associated executor, never from inside this call.
 /// Spawns are queued per execution context and made a few per reactor turn, so that timers
-/// and cancellations of other runs are serviced between them; the timeout starts at the spawn.
+/// and cancellations of other runs are serviced between them (or all on the spawner given by
+/// use_spawn_executor); the timeout starts at the spawn.
 ///
 /// Termination (timeout, cancellation, output cap): the whole tree is signalled — with a cgroup
 /// leaf through cgroup.kill, otherwise kill(-pgid) plus pidfd signals to descendants that left

@@ -55,6 +55,10 @@ void use_housekeeping_executor(boost::asio::execution_context& ctx, boost::asio:
     boost::asio::use_service<exec::exec_service>(ctx).set_housekeeper(std::move(helper));
 }
 
+void use_spawn_executor(boost::asio::execution_context& ctx, boost::asio::any_io_executor spawner) {
+    boost::asio::use_service<exec::exec_service>(ctx).set_spawner(std::move(spawner));
+}
+
 namespace exec {
 
 namespace {

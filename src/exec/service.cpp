@@ -29,6 +29,7 @@ exec_service::exec_service(boost::asio::execution_context& ctx)
 }
 
 exec_service::~exec_service() {
+    stop_spawner();
     stop_keeper();
 }
 
@@ -43,14 +44,25 @@ void exec_service::detach(run_op& op) {
 }
 
 void exec_service::enqueue(run_op& op, const boost::asio::any_io_executor& ex) {
+    std::shared_ptr<helper_link> spawner;
+    boost::asio::any_io_executor spawner_ex;
     {
         std::lock_guard lock(mutex_);
         queue_.push_back(op.queue_hook);
         if (pump_scheduled_) return;
         pump_scheduled_ = true;
-        pump_ex_ = ex;
+        if (spawner_available()) {
+            pump_ex_ = spawner_ex = spawner_;
+            spawner = spawner_link_;
+        } else {
+            pump_ex_ = ex;
+        }
     }
-    boost::asio::post(ex, [this] { pump(); });
+    if (spawner) {
+        post_job(spawner_ex, spawner, &exec_service::spawner_work);
+    } else {
+        boost::asio::post(ex, [this] { pump(); });
+    }
 }
 
 bool exec_service::withdraw(run_op& op, boost::asio::cancellation_type type) {
@@ -98,6 +110,27 @@ void exec_service::pump() {
         }
     }
     boost::asio::post(ex, [this] { pump(); });
+}
+
+// On the spawner: nothing else of the runs waits on this thread, so every queued run is
+// spawned in turn; each spawn hands its run back to the run's executor. Stopped (shutdown),
+// it leaves the rest queued: shutdown() ends them, unspawned.
+void exec_service::spawner_work() {
+    for (;;) {
+        run_op* op = nullptr;
+        boost::asio::any_io_executor ex;
+        {
+            std::lock_guard lock(mutex_);
+            if (queue_.empty() || spawner_stop_) {
+                pump_scheduled_ = false;
+                return;
+            }
+            op = &*queue_.front()->owner;
+            queue_.erase(op->queue_hook);
+            ex = pump_ex_;
+        }
+        op->spawn(ex);  // posts the rest of the run to its own executor
+    }
 }
 
 std::shared_ptr<const proc_table> exec_service::proc_snapshot() {
@@ -168,7 +201,7 @@ void exec_service::remove_owner_dir() {
 }
 
 std::optional<cgroup_leaf> exec_service::acquire_leaf() {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     if (!cgroup_probed_) {
         cgroup_probed_ = true;
         std::string why;
@@ -189,21 +222,32 @@ std::optional<cgroup_leaf> exec_service::acquire_leaf() {
         if (free_leaves_.size() < spare_target_ / 2) wake_keeper();
         return leaf;
     }
-    // The spawns outran the pool: ask the keeper for more ahead, and make this one here.
+    // The spawns outran the pool: ask the keeper for more ahead, and make this one here, outside
+    // the lock: a mkdir in cgroupfs can wait long on the kernel's cgroup lock, and the runs'
+    // executor takes this lock to queue and release runs (with a spawner, from another thread).
     spare_target_ = std::clamp<std::size_t>(spare_target_ * 2, 4, max_spares);
     if (!cgroup_parent_ && !open_owner_dir()) return std::nullopt;
     for (int attempt = 0; attempt < 100; ++attempt) {
+        // A descriptor of its own: another thread may replace the owner directory meanwhile.
+        cgroup_parent parent;
+        parent.dir.reset(::fcntl(cgroup_parent_->dir.get(), F_DUPFD_CLOEXEC, 0));
+        if (!parent.dir) return std::nullopt;
+        parent.path = cgroup_parent_->path;
+        unsigned generation = owner_dir_generation_;
+        std::string name = leaf_prefix_ + std::to_string(next_leaf_++);
+        lock.unlock();
         cgroup_leaf leaf;
-        int err = make_cgroup_leaf(*cgroup_parent_, leaf_prefix_ + std::to_string(next_leaf_++), leaf);
+        int err = make_cgroup_leaf(parent, name, leaf);
+        lock.lock();
         if (err == 0) {
             wake_keeper();
             return leaf;
         }
         if (err == ENOENT) {
             // Another exec_service of this process removed the owner directory when it shut
-            // down, between our opening it and now: make it again.
-            cgroup_parent_.reset();
-            if (!open_owner_dir()) return std::nullopt;
+            // down, between our opening it and now: make it again (unless another thread did).
+            if (generation == owner_dir_generation_) cgroup_parent_.reset();
+            if (!cgroup_parent_ && !open_owner_dir()) return std::nullopt;
             continue;
         }
         if (err != EEXIST) {
@@ -235,23 +279,64 @@ void exec_service::release_leaf(cgroup_leaf leaf, bool reusable) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The leaf keeper
+// Helper executors: the spawner and the leaf keeper
 
-// Jobs posted to the housekeeper reach the service only through this link: the service
-// clears it at shutdown (waiting for a job under way), so that a job that runs later, or
-// never, touches nothing that is gone.
-struct exec_service::keeper_link {
+struct exec_service::helper_link {
     std::mutex mutex;
     std::condition_variable idle;
     exec_service* service = nullptr;
     bool running = false;
 };
 
+void exec_service::post_job(const boost::asio::any_io_executor& ex, const std::shared_ptr<helper_link>& link,
+                            void (exec_service::*work)()) {
+    boost::asio::post(ex, [link, work] {
+        std::unique_lock lock(link->mutex);
+        if (!link->service) return;
+        link->running = true;
+        lock.unlock();
+        (link->service->*work)();
+        lock.lock();
+        link->running = false;
+        link->idle.notify_all();
+    });
+}
+
+// No job reaches the service through `link` from here on; a job under way is waited for.
+void exec_service::close_link(std::shared_ptr<helper_link> link) {
+    if (!link) return;
+    std::unique_lock lock(link->mutex);
+    link->service = nullptr;
+    link->idle.wait(lock, [&] { return !link->running; });
+}
+
+void exec_service::set_spawner(boost::asio::any_io_executor ex) {
+    std::lock_guard lock(mutex_);
+    if (spawner_stop_ || spawner_link_) return;
+    spawner_ = std::move(ex);
+    spawner_link_ = std::make_shared<helper_link>();
+    spawner_link_->service = this;
+}
+
+// From here on spawns happen on the runs' own executors; a spawn under way is waited for, so
+// that every child spawned is a live run's that shutdown() then sees.
+void exec_service::stop_spawner() {
+    std::shared_ptr<helper_link> link;
+    {
+        std::lock_guard lock(mutex_);
+        spawner_stop_ = true;
+        link = std::move(spawner_link_);
+    }
+    close_link(std::move(link));
+}
+
+// The leaf keeper
+
 void exec_service::set_housekeeper(boost::asio::any_io_executor ex) {
     std::lock_guard lock(mutex_);
     if (keeper_stop_ || housekeeper_) return;
     housekeeper_ = std::move(ex);
-    keeper_link_ = std::make_shared<keeper_link>();
+    keeper_link_ = std::make_shared<helper_link>();
     keeper_link_->service = this;
 }
 
@@ -267,16 +352,7 @@ bool exec_service::keeper_has_work() const {
 void exec_service::wake_keeper() {
     if (!keeper_available() || keeper_posted_ || !keeper_has_work()) return;
     keeper_posted_ = true;
-    boost::asio::post(housekeeper_, [link = keeper_link_] {
-        std::unique_lock lock(link->mutex);
-        if (!link->service) return;
-        link->running = true;
-        lock.unlock();
-        link->service->keeper_work();
-        lock.lock();
-        link->running = false;
-        link->idle.notify_all();
-    });
+    post_job(housekeeper_, keeper_link_, &exec_service::keeper_work);
 }
 
 // On the housekeeper: works until nothing is left to do.
@@ -329,16 +405,13 @@ void exec_service::keeper_work() {
 
 // From here on leaves are made and removed inline; a job under way is waited for.
 void exec_service::stop_keeper() {
-    std::shared_ptr<keeper_link> link;
+    std::shared_ptr<helper_link> link;
     {
         std::lock_guard lock(mutex_);
         keeper_stop_ = true;
         link = std::move(keeper_link_);
     }
-    if (!link) return;
-    std::unique_lock lock(link->mutex);
-    link->service = nullptr;
-    link->idle.wait(lock, [&] { return !link->running; });
+    close_link(std::move(link));
 }
 
 std::string exec_service::leaf_path(const cgroup_leaf& leaf) {
@@ -356,6 +429,8 @@ void exec_service::disable_cgroups() {
 }
 
 void exec_service::shutdown() {
+    // A spawn under way on the spawner ends first: its child then belongs to a live run below.
+    stop_spawner();
     // Runs still alive when the context goes away: their handlers are being destroyed without
     // being invoked, but their children must not outlive us, nor stay zombies.
     std::vector<run_op*> ops;

@@ -75,7 +75,8 @@ public:
     void attach(run_op& op);
     void detach(run_op& op);
 
-    /// Queues a run for spawning; the pump runs on `ex` and spawns a few per reactor turn.
+    /// Queues a run for spawning; the pump runs on the spawner where there is one (all queued
+    /// runs, one after the other), else on `ex`, a few per reactor turn.
     void enqueue(run_op& op, const boost::asio::any_io_executor& ex);
 
     /// Removes a queued run (cancellation before spawn). If the pump already took it, records
@@ -114,6 +115,8 @@ public:
     void disable_cgroups();
     /// Where leaves are made ahead and removed (agentctl::use_housekeeping_executor).
     void set_housekeeper(boost::asio::any_io_executor ex);
+    /// Where the spawns happen (agentctl::use_spawn_executor).
+    void set_spawner(boost::asio::any_io_executor ex);
 
     /// Who is told about the trees started from now on (the watchdog); null: nobody.
     void set_observer(std::shared_ptr<tree_observer> observer);
@@ -134,6 +137,13 @@ public:
 private:
     void shutdown() override;
     void pump();
+    // Jobs posted to a helper executor (the housekeeper, the spawner) reach the service only
+    // through a link, which the service clears at shutdown (waiting for a job under way): a
+    // job that runs later, or never, touches nothing that is gone.
+    struct helper_link;
+    void post_job(const boost::asio::any_io_executor& ex, const std::shared_ptr<helper_link>& link,
+                  void (exec_service::*work)());
+    static void close_link(std::shared_ptr<helper_link> link);
 
     static constexpr std::size_t discard_size = 64 * 1024;
     static constexpr int spawns_per_turn = 1;
@@ -174,7 +184,6 @@ private:
     // fit_jobs_to_fd_limit's reserve) and released ones removed there, so that
     // mkdir and rmdir leave the thread that spawns. State under mutex_; the system calls
     // outside it. Without a housekeeper, leaves are made and removed inline.
-    struct keeper_link;
     void wake_keeper();
     void keeper_work();
     void stop_keeper();
@@ -182,12 +191,22 @@ private:
     bool keeper_available() const { return housekeeper_ && !keeper_stop_; }
     static constexpr std::size_t max_spares = 32;
     boost::asio::any_io_executor housekeeper_;
-    std::shared_ptr<keeper_link> keeper_link_;
+    std::shared_ptr<helper_link> keeper_link_;
     bool keeper_posted_ = false;
     bool keeper_stop_ = false;
     std::size_t spare_target_ = 0;
     std::size_t leaves_in_making_ = 0;
     std::vector<std::string> doomed_leaves_;  ///< released for good, for the keeper to remove
+
+    // The spawner (docs/DESIGN.md, "Executor", Spawn): where the application gave a spawn
+    // executor (set_spawner), the pump runs there and spawns every queued run in turn, so that
+    // the wait of each spawn for its child's exec blocks that thread, never the runs' own.
+    void spawner_work();
+    void stop_spawner();
+    bool spawner_available() const { return spawner_link_ && !spawner_stop_; }
+    boost::asio::any_io_executor spawner_;
+    std::shared_ptr<helper_link> spawner_link_;
+    bool spawner_stop_ = false;
 
     std::atomic<bool> reactor_ready_{false};
     std::atomic<bool> clone3_{clone3_built()};

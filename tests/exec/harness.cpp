@@ -16,9 +16,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <sstream>
 
@@ -53,6 +55,40 @@ agentctl::process_request command_request(std::vector<std::string> argv) {
     r.argv = std::move(argv);
     r.timeout = 10s;
     return r;
+}
+
+spawn_thread::spawn_thread() {
+    const char* wanted = std::getenv("AGENTCTL_TEST_SPAWNER");
+    if (wanted && *wanted) pool_.emplace(1);
+}
+
+void spawn_thread::attach(boost::asio::io_context& io) {
+    if (pool_) agentctl::use_spawn_executor(io, pool_->get_executor());
+}
+
+std::shared_ptr<void> spawn_thread::hold() {
+    if (!pool_) return nullptr;
+    struct gate {
+        std::mutex mutex;
+        std::condition_variable opened;
+        bool open = false;
+        bool holding = false;
+    };
+    auto g = std::make_shared<gate>();
+    boost::asio::post(*pool_, [g] {
+        std::unique_lock lock(g->mutex);
+        g->holding = true;
+        g->opened.notify_all();
+        g->opened.wait(lock, [&] { return g->open; });
+    });
+    // Returned once the spawner's thread is held, so that no spawn slips in before.
+    std::unique_lock lock(g->mutex);
+    g->opened.wait(lock, [&] { return g->holding; });
+    return std::shared_ptr<void>(nullptr, [g](void*) {
+        std::lock_guard lock(g->mutex);
+        g->open = true;
+        g->opened.notify_all();
+    });
 }
 
 void runner::start(agentctl::process_request request) {

@@ -9,12 +9,14 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/thread_pool.hpp>
 
 #include <sys/types.h>
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -52,10 +54,31 @@ agentctl::process_request probe_request(const std::string& nonce, std::vector<st
 /// A request that runs `argv[0]` (absolute) with the given argv.
 agentctl::process_request command_request(std::vector<std::string> argv);
 
+/// With AGENTCTL_TEST_SPAWNER set (the `exec-spawner` registrations), the runs of the io_contexts
+/// it is attached to are spawned on a thread of its own (agentctl::use_spawn_executor), so that
+/// the same cases cover both ways of spawning; without it, nothing. Declared before the
+/// io_context, so that it outlives it.
+class spawn_thread {
+public:
+    spawn_thread();
+    void attach(boost::asio::io_context& io);
+    bool active() const { return pool_.has_value(); }
+    /// Nothing is spawned until the returned object is destroyed (which must happen before this
+    /// one is): for cases about what happens before a spawn. Without a spawner, nothing.
+    std::shared_ptr<void> hold();
+
+private:
+    std::optional<boost::asio::thread_pool> pool_;
+};
+
 /// One run on its own io_context, cancellable through `signal`.
 class runner {
+    spawn_thread spawner_;  // before io: outlives it
+
 public:
-    runner() = default;
+    runner() { spawner_.attach(io); }
+    /// spawn_thread::hold() of this runner's spawner.
+    std::shared_ptr<void> hold_spawns() { return spawner_.hold(); }
     /// Initiates the run (nothing happens until run()).
     void start(agentctl::process_request request);
     /// Runs the io_context until it is out of work; fails the test if that takes longer than

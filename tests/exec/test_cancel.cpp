@@ -1,5 +1,6 @@
 // Cancellation at every phase, the embedding application's signals, the exit-watch fallbacks,
-// strands on several threads, and destroying the io_context mid-run (docs/TESTING.md). Upper
+// strands on several threads, a spawn executor, and destroying the io_context mid-run
+// (docs/TESTING.md). Upper
 // bounds on wall time are far below the wait they rule out (a 100 s grace, a 300 s sleep).
 #include "harness.hpp"
 
@@ -13,11 +14,15 @@
 #include <boost/test/unit_test.hpp>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/inotify.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <memory>
 #include <random>
 #include <thread>
@@ -34,6 +39,7 @@ BOOST_AUTO_TEST_CASE(cancel_before_spawn_spawns_nothing) {
     temp_dir dir;
     for (auto type : {cancellation_type::terminal, cancellation_type::partial, cancellation_type::total}) {
         runner r;
+        auto held = r.hold_spawns();  // with a spawner thread: it spawns nothing meanwhile
         auto marker = dir.path + "/spawned";
         r.start(probe_request(nonce, {"write-file", marker, "1"}));
         r.cancel(type);  // the spawn is queued, not yet made: this is the same turn
@@ -50,9 +56,12 @@ BOOST_AUTO_TEST_CASE(cancel_before_spawn_spawns_nothing) {
 BOOST_AUTO_TEST_CASE(cancel_right_after_spawn) {
     for (int i = 0; i < 300; ++i) {
         runner r;
-        r.start(probe_request(nonce, {"sleep", "10"}));
-        // Posted after start(): runs after the pump's first turn, i.e. after the spawn.
-        boost::asio::post(r.io, [&r] { r.cancel(cancellation_type::terminal); });
+        auto req = probe_request(nonce, {"sleep", "10"});
+        // Posted once the run says it started: right after the spawn, whichever thread spawned.
+        req.on_started = [&r](const agentctl::process_started&) {
+            boost::asio::post(r.io, [&r] { r.cancel(cancellation_type::terminal); });
+        };
+        r.start(std::move(req));
         r.run(5s);
         const auto& res = r.result();
         BOOST_TEST(res.outcome == process_outcome::cancelled);
@@ -310,7 +319,9 @@ BOOST_AUTO_TEST_CASE(exit_watch_fallbacks_work) {
 // cancellations land at random phases, each result is delivered exactly once, on its strand.
 BOOST_AUTO_TEST_CASE(strands_on_two_threads_with_random_cancellation) {
     constexpr std::size_t runs = 200;
+    spawn_thread spawner;
     boost::asio::io_context io(2);
+    spawner.attach(io);
     std::vector<boost::asio::strand<boost::asio::io_context::executor_type>> strands;
     std::vector<boost::asio::cancellation_signal> signals(runs);
     std::vector<std::unique_ptr<boost::asio::steady_timer>> timers;
@@ -351,6 +362,56 @@ BOOST_AUTO_TEST_CASE(strands_on_two_threads_with_random_cancellation) {
     BOOST_TEST(wrong_outcome.load() == 0);
 }
 
+// Waits on this thread, without an event loop, until `path` (in `dir`) exists: inotify, at most
+// `bound`. Whether it appeared.
+bool block_until_file(const std::string& dir, const std::string& path, milliseconds bound) {
+    int fd = ::inotify_init1(IN_CLOEXEC);
+    if (fd < 0 || ::inotify_add_watch(fd, dir.c_str(), IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE) < 0) {
+        if (fd >= 0) ::close(fd);
+        return false;
+    }
+    auto until = std::chrono::steady_clock::now() + bound;
+    bool seen = false;
+    while (!(seen = std::filesystem::exists(path))) {
+        auto left = std::chrono::duration_cast<milliseconds>(until - std::chrono::steady_clock::now());
+        pollfd p{fd, POLLIN, 0};
+        if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+        char events[4096];
+        (void)::read(fd, events, sizeof events);
+    }
+    ::close(fd);
+    return seen;
+}
+
+// agentctl::use_spawn_executor: the spawn needs no turn of the runs' own thread. A handler
+// holds that thread (the io_context's only one) until the child is running and has written its
+// marker, which only a spawn on the spawner allows; then the run is cancelled and completes on
+// the io_context as usual.
+BOOST_AUTO_TEST_CASE(a_spawn_executor_spawns_while_the_runs_thread_is_held) {
+    temp_dir dir;
+    auto marker = dir.path + "/running";
+    boost::asio::thread_pool spawner(1);  // before io: outlives it
+    boost::asio::io_context io;
+    agentctl::use_spawn_executor(io, spawner.get_executor());
+    boost::asio::cancellation_signal cancel;
+    // Queued first: the thread is held before the run's initiation has had any turn of it.
+    bool seen = false;
+    boost::asio::post(io, [&] {
+        seen = block_until_file(dir.path, marker, 20s);
+        cancel.emit(cancellation_type::terminal);
+    });
+    std::optional<agentctl::process_result> result;
+    agentctl::async_run_process(
+        io.get_executor(), probe_request(nonce, {"trap-term", "ignore", "--marker", marker}),
+        boost::asio::bind_cancellation_slot(cancel.slot(),
+                                            [&](agentctl::process_result r) { result = std::move(r); }));
+    io.run_for(30s);
+    BOOST_TEST(seen);
+    BOOST_REQUIRE(result.has_value());
+    BOOST_TEST(result->outcome == process_outcome::cancelled);
+    BOOST_TEST(result->signal.value_or(-1) == SIGKILL);
+}
+
 // Destroying the io_context with runs in flight kills and reaps their trees (no zombie, no
 // survivor, no leftover cgroup: the fixture checks).
 BOOST_AUTO_TEST_CASE(destroying_the_context_kills_the_trees) {
@@ -358,7 +419,9 @@ BOOST_AUTO_TEST_CASE(destroying_the_context_kills_the_trees) {
         temp_dir dir;
         std::vector<std::string> markers;
         {
+            spawn_thread spawner;
             boost::asio::io_context io;
+            spawner.attach(io);
             std::vector<std::unique_ptr<file_watch>> watches;
             int ready = 0;
             for (int i = 0; i < 5; ++i) {

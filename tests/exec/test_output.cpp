@@ -228,7 +228,9 @@ BOOST_AUTO_TEST_CASE(output_before_timeout_is_returned_whole) {
 
 // T-OUT-11: an overflow kills only its own run.
 BOOST_AUTO_TEST_CASE(overflow_kills_only_its_own_run) {
+    spawn_thread spawner;
     boost::asio::io_context io;
+    spawner.attach(io);
     std::vector<agentctl::process_result> results(9);
     int done = 0;
     for (int i = 0; i < 9; ++i) {

@@ -371,7 +371,9 @@ BOOST_AUTO_TEST_CASE(concurrent_runs_with_different_cwds) {
     temp_dir ws;
     unique_fd root(::open(ws.path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
     auto before = fs::current_path();
+    spawn_thread spawner;
     boost::asio::io_context io;
+    spawner.attach(io);
     std::vector<unique_fd> dirs;
     std::vector<std::string> got(64);
     for (int i = 0; i < 64; ++i) {
@@ -420,7 +422,9 @@ BOOST_AUTO_TEST_CASE(removed_cwd_is_reported_as_cwd) {
 
 // T-CON-04: a storm of spawn failures leaves no fd behind (the fixture checks the count).
 BOOST_AUTO_TEST_CASE(spawn_failure_storm_leaks_nothing) {
+    spawn_thread spawner;
     boost::asio::io_context io;
+    spawner.attach(io);
     int failed = 0;
     for (int i = 0; i < 1000; ++i) {
         agentctl::async_run_process(io.get_executor(),

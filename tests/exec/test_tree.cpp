@@ -52,7 +52,9 @@ BOOST_AUTO_TEST_CASE(automatic_containment_uses_cgroup_v2_where_available) {
 // Leaves are pooled per io_context; one that was emptied with cgroup.kill must not be reused
 // (Linux SIGKILLs whatever is later born into it with CLONE_INTO_CGROUP).
 BOOST_AUTO_TEST_CASE(runs_after_a_kill_are_not_killed) {
+    spawn_thread spawner;
     boost::asio::io_context io;
+    spawner.attach(io);
     std::vector<agentctl::process_result> results;
     std::function<void(int)> next = [&](int i) {
         auto req = i % 2 == 0 ? probe_request(nonce, {"sleep", "10"}) : probe_request(nonce, {"exit", "7"});
