@@ -3,8 +3,10 @@
 //
 //   embed WORKFLOW [BASE_DIR [JOURNAL]]
 //
-// With JOURNAL (a database path), the run is recorded in a run journal as it goes: the
-// application gives the journal's writer a thread of its own (the library creates none), and
+// The application gives the spawns and the cgroup housekeeping a thread of its own
+// (agentctl::use_spawn_executor, use_housekeeping_executor; the library creates none). With
+// JOURNAL (a database path), the run is recorded in a run journal as it goes: the
+// application gives the journal's writer a thread of its own too, and
 // reads the results back from the journal once the run is over (docs/JOURNAL.md).
 //
 // Prints the run's result and the longest gap between two heartbeats; exits 0 when the run
@@ -16,6 +18,7 @@
 #include <agentctl/journal.hpp>
 #include <agentctl/parse.hpp>
 #include <agentctl/plan.hpp>
+#include <agentctl/process.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -61,7 +64,14 @@ int main(int argc, char** argv) {
     }
     const agentctl::plan& plan = *compiled.compiled;
 
-    asio::io_context io;  // the application's own loop: one thread, everything on it
+    // The library's blocking system calls get a thread of the application's (declared first:
+    // it outlives the loop). A spawn blocks its thread until the child has exec'd, a fraction of
+    // a millisecond on an idle machine, tens on a loaded one; making and removing cgroup leaves
+    // can wait on the kernel's cgroup lock as long. On that thread, the loop never waits.
+    asio::thread_pool helper(1);
+    asio::io_context io;  // the application's own loop: one thread, all the rest on it
+    agentctl::use_spawn_executor(io, helper.get_executor());
+    agentctl::use_housekeeping_executor(io, helper.get_executor());
 
     // The application's own work: a heartbeat that must keep ticking while tasks run.
     asio::steady_timer heartbeat(io);
