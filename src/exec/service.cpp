@@ -302,12 +302,19 @@ void exec_service::post_job(const boost::asio::any_io_executor& ex, const std::s
     });
 }
 
-// No job reaches the service through `link` from here on; a job under way is waited for.
-void exec_service::close_link(std::shared_ptr<helper_link> link) {
-    if (!link) return;
-    std::unique_lock lock(link->mutex);
-    link->service = nullptr;
-    link->idle.wait(lock, [&] { return !link->running; });
+// Sets `stop` and clears `link` (both under mutex_): no job reaches the service through the
+// link from here on; a job under way is waited for, outside mutex_ (the job takes it).
+void exec_service::close_link(bool& stop, std::shared_ptr<helper_link>& link) {
+    std::shared_ptr<helper_link> taken;
+    {
+        std::lock_guard lock(mutex_);
+        stop = true;
+        taken = std::move(link);
+    }
+    if (!taken) return;
+    std::unique_lock lock(taken->mutex);
+    taken->service = nullptr;
+    taken->idle.wait(lock, [&] { return !taken->running; });
 }
 
 void exec_service::set_spawner(boost::asio::any_io_executor ex) {
@@ -321,13 +328,7 @@ void exec_service::set_spawner(boost::asio::any_io_executor ex) {
 // From here on spawns happen on the runs' own executors; a spawn under way is waited for, so
 // that every child spawned is a live run's that shutdown() then sees.
 void exec_service::stop_spawner() {
-    std::shared_ptr<helper_link> link;
-    {
-        std::lock_guard lock(mutex_);
-        spawner_stop_ = true;
-        link = std::move(spawner_link_);
-    }
-    close_link(std::move(link));
+    close_link(spawner_stop_, spawner_link_);
 }
 
 // The leaf keeper
@@ -405,13 +406,7 @@ void exec_service::keeper_work() {
 
 // From here on leaves are made and removed inline; a job under way is waited for.
 void exec_service::stop_keeper() {
-    std::shared_ptr<helper_link> link;
-    {
-        std::lock_guard lock(mutex_);
-        keeper_stop_ = true;
-        link = std::move(keeper_link_);
-    }
-    close_link(std::move(link));
+    close_link(keeper_stop_, keeper_link_);
 }
 
 std::string exec_service::leaf_path(const cgroup_leaf& leaf) {

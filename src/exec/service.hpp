@@ -143,7 +143,7 @@ private:
     struct helper_link;
     void post_job(const boost::asio::any_io_executor& ex, const std::shared_ptr<helper_link>& link,
                   void (exec_service::*work)());
-    static void close_link(std::shared_ptr<helper_link> link);
+    void close_link(bool& stop, std::shared_ptr<helper_link>& link);
 
     static constexpr std::size_t discard_size = 64 * 1024;
     static constexpr int spawns_per_turn = 1;
