@@ -184,6 +184,12 @@ void run_op::spawn(const boost::asio::any_io_executor& pump_ex) {
         // The child has exec'd: argv and env are no longer needed; free them now.
         req_.argv = {};
         req_.env = {};
+    } else {
+        // Nothing ran: its descriptors go now, not when the run's executor gets to it (a
+        // spawner can be hundreds of failed spawns ahead of it).
+        out_fd_.reset();
+        err_fd_.reset();
+        in_fd_.reset();
     }
     if (ex_ == pump_ex) {
         continue_after_spawn();
