@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,11 @@ struct clone_result {
 /// Whether this build can call clone3() with CLONE_VM (it needs a few lines of assembly to
 /// run the child on its own stack; x86-64 only for now).
 bool clone3_built();
+
+/// The signals (bit sig-1) whose disposition is SIG_IGN or a handler in the calling process,
+/// read from /proc/self/status; every bit when /proc cannot tell. The child calls it to reset
+/// only those before execve (docs/DESIGN.md, "Spawn").
+std::uint64_t signals_not_at_default();
 
 /// Runs the child on `stack` (one stack per spawning thread is enough: CLONE_VFORK suspends
 /// us until the child has exec'd or exited). All signals are blocked around the clone so that

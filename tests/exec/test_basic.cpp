@@ -1,6 +1,8 @@
 // Exit statuses, capture, and what the child inherits (docs/TESTING.md).
 #include "harness.hpp"
 
+#include "exec/spawn.hpp"
+
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/test/unit_test.hpp>
@@ -9,6 +11,7 @@
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -206,6 +209,8 @@ BOOST_AUTO_TEST_CASE(signals_are_reset_for_the_child) {
     }, old_term{}, old_usr2{};
     ::sigaction(SIGPIPE, &ign, &old_pipe);
     ::sigaction(SIGTERM, &ign, &old_term);
+    struct sigaction old_rt {};
+    ::sigaction(SIGRTMIN + 10, &ign, &old_rt);  // above bit 32 of the masks
     struct sigaction handled {};
     handled.sa_handler = [](int) {};
     ::sigaction(SIGUSR2, &handled, &old_usr2);
@@ -221,8 +226,41 @@ BOOST_AUTO_TEST_CASE(signals_are_reset_for_the_child) {
     ::sigaction(SIGPIPE, &old_pipe, nullptr);
     ::sigaction(SIGTERM, &old_term, nullptr);
     ::sigaction(SIGUSR2, &old_usr2, nullptr);
+    ::sigaction(SIGRTMIN + 10, &old_rt, nullptr);
     BOOST_TEST(r.stdout_bytes ==
                "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\nSigCgt:\t0000000000000000\n");
+}
+
+// The child resets only the signals /proc says are not at their default: that set must be
+// exactly what sigaction reports (a parse that fell back to "every signal" would still reset
+// correctly, but slowly: this case is what says the fast path is taken).
+BOOST_AUTO_TEST_CASE(signals_not_at_default_matches_sigaction) {
+    struct sigaction ign {};
+    ign.sa_handler = SIG_IGN;
+    struct sigaction handled {};
+    handled.sa_handler = [](int) {};
+    struct sigaction old_rt {}, old_usr2{};
+    ::sigaction(SIGRTMIN + 10, &ign, &old_rt);
+    ::sigaction(SIGUSR2, &handled, &old_usr2);
+    std::uint64_t expected = 0;
+    for (int sig = 1; sig < 65; ++sig) {
+        // The raw call: glibc refuses its own two internal signals, which may have handlers.
+        struct {
+            void* handler;
+            unsigned long flags;
+            void* restorer;
+            std::uint64_t mask;
+        } now{};
+        if (::syscall(SYS_rt_sigaction, sig, nullptr, &now, 8) != 0) continue;
+        if (now.handler != reinterpret_cast<void*>(SIG_DFL)) expected |= std::uint64_t{1} << (sig - 1);
+    }
+    auto got = agentctl::exec::signals_not_at_default();
+    ::sigaction(SIGRTMIN + 10, &old_rt, nullptr);
+    ::sigaction(SIGUSR2, &old_usr2, nullptr);
+    BOOST_TEST(got != ~std::uint64_t{0});
+    BOOST_TEST(got == expected);
+    BOOST_TEST((got >> (SIGRTMIN + 10 - 1) & 1) == 1u);
+    BOOST_TEST((got >> (SIGUSR2 - 1) & 1) == 1u);
 }
 
 // T-IO-01, T-IO-02, T-IO-03, T-IO-04: stdin is /dev/null, no terminal (a new session: opening
