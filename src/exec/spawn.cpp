@@ -57,7 +57,7 @@ AGENTCTL_CHILD_CODE bool status_mask(const char* text, long size, const char* ke
 
 }  // namespace
 
-// One read of the child's own /proc/self/status instead of a sigaction call per signal (64
+// One read of the child's own /proc/self/status instead of a sigaction call per signal (62
 // system calls, each about a microsecond on a VM, with the parent blocked in the vfork
 // meanwhile). Every signal when /proc cannot tell (not mounted, another namespace's, denied).
 AGENTCTL_CHILD_CODE std::uint64_t signals_not_at_default() {
