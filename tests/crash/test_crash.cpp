@@ -1,6 +1,7 @@
 // Crash safety (docs/CRASH_SAFETY.md): a process that uses the watchdog is SIGKILLed for real,
 // and what it started must be gone within the bounds; the next process's sweep removes what a
 // process without a watchdog left.
+#include "../support/deadline.hpp"
 #include "../support/spawn_env.hpp"
 #include "harness.hpp"
 
@@ -412,9 +413,8 @@ BOOST_AUTO_TEST_CASE(a_program_left_at_a_clean_exit_is_seen_to_its_end) {
     BOOST_TEST(l.exit_s < 0.45, "the owner waited for the program: " << l.exit_s << " s");
     BOOST_TEST(nonce_gone_within(nonce, std::chrono::milliseconds(1800)));
     // The watchdog writes its line once the program is gone, then exits.
-    auto until = steady::now() + 2s;
-    while (read_text(report).find("lingered") == std::string::npos && steady::now() < until)
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    agentctl::test::poll_until(std::chrono::milliseconds(2000), std::chrono::milliseconds(10),
+                               [&] { return read_text(report).find("lingered") != std::string::npos; });
     BOOST_TEST(read_text(report).rfind("clean-exit lingered ", 0) == 0, read_text(report));
 }
 
@@ -429,9 +429,8 @@ BOOST_AUTO_TEST_CASE(a_program_left_at_a_clean_exit_is_killed_after_2_s) {
     double gone_s = std::chrono::duration<double>(steady::now() - t0).count();
     BOOST_TEST(gone_s < 3.5, gone_s);
     // The watchdog writes its second line after the kill, so the processes can be gone first.
-    auto until = steady::now() + 2s;
-    while (read_text(report).find("group-killed ") == std::string::npos && steady::now() < until)
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    agentctl::test::poll_until(std::chrono::milliseconds(2000), std::chrono::milliseconds(10),
+                               [&] { return read_text(report).find("group-killed ") != std::string::npos; });
     BOOST_TEST(read_text(report).rfind("clean-exit linger-bound 1\ngroup-killed ", 0) == 0,
                read_text(report));
 }
