@@ -1,9 +1,9 @@
 // Running one host process: spawn, bounded capture, timeout, cancellation, tree kill.
 //
 // async_run_process() is the only way the library starts a program. It never forks (the
-// child is created with clone(CLONE_VM|CLONE_VFORK)), never blocks the calling thread
-// waiting for a running child, installs no signal handler and reaps only the children it
-// started.
+// child is created with clone(CLONE_VM), docs/DESIGN.md "Spawn"), never blocks the calling
+// thread waiting for a running child, installs no signal handler and reaps only the children
+// it started.
 //
 // What the child gets: a new session (so its own process group, pgid = pid, and no
 // controlling terminal: open("/dev/tty") fails with ENXIO instead of stopping it with

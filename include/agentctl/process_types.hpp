@@ -84,8 +84,10 @@ struct process_request {
         250};  ///< after the leader exits, how long pipes held by descendants are read
     containment_policy containment = containment_policy::automatic;
     exit_watch watch = exit_watch::automatic;
-    /// Called once, on the run's executor, when the process was spawned (not for a spawn
-    /// failure). Empty: nothing is called.
+    /// Called once, on the run's executor, when the process was created (not when none was).
+    /// A child born in a cgroup leaf is not waited for until its exec (docs/DESIGN.md,
+    /// "Spawn"): one that then cannot exec still ends as spawn_failed, after this call.
+    /// Empty: nothing is called.
     std::function<void(const process_started&)> on_started;
 };
 
@@ -99,7 +101,7 @@ enum class process_outcome {
 std::string_view to_string(process_outcome);
 
 /// CPU time and peak memory of the leader (from waitid's rusage). max_rss_kib is an upper
-/// bound: the kernel starts a vfork child's high-water mark at its parent's RSS.
+/// bound: the kernel starts a CLONE_VM child's high-water mark at its parent's RSS.
 struct resource_usage {
     std::uint64_t user_us = 0;
     std::uint64_t system_us = 0;

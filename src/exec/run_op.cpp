@@ -181,9 +181,12 @@ void run_op::spawn(const boost::asio::any_io_executor& pump_ex) {
         if (prepare_and_clone() || !retry_without_cgroup_) break;
     }
     if (!spawn_failure_) {
-        // The child has exec'd: argv and env are no longer needed; free them now.
-        req_.argv = {};
-        req_.env = {};
+        // The child has exec'd: argv and env are no longer needed; free them now. (Not yet
+        // when it may still be reading them: clone_how::wait_for_exec.)
+        if (!exec_unconfirmed_) {
+            req_.argv = {};
+            req_.env = {};
+        }
     } else {
         // Nothing ran: its descriptors go now, not when the run's executor gets to it (a
         // spawner can be hundreds of failed spawns ahead of it).
@@ -203,6 +206,7 @@ void run_op::spawn(const boost::asio::any_io_executor& pump_ex) {
 }
 
 bool run_op::prepare_and_clone() {
+    exec_unconfirmed_ = false;
     unique_fd out_child, err_child, in_child, procs;
     auto fail = [this](const char* what, int err) {
         spawn_failure_ = describe_parent_failure(what, err);
@@ -261,6 +265,8 @@ bool run_op::prepare_and_clone() {
     }
     if (req_.containment == containment_policy::automatic && !leaf_) leaf_ = svc_.acquire_leaf();
 
+    // The previous child may still read the scratch and run on the stack (clone_how::wait_for_exec).
+    svc_.wait_stack_free();
     auto& ptrs = svc_.pointer_scratch();
     ptrs.clear();
     for (auto& a : req_.argv) ptrs.push_back(a.data());
@@ -268,7 +274,8 @@ bool run_op::prepare_and_clone() {
     for (auto& e : req_.env) ptrs.push_back(e.data());
     ptrs.push_back(nullptr);
 
-    child_plan plan;
+    plan_ = child_plan{};
+    auto& plan = plan_;
     plan.path = req_.executable.c_str();
     plan.exe_fd = exe.get();
     plan.argv = ptrs.data();
@@ -286,8 +293,15 @@ bool run_op::prepare_and_clone() {
     const std::uint64_t clone_ticks = boot_ticks_now();
     bool legacy = req_.watch != exit_watch::automatic || !svc_.clone3_supported();
     if (!legacy) {
-        c = clone_child(plan, svc_.stack(), exec_service::stack_size,
-                        {true, true, leaf_ ? leaf_->dir.get() : -1});
+        // Born in its leaf, the child is contained before it runs a single instruction, so
+        // the spawn need not wait for its exec (docs/DESIGN.md, "Spawn"): this thread goes on
+        // while the child execs, and its failure, if any, is read when it exits. In a process
+        // group it would be outside its own group until its setsid(): that spawn waits.
+        bool wait = !leaf_;
+        c = clone_child(
+            plan, svc_.stack(), exec_service::stack_size,
+            {true, true, leaf_ ? leaf_->dir.get() : -1, wait, wait ? nullptr : svc_.stack_in_use()});
+        exec_unconfirmed_ = c.pid >= 0 && !wait;
         if (c.pid < 0 && c.error != EAGAIN && c.error != ENOMEM) {
             // ENOSYS (< 5.3, or a seccomp profile), EINVAL/E2BIG (no CLONE_INTO_CGROUP before
             // 5.7): use clone() from now on. Other errors may be the cgroup's: retry once.
@@ -315,7 +329,7 @@ bool run_op::prepare_and_clone() {
         return fail("cannot create the child process", c.error);
     }
     unique_fd pidfd(c.pidfd);
-    if (plan.failed_step != 0) {
+    if (!exec_unconfirmed_ && plan.failed_step != 0) {
         // The child called _exit(127) instead of exec'ing and is exiting right now: this wait
         // is bounded by its exit, unlike a wait for a running program.
         siginfo_t si{};
@@ -621,6 +635,16 @@ bool run_op::check_exited() {
 
 void run_op::leader_exited() {
     exited_ = true;
+    if (exec_unconfirmed_ && plan_.failed_step != 0) {
+        // It never exec'd (the spawn did not wait for it): nothing ran, whatever else happened
+        // meanwhile (a timeout, a cancellation) and whatever status _exit gave.
+        auto failure = describe_child_failure(static_cast<spawn_step>(plan_.failed_step), plan_.failed_errno,
+                                              req_.executable, req_.argv, req_.env, req_.cwd_display);
+        cause_ = process_outcome::spawn_failed;
+        result_.error = failure.code;
+        result_.error_message = std::move(failure.message);
+    }
+    exec_unconfirmed_ = false;
     if (phase_ == phase::finishing) return;
     phase_ = phase::draining;
     if ((!out_.open && !err_.open) || req_.drain_grace.count() == 0) {
@@ -920,7 +944,13 @@ void run_op::maybe_complete() {
 
 void run_op::complete() {
     result_.outcome = cause_.value_or(process_outcome::exited);
-    if (pid_ > 0)
+    if (result_.outcome == process_outcome::spawn_failed) {
+        // As when the spawn itself saw the failure: no status, no usage, no duration.
+        result_.exit_code.reset();
+        result_.signal.reset();
+        result_.core_dumped = false;
+        result_.usage = {};
+    } else if (pid_ > 0)
         result_.duration =
             std::chrono::duration_cast<std::chrono::microseconds>(steady_clock::now() - started_);
     result_.descendants_killed = static_cast<std::uint32_t>(killed_.size());

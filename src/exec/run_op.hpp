@@ -143,6 +143,11 @@ private:
 
     // Spawn outcome, handed from the pump to the run's executor.
     std::optional<spawn_failure> spawn_failure_;
+    /// What the child reads until its exec, and where it reports a failed step. With
+    /// exec_unconfirmed_ (the spawn did not wait for the exec), it may still be doing so: the
+    /// plan and the strings it points to (req_) stay as they are until the leader has exited.
+    child_plan plan_;
+    bool exec_unconfirmed_ = false;
     unique_fd out_fd_, err_fd_, in_fd_, pidfd_fd_;
     std::chrono::steady_clock::time_point started_;
 

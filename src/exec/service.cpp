@@ -6,7 +6,10 @@
 
 #include <boost/asio/post.hpp>
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -147,6 +150,16 @@ char* exec_service::stack() {
         discard_ = std::make_unique<char[]>(discard_size);
     }
     return stack_.get();
+}
+
+void exec_service::wait_stack_free() {
+    // A child still on the stack is between its clone and its execve: the wait is bounded by
+    // that, as a CLONE_VFORK spawn's is. The kernel's wake is a shared-futex one.
+    for (;;) {
+        pid_t busy = __atomic_load_n(&stack_in_use_, __ATOMIC_ACQUIRE);
+        if (busy == 0) return;
+        ::syscall(SYS_futex, &stack_in_use_, FUTEX_WAIT, busy, nullptr, nullptr, 0);
+    }
 }
 
 int exec_service::dev_null(int& err) {
@@ -442,6 +455,7 @@ void exec_service::shutdown() {
         op->emergency_stop();
         delete op;
     }
+    wait_stack_free();  // every child was reaped: none is on the stack now
     stop_keeper();  // from here on leaves are removed inline
     std::lock_guard lock(mutex_);
     if (cgroup_parent_) {

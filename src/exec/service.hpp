@@ -86,6 +86,11 @@ public:
 
     // Used by the pump only, one spawn at a time.
     char* stack();
+    /// Cleared by the kernel when the last child spawned without waiting for its exec has left
+    /// our memory (clone_how::stack_in_use); wait_stack_free() waits for that before the stack
+    /// and the pointer scratch are used again.
+    pid_t* stack_in_use() { return &stack_in_use_; }
+    void wait_stack_free();
     static constexpr std::size_t stack_size = 64 * 1024;
     int dev_null(int& err);
     int proc_fd() const { return proc_fd_.get(); }
@@ -155,6 +160,7 @@ private:
     boost::asio::any_io_executor pump_ex_;
 
     std::unique_ptr<char[]> stack_;
+    pid_t stack_in_use_ = 0;
     std::unique_ptr<char[]> discard_;
     std::vector<char*> pointers_;
     unique_fd dev_null_;

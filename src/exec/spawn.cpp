@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 namespace agentctl::exec {
 
@@ -22,10 +23,40 @@ constexpr std::size_t max_arg_strlen = 32 * 4096;
 // child's own code is never instrumented, as a vfork child must not run hooks anyway.
 #define AGENTCTL_CHILD_CODE __attribute__((no_sanitize("address", "undefined")))
 
-AGENTCTL_CHILD_CODE void child_fail(child_plan& plan, spawn_step step) {
-    plan.failed_errno = errno;
+// A system call that returns -errno and never writes errno. A child that does not suspend us
+// (clone_how::wait_for_exec false) shares our memory and, through the thread pointer, the
+// spawning thread's errno while that thread runs on: it must not write there.
+AGENTCTL_CHILD_CODE inline long child_sys(long n, long a = 0, long b = 0, long c = 0, long d = 0,
+                                          long e = 0) {
+#if defined(__x86_64__)
+    long ret;
+    register long r10 asm("r10") = d;
+    register long r8 asm("r8") = e;
+    asm volatile("syscall"
+                 : "=a"(ret)
+                 : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8)
+                 : "rcx", "r11", "memory");
+    return ret;
+#else
+    // Elsewhere the child always suspends us (clone_child), so errno is not shared.
+    long ret = ::syscall(n, a, b, c, d, e);
+    return ret < 0 ? -errno : ret;
+#endif
+}
+
+template <typename T>
+AGENTCTL_CHILD_CODE inline long arg(T value) {
+    if constexpr (std::is_pointer_v<T>) {
+        return reinterpret_cast<long>(value);
+    } else {
+        return static_cast<long>(value);
+    }
+}
+
+[[noreturn]] AGENTCTL_CHILD_CODE void child_fail(child_plan& plan, spawn_step step, long err) {
+    plan.failed_errno = static_cast<int>(-err);
     plan.failed_step = static_cast<int>(step);
-    ::_exit(127);
+    for (;;) child_sys(SYS_exit_group, 127);
 }
 
 // The hex mask after `key` ("SigIgn:" or "SigCgt:") at the start of a line of `text`; false
@@ -62,54 +93,56 @@ AGENTCTL_CHILD_CODE bool status_mask(const char* text, long size, const char* ke
 // meanwhile). Every signal when /proc cannot tell (not mounted, another namespace's, denied).
 AGENTCTL_CHILD_CODE std::uint64_t signals_not_at_default() {
     constexpr std::uint64_t all = ~std::uint64_t{0};
-    long fd = ::syscall(SYS_openat, AT_FDCWD, "/proc/self/status", O_RDONLY | O_CLOEXEC);
+    long fd = child_sys(SYS_openat, AT_FDCWD, arg("/proc/self/status"), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return all;
     char text[4096];
     long size = 0;
     while (size < static_cast<long>(sizeof text)) {
-        long n = ::syscall(SYS_read, fd, text + size, sizeof text - static_cast<std::size_t>(size));
+        long n = child_sys(SYS_read, fd, arg(text + size), static_cast<long>(sizeof text) - size);
         if (n <= 0) break;
         size += n;
     }
-    ::syscall(SYS_close, fd);
+    child_sys(SYS_close, fd);
     std::uint64_t ignored = 0, caught = 0;
-    if (!status_mask(text, size, "SigIgn:", ignored) || !status_mask(text, size, "SigCgt:", caught)) return all;
+    if (!status_mask(text, size, "SigIgn:", ignored) || !status_mask(text, size, "SigCgt:", caught))
+        return all;
     return ignored | caught;
 }
 
 namespace {
 
 // The child shares our memory and runs on the spawn stack until execve: it only makes system
-// calls, takes no lock and allocates nothing.
-AGENTCTL_CHILD_CODE int child_main(void* arg) {
-    auto& plan = *static_cast<child_plan*>(arg);
+// calls (child_sys: errno is ours), takes no lock and allocates nothing.
+AGENTCTL_CHILD_CODE int child_main(void* arg_ptr) {
+    auto& plan = *static_cast<child_plan*>(arg_ptr);
+    long rc = 0;
     // A new session: its own process group (pgid = pid) and no controlling terminal, so
     // open("/dev/tty") fails with ENXIO instead of stopping the child with SIGTTIN.
-    if (::setsid() < 0) child_fail(plan, spawn_step::session);
-    if (plan.cgroup_procs_fd >= 0 && ::write(plan.cgroup_procs_fd, "0", 1) != 1) {
-        child_fail(plan, spawn_step::cgroup);
+    if ((rc = child_sys(SYS_setsid)) < 0) child_fail(plan, spawn_step::session, rc);
+    if (plan.cgroup_procs_fd >= 0 && (rc = child_sys(SYS_write, plan.cgroup_procs_fd, arg("0"), 1)) != 1) {
+        child_fail(plan, spawn_step::cgroup, rc < 0 ? rc : -EIO);
     }
     for (int target = 0; target < 3; ++target) {
         // Our own descriptor passed as it is: dup2() onto itself would keep a close-on-exec
-        // flag, so clear it (in the child's copy of the table only).
-        int rc =
-            plan.stdio[target] == target ? ::fcntl(target, F_SETFD, 0) : ::dup2(plan.stdio[target], target);
-        if (rc < 0) child_fail(plan, spawn_step::stdio);
+        // flag, so clear it (in the child's copy of the table only). Otherwise dup3 (never
+        // called with equal descriptors) is dup2.
+        rc = plan.stdio[target] == target ? child_sys(SYS_fcntl, target, F_SETFD, 0)
+                                          : child_sys(SYS_dup3, plan.stdio[target], target, 0);
+        if (rc < 0) child_fail(plan, spawn_step::stdio, rc);
     }
     if (plan.cwd_fd >= 0) {
-        if (::fchdir(plan.cwd_fd) != 0) child_fail(plan, spawn_step::cwd);
+        if ((rc = child_sys(SYS_fchdir, plan.cwd_fd)) != 0) child_fail(plan, spawn_step::cwd, rc);
         // A directory removed after it was opened can still be entered through the fd; say
         // so instead of running the program in a directory that no longer exists.
         struct stat st;
-        if (::fstat(plan.cwd_fd, &st) != 0) child_fail(plan, spawn_step::cwd);
-        if (st.st_nlink == 0) {
-            errno = ENOENT;
-            child_fail(plan, spawn_step::cwd);
-        }
+        if ((rc = child_sys(SYS_fstat, plan.cwd_fd, arg(&st))) != 0) child_fail(plan, spawn_step::cwd, rc);
+        if (st.st_nlink == 0) child_fail(plan, spawn_step::cwd, -ENOENT);
     }
     // Everything above 2 (ours, and any non-CLOEXEC fd of an embedding application) is
     // closed by execve.
-    if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) child_fail(plan, spawn_step::close_fds);
+    if ((rc = child_sys(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC)) != 0) {
+        child_fail(plan, spawn_step::close_fds, rc);
+    }
     // Default dispositions for every signal: an ignored SIGPIPE or SIGTERM of the host would
     // otherwise survive execve, and a handler of ours must not run here once the mask is
     // cleared. Only the signals not at their default need the call (docs/DESIGN.md, "Spawn").
@@ -118,27 +151,26 @@ AGENTCTL_CHILD_CODE int child_main(void* arg) {
     std::uint64_t to_reset = signals_not_at_default();
     for (int sig = 1; sig < 65; ++sig) {
         if (sig == SIGKILL || sig == SIGSTOP || (to_reset >> (sig - 1) & 1) == 0) continue;
-        ::syscall(SYS_rt_sigaction, sig, dfl, nullptr, 8);
+        child_sys(SYS_rt_sigaction, sig, arg(dfl), 0, 8);
     }
     std::uint64_t empty = 0;
-    if (::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &empty, nullptr, 8) != 0) {
-        child_fail(plan, spawn_step::signals);
+    if ((rc = child_sys(SYS_rt_sigprocmask, SIG_SETMASK, arg(&empty), 0, 8)) != 0) {
+        child_fail(plan, spawn_step::signals, rc);
     }
     if (plan.exe_fd >= 0) {
-        ::syscall(SYS_execveat, plan.exe_fd, "", plan.argv, plan.envp, AT_EMPTY_PATH);
+        rc = child_sys(SYS_execveat, plan.exe_fd, arg(""), arg(plan.argv), arg(plan.envp), AT_EMPTY_PATH);
         // ENOENT is what the kernel says for a #! script behind a close-on-exec fd (and for a
         // missing ELF loader, which execve() below reports the same way).
-        if (errno != ENOENT) child_fail(plan, spawn_step::exec);
+        if (rc != -ENOENT) child_fail(plan, spawn_step::exec, rc);
         struct stat opened, named;
-        if (::fstat(plan.exe_fd, &opened) != 0 || ::stat(plan.path, &named) != 0 ||
+        if (child_sys(SYS_fstat, plan.exe_fd, arg(&opened)) != 0 ||
+            child_sys(SYS_newfstatat, AT_FDCWD, arg(plan.path), arg(&named), 0) != 0 ||
             opened.st_dev != named.st_dev || opened.st_ino != named.st_ino) {
-            errno = ESTALE;
-            child_fail(plan, spawn_step::identity);
+            child_fail(plan, spawn_step::identity, -ESTALE);
         }
     }
-    ::execve(plan.path, plan.argv, plan.envp);
-    child_fail(plan, spawn_step::exec);
-    return 127;
+    rc = child_sys(SYS_execve, arg(plan.path), arg(plan.argv), arg(plan.envp));
+    child_fail(plan, spawn_step::exec, rc);
 }
 
 std::string quoted(const std::string& s) {
@@ -209,14 +241,22 @@ clone_result clone_child(child_plan& plan, char* stack, std::size_t stack_size, 
 #if defined(__x86_64__)
     if (how.clone3) {
         clone_args args{};
-        args.flags = CLONE_VM | CLONE_VFORK | (how.want_pidfd ? CLONE_PIDFD : 0) |
-                     (how.cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0);
+        // Not waiting for the exec: the kernel zeroes *stack_in_use (and wakes its futex) when
+        // the child leaves our memory, at its execve or its exit (CLONE_CHILD_CLEARTID).
+        bool wait = how.wait_for_exec || how.stack_in_use == nullptr;
+        args.flags = CLONE_VM | (wait ? CLONE_VFORK : CLONE_CHILD_CLEARTID) |
+                     (how.want_pidfd ? CLONE_PIDFD : 0) | (how.cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0);
+        if (!wait) {
+            *how.stack_in_use = 1;
+            args.child_tid = reinterpret_cast<std::uintptr_t>(how.stack_in_use);
+        }
         args.pidfd = reinterpret_cast<std::uintptr_t>(&out.pidfd);
         args.exit_signal = SIGCHLD;
         args.stack = reinterpret_cast<std::uintptr_t>(stack);
         args.stack_size = top - reinterpret_cast<std::uintptr_t>(stack);
         args.cgroup = how.cgroup_fd >= 0 ? static_cast<std::uint64_t>(how.cgroup_fd) : 0;
         long rc = agentctl_exec_clone3_vm(&args, sizeof args, child_main, &plan);
+        if (rc < 0 && !wait) *how.stack_in_use = 0;
         out.pid = rc < 0 ? -1 : static_cast<pid_t>(rc);
         out.error = rc < 0 ? static_cast<int>(-rc) : 0;
     }

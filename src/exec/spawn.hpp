@@ -43,6 +43,12 @@ struct clone_how {
     bool clone3 = true;      ///< clone3(); else glibc clone() (kernels < 5.3, seccomp refusing clone3)
     bool want_pidfd = true;  ///< CLONE_PIDFD
     int cgroup_fd = -1;      ///< clone3 only: born in this cgroup (CLONE_INTO_CGROUP); -1: none
+    /// clone3 only, with `stack_in_use` given: false returns as soon as the child exists,
+    /// without waiting (CLONE_VFORK) until it has exec'd. The stack, the plan and everything
+    /// it points to must then stay untouched until the kernel zeroes *stack_in_use (set to 1
+    /// here) at the child's execve or exit; a failure is read from the plan once it exited.
+    bool wait_for_exec = true;
+    pid_t* stack_in_use = nullptr;
 };
 
 struct clone_result {
@@ -60,9 +66,10 @@ bool clone3_built();
 /// only those before execve (docs/DESIGN.md, "Spawn").
 std::uint64_t signals_not_at_default();
 
-/// Runs the child on `stack` (one stack per spawning thread is enough: CLONE_VFORK suspends
-/// us until the child has exec'd or exited). All signals are blocked around the clone so that
-/// no handler of the embedding application ever runs in the child.
+/// Runs the child on `stack`: one stack per spawning thread is enough, as CLONE_VFORK suspends
+/// us until the child has exec'd or exited, or, without it, the next spawn waits until the
+/// kernel has cleared clone_how::stack_in_use. All signals are blocked around the clone so
+/// that no handler of the embedding application ever runs in the child.
 ///
 /// CLONE_INTO_CGROUP is preferred over the child writing to cgroup.procs: the write takes the
 /// cgroup threadgroup rwsem for writing, which waits for RCU grace periods (measured: 1 spawn
