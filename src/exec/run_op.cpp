@@ -178,7 +178,9 @@ void run_op::spawn(const boost::asio::any_io_executor& pump_ex) {
     started_ = steady_clock::now();
     for (int attempt = 0; attempt < 2; ++attempt) {
         retry_without_cgroup_ = false;
-        if (prepare_and_clone() || !retry_without_cgroup_) break;
+        // On a spawner thread nothing else waits to run meanwhile: the spawn waits for the
+        // exec there, so that a failed one gives its descriptors back at once.
+        if (prepare_and_clone(ex_ == pump_ex) || !retry_without_cgroup_) break;
     }
     if (!spawn_failure_) {
         // The child has exec'd: argv and env are no longer needed; free them now. (Not yet
@@ -205,7 +207,7 @@ void run_op::spawn(const boost::asio::any_io_executor& pump_ex) {
     }
 }
 
-bool run_op::prepare_and_clone() {
+bool run_op::prepare_and_clone(bool overlap_exec) {
     exec_unconfirmed_ = false;
     unique_fd out_child, err_child, in_child, procs;
     auto fail = [this](const char* what, int err) {
@@ -297,7 +299,7 @@ bool run_op::prepare_and_clone() {
         // the spawn need not wait for its exec (docs/DESIGN.md, "Spawn"): this thread goes on
         // while the child execs, and its failure, if any, is read when it exits. In a process
         // group it would be outside its own group until its setsid(): that spawn waits.
-        bool wait = !leaf_;
+        bool wait = !leaf_ || !overlap_exec;
         c = clone_child(
             plan, svc_.stack(), exec_service::stack_size,
             {true, true, leaf_ ? leaf_->dir.get() : -1, wait, wait ? nullptr : svc_.stack_in_use()});

@@ -93,7 +93,7 @@ private:
     };
 
     // Spawning (pump thread).
-    bool prepare_and_clone();
+    bool prepare_and_clone(bool overlap_exec);
     void continue_after_spawn();
 
     // Running (the run's executor).

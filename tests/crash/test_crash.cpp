@@ -409,9 +409,12 @@ bool nonce_gone_within(const std::string& nonce, std::chrono::milliseconds bound
 BOOST_AUTO_TEST_CASE(a_program_left_at_a_clean_exit_is_seen_to_its_end) {
     temp_dir work;
     std::string report = work.path + "/report";
-    auto l = run_linger_victim(nonce, "0.5", report);
-    BOOST_TEST(l.exit_s < 0.45, "the owner waited for the program: " << l.exit_s << " s");
-    BOOST_TEST(nonce_gone_within(nonce, std::chrono::milliseconds(1800)));
+    // The owner did not wait for its program: that still runs when the owner has exited (not a
+    // bound on the owner's own time, which a sanitized build on a loaded machine stretches to a
+    // second). The program then ends on its own, before the watchdog's 2 s bound.
+    auto l = run_linger_victim(nonce, "1.5", report);
+    BOOST_TEST(!processes_with(nonce).empty(), "the owner waited for the program: " << l.exit_s << " s");
+    BOOST_TEST(nonce_gone_within(nonce, std::chrono::milliseconds(2500)));
     // The watchdog writes its line once the program is gone, then exits.
     agentctl::test::poll_until(std::chrono::milliseconds(2000), std::chrono::milliseconds(10),
                                [&] { return read_text(report).find("lingered") != std::string::npos; });
