@@ -397,12 +397,8 @@ lingered run_linger_victim(const std::string& nonce, const std::string& seconds,
     return l;
 }
 bool nonce_gone_within(const std::string& nonce, std::chrono::milliseconds bound) {
-    auto until = steady::now() + bound;
-    while (!processes_with(nonce).empty()) {
-        if (steady::now() >= until) return false;
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return true;
+    return agentctl::test::poll_until(bound, std::chrono::milliseconds(10),
+                                      [&] { return processes_with(nonce).empty(); });
 }
 }  // namespace
 
