@@ -176,11 +176,12 @@ void run_op::start() {
 
 void run_op::spawn(const boost::asio::any_io_executor& pump_ex) {
     started_ = steady_clock::now();
+    // On a spawner thread nothing else waits to run meanwhile: the spawn waits for the exec
+    // there, so that a failed one gives its descriptors back at once.
+    const bool on_runs_executor = ex_ == pump_ex;
     for (int attempt = 0; attempt < 2; ++attempt) {
         retry_without_cgroup_ = false;
-        // On a spawner thread nothing else waits to run meanwhile: the spawn waits for the
-        // exec there, so that a failed one gives its descriptors back at once.
-        if (prepare_and_clone(ex_ == pump_ex) || !retry_without_cgroup_) break;
+        if (prepare_and_clone(on_runs_executor) || !retry_without_cgroup_) break;
     }
     if (!spawn_failure_) {
         // The child has exec'd: argv and env are no longer needed; free them now. (Not yet
@@ -196,7 +197,7 @@ void run_op::spawn(const boost::asio::any_io_executor& pump_ex) {
         err_fd_.reset();
         in_fd_.reset();
     }
-    if (ex_ == pump_ex) {
+    if (on_runs_executor) {
         continue_after_spawn();
     } else {
         ++pending_;
