@@ -392,6 +392,7 @@ struct journal_writer_stats {
     std::uint64_t records = 0;        ///< record_*() calls committed (or failed)
     std::uint64_t commits = 0;        ///< transactions committed
     std::uint64_t paced_commits = 0;  ///< of which waited for commit_interval first
+    std::uint64_t busy_paced_commits = 0;  ///< of those, waited for busy_commit_interval
     std::uint64_t largest_batch = 0;  ///< records in the largest transaction
     std::uint64_t stream_bytes = 0;   ///< captured bytes stored
     std::uint64_t stream_files = 0;   ///< of which in files of their own
@@ -412,6 +413,15 @@ struct journal_writer_options {
     /// go with the next commit a sync or a close asks for.
     /// 0: every commit begins as soon as it can. docs/JOURNAL.md, "Group commits".
     std::chrono::microseconds commit_interval{10000};
+    /// The interval while the machine's CPUs are busy (less than 15 % of their time idle,
+    /// looked at every quarter second at most): a start that waits for its commit then holds
+    /// back no work a CPU was free to do, and fewer commits leave more CPU to the tasks. Not
+    /// above commit_interval: the CPUs are not looked at.
+    std::chrono::microseconds busy_commit_interval{30000};
+    /// The share of CPU time idle since its previous call, in [0, 1], or negative when not
+    /// known; called on the worker. Empty: read from /proc/stat. For tests, and for an
+    /// application whose tasks run on CPUs that /proc/stat does not describe.
+    std::function<double()> cpu_idle;
 };
 
 namespace detail {

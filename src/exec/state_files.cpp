@@ -379,6 +379,32 @@ bool process_alive(pid_t pid, std::uint64_t start_time) {
     return st->start == start_time;
 }
 
+cpu_idle_meter::cpu_idle_meter() : fd_(::open("/proc/stat", O_RDONLY | O_CLOEXEC)) {}
+
+double cpu_idle_meter::sample() {
+    if (!fd_) return -1;
+    char buf[256];  // the first line: "cpu  user nice system idle iowait irq softirq steal ..."
+    ssize_t n = ::pread(fd_.get(), buf, sizeof buf - 1, 0);
+    if (n <= 0) return -1;
+    buf[n] = '\0';
+    if (std::strncmp(buf, "cpu ", 4) != 0) return -1;
+    std::uint64_t field[8] = {};
+    char* at = buf + 4;
+    for (auto& f : field) {
+        char* end = nullptr;
+        f = std::strtoull(at, &end, 10);
+        if (end == at) return -1;
+        at = end;
+    }
+    std::uint64_t idle = field[3] + field[4], total = 0;
+    for (auto f : field) total += f;  // guest time is inside user time already
+    bool known = total_ != 0 && total > total_ && idle >= idle_ && idle - idle_ <= total - total_;
+    double share = known ? static_cast<double>(idle - idle_) / static_cast<double>(total - total_) : -1;
+    idle_ = idle;
+    total_ = total;
+    return share;
+}
+
 std::string boot_id() {
     std::string text;
     if (!read_small_file(AT_FDCWD, "/proc/sys/kernel/random/boot_id", text)) return {};

@@ -116,6 +116,21 @@ int remove_tree(int dir_fd, const std::string& name);
 /// fsync(2) of a directory, so that entries created in it survive a power cut.
 int sync_directory(int dir_fd);
 
+/// How much of the machine's CPU time went idle, from /proc/stat (one pread a call): the
+/// journal paces its commits longer while the CPUs are busy (docs/JOURNAL.md, "Group commits").
+class cpu_idle_meter {
+public:
+    cpu_idle_meter();
+    /// The share of all CPUs' time since the previous call that was idle (idle and iowait;
+    /// steal counts as busy), in [0, 1]. Negative when unknown: the first call, no clock tick
+    /// between the two calls, or no /proc/stat.
+    double sample();
+
+private:
+    unique_fd fd_;
+    std::uint64_t idle_ = 0, total_ = 0;
+};
+
 /// This process: pid, and its start time (field 22 of /proc/self/stat, clock ticks after boot).
 pid_t current_pid();
 std::optional<std::uint64_t> process_start_time(pid_t pid);

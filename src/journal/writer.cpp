@@ -281,7 +281,8 @@ private:
 
     // On the worker: drain now, or when the paced wait ends.
     void drain_when_due() {
-        auto due = last_commit_end_ + options_.commit_interval;
+        bool busy = cpus_busy();
+        auto due = last_commit_end_ + (busy ? options_.busy_commit_interval : options_.commit_interval);
         bool wait = false, pacing = false;
         {
             std::lock_guard lock(mu_);
@@ -293,7 +294,7 @@ private:
             return;
         }
         pacing_.expires_at(due);
-        pacing_.async_wait([self = shared_from_this(), pacing](const boost::system::error_code& ec) {
+        pacing_.async_wait([self = shared_from_this(), pacing, busy](const boost::system::error_code& ec) {
             // Paced: the wait held a sync back. A hold (records nobody waited for) that a sync
             // cut short did not.
             bool paced = pacing;
@@ -302,12 +303,29 @@ private:
                 self->pacing_armed_ = false;
                 if (!ec && !self->waiters_.empty()) paced = true;
             }
-            self->drain(paced);
+            self->drain(paced, paced && busy);
         });
     }
 
+    // On the worker: whether the machine's CPUs were busy when last looked at, at most every
+    // quarter second (docs/JOURNAL.md, "Group commits"). A longer interval then costs no work:
+    // a start that waits for its commit holds back no CPU that was free.
+    static constexpr double busy_idle_share = 0.15;
+    static constexpr std::chrono::milliseconds idle_window{250};
+    bool cpus_busy() {
+        if (options_.busy_commit_interval <= options_.commit_interval) return false;
+        auto now = std::chrono::steady_clock::now();
+        if (now - idle_sampled_ >= idle_window) {
+            idle_sampled_ = now;
+            if (!options_.cpu_idle && !idle_meter_) idle_meter_.emplace();
+            double idle = options_.cpu_idle ? options_.cpu_idle() : idle_meter_->sample();
+            cpus_busy_ = idle >= 0 && idle < busy_idle_share;
+        }
+        return cpus_busy_;
+    }
+
     // On the worker: one batch, one transaction. `paced`: it waited for the interval first.
-    void drain(bool paced) {
+    void drain(bool paced, bool busy = false) {
         std::deque<entry> batch;
         std::uint64_t batch_end = 0, batch_bytes = 0;
         std::optional<journal_error> sticky;
@@ -338,7 +356,10 @@ private:
             committed_ = batch_end;
             queued_bytes_ -= std::min(queued_bytes_, batch_bytes);
             stats_.records += records;
-            if (paced && records > 0 && !sticky && !failure) ++stats_.paced_commits;
+            if (paced && records > 0 && !sticky && !failure) {
+                ++stats_.paced_commits;
+                if (busy) ++stats_.busy_paced_commits;
+            }
             if (close_now) closed_ = true;
             while (!waiters_.empty() && waiters_.front().target <= committed_) {
                 ready.push_back(std::move(waiters_.front()));
@@ -830,6 +851,9 @@ private:
     std::uint64_t batch_stream_files_ = 0;
     asio::steady_timer pacing_;
     std::chrono::steady_clock::time_point last_commit_end_{};
+    std::chrono::steady_clock::time_point idle_sampled_{};
+    bool cpus_busy_ = false;
+    std::optional<exec::cpu_idle_meter> idle_meter_;  // unless options_.cpu_idle
     struct recorded_end {
         std::uint32_t task_index = 0, attempt = 0;
         std::uint64_t stdout_length = 0, stderr_length = 0;

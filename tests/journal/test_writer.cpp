@@ -451,6 +451,89 @@ BOOST_AUTO_TEST_CASE(pacing_stops_while_it_answers_one_sync_at_a_time) {
     BOOST_TEST_REQUIRE(!env.close(10s).has_value());
 }
 
+// While the CPUs are busy, a paced commit waits busy_commit_interval instead of
+// commit_interval (docs/JOURNAL.md, "Group commits"). The CPUs' idle share comes from the
+// test; the writer looks at it at most every quarter second, so the test waits that long after
+// changing it. The busy interval is an hour: a sync it paces completes only when the rule
+// ends the wait.
+BOOST_AUTO_TEST_CASE(busy_cpus_pace_commits_at_the_busy_interval) {
+    temp_dir tmp;
+    double idle = 1.0;
+    int looked = 0;
+    journal_writer_options o;
+    o.commit_interval = std::chrono::seconds(2);  // long: a paced commit is never late
+    o.busy_commit_interval = std::chrono::hours(1);
+    o.cpu_idle = [&] {
+        ++looked;
+        return idle;
+    };
+    writer_env env(open_or_fail(tmp.file("journal.db"), journal_access::write), o, /*start_worker=*/false);
+    env.writer->record_run(make_run("run-1", 100));
+    bool recorded = false;
+    start_sync(env, recorded);
+    BOOST_TEST_REQUIRE(pump(env, {&recorded}));
+    std::array<bool, 34> done{};
+    auto flags = [&](std::uint32_t from, std::uint32_t to) {
+        std::vector<bool*> f;
+        for (std::uint32_t i = from; i < to; ++i) f.push_back(&done[i]);
+        return f;
+    };
+    // Starts [from, to), each with its own sync. Five at a time while the rest run: at most a
+    // quarter wait, so the commit is paced, and it answers several syncs (pacing stays on).
+    auto start = [&](std::uint32_t from, std::uint32_t to) {
+        for (std::uint32_t i = from; i < to; ++i) {
+            env.writer->record_intent(make_intent(i));
+            start_sync(env, done[i]);
+        }
+    };
+    start(0, 16);  // all wait: not paced
+    BOOST_TEST_REQUIRE(pump(env, flags(0, 16), 10s));
+
+    // Idle CPUs: paced at commit_interval.
+    start(16, 21);
+    BOOST_TEST_REQUIRE(pump(env, flags(16, 21), 10s), "a paced sync waited longer than commit_interval");
+    auto s = env.writer->stats();
+    BOOST_TEST(s.paced_commits == 1u);
+    BOOST_TEST(s.busy_paced_commits == 0u);
+
+    // Busy CPUs (10 % idle), once the writer looks again: paced at the busy interval, until
+    // more than a quarter wait (8 of 29) and end the wait.
+    idle = 0.10;
+    int before = looked;
+    std::this_thread::sleep_for(300ms);
+    start(21, 26);
+    // Longer than commit_interval: the busy interval is the one that holds it.
+    BOOST_TEST(!pump(env, flags(21, 26), 2500ms), "a sync was not paced at the busy interval");
+    BOOST_TEST(looked > before);
+    start(26, 29);
+    BOOST_TEST_REQUIRE(pump(env, flags(21, 29), 10s), "the busy wait did not end when more waited");
+    s = env.writer->stats();
+    BOOST_TEST(s.paced_commits == 2u);
+    BOOST_TEST(s.busy_paced_commits == 1u);
+
+    // An idle share not known (negative) is not busy.
+    idle = -1;
+    std::this_thread::sleep_for(300ms);
+    start(29, 34);
+    BOOST_TEST_REQUIRE(pump(env, flags(29, 34), 10s), "an unknown idle share was taken as busy");
+    s = env.writer->stats();
+    BOOST_TEST(s.paced_commits == 3u);
+    BOOST_TEST(s.busy_paced_commits == 1u);
+    env.start_worker();
+    BOOST_TEST_REQUIRE(!env.close(10s).has_value());
+}
+
+// The meter of the CPUs' idle share reads /proc/stat: unknown at its first call, a share once
+// the clock has ticked.
+BOOST_AUTO_TEST_CASE(cpu_idle_meter_reads_a_share_of_the_cpus_time) {
+    exec::cpu_idle_meter meter;
+    BOOST_TEST(meter.sample() < 0);
+    std::this_thread::sleep_for(100ms);  // 10 ticks of every CPU at USER_HZ 100
+    double share = meter.sample();
+    BOOST_TEST(share >= 0.0);
+    BOOST_TEST(share <= 1.0);
+}
+
 // Records nobody waits for (handles, ends, finals) wait out the interval whatever the pacing
 // rule says, and go with the next commit a sync asks for: no commit of their own.
 BOOST_AUTO_TEST_CASE(records_nobody_waits_for_go_with_the_next_sync) {
