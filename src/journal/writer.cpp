@@ -324,7 +324,8 @@ private:
         return cpus_busy_;
     }
 
-    // On the worker: one batch, one transaction. `paced`: it waited for the interval first.
+    // On the worker: one batch, one transaction. `paced`: it waited for the interval first;
+    // `busy`: for busy_commit_interval.
     void drain(bool paced, bool busy = false) {
         std::deque<entry> batch;
         std::uint64_t batch_end = 0, batch_bytes = 0;
