@@ -111,7 +111,7 @@ const expected<std::string>& build_digest() {
 namespace {
 // Each task in flight holds two pipe read ends, a pidfd and, with cgroup containment, its
 // leaf's directory, cgroup.events and (once killed) cgroup.procs; briefly a cwd. The spare
-// leaves made ahead (at most 32, one fd each) fit in the reserve.
+// leaves made ahead (at most 32, one fd each) and the spawn window (5) fit in the reserve.
 constexpr rlim_t fds_per_task = 8;
 constexpr rlim_t fds_reserved = 64;
 }  // namespace

@@ -141,6 +141,7 @@ run_op::run_op(exec_service& svc, boost::asio::any_io_executor ex, process_reque
       timer_(ex_) {}
 
 run_op::~run_op() {
+    svc_.release_window(this);
     if (handler_) {
         auto slot = boost::asio::get_associated_cancellation_slot(handler_);
         if (slot.is_connected()) slot.clear();
@@ -292,9 +293,27 @@ bool run_op::prepare_and_clone(bool overlap_exec) {
     // the forced fallbacks of exit_watch take the path of older kernels: glibc clone(), the
     // child joining its cgroup itself, pidfd_open() or polling.
     clone_result c;
+    bool legacy = req_.watch != exit_watch::automatic || !svc_.clone3_supported();
+    if (!legacy) {
+        // The child's descriptors go to the window at the low end of our table; the child
+        // shares the table and copies that end only, not the pipes of every run in flight
+        // (docs/DESIGN.md, "The child's descriptor table").
+        exec_service::window_fds mine{plan.stdio[0], req_.pass_output ? -1 : plan.stdio[1],
+                                      req_.pass_output ? -1 : plan.stdio[2], plan.exe_fd, plan.cwd_fd};
+        exec_service::window_fds slots{};
+        plan.unshare_below = svc_.fill_window(this, mine, slots);
+        if (plan.unshare_below > 0) {
+            plan.stdio[0] = slots[0];
+            if (!req_.pass_output) {
+                plan.stdio[1] = slots[1];
+                plan.stdio[2] = slots[2];
+            }
+            plan.exe_fd = slots[3];
+            plan.cwd_fd = slots[4];
+        }
+    }
     // The child's start time falls between this and the moment clone returns.
     const std::uint64_t clone_ticks = boot_ticks_now();
-    bool legacy = req_.watch != exit_watch::automatic || !svc_.clone3_supported();
     if (!legacy) {
         // Born in its leaf, the child is contained before it runs a single instruction, so
         // the spawn need not wait for its exec (docs/DESIGN.md, "Spawn"): this thread goes on
@@ -319,6 +338,7 @@ bool run_op::prepare_and_clone(bool overlap_exec) {
             leaf_.reset();
         }
         plan.cgroup_procs_fd = procs.get();
+        plan.unshare_below = 0;  // a copy of the whole table: the window's slots are in it too
         bool want_pidfd = req_.watch == exit_watch::automatic && svc_.clone_pidfd_supported();
         c = clone_child(plan, svc_.stack(), exec_service::stack_size, {false, want_pidfd, -1});
         if (c.pid < 0 && c.error == EINVAL && want_pidfd) {
@@ -327,6 +347,7 @@ bool run_op::prepare_and_clone(bool overlap_exec) {
         }
     }
     if (c.pid < 0) {
+        svc_.release_window(this);
         if (leaf_) svc_.release_leaf(std::move(*leaf_), true);
         leaf_.reset();
         return fail("cannot create the child process", c.error);
@@ -638,6 +659,8 @@ bool run_op::check_exited() {
 
 void run_op::leader_exited() {
     exited_ = true;
+    // Our copies of its pipe ends (the window's) must not hold back their EOF.
+    svc_.release_window(this);
     if (exec_unconfirmed_ && plan_.failed_step != 0) {
         // It never exec'd (the spawn did not wait for it): nothing ran, whatever else happened
         // meanwhile (a timeout, a cancellation) and whatever status _exit gave.

@@ -180,6 +180,65 @@ int exec_service::dev_null(int& err) {
     return dev_null_.get();
 }
 
+// The window's slots are the lowest free descriptors above 2 when the first spawn comes,
+// /dev/null in each. A slot is refilled with dup3(), which replaces what it held in one step,
+// so a concurrent open() of another thread never lands in the window. Any failure closes the
+// window for good: the spawns then copy the whole table, as they would without it.
+int exec_service::fill_window(const void* owner, const window_fds& fds, window_fds& slots) {
+    std::lock_guard lock(window_mutex_);
+    if (window_end_ == 0) {
+        int err = 0;
+        int null_fd = dev_null(err);
+        window_end_ = -1;
+        if (null_fd >= 0) {
+            int end = 3;
+            for (auto& slot : window_) {
+                slot.reset(::fcntl(null_fd, F_DUPFD_CLOEXEC, 3));
+                if (!slot) break;
+                end = std::max(end, slot.get() + 1);
+            }
+            if (window_.back()) window_end_ = end;
+        }
+        if (window_end_ < 0) close_window();
+    }
+    if (window_end_ < 0) return 0;
+    for (int i = 0; i < window_slots; ++i) {
+        bool is_null = fds[i] < 0 || fds[i] == dev_null_.get();
+        if (!is_null || window_busy_[i]) {
+            if (::dup3(is_null ? dev_null_.get() : fds[i], window_[i].get(), O_CLOEXEC) < 0) {
+                close_window();
+                return 0;
+            }
+            window_busy_[i] = !is_null;
+        }
+        slots[i] = fds[i] < 0 ? -1 : window_[i].get();
+    }
+    window_owner_ = owner;
+    return window_end_;
+}
+
+void exec_service::release_window(const void* owner) {
+    std::lock_guard lock(window_mutex_);
+    if (owner == nullptr || window_owner_ != owner) return;
+    window_owner_ = nullptr;
+    for (int i = 0; i < window_slots; ++i) {
+        if (!window_busy_[i]) continue;
+        if (::dup3(dev_null_.get(), window_[i].get(), O_CLOEXEC) < 0) {
+            close_window();
+            return;
+        }
+        window_busy_[i] = false;
+    }
+}
+
+// Under window_mutex_.
+void exec_service::close_window() {
+    for (auto& slot : window_) slot.reset();
+    window_busy_ = {};
+    window_owner_ = nullptr;
+    window_end_ = -1;
+}
+
 void exec_service::set_observer(std::shared_ptr<tree_observer> observer) {
     std::lock_guard lock(mutex_);
     observer_ = std::move(observer);

@@ -14,6 +14,7 @@
 #include <boost/asio/cancellation_type.hpp>
 #include <boost/asio/execution_context.hpp>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -93,6 +94,28 @@ public:
     void wait_stack_free();
     static constexpr std::size_t stack_size = 64 * 1024;
     int dev_null(int& err);
+
+    /// The spawn window (docs/DESIGN.md, "The child's descriptor table"): a few descriptors at
+    /// the low end of our table, /dev/null while unused. A spawn puts the child's own
+    /// descriptors there (stdin, stdout, stderr, the executable, the working directory), so
+    /// that the child, sharing our table until its first system call, copies only the table
+    /// below the window's end instead of the descriptors of every run in flight.
+    static constexpr int window_slots = 5;
+    using window_fds = std::array<int, window_slots>;
+    /// Puts each of `fds` (-1: none) in its slot for `owner` and writes the slot numbers to
+    /// `slots` (-1 where none). Returns the end below which the child keeps its copy of the
+    /// table, or 0 without a window: the child then gets `fds` and a copy of the whole table.
+    /// The previous owner's child must have left our table (wait_stack_free(), or a spawn
+    /// that waited for its exec). Called by the pump only.
+    int fill_window(const void* owner, const window_fds& fds, window_fds& slots);
+    /// /dev/null again in every slot, if `owner` still holds the window: its child has left
+    /// our table (exec'd or exited), and our copies of its pipe ends must not delay their EOF.
+    void release_window(const void* owner);
+    /// For tests: the descriptor of slot `i`; -1 before the first spawn, or without a window.
+    int window_slot(int i) {
+        std::lock_guard lock(window_mutex_);
+        return window_[static_cast<std::size_t>(i)].get();
+    }
     int proc_fd() const { return proc_fd_.get(); }
 
     /// Whether the kernel lists children in /proc (a cheap walk of one tree).
@@ -165,6 +188,13 @@ private:
     std::vector<char*> pointers_;
     unique_fd dev_null_;
     unique_fd proc_fd_;
+
+    std::mutex window_mutex_;  // the pump fills the window; any run's thread releases it
+    std::array<unique_fd, window_slots> window_;
+    std::array<bool, window_slots> window_busy_{};  ///< holds something else than /dev/null
+    const void* window_owner_ = nullptr;
+    int window_end_ = 0;  ///< 0: not reserved yet, or unusable (-1)
+    void close_window();
     bool children_files_ = false;
     std::shared_ptr<const proc_table> snapshot_;
 

@@ -116,6 +116,12 @@ namespace {
 AGENTCTL_CHILD_CODE int child_main(void* arg_ptr) {
     auto& plan = *static_cast<child_plan*>(arg_ptr);
     long rc = 0;
+    // Still in our table (CLONE_FILES): leave it, keeping only its low end, before anything
+    // else opens, dups or closes a descriptor. A failure here leaves the table untouched.
+    if (plan.unshare_below > 0 &&
+        (rc = child_sys(SYS_close_range, plan.unshare_below, ~0U, CLOSE_RANGE_UNSHARE)) != 0) {
+        child_fail(plan, spawn_step::fd_table, rc);
+    }
     // A new session: its own process group (pgid = pid) and no controlling terminal, so
     // open("/dev/tty") fails with ENXIO instead of stopping the child with SIGTTIN.
     if ((rc = child_sys(SYS_setsid)) < 0) child_fail(plan, spawn_step::session, rc);
@@ -245,7 +251,8 @@ clone_result clone_child(child_plan& plan, char* stack, std::size_t stack_size, 
         // the child leaves our memory, at its execve or its exit (CLONE_CHILD_CLEARTID).
         bool wait = how.wait_for_exec || how.stack_in_use == nullptr;
         args.flags = CLONE_VM | (wait ? CLONE_VFORK : CLONE_CHILD_CLEARTID) |
-                     (how.want_pidfd ? CLONE_PIDFD : 0) | (how.cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0);
+                     (how.want_pidfd ? CLONE_PIDFD : 0) | (how.cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0) |
+                     (plan.unshare_below > 0 ? CLONE_FILES : 0);
         if (!wait) {
             *how.stack_in_use = 1;
             args.child_tid = reinterpret_cast<std::uintptr_t>(how.stack_in_use);
@@ -262,7 +269,8 @@ clone_result clone_child(child_plan& plan, char* stack, std::size_t stack_size, 
     }
 #endif
     if (!how.clone3) {
-        int flags = CLONE_VM | CLONE_VFORK | SIGCHLD | (how.want_pidfd ? CLONE_PIDFD : 0);
+        int flags = CLONE_VM | CLONE_VFORK | SIGCHLD | (how.want_pidfd ? CLONE_PIDFD : 0) |
+                    (plan.unshare_below > 0 ? CLONE_FILES : 0);
         out.pid = ::clone(child_main, reinterpret_cast<void*>(top), flags, &plan, &out.pidfd);
         out.error = out.pid < 0 ? errno : 0;
     }
@@ -290,6 +298,8 @@ spawn_failure describe_child_failure(spawn_step step, int err, const std::string
             return {error_code::spawn_error, "cannot start a new session for the child: " + reason};
         case spawn_step::cgroup:
             return {error_code::spawn_error, "cannot move the child into its cgroup: " + reason};
+        case spawn_step::fd_table:
+            return {error_code::spawn_error, "cannot give the child a descriptor table of its own: " + reason};
         case spawn_step::close_fds:
             return {error_code::spawn_error,
                     "cannot mark the child's file descriptors close-on-exec: " + reason};

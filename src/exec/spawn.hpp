@@ -15,7 +15,7 @@ namespace agentctl::exec {
 
 /// The step of the child's setup that failed. `identity`: a script's path no longer names the
 /// file that was opened for it (see child_plan::exe_fd).
-enum class spawn_step : int { none, session, cgroup, stdio, cwd, close_fds, signals, exec, identity };
+enum class spawn_step : int { none, session, cgroup, stdio, cwd, close_fds, signals, exec, identity, fd_table };
 
 /// Everything the child needs, prepared by the parent. The child reads it and, on failure,
 /// writes `failed_step`/`failed_errno` (CLONE_VM: it is the parent's memory).
@@ -34,6 +34,11 @@ struct child_plan {
     int stdio[3] = {-1, -1, -1};
     int cwd_fd = -1;              ///< fchdir() target; -1 keeps the parent's cwd
     int cgroup_procs_fd = -1;     ///< glibc clone() path: "0" is written here to join the leaf
+    /// > 0: the child is cloned sharing our descriptor table (CLONE_FILES) and, first thing,
+    /// takes its own copy of the descriptors below this one only (close_range with
+    /// CLOSE_RANGE_UNSHARE); every descriptor this plan names must be below it (exec_service's
+    /// spawn window).
+    int unshare_below = 0;
     volatile int failed_step = 0;
     volatile int failed_errno = 0;
 };

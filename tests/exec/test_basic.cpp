@@ -1,6 +1,7 @@
 // Exit statuses, capture, and what the child inherits (docs/TESTING.md).
 #include "harness.hpp"
 
+#include "exec/service.hpp"
 #include "exec/spawn.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -14,6 +15,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <map>
@@ -44,6 +46,11 @@ std::vector<std::string> lines(std::string_view s) {
         begin = end + 1;
     }
     return out;
+}
+
+std::string fd_target(int fd) {
+    std::error_code ec;
+    return std::filesystem::read_symlink("/proc/self/fd/" + std::to_string(fd), ec).string();
 }
 
 }  // namespace
@@ -199,6 +206,66 @@ BOOST_AUTO_TEST_CASE(concurrent_spawns_do_not_inherit_each_others_pipes) {
     }
     for (auto& t : threads) t.join();
     BOOST_TEST(cancelled.load() == 2 * per_context);
+}
+
+// The spawn window (docs/DESIGN.md, "The child's descriptor table"): what it is given stays in
+// its slots, low in the table, until its owner releases it; another owner's release changes
+// nothing; then the slots are /dev/null again and our copy of a pipe end is gone.
+BOOST_AUTO_TEST_CASE(the_spawn_window_holds_what_it_is_given_until_released) {
+    namespace exec = agentctl::exec;
+    boost::asio::io_context io;
+    auto& svc = boost::asio::use_service<exec::exec_service>(io);
+    int p[2];
+    BOOST_REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
+    exec::unique_fd read_end(p[0]), write_end(p[1]);
+    int owner = 0, stranger = 0;
+    exec::exec_service::window_fds slots{};
+    int end = svc.fill_window(&owner, {-1, write_end.get(), -1, -1, -1}, slots);
+    BOOST_TEST(end > 3);
+    // At the low end of the table: the lowest free descriptors when it was made.
+    int lowest_slot = end;
+    for (int i = 0; i < exec::exec_service::window_slots; ++i) lowest_slot = std::min(lowest_slot, svc.window_slot(i));
+    for (int fd = 0; fd < lowest_slot; ++fd) BOOST_TEST(::fcntl(fd, F_GETFD) != -1, "descriptor " << fd << " is free");
+    BOOST_TEST(slots[0] == -1);
+    BOOST_TEST(slots[1] >= 3);
+    BOOST_TEST(slots[1] < end);
+    BOOST_TEST(slots[1] == svc.window_slot(1));
+    BOOST_TEST(fd_target(slots[1]) == fd_target(write_end.get()));
+    for (int i : {0, 2, 3, 4}) BOOST_TEST(fd_target(svc.window_slot(i)) == "/dev/null");
+
+    write_end.reset();
+    svc.release_window(&stranger);
+    BOOST_TEST(fd_target(slots[1]).starts_with("pipe:["));
+    svc.release_window(&owner);
+    BOOST_TEST(fd_target(slots[1]) == "/dev/null");
+    char c;
+    BOOST_TEST(::read(read_end.get(), &c, 1) == 0);  // no writer is left: end of file
+}
+
+// The spawns use the window, and a run's exit gives it back: while the child runs, the stdout
+// slot holds our copy of its pipe; once it has exited on its own, that copy must go at once,
+// or the end of its output would wait out the drain grace (60 s here, the bound 20 s).
+BOOST_AUTO_TEST_CASE(a_run_passes_its_pipes_through_the_window_and_gives_them_back) {
+    for (auto policy : both_policies) {
+        temp_dir dir;
+        runner r;
+        auto& svc = boost::asio::use_service<agentctl::exec::exec_service>(r.io);
+        std::string marker = dir.path + "/ready";
+        auto req = probe_request(nonce, {"trap-term", "exit", "0", "--marker", marker});
+        req.containment = policy;
+        req.drain_grace = 60s;
+        r.start(req);
+        std::string during;
+        file_watch w(r.io, marker, [&] {
+            during = fd_target(svc.window_slot(1));
+            for (pid_t pid : processes_with(nonce)) ::kill(pid, SIGTERM);  // it exits 0 by itself
+        });
+        r.run(20s);
+        BOOST_TEST(during.starts_with("pipe:["), during);
+        BOOST_TEST(fd_target(svc.window_slot(1)) == "/dev/null");
+        BOOST_TEST(r.result().outcome == process_outcome::exited);
+        BOOST_TEST(r.result().exit_code.value_or(-1) == 0);
+    }
 }
 
 // T-SIG-08: default dispositions and an empty mask although the host ignores and blocks.
