@@ -299,7 +299,8 @@ spawn_failure describe_child_failure(spawn_step step, int err, const std::string
         case spawn_step::cgroup:
             return {error_code::spawn_error, "cannot move the child into its cgroup: " + reason};
         case spawn_step::fd_table:
-            return {error_code::spawn_error, "cannot give the child a descriptor table of its own: " + reason};
+            return {error_code::spawn_error,
+                    "cannot give the child a descriptor table of its own: " + reason};
         case spawn_step::close_fds:
             return {error_code::spawn_error,
                     "cannot mark the child's file descriptors close-on-exec: " + reason};

@@ -15,7 +15,7 @@ namespace agentctl::exec {
 
 /// The step of the child's setup that failed. `identity`: a script's path no longer names the
 /// file that was opened for it (see child_plan::exe_fd).
-enum class spawn_step : int { none, session, cgroup, stdio, cwd, close_fds, signals, exec, identity, fd_table };
+enum class spawn_step { none, session, cgroup, stdio, cwd, close_fds, signals, exec, identity, fd_table };
 
 /// Everything the child needs, prepared by the parent. The child reads it and, on failure,
 /// writes `failed_step`/`failed_errno` (CLONE_VM: it is the parent's memory).

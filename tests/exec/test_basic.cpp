@@ -224,8 +224,10 @@ BOOST_AUTO_TEST_CASE(the_spawn_window_holds_what_it_is_given_until_released) {
     BOOST_TEST(end > 3);
     // At the low end of the table: the lowest free descriptors when it was made.
     int lowest_slot = end;
-    for (int i = 0; i < exec::exec_service::window_slots; ++i) lowest_slot = std::min(lowest_slot, svc.window_slot(i));
-    for (int fd = 0; fd < lowest_slot; ++fd) BOOST_TEST(::fcntl(fd, F_GETFD) != -1, "descriptor " << fd << " is free");
+    for (int i = 0; i < exec::exec_service::window_slots; ++i)
+        lowest_slot = std::min(lowest_slot, svc.window_slot(i));
+    for (int fd = 0; fd < lowest_slot; ++fd)
+        BOOST_TEST(::fcntl(fd, F_GETFD) != -1, "descriptor " << fd << " is free");
     BOOST_TEST(slots[0] == -1);
     BOOST_TEST(slots[1] >= 3);
     BOOST_TEST(slots[1] < end);
