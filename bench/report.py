@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RATIO_GROUPS = ["W1", "W2", "W2-json", "W3"]
 COLORS = {"anchor": 0x7F7F7F, "agentctl": 0xD62728, "engine": 0xFF9896}
 PEER_COLORS = {"xargs": 0x1F77B4, "xargs-timeout": 0x1F77B4, "parallel": 0x2CA02C, "parallel-u": 0x98DF8A,
-               "py_asyncio": 0x9467BD, "py_asyncio-pidfd": 0xC5B0D5}
+               "py_asyncio": 0x9467BD, "py_asyncio-pidfd": 0xC5B0D5, "spawnbench-dd": 0xC7C7C7}
 
 
 def fmt_s(s):

@@ -453,9 +453,10 @@ BOOST_AUTO_TEST_CASE(pacing_stops_while_it_answers_one_sync_at_a_time) {
 
 // While the CPUs are busy, a paced commit waits busy_commit_interval instead of
 // commit_interval (docs/JOURNAL.md, "Group commits"). The CPUs' idle share comes from the
-// test; the writer looks at it at most every quarter second, so the test waits that long after
-// changing it. The busy interval is an hour: a sync it paces completes only when the rule
-// ends the wait.
+// test. The writer looks at it when a commit is due, at most every quarter second; each change
+// below comes seconds after it last looked (a commit paced at commit_interval, 2 s, or the
+// 2.5 s pump of a busy wait), so the next commit looks again without the test waiting. The
+// busy interval is an hour: a sync it paces completes only when the rule ends the wait.
 BOOST_AUTO_TEST_CASE(busy_cpus_pace_commits_at_the_busy_interval) {
     temp_dir tmp;
     double idle = 1.0;
@@ -496,11 +497,10 @@ BOOST_AUTO_TEST_CASE(busy_cpus_pace_commits_at_the_busy_interval) {
     BOOST_TEST(s.paced_commits == 1u);
     BOOST_TEST(s.busy_paced_commits == 0u);
 
-    // Busy CPUs (10 % idle), once the writer looks again: paced at the busy interval, until
-    // more than a quarter wait (8 of 29) and end the wait.
+    // Busy CPUs (10 % idle): paced at the busy interval, until more than a quarter wait (8 of
+    // 29) and end the wait.
     idle = 0.10;
     int before = looked;
-    std::this_thread::sleep_for(300ms);
     start(21, 26);
     // Longer than commit_interval: the busy interval is the one that holds it.
     BOOST_TEST(!pump(env, flags(21, 26), 2500ms), "a sync was not paced at the busy interval");
@@ -513,7 +513,6 @@ BOOST_AUTO_TEST_CASE(busy_cpus_pace_commits_at_the_busy_interval) {
 
     // An idle share not known (negative) is not busy.
     idle = -1;
-    std::this_thread::sleep_for(300ms);
     start(29, 34);
     BOOST_TEST_REQUIRE(pump(env, flags(29, 34), 10s), "an unknown idle share was taken as busy");
     s = env.writer->stats();
