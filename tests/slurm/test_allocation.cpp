@@ -140,7 +140,8 @@ BOOST_AUTO_TEST_CASE(a_worker_step_is_one_overlapping_task_on_its_node) {
     BOOST_TEST(refused(bad));
 }
 
-BOOST_AUTO_TEST_CASE(an_allocation_asked_for_is_whole_nodes_found_by_its_name) {
+// --no-kill: a failed node ends its own worker, not the allocation (docs/WORKER.md, "Failures").
+BOOST_AUTO_TEST_CASE(an_allocation_asked_for_is_whole_nodes_found_by_its_name_and_outlives_a_node) {
     salloc_request r;
     r.salloc = "/usr/bin/salloc";
     r.name = "agentctl:run-1:host:10:20:allocation:1";
@@ -148,12 +149,12 @@ BOOST_AUTO_TEST_CASE(an_allocation_asked_for_is_whole_nodes_found_by_its_name) {
     auto argv = salloc_argv(r);
     BOOST_TEST_REQUIRE(bool(argv), argv.error);
     BOOST_TEST(argv.argv == (names{"/usr/bin/salloc", "--no-shell", "--quiet", "--nodes=2", "--exclusive",
-                                   "--job-name=agentctl:run-1:host:10:20:allocation:1"}));
+                                   "--no-kill", "--job-name=agentctl:run-1:host:10:20:allocation:1"}));
     r.time = "1:00:00";
     r.partition = "batch";
     r.qos = "short";
     BOOST_TEST(salloc_argv(r).argv ==
-               (names{"/usr/bin/salloc", "--no-shell", "--quiet", "--nodes=2", "--exclusive",
+               (names{"/usr/bin/salloc", "--no-shell", "--quiet", "--nodes=2", "--exclusive", "--no-kill",
                       "--job-name=agentctl:run-1:host:10:20:allocation:1", "--time=1:00:00",
                       "--partition=batch", "--qos=short"}));
     auto refused = [](salloc_request q) { return !salloc_argv(q) && salloc_argv(q).argv.empty(); };

@@ -104,8 +104,11 @@ argv_result salloc_argv(const salloc_request& r) {
     if (auto e = value_error("the allocation's name", r.name); !e.empty()) return refused(e);
     if (r.nodes == 0) return refused("an allocation needs at least one node");
     argv_result out;
-    out.argv = {r.salloc,      "--no-shell",          "--quiet", "--nodes=" + std::to_string(r.nodes),
-                "--exclusive", "--job-name=" + r.name};
+    // --no-kill: a node that fails takes its own worker with it, not the whole allocation
+    // (Slurm's default), so the run goes on on the other nodes (docs/WORKER.md, "Failures").
+    out.argv = {
+        r.salloc,    "--no-shell",          "--quiet", "--nodes=" + std::to_string(r.nodes), "--exclusive",
+        "--no-kill", "--job-name=" + r.name};
     for (auto [flag, value] : {std::pair<std::string_view, const std::string*>{"time", &r.time},
                                {"partition", &r.partition},
                                {"account", &r.account},
