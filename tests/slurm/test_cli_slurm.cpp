@@ -1535,13 +1535,15 @@ BOOST_AUTO_TEST_CASE(parallel_asks_for_nodes_and_runs_on_their_workers) {
     BOOST_TEST(left.empty(), names_of(left));
 }
 
-// A node set DOWN mid-run (issue 28, item 6): Slurm ends the allocation on it (NODE_FAIL) and
-// the worker step with it. The running attempt ends worker_lost, and so do the runs sent ahead
-// to the worker and queued there (a queued run cannot be told from one whose `started` was lost
-// with the worker: docs/WORKER.md, "Pipelining"); a new worker cannot start in an allocation
-// that is gone, so a task not sent to any worker yet ends backend_unavailable (nothing of it
-// ran) and the run ends, exit 4, instead of waiting for a worker. The fixture has one node, so
-// "the run goes on on the other workers" is left to a_killed_worker_fails_its_task...
+// A node set DOWN mid-run (issue 28, item 6), the allocation's only node: Slurm ends the
+// allocation (NODE_FAIL, --no-kill or not: no node is left) and the worker step with it. The
+// running attempt ends worker_lost, and so do the runs sent ahead to the worker and queued
+// there (a queued run cannot be told from one whose `started` was lost with the worker:
+// docs/WORKER.md, "Pipelining"); a new worker cannot start in an allocation that is gone, so a
+// task not sent to any worker yet ends backend_unavailable (nothing of it ran) and the run
+// ends, exit 4, instead of waiting for a worker. "The run goes on on the other workers" needs
+// a second node: a_node_set_down_ends_its_worker_and_the_run_goes_on_on_the_other
+// (test_cli_two_nodes.cpp, slurm-two-nodes).
 BOOST_AUTO_TEST_CASE(a_node_set_down_ends_its_attempts_and_the_run) {
     const auto& c = cluster::get();
     cli_test::temp_dir dir;
