@@ -14,6 +14,7 @@ import argparse
 import json
 import shutil
 import subprocess
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -142,7 +143,10 @@ def section(results, chart_rel="docs/bench/performance.png", results_rel="docs/b
         "of a group taking turns so that drift hits them alike. Figures are medians; spread is "
         "(max − min) / median. The C limit is `bench/spawnbench` (posix_spawn, two pipes, a pidfd and "
         "epoll in one loop: the fastest an engine-like runner goes here); \"× C\" is its median over the "
-        f"runner's, in the same group, so higher is better. All data: [`{results_rel}`]({results_rel}).")
+        f"runner's, in the same group, so higher is better (the targets use it); \"× C, round by round\" "
+        "is the median of the same ratio taken in each round (the C loop's run and the runner's of one "
+        "round), with its range: drift that moves both alike cancels there. "
+        f"All data: [`{results_rel}`]({results_rel}).")
     out.append("")
     rows = [r for g in results["groups"] for r in g.get("runners", []) if "spread_pct" in r]
     wide = [r for r in rows if r["spread_pct"] > 20]
@@ -163,20 +167,23 @@ def section(results, chart_rel="docs/bench/performance.png", results_rel="docs/b
     out.append("")
     out.append("### Workloads")
     out.append("")
-    out.append("| Workload | Runner | Median | Spread | Rate | × C |")
-    out.append("|---|---|---|---|---|---|")
+    out.append("| Workload | Runner | Median | Spread | Rate | × C | × C, round by round |")
+    out.append("|---|---|---|---|---|---|---|")
     for g in results["groups"]:
         for r in g["runners"]:
             if not r.get("runs"):
                 why = "failed" if r["failures"] else "not run"
-                out.append(f"| {g['id']} | {r['label']} | {why} | | | |")
+                out.append(f"| {g['id']} | {r['label']} | {why} | | | | |")
                 continue
             ratio = f"{r['throughput_vs_anchor']:.2f}" if "throughput_vs_anchor" in r and \
                 g["id"] in RATIO_GROUPS else ""
+            paired = paired_ratio(g, r) if g["id"] in RATIO_GROUPS else None
+            paired = f"{paired['median']:.2f} ({paired['min']:.2f}-{paired['max']:.2f})" \
+                if paired and paired["rounds"] > 1 and r["name"] != g.get("anchor") else ""
             label = r["label"] + (f" ({r['runs']} run{'s' if r['runs'] > 1 else ''})"
                                   if r["runs"] < results["runs"] else "")
             out.append(f"| {g['id']}: {g['title']} | {label} | {fmt_s(r['median_s'])} | "
-                       f"{r['spread_pct']:.0f} % | {rate(g, r)} | {ratio} |")
+                       f"{r['spread_pct']:.0f} % | {rate(g, r)} | {ratio} | {paired} |")
     out.append("")
     notes = []
     w2j = next((g for g in results["groups"] if g["id"] == "W2-json"), None)
@@ -253,6 +260,23 @@ def section(results, chart_rel="docs/bench/performance.png", results_rel="docs/b
                "[`docs/bench/HISTORY.md`](docs/bench/HISTORY.md).")
     out.append("")
     return "\n".join(out)
+
+
+def paired_ratio(group, runner):
+    """The runner's throughput over the anchor's round by round, as bench/run records it; for a
+    results file from before that field, from the runs' times where both ran every round
+    without a failure (then the k-th time of each is the same round's)."""
+    if "throughput_vs_anchor_paired" in runner:
+        return runner["throughput_vs_anchor_paired"]
+    anchor = next((r for r in group["runners"] if r["name"] == group.get("anchor")), None)
+    if not anchor or anchor.get("failures") or runner.get("failures"):
+        return None
+    a, b = anchor.get("times_s") or [], runner.get("times_s") or []
+    if len(a) != len(b) or len(a) < 2:
+        return None
+    pairs = [x / y for x, y in zip(a, b)]
+    return {"median": round(statistics.median(pairs), 3), "min": round(min(pairs), 3),
+            "max": round(max(pairs), 3), "rounds": len(pairs)}
 
 
 def summary_text(results):
