@@ -4,6 +4,7 @@
 // set DOWN mid-run ends its own worker's attempts while the run goes on on the other node
 // (the allocation asked for with --no-kill: docs/WORKER.md, "Failures").
 #include "../cli/command.hpp"
+#include "../support/deadline.hpp"
 #include "spawn.hpp"
 
 #include <boost/json.hpp>
@@ -13,7 +14,6 @@
 #include <map>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace json = boost::json;
@@ -52,29 +52,25 @@ std::string foreach_workflow(const std::vector<std::string>& items) {
 // Job ids squeue still lists (the fixture is private: every job is the tests'), waiting up to
 // `bound` for them to go (a job stays COMPLETING while its steps end).
 std::string jobs_left_after(std::chrono::seconds bound) {
-    auto until = std::chrono::steady_clock::now() + bound;
     std::string left;
-    do {
+    bool gone = agentctl::test::poll_until(bound, 200ms, [&] {
         auto q = slurm_test::run({slurm_test::tool("squeue"), "--noheader", "--format=%A %T %N"},
                                  slurm_test::client_env(), 20s);
-        left = q.out;
-        if (q.exited && q.code == 0 && left.empty()) return "";
-        std::this_thread::sleep_for(200ms);
-    } while (std::chrono::steady_clock::now() < until);
-    return left.empty() ? "(squeue failed)" : left;
+        left = q.exited && q.code == 0 ? q.out : "(squeue failed)";
+        return left.empty();
+    });
+    return gone ? "" : left;
 }
 
 void resume_node(const std::string& node) {
     slurm_test::run({slurm_test::tool("scontrol"), "update", "nodename=" + node, "state=resume"},
                     slurm_test::client_env(), 20s);
-    auto until = std::chrono::steady_clock::now() + 60s;
-    while (std::chrono::steady_clock::now() < until) {
+    bool idle = agentctl::test::poll_until(60s, 200ms, [&] {
         auto s = slurm_test::run({slurm_test::tool("sinfo"), "--noheader", "--nodes=" + node, "--format=%T"},
                                  slurm_test::client_env(), 20s);
-        if (s.out == "idle\n") return;
-        std::this_thread::sleep_for(200ms);
-    }
-    BOOST_TEST_FAIL("node " << node << " did not come back to idle");
+        return s.out == "idle\n";
+    });
+    BOOST_TEST(idle, "node " << node << " did not come back to idle");
 }
 
 std::string error_code_of(const json::object& task) {
@@ -190,10 +186,9 @@ BOOST_AUTO_TEST_CASE(a_node_set_down_ends_its_worker_and_the_run_goes_on_on_the_
     BOOST_TEST(lost > 0, r.out);
     BOOST_TEST(on_first_after_down > 0, "node1 started nothing after node2 went down: " << r.out);
     BOOST_TEST(on_first > 0, r.out);
-    auto gone_until = std::chrono::steady_clock::now() + 10s;
-    while (!cli_test::processes_with(nonce).empty() && std::chrono::steady_clock::now() < gone_until)
-        std::this_thread::sleep_for(100ms);
-    BOOST_TEST(cli_test::processes_with(nonce).empty(), "tasks of the run outlived it");
+    BOOST_TEST(
+        agentctl::test::poll_until(10s, 100ms, [&] { return cli_test::processes_with(nonce).empty(); }),
+        "tasks of the run outlived it");
     std::string left = jobs_left_after(30s);
     BOOST_TEST(left.empty(), "jobs left: " << left);
 }
