@@ -179,7 +179,7 @@ def section(results, chart_rel="docs/bench/performance.png", results_rel="docs/b
                 g["id"] in RATIO_GROUPS else ""
             paired = paired_ratio(g, r) if g["id"] in RATIO_GROUPS else None
             paired = f"{paired['median']:.2f} ({paired['min']:.2f}-{paired['max']:.2f})" \
-                if paired and paired["rounds"] > 1 and r["name"] != g.get("anchor") else ""
+                if paired and r["name"] != g.get("anchor") else ""
             label = r["label"] + (f" ({r['runs']} run{'s' if r['runs'] > 1 else ''})"
                                   if r["runs"] < results["runs"] else "")
             out.append(f"| {g['id']}: {g['title']} | {label} | {fmt_s(r['median_s'])} | "
@@ -263,18 +263,25 @@ def section(results, chart_rel="docs/bench/performance.png", results_rel="docs/b
 
 
 def paired_ratio(group, runner):
-    """The runner's throughput over the anchor's round by round, as bench/run records it; for a
-    results file from before that field, from the runs' times where both ran every round
-    without a failure (then the k-th time of each is the same round's)."""
-    if "throughput_vs_anchor_paired" in runner:
-        return runner["throughput_vs_anchor_paired"]
+    """The runner's throughput over the anchor's taken round by round (the anchor's run and the
+    runner's of one round: drift that moves both alike cancels, which the ratio of medians does
+    not), as median, range and count; None without two such rounds. Rounds come from each
+    time's `rounds` entry; a results file from before that field counts only where both ran
+    every round without a failure (then the k-th times are the same round's)."""
     anchor = next((r for r in group["runners"] if r["name"] == group.get("anchor")), None)
-    if not anchor or anchor.get("failures") or runner.get("failures"):
+    if not anchor:
         return None
-    a, b = anchor.get("times_s") or [], runner.get("times_s") or []
-    if len(a) != len(b) or len(a) < 2:
+    def by_round(r):
+        times = r.get("times_s") or []
+        if "rounds" in r:
+            return dict(zip(r["rounds"], times))
+        return None if r.get("failures") else dict(enumerate(times))
+    a, b = by_round(anchor), by_round(runner)
+    if a is None or b is None or ("rounds" not in runner and len(a) != len(b)):
         return None
-    pairs = [x / y for x, y in zip(a, b)]
+    pairs = [a[k] / b[k] for k in sorted(b) if k in a]
+    if len(pairs) < 2:
+        return None
     return {"median": round(statistics.median(pairs), 3), "min": round(min(pairs), 3),
             "max": round(max(pairs), 3), "rounds": len(pairs)}
 
