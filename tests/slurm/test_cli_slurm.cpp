@@ -2,8 +2,8 @@
 // real CLI against the Slurm of tools/slurm-fixture (meson test slurm-cli), and the library's
 // hook that cancels a dead run's jobs. Every case that starts jobs ends by proving that no
 // job of its run is pending, running or completing.
-#include "../cli/command.hpp"
 #include "../support/deadline.hpp"
+#include "cli_support.hpp"
 #include "slurm_names.hpp"
 #include "spawn.hpp"
 
@@ -35,10 +35,7 @@ using agentctl::slurm::queue_entry;
 
 namespace {
 
-std::string env_or_empty(const char* name) {
-    const char* v = std::getenv(name);
-    return v ? v : "";
-}
+using slurm_test::env_or_empty;
 
 // The fixture's facts; fails loudly outside it.
 struct cluster {
@@ -77,9 +74,8 @@ json::value parse_json(const std::string& text) {
 
 // agentctl with the fixture's SLURM_CONF (and `env`) added to the minimal environment.
 cli_test::command_result cli(const std::vector<std::string>& args, cli_test::command_options options = {}) {
-    options.env.push_back("SLURM_CONF=" + cluster::get().conf);
     if (options.bound == std::chrono::milliseconds(60000)) options.bound = 180s;
-    return cli_test::agentctl(args, options);
+    return slurm_cli::agentctl(args, options);
 }
 
 // A workflow: `policy` lines under spec.policy (approval is never), `runtime` lines under
@@ -160,10 +156,7 @@ const json::object& task_of(const json::value& run, const std::string& id) {
     return run.at("data").at("tasks").at(id).as_object();
 }
 
-std::string error_code_of(const json::object& t) {
-    if (!t.contains("error")) return "";
-    return std::string(t.at("error").at("code").as_string());
-}
+using slurm_cli::error_code_of;
 
 // Runs the fixture's `controller stop|start`.
 void controller(const std::string& what) {

@@ -3,9 +3,8 @@
 // node2: docs/SLURM.md, section 13): a foreach is spread over a worker on each node, and a node
 // set DOWN mid-run ends its own worker's attempts while the run goes on on the other node
 // (the allocation asked for with --no-kill: docs/WORKER.md, "Failures").
-#include "../cli/command.hpp"
 #include "../support/deadline.hpp"
-#include "spawn.hpp"
+#include "cli_support.hpp"
 
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
@@ -30,11 +29,6 @@ std::vector<std::string> fixture_nodes() {
                        "run this suite through AGENTCTL_SLURM_NODES=2 tools/slurm-fixture (meson test "
                        "slurm-two-nodes)");
     return nodes;
-}
-
-cli_test::command_result cli(const std::vector<std::string>& args, cli_test::command_options options) {
-    options.env.push_back("SLURM_CONF=" + slurm_test::env_or_empty("SLURM_CONF"));
-    return cli_test::agentctl(args, options);
 }
 
 // A foreach of `items` (shell commands) through /bin/sh, every item run to its end.
@@ -73,11 +67,6 @@ void resume_node(const std::string& node) {
     BOOST_TEST(idle, "node " << node << " did not come back to idle");
 }
 
-std::string error_code_of(const json::object& task) {
-    if (!task.contains("error") || !task.at("error").is_object()) return "";
-    return std::string(task.at("error").at("code").as_string());
-}
-
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(two_nodes_cli)
@@ -95,9 +84,9 @@ BOOST_AUTO_TEST_CASE(a_foreach_runs_on_a_worker_per_node) {
     std::string db = dir.path() + "/journal.db";
     cli_test::command_options o;
     o.bound = 120s;
-    auto r = cli({"--output", "json", "run", "--backend", "slurm", "--slurm-nodes", "2", "--jobs", "8",
-                  "--db", db, wf},
-                 o);
+    auto r = slurm_cli::agentctl({"--output", "json", "run", "--backend", "slurm", "--slurm-nodes", "2",
+                                  "--jobs", "8", "--db", db, wf},
+                                 o);
     BOOST_TEST_REQUIRE(r.exit_code == 0, r.out << r.err);
     json::value v = json::parse(r.out);
     std::string run_id(v.at("data").at("runId").as_string());
@@ -156,8 +145,8 @@ BOOST_AUTO_TEST_CASE(a_node_set_down_ends_its_worker_and_the_run_goes_on_on_the_
         return true;
     };
     o.bound = 150s;
-    auto r =
-        cli({"--output", "json", "run", "--backend", "slurm", "--slurm-nodes", "2", "--jobs", "8", wf}, o);
+    auto r = slurm_cli::agentctl(
+        {"--output", "json", "run", "--backend", "slurm", "--slurm-nodes", "2", "--jobs", "8", wf}, o);
     resume_node(nodes.at(1));
     BOOST_TEST_REQUIRE(downed, "node2 could not be set down: " << down_said << r.out << r.err);
     BOOST_TEST_REQUIRE(!r.timed_out, "the run did not end: " << r.out << r.err);
@@ -168,7 +157,7 @@ BOOST_AUTO_TEST_CASE(a_node_set_down_ends_its_worker_and_the_run_goes_on_on_the_
         if (id.find("--") == std::string::npos) continue;
         const auto& task = t.as_object();
         std::string node(task.at("slurm").at("node").as_string());
-        std::string code = error_code_of(task);
+        std::string code = slurm_cli::error_code_of(task);
         std::string index = std::to_string(task.at("vars").at("foreachIndex").as_int64());
         BOOST_TEST(code != "backend_unavailable", id << ": " << task);
         if (node == nodes.at(0)) {

@@ -4,8 +4,7 @@
 // queued there from one whose `started` was lost with the worker, so none is sent again. Kept
 // apart from test_cli_slurm.cpp so that the two files change independently; the small helpers
 // below are that file's, in short.
-#include "../cli/command.hpp"
-#include "spawn.hpp"
+#include "cli_support.hpp"
 
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
@@ -23,19 +22,13 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string slurm_conf() {
-    const char* conf = std::getenv("SLURM_CONF");
-    BOOST_TEST_REQUIRE(conf != nullptr, "SLURM_CONF is not set: run this suite through tools/slurm-fixture");
-    return conf;
-}
-
 // `salloc -N1 --exclusive -- agentctl ARGS...` with the fixture's SLURM_CONF.
 cli_test::command_result in_allocation(const std::vector<std::string>& args,
                                        cli_test::command_options options) {
     std::vector<std::string> argv = {slurm_test::tool("salloc"), "--nodes=1", "--exclusive", "--quiet", "--",
                                      cli_test::agentctl_bin()};
     argv.insert(argv.end(), args.begin(), args.end());
-    options.env.push_back("SLURM_CONF=" + slurm_conf());
+    options.env.push_back("SLURM_CONF=" + slurm_cli::slurm_conf());
     return cli_test::run(argv, options);
 }
 
