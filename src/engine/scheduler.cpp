@@ -22,6 +22,7 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -117,6 +118,9 @@ runner_settings settings_for_runner(const run_settings& s, const std::string& ru
 /// One run. Owned by the loop coroutine and by every task coroutine.
 class scheduler : public std::enable_shared_from_this<scheduler> {
 public:
+    /// Starts in one go before the loop yields to the other handlers of its executor.
+    static constexpr std::uint32_t starts_per_turn = 32;
+
     scheduler(asio::any_io_executor ex, const plan& p, run_settings settings, run_collaborators with,
               const resume_state* resume)
         : ex_(ex),
@@ -283,6 +287,7 @@ private:
         std::size_t total = plan_.size();
         while (finished_ < total) {
             bool held = false;
+            std::uint32_t dispatched = 0;
             while (!stopping() && tasks_.size() < static_cast<std::size_t>(window_) && !ready_.empty()) {
                 if (with_.gate && !with_.gate->open()) {
                     held = true;
@@ -293,6 +298,10 @@ private:
                 queue_next_child(idx);
                 std::optional<admission> asking = dispatch(idx);
                 if (asking) co_await approve(idx, std::move(*asking));
+                // A large batch of starts (a thousand children at --jobs 1000) lets the rest of
+                // the loop in every few starts: the spawns and intent commits of the first ones
+                // go on meanwhile (docs/DESIGN.md, "Starting a large batch").
+                if (++dispatched % starts_per_turn == 0) co_await asio::post(ex_, asio::use_awaitable);
             }
             if (stopping() && tasks_.size() == 0) break;
             if (tasks_.size() == 0 && ready_.empty()) break;  // nothing left that can become ready

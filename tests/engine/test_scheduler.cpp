@@ -62,6 +62,7 @@ public:
         std::string id = request.task_id;
         behaviour b = lookup(id);
         dispatched.push_back(id);
+        if (on_dispatch) on_dispatch();
         ++attempts[id];
         ++running;
         peak = std::max(peak, running);
@@ -127,6 +128,7 @@ public:
     std::map<std::string, json::value> with;
     std::map<std::string, std::vector<asio::cancellation_type>> cancel_types;
     int running = 0, peak = 0;
+    std::function<void()> on_dispatch;  ///< called in each dispatch, after it is recorded
 };
 
 /// Counts events, checks each task finishes exactly once (a tasks_not_started stretch
@@ -211,6 +213,30 @@ BOOST_AUTO_TEST_CASE(independent_tasks_start_in_plan_order_and_jobs_bound_holds)
     run_in_plan_order(io, p, fake, 7);
     BOOST_REQUIRE(fake.dispatched.size() == 60u);
     for (int i = 0; i < 60; ++i) BOOST_TEST(fake.dispatched[i] == "t" + std::to_string(i));
+}
+
+// A thousand children at --jobs 1000 are not all started in one handler: the loop lets other
+// handlers in every few starts (docs/DESIGN.md, "Starting a large batch"), so that the first
+// tasks' spawns and commits go on meanwhile. A handler posted at the first dispatch runs
+// before the batch is through.
+BOOST_AUTO_TEST_CASE(a_large_batch_of_starts_lets_other_handlers_run_between_them) {
+    std::string items;
+    for (int i = 0; i < 1000; ++i) items += (i ? ", " : "") + std::to_string(i);
+    plan p =
+        compile_text(std::string(header) + "  tasks:\n    - {id: many, uses: action:run, foreach: {items: [" +
+                     items + "], maxItems: 1000}}\n");
+    asio::io_context io;
+    fake_runner fake(io);
+    // Long enough that none ends while the batch starts: all 1000 run at once.
+    fake.behaviours["many"] = behaviour{.delay = 300ms};
+    std::optional<std::size_t> dispatched_when_it_ran;
+    fake.on_dispatch = [&] {
+        if (fake.dispatched.size() == 1)
+            asio::post(io, [&] { dispatched_when_it_ran = fake.dispatched.size(); });
+    };
+    run_in_plan_order(io, p, fake, 1000);
+    BOOST_REQUIRE(dispatched_when_it_ran.has_value());
+    BOOST_TEST(*dispatched_when_it_ran <= 32u);
 }
 
 // Children become ready one at a time (the plan stores none): the order is still plan order,
