@@ -227,14 +227,20 @@ BOOST_AUTO_TEST_CASE(a_large_batch_of_starts_lets_other_handlers_run_between_the
                      items + "], maxItems: 1000}}\n");
     asio::io_context io;
     fake_runner fake(io);
-    // Long enough that none ends while the batch starts: all 1000 run at once.
-    fake.behaviours["many"] = behaviour{.delay = 300ms};
     std::optional<std::size_t> dispatched_when_it_ran;
     fake.on_dispatch = [&] {
         if (fake.dispatched.size() == 1)
             asio::post(io, [&] { dispatched_when_it_ran = fake.dispatched.size(); });
     };
-    run_in_plan_order(io, p, fake, 1000);
+    // Not run_in_plan_order(): on a slow machine some task may end before the last starts, so
+    // the peak is not asserted; what the handler saw does not depend on time.
+    run_settings o;
+    o.jobs = 1000;
+    run_collaborators with;
+    with.runner = &fake;
+    run_report r = run_plan(io, p, o, with);
+    BOOST_TEST(r.state == run_state::succeeded);
+    BOOST_TEST(fake.dispatched.size() == 1000u);
     BOOST_REQUIRE(dispatched_when_it_ran.has_value());
     BOOST_TEST(*dispatched_when_it_ran <= 32u);
 }
