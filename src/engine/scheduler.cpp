@@ -482,15 +482,17 @@ private:
             }
             emit(run_event::kind_t::task_started, idx, request.attempt);
             attempting_.insert(idx);
+            // The result is written in place: returned by value, it would be held in this frame
+            // while the attempt runs (docs/DESIGN.md, "What an in-flight task holds").
             if (builtin_) {
                 // Awaited directly: no bridge through async_run()'s handler (builtin_runner::attempt).
                 try {
-                    result = co_await builtin_->attempt(request);
+                    co_await builtin_->attempt(request, result);
                 } catch (...) {
                     result = builtin_runner::attempt_failed_unexpectedly();
                 }
             } else {
-                result = co_await runner_->async_run(request, asio::use_awaitable);
+                co_await through_handler(request, result);
             }
             attempting_.erase(idx);
             result.attempts = request.attempt;
@@ -538,6 +540,11 @@ private:
             std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - begun)
                 .count());
         co_return owned;
+    }
+
+    // Another runner's attempt, through its handler.
+    asio::awaitable<void> through_handler(const attempt_request& request, task_result& out) {
+        out = co_await runner_->async_run(request, asio::use_awaitable);
     }
 
     // Tells the sink: an attempt started, one failed and will be retried (`result`: that

@@ -32,6 +32,14 @@ task_result requires_execution() {
     return r;
 }
 
+task_result backend_not_checked() {
+    task_result r;
+    r.state = task_state::failed;
+    r.error = task_error{error_code::backend_unavailable,
+                         "the backend was not checked before the run; nothing was run"};
+    return r;
+}
+
 }  // namespace
 
 struct builtin_runner::state {
@@ -109,30 +117,55 @@ struct builtin_runner::state {
         co_return std::move(done.result);
     }
 
-    // `request` outlives the attempt: the scheduler keeps it until the handler runs. Through
-    // async_run() the attempt is a coroutine of its own (`spawned`), which must accept every
-    // cancellation type first; awaited by the scheduler's, it has done so.
-    asio::awaitable<task_result> attempt(const attempt_request& request, bool spawned) {
-        if (spawned) co_await accept_all_cancellation();
+    // `request` and `out` outlive the attempt: the scheduler keeps them until it ends. Not a
+    // coroutine: the awaitable is the one of the branch taken, so an in-flight process holds
+    // only launched()'s frame, not room for every branch's results (docs/DESIGN.md, "What an
+    // in-flight task holds"). What throws here, throws where the attempt is awaited.
+    asio::awaitable<void> attempt(const attempt_request& request, task_result& out) {
         const action_spec& action = request.action();
-        if (action.kind == action_kind::read) co_return run_read(ctx, request);
-        if (action.kind == action_kind::write) co_return run_write(ctx, request, artifacts);
-        if (ctx.settings.check) co_return requires_execution();
+        if (action.kind == action_kind::read) {
+            out = run_read(ctx, request);
+            return settled();
+        }
+        if (action.kind == action_kind::write) {
+            out = run_write(ctx, request, artifacts);
+            return settled();
+        }
+        if (ctx.settings.check) {
+            out = requires_execution();
+            return settled();
+        }
         launcher* l = action.isolation == isolation_mode::container ? container.get() : process.get();
         if (!l) {
-            task_result r;
-            r.state = task_state::failed;
-            r.error = task_error{error_code::backend_unavailable,
-                                 "the backend was not checked before the run; nothing was run"};
-            co_return r;
+            out = backend_not_checked();
+            return settled();
         }
-        if (action.kind == action_kind::extension_process) co_return co_await run_extension(ctx, *l, request);
+        if (action.kind == action_kind::extension_process) return extension_attempt(*l, request, out);
+        return launched(*l, request, out);
+    }
+
+    static asio::awaitable<void> settled() { co_return; }
+
+    asio::awaitable<void> launched(launcher& l, const attempt_request& request, task_result& out) {
         launch_request launch;
         launch.attempt = &request;
-        launch_result r = co_await l->launch(launch);
+        launch_result r;
+        co_await l.launch(launch, r);
         const plan_task& task = request.task();
-        co_return to_task_result(std::move(r), ctx.environment_of(task.action_index), task.timeout_ms,
-                                 /*streams_once=*/true);
+        out = to_task_result(std::move(r), ctx.environment_of(task.action_index), task.timeout_ms,
+                             /*streams_once=*/true);
+    }
+
+    asio::awaitable<void> extension_attempt(launcher& l, const attempt_request& request, task_result& out) {
+        out = co_await run_extension(ctx, l, request);
+    }
+
+    // Through async_run(): a coroutine of its own, which must accept every cancellation type.
+    asio::awaitable<task_result> spawned_attempt(const attempt_request& request) {
+        co_await accept_all_cancellation();
+        task_result out;
+        co_await attempt(request, out);
+        co_return out;
     }
 
     // Every launcher finishes, whatever the others said; the first error fails the run.
@@ -192,12 +225,12 @@ task_result builtin_runner::attempt_failed_unexpectedly() {
 
 void builtin_runner::async_run_impl(const attempt_request& request,
                                     asio::any_completion_handler<void(task_result)> handler) {
-    complete_with(state_->ctx.ex, state_->attempt(request, /*spawned=*/true), std::move(handler),
+    complete_with(state_->ctx.ex, state_->spawned_attempt(request), std::move(handler),
                   attempt_failed_unexpectedly);
 }
 
-asio::awaitable<task_result> builtin_runner::attempt(const attempt_request& request) {
-    return state_->attempt(request, /*spawned=*/false);
+asio::awaitable<void> builtin_runner::attempt(const attempt_request& request, task_result& out) {
+    return state_->attempt(request, out);
 }
 
 int builtin_runner::dispatch_ahead(int jobs) {

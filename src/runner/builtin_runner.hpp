@@ -36,8 +36,9 @@ public:
     /// by several moves (docs/DESIGN.md, "Where a task's time goes"). Awaited inside the
     /// attempt's coroutine, which accepts every cancellation type already: it shares that
     /// coroutine's cancellation state. It may throw: the caller completes the attempt with
-    /// attempt_failed_unexpectedly() then, as async_run() does.
-    boost::asio::awaitable<task_result> attempt(const attempt_request& request);
+    /// attempt_failed_unexpectedly() then, as async_run() does. The result goes into `out`,
+    /// which outlives the attempt (docs/DESIGN.md, "What an in-flight task holds").
+    boost::asio::awaitable<void> attempt(const attempt_request& request, task_result& out);
     static task_result attempt_failed_unexpectedly();
 
 private:

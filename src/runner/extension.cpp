@@ -246,7 +246,8 @@ public:
         launch.phase = "handshake";
         std::optional<json::object> parsed;
         std::string parse_error;
-        launch_result handshake = co_await launcher_.launch(launch);
+        launch_result handshake;
+        co_await launcher_.launch(launch, handshake);
         task_result t = take(std::move(handshake), parsed, parse_error);
         bool cancelled = co_await was_cancelled();
         if (cancelled) {
@@ -270,7 +271,8 @@ public:
         launch.phase = "invoke";
         launch.stdin_data = json::serialize(message);
         parsed.reset();
-        launch_result invoke = co_await launcher_.launch(launch);
+        launch_result invoke;
+        co_await launcher_.launch(launch, invoke);
         t = take(std::move(invoke), parsed, parse_error);
         if (t.state != task_state::succeeded) co_return finish(std::move(t), "invoke");
         if (!parsed) co_return co_await fail(std::move(t), "invoke", error_code::bad_json, parse_error);

@@ -85,10 +85,13 @@ class launcher {
 public:
     virtual ~launcher() = default;
 
-    /// Starts the program and waits for its end; `request` outlives the coroutine. The
-    /// coroutine's cancellation reaches the program (terminal: kill now; total/partial:
-    /// graceful) and completes the launch as a value, as for async_run_process.
-    virtual boost::asio::awaitable<launch_result> launch(const launch_request& request) = 0;
+    /// Starts the program and waits for its end, filling `out` (default-made by the caller);
+    /// `request` and `out` outlive the coroutine. The coroutine's cancellation reaches the
+    /// program (terminal: kill now; total/partial: graceful) and completes the launch as a
+    /// value, as for async_run_process. The result is the caller's, not returned: a returned
+    /// one would be held twice more, in this frame and in the caller's (docs/DESIGN.md, "What
+    /// an in-flight task holds").
+    virtual boost::asio::awaitable<void> launch(const launch_request& request, launch_result& out) = 0;
 
     /// Once per run, after the last launch completed: finishes what launches left for later
     /// (container removal) and checks that nothing the run created is left. Not cancellable.

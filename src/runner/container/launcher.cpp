@@ -51,9 +51,9 @@ public:
           instance_(exec::random_hex(8)),
           owner_(container::label_safe(owner_identity() + ":" + instance_)) {}
 
-    asio::awaitable<launch_result> launch(const launch_request& request) override {
+    asio::awaitable<void> launch(const launch_request& request, launch_result& out) override {
         auto ctl = co_await launch_control::create();
-        co_return co_await run(request, *ctl);
+        out = co_await run(request, *ctl);
     }
 
     // The run is over: remove anything still labelled with this run and owner (a container an

@@ -15,26 +15,34 @@ class host_launcher final : public launcher {
 public:
     explicit host_launcher(launch_context& ctx) : launcher(ctx) {}
 
-    asio::awaitable<launch_result> launch(const launch_request& request) override {
-        launch_result out;
+    asio::awaitable<void> launch(const launch_request& request, launch_result& out) override {
         out.isolation = "process";
-        process_request req;
         // The cwd fd stays open until the process has exited; the workspace's own is the context's.
         std::optional<working_directory> cwd;
-        if (auto error = build(request, req, cwd)) {
-            out.error = std::move(error);
-            out.command = req.executable;
-            out.process.outcome = process_outcome::spawn_failed;
-            co_return out;
-        }
-        out.command = req.executable;
-        out.output_passed = req.pass_output;
-        out.process = co_await async_run_process(ctx_.ex, std::move(req), asio::use_awaitable);
+        auto running = start(request, out, cwd);
+        if (!running) co_return;  // refused before the spawn: `out` says why
+        out.process = co_await std::move(*running);
         out.containment = std::string(to_string(out.process.used));
-        co_return out;
     }
 
 private:
+    // The request built and handed to the executor, which spawns once the result is awaited;
+    // nothing when a step refuses (`out` says why). Not in launch(): the request would take
+    // room in its frame while the process runs (docs/DESIGN.md, "What an in-flight task holds").
+    std::optional<asio::awaitable<process_result>> start(const launch_request& launch, launch_result& out,
+                                                         std::optional<working_directory>& cwd) {
+        process_request req;
+        if (auto error = build(launch, req, cwd)) {
+            out.error = std::move(error);
+            out.command = req.executable;
+            out.process.outcome = process_outcome::spawn_failed;
+            return std::nullopt;
+        }
+        out.command = req.executable;
+        out.output_passed = req.pass_output;
+        return async_run_process(ctx_.ex, std::move(req), asio::use_awaitable);
+    }
+
     std::optional<task_error> build(const launch_request& launch, process_request& req,
                                     std::optional<working_directory>& cwd) {
         const attempt_request& request = *launch.attempt;

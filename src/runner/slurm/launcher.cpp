@@ -125,9 +125,9 @@ public:
         owner_ = this_job_owner();
     }
 
-    asio::awaitable<launch_result> launch(const launch_request& request) override {
+    asio::awaitable<void> launch(const launch_request& request, launch_result& out) override {
         auto ctl = co_await launch_control::create();
-        co_return co_await run(request, std::move(ctl));
+        out = co_await run(request, std::move(ctl));
     }
 
 private:

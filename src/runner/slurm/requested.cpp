@@ -187,8 +187,8 @@ public:
                      std::unique_ptr<requested_allocation> allocation)
         : launcher(ctx), workers_(std::move(workers)), allocation_(std::move(allocation)) {}
 
-    asio::awaitable<launch_result> launch(const launch_request& request) override {
-        co_return co_await workers_->launch(request);
+    asio::awaitable<void> launch(const launch_request& request, launch_result& out) override {
+        return workers_->launch(request, out);
     }
 
     int dispatch_ahead(int jobs) override { return workers_->dispatch_ahead(jobs); }

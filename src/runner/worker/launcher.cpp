@@ -131,9 +131,8 @@ public:
         for (auto& w : starting_) w->lose(why);
     }
 
-    asio::awaitable<launch_result> launch(const launch_request& request) override {
+    asio::awaitable<void> launch(const launch_request& request, launch_result& out) override {
         auto ctl = co_await launch_control::create();
-        launch_result out;
         out.isolation = "process";
         out.backend = backend_;
         out.process.outcome = process_outcome::spawn_failed;
@@ -141,7 +140,7 @@ public:
         if (auto error = build(request, req)) {
             out.error = std::move(error);
             out.command = req.executable;
-            co_return out;
+            co_return;
         }
         out.command = req.executable;
 
@@ -153,7 +152,7 @@ public:
         std::shared_ptr<worker::client> w;
         std::uint32_t generation = 0;
         co_await dispatch(request, req, ctl, w, generation, p, out);
-        if (!w) co_return out;
+        if (!w) co_return;
         out.slurm_node = w->label();  // the node as Slurm names it (the worker says its host name)
         out.slurm_worker = "worker." + w->label() + ":" + std::to_string(generation);
         if (!p.result) {
@@ -164,11 +163,10 @@ public:
             out.error = task_error{error_code::worker_lost,
                                    "the worker on " + w->label() + " was lost (" + w->lost_reason() +
                                        ") with the task sent to it; whether it ran is unknown"};
-            co_return out;
+            co_return;
         }
         out.process = local_result(*p.result, std::move(p.out), std::move(p.err));
         out.containment = std::string(to_string(out.process.used));
-        co_return out;
     }
 
     // A worker with room (w stays null when there is none and never will be: `out` says why),
