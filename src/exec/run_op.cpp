@@ -227,9 +227,12 @@ bool run_op::prepare_and_clone(bool overlap_exec) {
                           "would reap the child before its exit status can be read"};
         return false;
     }
+    // The previous child may still read the scratch and run on the stack (clone_how::wait_for_exec).
+    svc_.wait_stack_free();
+    const char* path = svc_.stage(req_.executable, req_.argv, req_.env);
     // The file to run, pinned now: the child execs this descriptor, not the path (a rename over
     // the path from here on changes nothing), and it must be the file the caller resolved.
-    unique_fd exe(::open(req_.executable.c_str(), O_PATH | O_CLOEXEC));
+    unique_fd exe(::open(path, O_PATH | O_CLOEXEC));
     if (exe && req_.executable_identity) {
         struct stat st {};
         if (::fstat(exe.get(), &st) != 0 ||
@@ -269,21 +272,12 @@ bool run_op::prepare_and_clone(bool overlap_exec) {
     }
     if (req_.containment == containment_policy::automatic && !leaf_) leaf_ = svc_.acquire_leaf();
 
-    // The previous child may still read the scratch and run on the stack (clone_how::wait_for_exec).
-    svc_.wait_stack_free();
-    auto& ptrs = svc_.pointer_scratch();
-    ptrs.clear();
-    for (auto& a : req_.argv) ptrs.push_back(a.data());
-    ptrs.push_back(nullptr);
-    for (auto& e : req_.env) ptrs.push_back(e.data());
-    ptrs.push_back(nullptr);
-
     plan_ = child_plan{};
     auto& plan = plan_;
-    plan.path = req_.executable.c_str();
+    plan.path = path;
     plan.exe_fd = exe.get();
-    plan.argv = ptrs.data();
-    plan.envp = ptrs.data() + req_.argv.size() + 1;
+    plan.argv = svc_.staged_argv();
+    plan.envp = svc_.staged_envp();
     plan.stdio[0] = stdin_fd;
     plan.stdio[1] = req_.pass_output ? STDOUT_FILENO : out_child.get();
     plan.stdio[2] = req_.pass_output ? STDERR_FILENO : err_child.get();

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 
 namespace agentctl::exec {
 
@@ -160,6 +161,29 @@ void exec_service::wait_stack_free() {
         if (busy == 0) return;
         ::syscall(SYS_futex, &stack_in_use_, FUTEX_WAIT, busy, nullptr, nullptr, 0);
     }
+}
+
+const char* exec_service::stage(const std::string& path, const std::vector<std::string>& argv,
+                                const std::vector<std::string>& env) {
+    std::size_t size = path.size() + 1;
+    for (const auto& a : argv) size += a.size() + 1;
+    for (const auto& e : env) size += e.size() + 1;
+    text_.resize(size);  // one (re)allocation at most: the pointers below stay valid
+    char* at = text_.data();
+    auto put = [&at](const std::string& s) {
+        char* copy = at;
+        std::memcpy(at, s.c_str(), s.size() + 1);
+        at += s.size() + 1;
+        return copy;
+    };
+    const char* staged_path = put(path);
+    pointers_.clear();
+    for (const auto& a : argv) pointers_.push_back(put(a));
+    pointers_.push_back(nullptr);
+    for (const auto& e : env) pointers_.push_back(put(e));
+    pointers_.push_back(nullptr);
+    staged_argc_ = argv.size();
+    return staged_path;
 }
 
 int exec_service::dev_null(int& err) {

@@ -125,7 +125,15 @@ public:
     /// together (a deadline shared by many runs, cancelling a whole batch) then share.
     std::shared_ptr<const proc_table> proc_snapshot();
     static constexpr std::chrono::milliseconds snapshot_age{10};
-    std::vector<char*>& pointer_scratch() { return pointers_; }
+    /// Copies the path, argv and environment of a spawn into the service's scratch and returns
+    /// the copy of the path; `argv` and `envp` then give the copies, each list ends with a null.
+    /// The child reads them until it leaves our memory: call after wait_stack_free(). Being the
+    /// same buffer every spawn, its pages are ones the kernel has read before (docs/DESIGN.md,
+    /// "Spawn scratch").
+    const char* stage(const std::string& path, const std::vector<std::string>& argv,
+                      const std::vector<std::string>& env);
+    char* const* staged_argv() const { return pointers_.data(); }
+    char* const* staged_envp() const { return pointers_.data() + staged_argc_ + 1; }
 
     /// A buffer for bytes read past a cap: their content is never looked at.
     std::span<char> discard_buffer() { return {discard_.get(), discard_size}; }
@@ -186,6 +194,8 @@ private:
     pid_t stack_in_use_ = 0;
     std::unique_ptr<char[]> discard_;
     std::vector<char*> pointers_;
+    std::vector<char> text_;  ///< what pointers_ point into: never shrunk
+    std::size_t staged_argc_ = 0;
     unique_fd dev_null_;
     unique_fd proc_fd_;
 

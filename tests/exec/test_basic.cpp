@@ -19,7 +19,9 @@
 #include <atomic>
 #include <filesystem>
 #include <map>
+#include <string>
 #include <thread>
+#include <vector>
 
 using namespace exec_test;
 using agentctl::process_outcome;
@@ -206,6 +208,34 @@ BOOST_AUTO_TEST_CASE(concurrent_spawns_do_not_inherit_each_others_pipes) {
     }
     for (auto& t : threads) t.join();
     BOOST_TEST(cancelled.load() == 2 * per_context);
+}
+
+// The spawn scratch (docs/DESIGN.md, "Spawn scratch"): a spawn's path, argv and environment are
+// copied into one buffer, null-terminated lists included, and the next spawn reuses that buffer
+// where it fits instead of allocating: pages the kernel has already read.
+BOOST_AUTO_TEST_CASE(a_spawn_stages_its_strings_in_one_reused_buffer) {
+    namespace exec = agentctl::exec;
+    boost::asio::io_context io;
+    auto& svc = boost::asio::use_service<exec::exec_service>(io);
+    const std::string path = "/usr/bin/env";
+    const std::vector<std::string> argv{"env", "", "a b"}, env{"A=1", "LONG=" + std::string(300, 'x')};
+    const char* first = svc.stage(path, argv, env);
+    BOOST_TEST(std::string(first) == path);
+    BOOST_TEST(static_cast<const void*>(first) != static_cast<const void*>(path.c_str()));  // a copy
+    char* const* a = svc.staged_argv();
+    char* const* e = svc.staged_envp();
+    for (std::size_t i = 0; i < argv.size(); ++i) BOOST_TEST(std::string(a[i]) == argv[i]);
+    BOOST_TEST(a[argv.size()] == nullptr);
+    for (std::size_t i = 0; i < env.size(); ++i) BOOST_TEST(std::string(e[i]) == env[i]);
+    BOOST_TEST(e[env.size()] == nullptr);
+    BOOST_TEST(e == a + argv.size() + 1);
+
+    const char* second = svc.stage("/bin/sh", {"sh", "-c", "true"}, {});
+    BOOST_TEST(static_cast<const void*>(second) == static_cast<const void*>(first));  // the same buffer
+    BOOST_TEST(std::string(second) == "/bin/sh");
+    BOOST_TEST(std::string(svc.staged_argv()[2]) == "true");
+    BOOST_TEST(svc.staged_argv()[3] == nullptr);
+    BOOST_TEST(svc.staged_envp()[0] == nullptr);
 }
 
 // The spawn window (docs/DESIGN.md, "The child's descriptor table"): what it is given stays in
