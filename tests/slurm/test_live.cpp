@@ -429,10 +429,17 @@ BOOST_AUTO_TEST_CASE(scancel_removes_jobs_within_bounds) {
     const auto& c = cluster::get();
     temp_folder folder("cancel");
     const std::string& dir = folder.path;
-    // Plain scancel: SIGTERM; the probe dies of it.
+    // Plain scancel: SIGTERM; the probe dies of it. The scancel waits for the program to have
+    // started: a job listed RUNNING may not have launched its step yet, and a scancel then
+    // revokes the step's credential (srun exits 168, "Job credential revoked"; the job is
+    // still CANCELLED, which the unit test `cancellations` covers).
     {
-        auto req = probe_attempt("cancel", {"sleep", "300"});
+        const std::string pids = dir + "/sleep-pids";
+        fs::create_directory(pids);
+        auto req = probe_attempt("cancel", {"sleep", "300", "--pidfile-dir", pids});
         child srun(argv_of(req), client_env());
+        BOOST_TEST_REQUIRE(poll_until([&] { return !fs::is_empty(pids); }, 30s, 20ms),
+                           "the program never started");
         auto e = wait_running(name_of(req));
         auto start = std::chrono::steady_clock::now();
         run(scancel_jobs(c.scancel, {e.job_id}), client_env(), 20s);

@@ -645,6 +645,12 @@ BOOST_AUTO_TEST_CASE(cancellations) {
     BOOST_TEST(error_code(ours.kind) == "");
     BOOST_TEST(*ours.signal == 15);
     BOOST_TEST((classify(std::nullopt, "", std::nullopt, std::nullopt, true, 9).kind == end_kind::stopped));
+    // A scancel between the job's start and its step's launch: srun reports the launch failed,
+    // the controller says CANCELLED, and the controller wins.
+    const std::string revoked =
+        "srun: error: Task launch for StepId=15.0 failed on node localhost: Job credential revoked\n"
+        "srun: error: Application launch failed: Job credential revoked\n";
+    BOOST_TEST((classify(168, revoked, job_state::cancelled, exit_pair{0, 0}).kind == end_kind::cancelled));
     // scancel --signal=TERM is a signal: the job failed with the program's exit.
     auto sig = classify(7,
                         "slurmstepd-localhost: error: *** STEP 58.0 ON localhost CANCELLED AT "
