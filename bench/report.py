@@ -130,6 +130,10 @@ def section(results, chart_rel="docs/bench/performance.png", results_rel="docs/b
         load_text = (f" Load average (1 min) {start['loadavg'][0]:.2f} when the measurements started and "
                      f"{end['loadavg'][0]:.2f} at the end: the machine is shared, so read ratios, not "
                      "absolute times.")
+    # Sittings before 2026-12-07 rotated one list: each runner had the same predecessor in every
+    # round (docs/DESIGN.md, "bench/run's order of runners").
+    order_text = (f", in an order shuffled every round (`--order-seed {results['order_seed']}`)"
+                  if "order_seed" in results else ", the order rotated by one each round")
     out = ["## Performance", ""]
     out.append(
         f"Measured {results['date'][:10]} with `bench/run` ({results['mode']} run) on {m['cpu']}, "
@@ -140,7 +144,7 @@ def section(results, chart_rel="docs/bench/performance.png", results_rel="docs/b
     out.append("")
     out.append(
         f"Each command ran {results['runs']} times after {results['warmup']} warm-up round(s), the runners "
-        "of a group taking turns so that drift hits them alike. Figures are medians; spread is "
+        f"of a group taking turns so that drift hits them alike{order_text}. Figures are medians; spread is "
         "(max − min) / median. The C limit is `bench/spawnbench` (posix_spawn, two pipes, a pidfd and "
         "epoll in one loop: the fastest an engine-like runner goes here); \"× C\" is its median over the "
         f"runner's, in the same group, so higher is better (the targets use it); \"× C, round by round\" "
